@@ -1,0 +1,230 @@
+//! Builds the guest blob (both link configurations) with the system C
+//! toolchain, mirroring how the arm64 kernel builds its nVHE hyp:
+//!
+//! 1. assemble one object per routine (`guest/<arch>/lib/*.S`), the entry /
+//!    dispatcher, the selftest routines and the alias tables;
+//! 2. partial link (`-r`) into `hyp.o` and prefix every symbol with
+//!    `__hypclear_` (`objcopy --prefix-symbols`, like `__kvm_nvhe_`);
+//! 3. final link at address 0 with a preprocessed linker script that defines
+//!    the aliases, keeping relocations (`--emit-relocs`);
+//! 4. police the relocations and store the relocation list in `.hyp.reloc`
+//!    (see `src/hyprel.rs`, the analogue of `gen-hyprel`).
+//!
+//! It also writes `hypclear_abi.h` from `src/abi.rs`, and compiles the same
+//! routine objects into the host binary for the native baseline.
+
+#[path = "src/abi.rs"]
+mod abi;
+#[path = "src/hyprel.rs"]
+mod hyprel;
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+type BuildResult<T> = Result<T, String>;
+
+fn main() {
+    if let Err(e) = run() {
+        // A build script reports failure by exiting non-zero; the message is
+        // shown by cargo.
+        eprintln!("error: building the hypclear guest blob failed:\n{e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> BuildResult<()> {
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").map_err(|e| e.to_string())?;
+    if arch != "x86_64" && arch != "aarch64" {
+        return Err(format!(
+            "hypclear supports x86_64 and aarch64 targets, not {arch}"
+        ));
+    }
+    let out = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
+    let guest = root.join("guest");
+    let arch_dir = guest.join(&arch);
+    println!("cargo:rerun-if-changed=guest");
+    println!("cargo:rerun-if-changed=src/abi.rs");
+    println!("cargo:rerun-if-changed=src/hyprel.rs");
+
+    let inc = out.join("include");
+    fs::create_dir_all(&inc).map_err(|e| e.to_string())?;
+    write_abi_header(&inc.join("hypclear_abi.h"))?;
+
+    let lib = sources(&arch_dir.join("lib"))?;
+    let selftest = sources(&arch_dir.join("selftest"))?;
+    let mut entry = sources(&arch_dir)?;
+    entry.retain(|p| p.extension().is_some_and(|e| e == "S"));
+    if lib.is_empty() || entry.is_empty() {
+        return Err(format!(
+            "no guest sources found under {}",
+            arch_dir.display()
+        ));
+    }
+
+    let base = |dir: &str| {
+        let mut b = cc::Build::new();
+        b.include(guest.join("include"))
+            .include(&inc)
+            .include(&arch_dir)
+            .flag("-ffreestanding")
+            .flag("-fno-builtin")
+            .debug(false)
+            .warnings(true)
+            .cargo_metadata(false)
+            .out_dir(out.join(dir));
+        b
+    };
+
+    // The host baseline: the very same routine sources, linked into hypclear.
+    let mut host = base("host-routines");
+    host.cargo_metadata(true).files(&lib).compile("hypclear_routines");
+
+    let cc_path = base("probe").get_compiler().path().to_path_buf();
+    let objcopy = sibling_tool(&cc_path, "objcopy");
+
+    for (config, clear_page) in [("vanilla", true), ("memset", false)] {
+        let mut tables = base(&format!("{config}-tables"));
+        if clear_page {
+            tables.define("CONFIG_CLEAR_PAGE_ALIAS", None);
+        }
+        tables.file(guest.join("common/tables.S"));
+        let mut objs = tables.compile_intermediates();
+
+        let lib_cfg: Vec<PathBuf> = lib
+            .iter()
+            .filter(|p| clear_page || !file_name(p).starts_with("clear_page"))
+            .cloned()
+            .collect();
+        let mut rest = base(&format!("{config}-objs"));
+        rest.files(&entry).files(&lib_cfg).files(&selftest);
+        objs.extend(rest.compile_intermediates());
+
+        let hyp_o = out.join(format!("hyp-{config}.o"));
+        let mut ld_r = Command::new(&cc_path);
+        ld_r.args(["-nostdlib", "-r", "-o"]).arg(&hyp_o).args(&objs);
+        exec(ld_r)?;
+        let mut prefix = Command::new(&objcopy);
+        prefix.arg("--prefix-symbols=__hypclear_").arg(&hyp_o);
+        exec(prefix)?;
+
+        let lds = out.join(format!("hyp-{config}.lds"));
+        let mut cpp = Command::new(&cc_path);
+        cpp.args(["-E", "-P", "-undef", "-x", "c"])
+            .arg("-I")
+            .arg(guest.join("include"))
+            .arg("-I")
+            .arg(&arch_dir);
+        if clear_page {
+            cpp.arg("-DCONFIG_CLEAR_PAGE_ALIAS");
+        }
+        cpp.arg(guest.join("common/hyp.lds.S")).arg("-o").arg(&lds);
+        exec(cpp)?;
+
+        let elf = out.join(format!("blob-{config}.elf"));
+        let mut link = Command::new(&cc_path);
+        link.args([
+            "-nostdlib",
+            "-static",
+            "-no-pie",
+            "-Wl,--emit-relocs",
+            "-Wl,--build-id=none",
+            "-Wl,-z,max-page-size=4096",
+            "-Wl,-z,noexecstack",
+            "-Wl,--no-warn-rwx-segments",
+        ])
+        .arg(format!("-Wl,-T,{}", lds.display()))
+        .arg("-o")
+        .arg(&elf)
+        .arg(&hyp_o);
+        exec(link)?;
+
+        let bytes = fs::read(&elf).map_err(|e| format!("{}: {e}", elf.display()))?;
+        let relocs = hyprel::police(&bytes)
+            .map_err(|e| format!("{} ({config} configuration): {e}", elf.display()))?;
+        let list = out.join(format!("hyp-{config}.reloc"));
+        fs::write(&list, hyprel::encode(&relocs)).map_err(|e| e.to_string())?;
+        let mut add = Command::new(&objcopy);
+        add.arg(format!("--add-section={}={}", hyprel::RELOC_SECTION, list.display()))
+            .arg(&elf);
+        exec(add)?;
+
+        if arch == "aarch64" {
+            // linux-loader's PE loader takes the flat Image (header at offset 0).
+            let mut bin = Command::new(&objcopy);
+            bin.args(["-O", "binary"])
+                .arg(&elf)
+                .arg(out.join(format!("blob-{config}.bin")));
+            exec(bin)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_abi_header(path: &Path) -> BuildResult<()> {
+    let mut s = String::from(
+        "/* Generated by build.rs from src/abi.rs: do not edit. */\n\
+         #ifndef HYPCLEAR_ABI_H\n#define HYPCLEAR_ABI_H\n",
+    );
+    for (name, value) in abi::ALL {
+        s.push_str(&format!("#define {name} {value:#x}\n"));
+    }
+    s.push_str("#endif\n");
+    fs::write(path, s).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn sources(dir: &Path) -> BuildResult<Vec<PathBuf>> {
+    let mut v = Vec::new();
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(v),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    for ent in rd {
+        let p = ent.map_err(|e| e.to_string())?.path();
+        if p.is_file() && p.extension().is_some_and(|e| e == "S") {
+            v.push(p);
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `aarch64-linux-gnu-gcc` -> `aarch64-linux-gnu-objcopy`, `cc` -> `objcopy`.
+fn sibling_tool(cc: &Path, tool: &str) -> PathBuf {
+    let name = file_name(cc);
+    let prefix = name
+        .strip_suffix("gcc")
+        .or_else(|| name.strip_suffix("cc"))
+        .unwrap_or("");
+    let cand = cc.with_file_name(format!("{prefix}{tool}"));
+    if cand.exists() {
+        cand
+    } else {
+        PathBuf::from(format!("{prefix}{tool}"))
+    }
+}
+
+fn exec(mut cmd: Command) -> BuildResult<()> {
+    let shown = format!("{cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {shown}: {e} (is a C toolchain with binutils installed?)"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{shown} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole aarch64 CI stage: setup, build the KVM probe, then boot each KVM
+# mode once and run the probe plus any extra binaries/commands given.
+#
+#   ci/aarch64/ci.sh [--timeout SECS] [--bin FILE]... [-- 'cmd line'...]
+#
+# Modes: $HYPCLEAR_AARCH64_MODES (default "vhe nvhe protected"). A mode may
+# carry a CPU model after a colon, e.g. "protected:cortex-a57" (no VHE on the
+# CPU, so pKVM runs as "Protected nVHE" rather than "Protected hVHE").
+# Stops at the first failing mode; exit status is that of run-in-qemu.sh.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+TIMEOUT=300
+EXTRA=()
+CMDS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --timeout) TIMEOUT="${2:?}"; shift 2 ;;
+        --bin) EXTRA+=(--bin "${2:?}"); shift 2 ;;
+        --) shift; CMDS=("$@"); break ;;
+        *) hc_die "unknown argument: $1 (see header of $0)" ;;
+    esac
+done
+CI_T0="$(hc_now)"
+
+"$HC_CI_DIR/setup.sh"
+
+hc_stage_begin "build probe"
+PROBE="$("$HC_CI_DIR/probe/build.sh")"
+hc_stage_end
+
+SUMMARY=()
+for spec in ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected}; do
+    mode="${spec%%:*}"
+    cpu_args=()
+    [ "$spec" = "$mode" ] || cpu_args=(--cpu "${spec#*:}")
+    t0="$(hc_now)"
+    rc=0
+    "$HC_CI_DIR/run-in-qemu.sh" --mode "$mode" ${cpu_args[@]+"${cpu_args[@]}"} --timeout "$TIMEOUT" \
+        --bin "$PROBE" ${EXTRA[@]+"${EXTRA[@]}"} -- \
+        "hc-kvm-probe$([ "$spec" = "$mode" ] && echo ' --require-mops')" ${CMDS[@]+"${CMDS[@]}"} || rc=$?
+    SUMMARY+=("$(printf '%-24s %s %5ss' "$spec" "$([ "$rc" -eq 0 ] && echo PASS || echo "FAIL($rc)")" "$(hc_elapsed "$t0")")")
+    if [ "$rc" -ne 0 ]; then
+        printf '%s\n' "${SUMMARY[@]}"
+        exit "$rc"
+    fi
+done
+hc_log "summary:"
+printf '  %s\n' "${SUMMARY[@]}" >&2
+hc_log "aarch64 CI stage passed in $(hc_elapsed "$CI_T0")s"

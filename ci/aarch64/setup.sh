@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Install / fetch everything the aarch64 QEMU+KVM CI needs. Idempotent; fast
+# (well under a second) when everything is already in place.
+#
+#   ci/aarch64/setup.sh [--refresh]
+#
+#   --refresh   re-resolve and re-download the arm64 kernel and busybox even if
+#               the cache already has them.
+#
+# Host side (system-wide, needs root or sudo):
+#   * apt source for <codename>-backports (bookworm only: QEMU 7.2 lacks
+#     FEAT_MOPS in `-cpu max`, and installing it would replace the preinstalled
+#     qemu-utils 10 from backports)
+#   * qemu-system-arm (>= 10) from backports, gcc-aarch64-linux-gnu,
+#     libc6-dev-arm64-cross, cpio; shellcheck if available (best effort)
+#   * rustup target aarch64-unknown-linux-gnu (best effort: only needed to
+#     cross-build the Rust VMM itself, not for the C probe)
+# Guest side (in the cache dir, no system change: a private apt state with
+# APT::Architecture=arm64, so the host's dpkg gets no foreign architecture):
+#   * Debian's arm64 kernel (linux-image-<ver>-arm64-unsigned, from backports)
+#   * busybox-static:arm64
+# Result: $HYPCLEAR_AARCH64_CACHE/env.sh (default target/aarch64-ci/env.sh).
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+REFRESH=0
+for arg in "$@"; do
+    case "$arg" in
+        --refresh) REFRESH=1 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) hc_die "unknown argument: $arg" ;;
+    esac
+done
+
+# Debian kernel series to use (6.1 from bookworm hides MOPS from userspace).
+KSERIES="${HYPCLEAR_AARCH64_KERNEL_SERIES:-6.12}"
+QEMU_MIN_MAJOR=10
+SETUP_T0="$(hc_now)"
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || hc_die "not root and no sudo: cannot install packages"
+    SUDO=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+
+. /etc/os-release
+CODENAME="${VERSION_CODENAME:-}"
+APT_TARGET=()
+if [ "$CODENAME" = bookworm ]; then
+    APT_TARGET=(-t bookworm-backports)
+fi
+
+# Base URI of the Debian archive as configured on this machine.
+debian_uri() {
+    local f uri=""
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -e "$f" ] || continue
+        uri="$(awk '/^URIs:/ && $2 !~ /security/ && $2 ~ /debian\/?$/ { print $2; exit }' "$f")"
+        [ -n "$uri" ] && break
+    done
+    if [ -z "$uri" ] && [ -e /etc/apt/sources.list ]; then
+        uri="$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' /etc/apt/sources.list)"
+    fi
+    echo "${uri:-http://deb.debian.org/debian}"
+}
+DEBIAN_URI="$(debian_uri)"
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+
+qemu_major() {
+    command -v qemu-system-aarch64 >/dev/null || { echo 0; return; }
+    qemu-system-aarch64 --version | awk 'NR == 1 { split($4, v, "."); print v[1] + 0 }'
+}
+
+# ---------------------------------------------------------------- host tools
+hc_stage_begin "host packages"
+MISSING=()
+[ "$(qemu_major)" -ge "$QEMU_MIN_MAJOR" ] || MISSING+=(qemu-system-arm)
+command -v aarch64-linux-gnu-gcc >/dev/null || MISSING+=(gcc-aarch64-linux-gnu)
+[ -e /usr/aarch64-linux-gnu/lib/libc.a ] || MISSING+=(libc6-dev-arm64-cross)
+command -v cpio >/dev/null || MISSING+=(cpio)
+command -v timeout >/dev/null || MISSING+=(coreutils)
+if [ "${#MISSING[@]}" -gt 0 ]; then
+    hc_log "installing: ${MISSING[*]}"
+    if [ "$CODENAME" = bookworm ] && ! grep -rqsE '^[^#]*bookworm-backports' \
+            /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; then
+        hc_log "adding apt source bookworm-backports ($DEBIAN_URI)"
+        printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
+            "$DEBIAN_URI" "$KEYRING" |
+            "${SUDO[@]}" tee /etc/apt/sources.list.d/hypclear-bookworm-backports.sources >/dev/null
+    fi
+    "${SUDO[@]}" apt-get update -qq
+    # Everything from backports where it exists there (-t only raises priority;
+    # packages absent from backports still come from bookworm).
+    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${APT_TARGET[@]}" "${MISSING[@]}" >/dev/null
+    [ "$(qemu_major)" -ge "$QEMU_MIN_MAJOR" ] ||
+        hc_die "qemu-system-aarch64 is $(qemu-system-aarch64 --version | head -1), need >= $QEMU_MIN_MAJOR"
+fi
+if ! command -v shellcheck >/dev/null; then
+    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends shellcheck >/dev/null 2>&1 ||
+        hc_log "note: shellcheck not installable (optional)"
+fi
+hc_stage_end
+
+hc_stage_begin "rust target"
+RUST_TARGET_OK=0
+if command -v rustup >/dev/null; then
+    if rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+        RUST_TARGET_OK=1
+    elif rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; then
+        RUST_TARGET_OK=1
+    else
+        hc_log "WARNING: 'rustup target add aarch64-unknown-linux-gnu' failed (only needed for Rust binaries)"
+    fi
+else
+    hc_log "WARNING: no rustup (only needed for Rust binaries)"
+fi
+hc_stage_end
+
+# ---------------------------------------------------------- guest artefacts
+# Private apt configuration for arm64 downloads: own lists/cache/status, only
+# the two suites we need, so nothing on the host changes.
+APT_DIR="$HC_CACHE/apt"
+ARM_APT=(apt-get
+    -o "Dir::Etc::SourceList=$APT_DIR/sources.list"
+    -o "Dir::Etc::SourceParts=$APT_DIR/sources.list.d"
+    -o "Dir::Etc::Preferences=$APT_DIR/preferences"
+    -o "Dir::Etc::PreferencesParts=$APT_DIR/preferences.d"
+    -o "Dir::State=$APT_DIR/state"
+    -o "Dir::State::status=$APT_DIR/state/status"
+    -o "Dir::Cache=$APT_DIR/cache"
+    -o "APT::Architecture=arm64"
+    -o "APT::Architectures::=arm64"
+    -o "Debug::NoLocking=1"
+    -o "Acquire::Languages=none"
+    -o "APT::Sandbox::User=root"
+    -q)
+arm_apt_cache() { "${ARM_APT[@]/#apt-get/apt-cache}" "$@"; }
+
+have_guest_files() {
+    [ -f "$HC_ENV_FILE" ] || return 1
+    # shellcheck disable=SC1090
+    ( . "$HC_ENV_FILE" && [ -f "$HC_KERNEL" ] && [ -x "$HC_BUSYBOX" ] )
+}
+
+if [ "$REFRESH" -eq 1 ] || ! have_guest_files; then
+    hc_stage_begin "arm64 apt index"
+    mkdir -p "$APT_DIR"/{sources.list.d,preferences.d,state/lists/partial,cache/archives/partial} "$HC_CACHE/debs"
+    : >"$APT_DIR/state/status"
+    : >"$APT_DIR/preferences"
+    suites="bookworm bookworm-backports"
+    [ "$CODENAME" = bookworm ] || suites="$CODENAME"
+    for s in $suites; do
+        echo "deb [arch=arm64 signed-by=$KEYRING] $DEBIAN_URI $s main"
+    done >"$APT_DIR/sources.list"
+    "${ARM_APT[@]}" update -qq
+    hc_stage_end
+
+    hc_stage_begin "arm64 kernel + busybox download"
+    KPKG="${HYPCLEAR_AARCH64_KERNEL_PKG:-}"
+    if [ -z "$KPKG" ]; then
+        KPKG="$(arm_apt_cache pkgnames "linux-image-$KSERIES" |
+            grep -E "^linux-image-${KSERIES//./\\.}\.[0-9]+\+deb[0-9.]+-arm64-unsigned$" | sort -V | tail -1)"
+        [ -n "$KPKG" ] || hc_die "no linux-image-$KSERIES*-arm64-unsigned package found"
+    fi
+    rm -f "$HC_CACHE"/debs/*.deb
+    (cd "$HC_CACHE/debs" && "${ARM_APT[@]}" download "$KPKG" busybox-static)
+    hc_stage_end
+
+    hc_stage_begin "extract"
+    KDEB="$(ls "$HC_CACHE"/debs/linux-image-*.deb)"
+    BDEB="$(ls "$HC_CACHE"/debs/busybox-static_*.deb)"
+    KVER_DEB="$(dpkg-deb -f "$KDEB" Version)"
+    KDIR="$HC_CACHE/kernel/${KPKG}_${KVER_DEB#*:}"
+    rm -rf "$KDIR.tmp" && mkdir -p "$KDIR.tmp"
+    # Only /boot: the modules are not needed (KVM, PL011, initrd are built in)
+    # and skipping them saves ~400 MB of disk writes.
+    dpkg-deb --fsys-tarfile "$KDEB" | tar -x -C "$KDIR.tmp" --wildcards './boot/*'
+    rm -rf "$KDIR" && mv "$KDIR.tmp" "$KDIR"
+    BBVER="$(dpkg-deb -f "$BDEB" Version)"
+    BBDIR="$HC_CACHE/busybox/${BBVER#*:}"
+    rm -rf "$BBDIR" && mkdir -p "$BBDIR" && dpkg -x "$BDEB" "$BBDIR"
+    KERNEL="$(ls "$KDIR"/boot/vmlinuz-*)"
+    KRELEASE="${KERNEL##*/vmlinuz-}"
+    {
+        echo "# generated by ci/aarch64/setup.sh"
+        printf 'HC_KERNEL=%q\n' "$KERNEL"
+        printf 'HC_KERNEL_PKG=%q\n' "$KPKG"
+        printf 'HC_KERNEL_VERSION=%q\n' "$KVER_DEB"
+        printf 'HC_KERNEL_RELEASE=%q\n' "$KRELEASE"
+        printf 'HC_KERNEL_CONFIG=%q\n' "$KDIR/boot/config-$KRELEASE"
+        printf 'HC_BUSYBOX=%q\n' "$BBDIR/bin/busybox"
+        printf 'HC_BUSYBOX_VERSION=%q\n' "$BBVER"
+    } >"$HC_ENV_FILE.tmp"
+    mv "$HC_ENV_FILE.tmp" "$HC_ENV_FILE"
+    rm -f "$HC_CACHE"/debs/*.deb
+    hc_stage_end
+fi
+
+# --------------------------------------------------------------- summary
+# shellcheck disable=SC1090
+. "$HC_ENV_FILE"
+hc_log "cache:    $HC_CACHE"
+hc_log "qemu:     $(command -v qemu-system-aarch64) ($(qemu-system-aarch64 --version | head -1))"
+hc_log "cross cc: $(command -v aarch64-linux-gnu-gcc) ($(aarch64-linux-gnu-gcc -dumpfullversion))"
+hc_log "rust:     aarch64-unknown-linux-gnu target $([ "$RUST_TARGET_OK" -eq 1 ] && echo installed || echo MISSING)"
+hc_log "kernel:   $HC_KERNEL ($HC_KERNEL_PKG $HC_KERNEL_VERSION)"
+hc_log "busybox:  $HC_BUSYBOX ($HC_BUSYBOX_VERSION)"
+hc_log "setup done in $(hc_elapsed "$SETUP_T0")s"

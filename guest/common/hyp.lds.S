@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Linker script of the guest blob, run through the C preprocessor like the
+ * kernel's vmlinux.lds.S. Linked at address 0; the host loads it at a
+ * randomized page-aligned address and applies .hyp.reloc.
+ *
+ * Every input symbol already carries the __hypclear_ prefix (objcopy
+ * --prefix-symbols after the partial link), so symbols defined here do too.
+ */
+#include "alias.h"
+
+ENTRY(HYP_SYM(hyp_entry))
+
+SECTIONS
+{
+	. = 0;
+	.text : {
+		KEEP(*(.text.head))
+		*(.text.entry)
+		*(.text)
+	}
+	. = ALIGN(64);
+	/* __pi_ library routines: build.rs accepts only PC-relative relocations here. */
+	.pi.text : {
+		HYP_SYM(pi_text_start) = .;
+		*(.text.__pi)
+		HYP_SYM(pi_text_end) = .;
+	}
+	. = ALIGN(64);
+	.selftest.text : { *(.text.selftest) }
+	. = ALIGN(4096);
+	.rodata : { *(.rodata .rodata.*) }
+	. = ALIGN(4096);
+	.data : {
+		HYP_SYM(alias_table_start) = .;
+		KEEP(*(.data.alias_table))
+		HYP_SYM(alias_table_end) = .;
+		HYP_SYM(selftest_table_start) = .;
+		KEEP(*(.data.selftest_table))
+		HYP_SYM(selftest_table_end) = .;
+		*(.data .data.*)
+	}
+	.bss : { *(.bss .bss.*) }
+	HYP_SYM(hyp_end) = .;
+
+	/DISCARD/ : { *(.note .note.*) *(.comment) *(.eh_frame) *(.eh_frame_hdr) }
+}
+
+/* The alias table in the blob's namespace: __hypclear_<alias> = __hypclear_<target>. */
+#define HYP_ALIAS(alias, target) HYP_SYM(alias) = HYP_SYM(target);
+#include "aliases.h"

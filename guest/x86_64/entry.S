@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * x86_64 guest entry, command dispatcher and exception vectors.
+ *
+ * Entered by the host in 64-bit mode (CPL 3 or 0) with:
+ *   rsp     = top of this vCPU's stack (16-byte aligned)
+ *   GS base = this vCPU's mailbox page (see src/abi.rs)
+ *   rflags  = 0x2 (interrupts off)
+ *
+ * Loop: ring HC_READY, then for every CMD_CALL look up the routine in the
+ * alias (or selftest) table, call it MB_CMD_COUNT times as
+ *     fn(a0 + i * a0_step, a1 + i * a1_step, a2)
+ * between two TSC reads, publish the result and ring HC_RESULT.
+ *
+ * Register use in the loop (callee-saved, so routines keep them):
+ *   rbx = routine, r12 = a0, r13 = a1, r14 = calls left, rbp = t0, r15 = ret
+ */
+#include "hypclear_abi.h"
+
+/* Ring the doorbell with hypercall number \nr (a 64-bit store, exits as MMIO). */
+.macro HYPERCALL nr
+	movabs	$DOORBELL_GPA, %rax
+	movq	$\nr, (%rax)
+.endm
+
+/* Read the TSC into %rax as a 64-bit value; clobbers %rdx. */
+.macro READ_TSC
+	rdtsc
+	shl	$32, %rdx
+	or	%rdx, %rax
+.endm
+
+	.section .text.entry, "ax"
+	.globl	hyp_entry
+	.type	hyp_entry, %function
+hyp_entry:
+	movabs	$MAILBOX_MAGIC, %rcx
+	cmp	%gs:MB_MAGIC, %rcx
+	jne	.Lbad_command
+	HYPERCALL HC_READY
+
+.Lnext:
+	mov	%gs:MB_CMD_OP, %rax
+	cmp	$CMD_EXIT, %rax
+	je	.Lexit
+	cmp	$CMD_CALL, %rax
+	jne	.Lbad_command
+
+	/* Pick the table: rbx = first row, rcx = end. */
+	lea	alias_table_start(%rip), %rbx
+	lea	alias_table_end(%rip), %rcx
+	mov	%gs:MB_CMD_TABLE, %rax
+	cmp	$TABLE_ALIAS, %rax
+	je	1f
+	cmp	$TABLE_SELFTEST, %rax
+	jne	.Lbad_command
+	lea	selftest_table_start(%rip), %rbx
+	lea	selftest_table_end(%rip), %rcx
+1:	mov	%gs:MB_CMD_INDEX, %rax
+	shl	$4, %rax
+	jc	.Lbad_command
+	add	%rax, %rbx
+	jc	.Lbad_command
+	cmp	%rcx, %rbx
+	jae	.Lbad_command
+	mov	(%rbx), %rbx			/* routine (relocated absolute address) */
+
+	mov	%gs:MB_CMD_A0, %r12
+	mov	%gs:MB_CMD_A1, %r13
+	mov	%gs:MB_CMD_COUNT, %r14
+	xor	%r15d, %r15d
+
+	lfence
+	READ_TSC
+	lfence
+	mov	%rax, %rbp
+	test	%r14, %r14
+	jz	3f
+2:	mov	%r12, %rdi
+	mov	%r13, %rsi
+	mov	%gs:MB_CMD_A2, %rdx
+	call	*%rbx
+	mov	%rax, %r15
+	add	%gs:MB_CMD_A0_STEP, %r12
+	add	%gs:MB_CMD_A1_STEP, %r13
+	dec	%r14
+	jnz	2b
+3:	mfence
+	lfence
+	READ_TSC
+
+	mov	%rbp, %gs:MB_RES_T0
+	mov	%rax, %gs:MB_RES_T1
+	mov	%r15, %gs:MB_RES_RET
+	mov	%gs:MB_CMD_ID, %rax
+	mov	%rax, %gs:MB_RES_ID
+	HYPERCALL HC_RESULT
+	jmp	.Lnext
+
+.Lexit:
+	HYPERCALL HC_DONE
+	jmp	.Lexit
+
+.Lbad_command:
+	movq	$FAIL_BAD_COMMAND, %gs:MB_FAIL_CODE
+	mov	%gs:MB_CMD_TABLE, %rax
+	mov	%rax, %gs:MB_FAIL_D0
+	mov	%gs:MB_CMD_INDEX, %rax
+	mov	%rax, %gs:MB_FAIL_D1
+	HYPERCALL HC_FAIL
+	jmp	.Lbad_command
+	.size	hyp_entry, . - hyp_entry
+
+/*
+ * Exception vectors 0..31, one 32-byte stub each (the host builds the IDT
+ * from hyp_vectors + 32 * vector). They run at CPL 0 on the TSS.RSP0 stack,
+ * push a uniform frame and report it with HC_FAIL / FAIL_EXCEPTION:
+ *   D0 vector, D1 error code, D2 RIP, D3 CR2, D4 RSP, D5 CS.
+ */
+	.balign	32
+	.globl	hyp_vectors
+	.type	hyp_vectors, %function
+hyp_vectors:
+	vector = 0
+	.rept	32
+	.balign	32
+	/* Vectors that push an error code: #DF #TS #NP #SS #GP #PF #AC #CP #VC #SX. */
+	.if (vector == 8) || ((vector >= 10) && (vector <= 14)) || (vector == 17) || (vector == 21) || (vector == 29) || (vector == 30)
+	.else
+	pushq	$0
+	.endif
+	pushq	$vector
+	jmp	.Lexception
+	vector = vector + 1
+	.endr
+	.size	hyp_vectors, . - hyp_vectors
+
+.Lexception:
+	/* Frame: vector, error code, RIP, CS, RFLAGS, RSP, SS. */
+	movq	$FAIL_EXCEPTION, %gs:MB_FAIL_CODE
+	mov	0(%rsp), %rax
+	mov	%rax, %gs:MB_FAIL_D0
+	mov	8(%rsp), %rax
+	mov	%rax, %gs:MB_FAIL_D1
+	mov	16(%rsp), %rax
+	mov	%rax, %gs:MB_FAIL_D2
+	mov	%cr2, %rax
+	mov	%rax, %gs:MB_FAIL_D3
+	mov	40(%rsp), %rax
+	mov	%rax, %gs:MB_FAIL_D4
+	mov	24(%rsp), %rax
+	mov	%rax, %gs:MB_FAIL_D5
+1:	HYPERCALL HC_FAIL
+	jmp	1b

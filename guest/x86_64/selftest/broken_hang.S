@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Deliberately broken routine for the checker's selftest: never returns.
+ *
+ * void *selftest_hang(void *dst, int c, size_t n)
+ *
+ * Input:  memset arguments, ignored
+ * Output: never returns
+ * Clobbers: nothing
+ *
+ * Algorithm: spins forever on "pause" with a PC-relative backward jump;
+ * only an external event (interrupt, host kick/timeout) gets out of it.
+ */
+#include "linkage.h"
+
+SYM_FUNC_START_SELFTEST(selftest_hang)
+1:	pause
+	jmp	1b
+SYM_FUNC_END(selftest_hang)

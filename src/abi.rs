@@ -1,0 +1,150 @@
+//! The guest <-> host call ABI, defined once.
+//!
+//! `build.rs` includes this file and generates `hypclear_abi.h` for the guest
+//! blob from it, so the numbers below are the only definition of the ABI.
+//!
+//! * **Doorbell**: a guest-physical page with no memslot behind it. A 64-bit
+//!   store of a hypercall number to [`DOORBELL_GPA`] exits to the host as
+//!   `KVM_EXIT_MMIO` on every KVM flavour (VMX, SVM, PVM, arm64), at any
+//!   privilege level.
+//! * **Mailbox**: one page of guest RAM per vCPU (where is up to the
+//!   architecture's layout, `src/arch/<arch>/layout.rs`), holding the command the host wants run
+//!   and the results/fault details the guest reports. The guest finds its
+//!   mailbox through a per-CPU register (x86_64: the GS base; aarch64:
+//!   TPIDRRO_EL0), set by the host before the first entry.
+//!
+//! Protocol: the guest rings `HC_READY`; the host writes a command into the
+//! mailbox and resumes; the guest runs it and rings `HC_RESULT`; and so on
+//! until the host writes `CMD_EXIT`, answered by `HC_DONE`. `HC_LOG` and
+//! `HC_FAIL` may be rung at any time.
+
+// This file is also compiled by build.rs, where not every item is used.
+#![allow(dead_code)]
+
+/// Size of a page everywhere in the ABI.
+pub const PAGE_SIZE: u64 = 4096;
+
+/// Guest-physical (and, identity mapped, guest-virtual) doorbell address.
+/// No memslot covers it; see the module docs.
+pub const DOORBELL_GPA: u64 = 0x00ff_ffff_f000;
+
+/// Maximum number of vCPUs the fixed layout has room for.
+pub const MAX_VCPUS: u64 = 16;
+
+// ---- Hypercall numbers: the value stored to the doorbell. ----
+/// Guest is up and waiting for its first command.
+pub const HC_READY: u64 = 0x4843_0001;
+/// A command finished; `RES_*` fields are valid.
+pub const HC_RESULT: u64 = 0x4843_0002;
+/// `LOG_LEN` bytes of text at `LOG_BUF` are a message for the host.
+pub const HC_LOG: u64 = 0x4843_0003;
+/// Something failed in the guest; `FAIL_*` fields say what.
+pub const HC_FAIL: u64 = 0x4843_0004;
+/// Guest saw `CMD_EXIT` and is finished.
+pub const HC_DONE: u64 = 0x4843_0005;
+
+// ---- Command opcodes (`MB_CMD_OP`). ----
+/// Call a routine `MB_CMD_COUNT` times (see `MB_CMD_*`) and time the loop.
+pub const CMD_CALL: u64 = 1;
+/// Stop: the guest answers with `HC_DONE`.
+pub const CMD_EXIT: u64 = 2;
+
+// ---- Tables a command can call through (`MB_CMD_TABLE`). ----
+/// The alias table: the only way to reach the `__pi_` library routines.
+pub const TABLE_ALIAS: u64 = 0;
+/// The selftest table: deliberately broken routines, outside the alias table.
+pub const TABLE_SELFTEST: u64 = 1;
+
+// ---- Fail codes (`MB_FAIL_CODE`). ----
+/// A CPU exception; details are architecture specific (see `MB_FAIL_D*`).
+pub const FAIL_EXCEPTION: u64 = 1;
+/// The command named a table or index that does not exist.
+pub const FAIL_BAD_COMMAND: u64 = 2;
+
+// ---- Mailbox layout: byte offsets of 64-bit fields. ----
+/// Magic written by the host, checked by the guest on entry.
+pub const MB_MAGIC: u64 = 0x00;
+pub const MAILBOX_MAGIC: u64 = 0x6879_7063_6c65_6172; // "hypclear"
+/// vCPU index, written by the host.
+pub const MB_VCPU: u64 = 0x08;
+/// Command sequence number; echoed as `MB_RES_ID`.
+pub const MB_CMD_ID: u64 = 0x10;
+pub const MB_CMD_OP: u64 = 0x18;
+pub const MB_CMD_TABLE: u64 = 0x20;
+pub const MB_CMD_INDEX: u64 = 0x28;
+/// First argument and how much it advances after each call.
+pub const MB_CMD_A0: u64 = 0x30;
+pub const MB_CMD_A0_STEP: u64 = 0x38;
+/// Second argument and its per-call step (a source pointer moves, a fill byte does not).
+pub const MB_CMD_A1: u64 = 0x40;
+pub const MB_CMD_A1_STEP: u64 = 0x48;
+/// Third argument (constant).
+pub const MB_CMD_A2: u64 = 0x50;
+/// Number of calls.
+pub const MB_CMD_COUNT: u64 = 0x58;
+/// Echo of `MB_CMD_ID` for the finished command.
+pub const MB_RES_ID: u64 = 0x80;
+/// Guest timestamp (TSC / CNTVCT) before the first call and after the last.
+pub const MB_RES_T0: u64 = 0x88;
+pub const MB_RES_T1: u64 = 0x90;
+/// Return value of the last call.
+pub const MB_RES_RET: u64 = 0x98;
+/// Fail code and details. For `FAIL_EXCEPTION` on x86_64: D0 vector,
+/// D1 error code, D2 RIP, D3 CR2, D4 RSP, D5 CS. On aarch64: D0 ESR_EL1,
+/// D1 ELR_EL1, D2 FAR_EL1, D3 SPSR_EL1, D4 vector offset, D5 SP.
+pub const MB_FAIL_CODE: u64 = 0xc0;
+pub const MB_FAIL_D0: u64 = 0xc8;
+pub const MB_FAIL_D1: u64 = 0xd0;
+pub const MB_FAIL_D2: u64 = 0xd8;
+pub const MB_FAIL_D3: u64 = 0xe0;
+pub const MB_FAIL_D4: u64 = 0xe8;
+pub const MB_FAIL_D5: u64 = 0xf0;
+/// Length and text of a `HC_LOG` message.
+pub const MB_LOG_LEN: u64 = 0x100;
+pub const MB_LOG_BUF: u64 = 0x800;
+pub const LOG_BUF_SIZE: u64 = 0x800;
+
+/// Every constant above, by name, for generating the guest header.
+pub const ALL: &[(&str, u64)] = &[
+    ("PAGE_SIZE", PAGE_SIZE),
+    ("DOORBELL_GPA", DOORBELL_GPA),
+    ("MAX_VCPUS", MAX_VCPUS),
+    ("HC_READY", HC_READY),
+    ("HC_RESULT", HC_RESULT),
+    ("HC_LOG", HC_LOG),
+    ("HC_FAIL", HC_FAIL),
+    ("HC_DONE", HC_DONE),
+    ("CMD_CALL", CMD_CALL),
+    ("CMD_EXIT", CMD_EXIT),
+    ("TABLE_ALIAS", TABLE_ALIAS),
+    ("TABLE_SELFTEST", TABLE_SELFTEST),
+    ("FAIL_EXCEPTION", FAIL_EXCEPTION),
+    ("FAIL_BAD_COMMAND", FAIL_BAD_COMMAND),
+    ("MB_MAGIC", MB_MAGIC),
+    ("MAILBOX_MAGIC", MAILBOX_MAGIC),
+    ("MB_VCPU", MB_VCPU),
+    ("MB_CMD_ID", MB_CMD_ID),
+    ("MB_CMD_OP", MB_CMD_OP),
+    ("MB_CMD_TABLE", MB_CMD_TABLE),
+    ("MB_CMD_INDEX", MB_CMD_INDEX),
+    ("MB_CMD_A0", MB_CMD_A0),
+    ("MB_CMD_A0_STEP", MB_CMD_A0_STEP),
+    ("MB_CMD_A1", MB_CMD_A1),
+    ("MB_CMD_A1_STEP", MB_CMD_A1_STEP),
+    ("MB_CMD_A2", MB_CMD_A2),
+    ("MB_CMD_COUNT", MB_CMD_COUNT),
+    ("MB_RES_ID", MB_RES_ID),
+    ("MB_RES_T0", MB_RES_T0),
+    ("MB_RES_T1", MB_RES_T1),
+    ("MB_RES_RET", MB_RES_RET),
+    ("MB_FAIL_CODE", MB_FAIL_CODE),
+    ("MB_FAIL_D0", MB_FAIL_D0),
+    ("MB_FAIL_D1", MB_FAIL_D1),
+    ("MB_FAIL_D2", MB_FAIL_D2),
+    ("MB_FAIL_D3", MB_FAIL_D3),
+    ("MB_FAIL_D4", MB_FAIL_D4),
+    ("MB_FAIL_D5", MB_FAIL_D5),
+    ("MB_LOG_LEN", MB_LOG_LEN),
+    ("MB_LOG_BUF", MB_LOG_BUF),
+    ("LOG_BUF_SIZE", LOG_BUF_SIZE),
+];

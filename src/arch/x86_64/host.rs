@@ -1,0 +1,248 @@
+//! x86_64 VM and vCPU setup against KVM, register dumps and exception
+//! decoding.
+use super::layout::*;
+use super::paging;
+use super::regs::{self, Cpl};
+use crate::abi;
+use crate::blob::Loaded;
+use crate::error::{Error, Result};
+use crate::memory::GuestRam;
+use crate::vm::Privilege;
+use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
+use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+
+pub use super::layout::{
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE, mailbox_gpa,
+};
+
+/// Name of the guest timestamp counter.
+pub const COUNTER_NAME: &str = "TSC";
+
+/// Extra KVM-level setup of a fresh VM (none needed on x86_64).
+pub fn setup_vm(_vm: &VmFd) -> Result<()> {
+    Ok(())
+}
+
+/// What vCPU setup needs from the memory setup.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryState {
+    /// Guest-physical address of the PML4.
+    pub root: u64,
+}
+
+/// Write page tables, GDT, IDT and TSSs for `vcpus` vCPUs.
+pub fn prepare_memory(ram: &GuestRam, vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
+    let pt = paging::identity_map(
+        ram.size(),
+        abi::DOORBELL_GPA,
+        PAGE_TABLES_GPA,
+        PAGE_TABLES_END,
+    )
+    .map_err(|e| Error::Usage(e.to_string()))?;
+    for (gpa, table) in pt.tables() {
+        let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
+        ram.write_bytes(gpa, &bytes)?;
+    }
+    let gdt: Vec<u8> = regs::gdt(abi::MAX_VCPUS)
+        .iter()
+        .flat_map(|e| e.to_le_bytes())
+        .collect();
+    ram.write_bytes(GDT_GPA, &gdt)?;
+    let idt: Vec<u8> = regs::idt(loaded.vectors)
+        .iter()
+        .flat_map(|e| e.to_le_bytes())
+        .collect();
+    ram.write_bytes(IDT_GPA, &idt)?;
+    for v in 0..vcpus {
+        ram.write_bytes(tss_gpa(v), &regs::tss(v))?;
+    }
+    Ok(MemoryState { root: pt.root })
+}
+
+/// Put a vCPU at the blob's entry in 64-bit mode at the chosen privilege.
+pub fn setup_vcpu(
+    kvm: &Kvm,
+    _vm: &VmFd,
+    fd: &VcpuFd,
+    id: u64,
+    loaded: &Loaded,
+    mem: &MemoryState,
+    privilege: Privilege,
+) -> Result<()> {
+    let cpuid = kvm
+        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+        .map_err(Error::kvm("KVM_GET_SUPPORTED_CPUID"))?;
+    fd.set_cpuid2(&cpuid).map_err(Error::kvm("KVM_SET_CPUID2"))?;
+    let cpl = match privilege {
+        Privilege::Kernel => Cpl::Kernel,
+        Privilege::User => Cpl::User,
+    };
+    let sregs = fd.get_sregs().map_err(Error::kvm("KVM_GET_SREGS"))?;
+    fd.set_sregs(&regs::sregs(sregs, cpl, id, mem.root))
+        .map_err(Error::kvm("KVM_SET_SREGS"))?;
+    fd.set_regs(&regs::regs(loaded.entry, id))
+        .map_err(Error::kvm("KVM_SET_REGS"))?;
+    Ok(())
+}
+
+/// Guest timestamp counter frequency in kHz.
+pub fn counter_khz(fd: &VcpuFd) -> Result<u64> {
+    fd.get_tsc_khz()
+        .map(u64::from)
+        .map_err(Error::kvm("KVM_GET_TSC_KHZ"))
+}
+
+/// The guest's program counter and a register dump, if KVM can read them.
+pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
+    let r = fd.get_regs().ok()?;
+    let s = fd.get_sregs().ok();
+    let mut out = format!(
+        "RIP {:#018x} RSP {:#018x} RFLAGS {:#010x}\n\
+         RAX {:#018x} RBX {:#018x} RCX {:#018x} RDX {:#018x}\n\
+         RSI {:#018x} RDI {:#018x} RBP {:#018x} R8  {:#018x}\n\
+         R9  {:#018x} R10 {:#018x} R11 {:#018x} R12 {:#018x}\n\
+         R13 {:#018x} R14 {:#018x} R15 {:#018x}",
+        r.rip, r.rsp, r.rflags, r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.r8, r.r9,
+        r.r10, r.r11, r.r12, r.r13, r.r14, r.r15
+    );
+    if let Some(s) = s {
+        out.push_str(&format!(
+            "\nCS {:#06x} (CPL {}) CR0 {:#x} CR2 {:#x} CR3 {:#x} CR4 {:#x} EFER {:#x}",
+            s.cs.selector,
+            s.cs.selector & 3,
+            s.cr0,
+            s.cr2,
+            s.cr3,
+            s.cr4,
+            s.efer
+        ));
+    }
+    Some((r.rip, out))
+}
+
+const VECTORS: [&str; 32] = [
+    "#DE divide error",
+    "#DB debug",
+    "NMI",
+    "#BP breakpoint",
+    "#OF overflow",
+    "#BR bound range",
+    "#UD invalid opcode",
+    "#NM device not available",
+    "#DF double fault",
+    "coprocessor segment overrun",
+    "#TS invalid TSS",
+    "#NP segment not present",
+    "#SS stack fault",
+    "#GP general protection",
+    "#PF page fault",
+    "reserved",
+    "#MF x87 error",
+    "#AC alignment check",
+    "#MC machine check",
+    "#XM SIMD error",
+    "#VE virtualization",
+    "#CP control protection",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "#HV hypervisor injection",
+    "#VC VMM communication",
+    "#SX security",
+    "reserved",
+];
+
+/// Explain a FAIL_EXCEPTION report (see `abi::MB_FAIL_D0..D5`).
+pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u64, String) {
+    let [vector, error, rip, cr2, rsp, cs] = d;
+    let name = VECTORS.get(vector as usize).copied().unwrap_or("unknown vector");
+    let mut s = format!(
+        "exception vector {vector} ({name}) at RIP {rip:#x} ({}), error code {error:#x}, RSP {rsp:#x}, CS {cs:#x} (CPL {})",
+        symbolize(rip),
+        cs & 3
+    );
+    if vector == 14 {
+        s.push_str(&format!(
+            ", CR2 {cr2:#x} ({} {} from CPL{})",
+            if error & 1 != 0 { "protection violation" } else { "not-present page" },
+            if error & 2 != 0 { "on write" } else { "on read" },
+            if error & 4 != 0 { 3 } else { 0 }
+        ));
+    }
+    (rip, s)
+}
+
+/// CPU model and the features routines depend on, as the guest sees them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CpuCaps {
+    pub model: String,
+    pub features: Vec<(String, bool)>,
+}
+
+impl CpuCaps {
+    pub fn has(&self, f: &str) -> bool {
+        self.features.iter().any(|(n, v)| n == f && *v)
+    }
+}
+
+pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
+    let mut erms = false;
+    let mut fsrm = false;
+    let mut clzero = false;
+    if let Ok(c) = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES) {
+        for e in c.as_slice() {
+            if e.function == 7 && e.index == 0 {
+                erms = e.ebx & (1 << 9) != 0;
+                fsrm = e.edx & (1 << 4) != 0;
+            }
+            if e.function == 0x8000_0008 {
+                clzero = e.ebx & 1 != 0;
+            }
+        }
+    }
+    CpuCaps {
+        model: host_cpu_model(),
+        features: vec![
+            ("erms".into(), erms),
+            ("fsrm".into(), fsrm),
+            ("clzero".into(), clzero),
+        ],
+    }
+}
+
+fn host_cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown x86_64".into())
+}
+
+/// The KVM flavour: PVM (paravirtual, CPL 0 emulated), or hardware VMX/SVM.
+pub fn kvm_flavour() -> String {
+    let has = |m: &str| std::path::Path::new(&format!("/sys/module/{m}")).exists();
+    if has("kvm_pvm") {
+        "pvm".into()
+    } else if has("kvm_intel") {
+        "vmx".into()
+    } else if has("kvm_amd") {
+        "svm".into()
+    } else {
+        "unknown".into()
+    }
+}
+
+/// The guest-side name of the user privilege level.
+pub fn privilege_name(p: Privilege) -> &'static str {
+    match p {
+        Privilege::Kernel => "CPL0",
+        Privilege::User => "CPL3",
+    }
+}

@@ -1,0 +1,274 @@
+//! The embedded guest blob: ELF inspection (symbols, alias table, selftest
+//! table, relocation list) and loading at a randomized address.
+//!
+//! Two link configurations are built by `build.rs` (see there):
+//! `vanilla` has out-of-line `clear_page` routines aliased to
+//! `__pi_clear_page_*`; `memset` has none, so `clear_page` becomes
+//! `memset(addr, 0, PAGE_SIZE)` at the call site.
+use crate::error::{Error, Result};
+use crate::hyprel;
+use crate::memory::GuestRam;
+use object::{Object, ObjectSection, ObjectSymbol};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Namespace prefix of every blob symbol (the analogue of `__kvm_nvhe_`).
+pub const SYMBOL_PREFIX: &str = "__hypclear_";
+/// Size of one alias/selftest table row: `{ u64 routine, u64 name }`.
+pub const ROW_SIZE: u64 = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkConfig {
+    /// clear_page is its own routine, aliased to __pi_clear_page_<variant>.
+    Vanilla,
+    /// No clear_page routine or alias: clear_page is memset(addr, 0, PAGE_SIZE).
+    Memset,
+}
+
+impl LinkConfig {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkConfig::Vanilla => "vanilla",
+            LinkConfig::Memset => "memset",
+        }
+    }
+
+    fn elf(self) -> &'static [u8] {
+        match self {
+            LinkConfig::Vanilla => include_bytes!(concat!(env!("OUT_DIR"), "/blob-vanilla.elf")),
+            LinkConfig::Memset => include_bytes!(concat!(env!("OUT_DIR"), "/blob-memset.elf")),
+        }
+    }
+
+    /// The flat image linux-loader's PE loader takes on aarch64.
+    #[cfg(target_arch = "aarch64")]
+    fn image(self) -> &'static [u8] {
+        match self {
+            LinkConfig::Vanilla => include_bytes!(concat!(env!("OUT_DIR"), "/blob-vanilla.bin")),
+            LinkConfig::Memset => include_bytes!(concat!(env!("OUT_DIR"), "/blob-memset.bin")),
+        }
+    }
+}
+
+impl std::fmt::Display for LinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One row of the alias or selftest table.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableRow {
+    /// Alias name, e.g. `memset_erms` (symbol `__hypclear_memset_erms`).
+    pub name: String,
+    /// The routine it reaches, e.g. `__pi_memset_erms`.
+    pub target: String,
+    /// Link-time address (offset from the blob base).
+    pub offset: u64,
+}
+
+/// A parsed blob, not yet loaded.
+#[derive(Debug, Clone)]
+pub struct Blob {
+    pub config: LinkConfig,
+    pub symbols: BTreeMap<String, u64>,
+    pub aliases: Vec<TableRow>,
+    pub selftests: Vec<TableRow>,
+    pub relocs: Vec<u32>,
+    /// Bytes from the base to the end of .bss.
+    pub size: u64,
+}
+
+/// Where a blob was loaded.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Loaded {
+    pub base: u64,
+    pub entry: u64,
+    pub vectors: u64,
+}
+
+impl Blob {
+    pub fn get(config: LinkConfig) -> Result<Blob> {
+        Self::parse(config, config.elf())
+    }
+
+    pub fn parse(config: LinkConfig, elf: &[u8]) -> Result<Blob> {
+        let file = object::File::parse(elf).map_err(|e| Error::Blob(e.to_string()))?;
+        let mut symbols = BTreeMap::new();
+        for s in file.symbols() {
+            if let Ok(name) = s.name()
+                && let Some(short) = name.strip_prefix(SYMBOL_PREFIX)
+                && !s.is_undefined()
+            {
+                symbols.insert(short.to_string(), s.address());
+            }
+        }
+        let relocs = file
+            .section_by_name(hyprel::RELOC_SECTION)
+            .and_then(|s| s.data().ok())
+            .and_then(hyprel::decode)
+            .ok_or_else(|| Error::Blob(format!("no valid {} section", hyprel::RELOC_SECTION)))?;
+        let sym = |n: &str| {
+            symbols
+                .get(n)
+                .copied()
+                .ok_or_else(|| Error::Blob(format!("symbol {SYMBOL_PREFIX}{n} is missing")))
+        };
+        let size = sym("hyp_end")?;
+        let read_u64 = |addr: u64| -> Result<u64> {
+            read_at(&file, addr, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        };
+        let table = |start: &str, end: &str| -> Result<Vec<TableRow>> {
+            let (s, e) = (sym(start)?, sym(end)?);
+            let mut rows = Vec::new();
+            let mut at = s;
+            while at + ROW_SIZE <= e {
+                let fun = read_u64(at)?;
+                let name_addr = read_u64(at + 8)?;
+                let name_bytes = read_at(&file, name_addr, 64)
+                    .or_else(|_| read_at(&file, name_addr, 1))?;
+                let end = name_bytes.iter().position(|&c| c == 0).unwrap_or(name_bytes.len());
+                let name = String::from_utf8_lossy(&name_bytes[..end]).into_owned();
+                let target = symbols
+                    .iter()
+                    .filter(|(_, a)| **a == fun)
+                    .map(|(n, _)| n.clone())
+                    .find(|n| n.starts_with("__pi_") || n.starts_with("selftest_"))
+                    .unwrap_or_else(|| format!("{fun:#x}"));
+                rows.push(TableRow {
+                    name,
+                    target,
+                    offset: fun,
+                });
+                at += ROW_SIZE;
+            }
+            Ok(rows)
+        };
+        let aliases = table("alias_table_start", "alias_table_end")?;
+        let selftests = table("selftest_table_start", "selftest_table_end")?;
+        Ok(Blob {
+            config,
+            symbols,
+            aliases,
+            selftests,
+            relocs,
+            size,
+        })
+    }
+
+    pub fn symbol(&self, name: &str) -> Result<u64> {
+        self.symbols
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::Blob(format!("symbol {SYMBOL_PREFIX}{name} is missing")))
+    }
+
+    pub fn alias_index(&self, name: &str) -> Option<u64> {
+        self.aliases.iter().position(|r| r.name == name).map(|i| i as u64)
+    }
+
+    pub fn selftest_index(&self, name: &str) -> Option<u64> {
+        self.selftests.iter().position(|r| r.name == name).map(|i| i as u64)
+    }
+
+    /// Load at `base` (page aligned), apply `.hyp.reloc`, return entry points.
+    pub fn load(&self, ram: &GuestRam, base: u64) -> Result<Loaded> {
+        if base % crate::abi::PAGE_SIZE != 0 {
+            return Err(Error::Load(format!("load address {base:#x} is not page aligned")));
+        }
+        self.load_image(ram, base)?;
+        for off in &self.relocs {
+            let at = base + u64::from(*off);
+            let v = ram.read_u64(at)?;
+            ram.write_u64(at, v.wrapping_add(base))?;
+        }
+        Ok(Loaded {
+            base,
+            entry: base + self.symbol("hyp_entry")?,
+            vectors: base + self.symbol("hyp_vectors")?,
+        })
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn load_image(&self, ram: &GuestRam, base: u64) -> Result<()> {
+        use linux_loader::loader::{KernelLoader, elf::Elf};
+        let mut cursor = std::io::Cursor::new(self.config.elf());
+        let r = Elf::load(ram.mem(), Some(vm_memory::GuestAddress(base)), &mut cursor, None)
+            .map_err(|e| Error::Load(format!("linux-loader ELF loader: {e}")))?;
+        if r.kernel_end > base + self.size.max(1) + crate::abi::PAGE_SIZE {
+            return Err(Error::Load(format!(
+                "blob ends at {:#x}, beyond its declared size {:#x}",
+                r.kernel_end, self.size
+            )));
+        }
+        Ok(())
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    fn load_image(&self, ram: &GuestRam, base: u64) -> Result<()> {
+        use linux_loader::loader::{KernelLoader, pe::PE};
+        let mut cursor = std::io::Cursor::new(self.config.image());
+        let r = PE::load(ram.mem(), Some(vm_memory::GuestAddress(base)), &mut cursor, None)
+            .map_err(|e| Error::Load(format!("linux-loader PE (arm64 Image) loader: {e}")))?;
+        if r.kernel_load.0 != base {
+            return Err(Error::Load(format!(
+                "the Image header asked for a text offset: loaded at {:#x}, expected {base:#x}",
+                r.kernel_load.0
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `len` bytes at link-time address `addr` from whichever section holds them.
+fn read_at(file: &object::File, addr: u64, len: u64) -> Result<Vec<u8>> {
+    for s in file.sections() {
+        let (a, sz) = (s.address(), s.size());
+        if addr >= a && addr < a + sz && s.kind() != object::SectionKind::UninitializedData {
+            let data = s.data().map_err(|e| Error::Blob(e.to_string()))?;
+            let from = (addr - a) as usize;
+            let to = (from + len as usize).min(data.len());
+            return Ok(data[from..to].to_vec());
+        }
+    }
+    Err(Error::Blob(format!("address {addr:#x} is in no section of the blob")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vanilla_has_clear_page_aliases_and_memset_has_none() {
+        let v = Blob::get(LinkConfig::Vanilla).unwrap();
+        let m = Blob::get(LinkConfig::Memset).unwrap();
+        assert!(v.aliases.iter().any(|r| r.name.starts_with("clear_page")));
+        assert!(!m.aliases.iter().any(|r| r.name.starts_with("clear_page")));
+        assert!(!m.symbols.keys().any(|s| s.contains("clear_page")));
+        for b in [&v, &m] {
+            for r in &b.aliases {
+                assert_eq!(r.target, format!("__pi_{}", r.name), "alias {r:?}");
+            }
+            for r in &b.selftests {
+                assert!(r.target.starts_with("selftest_"), "{r:?}");
+                assert!(!b.aliases.iter().any(|a| a.offset == r.offset));
+            }
+            // Every table row holds two absolute words, both relocated.
+            assert_eq!(b.relocs.len(), 2 * (b.aliases.len() + b.selftests.len()));
+        }
+    }
+
+    #[test]
+    fn pi_routines_have_no_relocations_and_all_symbols_are_prefixed() {
+        let elf = LinkConfig::Vanilla.elf();
+        let file = object::File::parse(elf).unwrap();
+        for s in file.symbols() {
+            let n = s.name().unwrap();
+            if !n.is_empty() && s.kind() != object::SymbolKind::Section && s.kind() != object::SymbolKind::File {
+                assert!(n.starts_with(SYMBOL_PREFIX), "unprefixed symbol {n}");
+            }
+        }
+        assert!(hyprel::police(elf).is_ok());
+    }
+}

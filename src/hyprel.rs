@@ -1,0 +1,233 @@
+//! gen-hyprel for the hypclear blob: the relocation policy and the
+//! relocation list.
+//!
+//! The arm64 kernel links its nVHE hyp at one address and runs it at another;
+//! `gen-hyprel` walks the hyp object's relocations at build time and emits a
+//! list of the absolute 64-bit words the kernel must fix up. The blob here is
+//! linked at address 0 with `--emit-relocs` and loaded at a randomized address,
+//! so `build.rs` runs [`police`] on it:
+//!
+//! * relocations in `.pi.text` (the `__pi_` routines) must be PC-relative;
+//! * absolute 64-bit relocations elsewhere (the alias table) are collected
+//!   into `.hyp.reloc`, a list of little-endian `u32` blob offsets, which the
+//!   host applies by adding the load address;
+//! * any other relocation type, and any undefined symbol, is an error naming
+//!   the symbol, the section and the offset.
+//!
+//! This file is also compiled into `build.rs` (via `#[path]`), so it only
+//! depends on `object` and `std`.
+
+// Shared with build.rs, where the tests and some items are unused.
+#![allow(dead_code)]
+
+use object::read::elf::ElfFile64;
+use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags, RelocationTarget};
+use std::fmt;
+
+/// Name of the section holding the relocation list.
+pub const RELOC_SECTION: &str = ".hyp.reloc";
+/// Output section holding the `__pi_` routines.
+pub const PI_TEXT_SECTION: &str = ".pi.text";
+
+/// How a relocation type is treated by the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelocClass {
+    /// Relative to the place: the same after any load offset.
+    PcRelative,
+    /// The low 12 bits of an address (aarch64 `:lo12:`): position
+    /// independent as long as the load offset is page aligned.
+    PageOffset,
+    /// A 64-bit absolute address: goes into the relocation list.
+    Abs64,
+    /// Anything else: not allowed in the blob.
+    Forbidden,
+}
+
+/// Classify an ELF relocation type for a machine (`e_machine`).
+pub fn classify(machine: object::elf::Machine, r_type: object::elf::RelocationType) -> RelocClass {
+    use object::elf;
+    match machine {
+        elf::EM_X86_64 => match r_type {
+            elf::R_X86_64_PC32 | elf::R_X86_64_PLT32 | elf::R_X86_64_PC64 => {
+                RelocClass::PcRelative
+            }
+            elf::R_X86_64_64 => RelocClass::Abs64,
+            _ => RelocClass::Forbidden,
+        },
+        elf::EM_AARCH64 => match r_type {
+            elf::R_AARCH64_PREL32
+            | elf::R_AARCH64_PREL64
+            | elf::R_AARCH64_PREL16
+            | elf::R_AARCH64_CALL26
+            | elf::R_AARCH64_JUMP26
+            | elf::R_AARCH64_CONDBR19
+            | elf::R_AARCH64_TSTBR14
+            | elf::R_AARCH64_LD_PREL_LO19
+            | elf::R_AARCH64_ADR_PREL_LO21
+            | elf::R_AARCH64_ADR_PREL_PG_HI21
+            | elf::R_AARCH64_ADR_PREL_PG_HI21_NC => RelocClass::PcRelative,
+            elf::R_AARCH64_ADD_ABS_LO12_NC
+            | elf::R_AARCH64_LDST8_ABS_LO12_NC
+            | elf::R_AARCH64_LDST16_ABS_LO12_NC
+            | elf::R_AARCH64_LDST32_ABS_LO12_NC
+            | elf::R_AARCH64_LDST64_ABS_LO12_NC
+            | elf::R_AARCH64_LDST128_ABS_LO12_NC => RelocClass::PageOffset,
+            elf::R_AARCH64_ABS64 => RelocClass::Abs64,
+            _ => RelocClass::Forbidden,
+        },
+        _ => RelocClass::Forbidden,
+    }
+}
+
+/// One broken rule, with everything needed to find the culprit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub section: String,
+    pub offset: u64,
+    pub symbol: String,
+    pub what: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at {}+{:#x} (symbol `{}`)",
+            self.what, self.section, self.offset, self.symbol
+        )
+    }
+}
+
+/// Why the blob cannot be used.
+#[derive(Debug)]
+pub enum PolicyError {
+    /// Not a 64-bit little-endian ELF the policy understands.
+    Parse(String),
+    /// Rule violations, all of them.
+    Violations(Vec<Violation>),
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyError::Parse(e) => write!(f, "cannot parse the blob ELF: {e}"),
+            PolicyError::Violations(v) => {
+                writeln!(f, "the blob breaks the hyp relocation policy:")?;
+                for x in v {
+                    writeln!(f, "  - {x}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// Check a blob linked at address 0 with `--emit-relocs` and return the
+/// offsets of the absolute 64-bit words the loader must relocate, sorted.
+pub fn police(elf_bytes: &[u8]) -> Result<Vec<u32>, PolicyError> {
+    let file = ElfFile64::<object::Endianness>::parse(elf_bytes)
+        .map_err(|e| PolicyError::Parse(e.to_string()))?;
+    let machine = file.elf_header().e_machine.get(file.endian());
+    let mut violations = Vec::new();
+    let mut abs = Vec::new();
+
+    for sym in file.symbols() {
+        if sym.is_undefined() && !sym.name().unwrap_or("").is_empty() {
+            violations.push(Violation {
+                section: "*UND*".into(),
+                offset: 0,
+                symbol: sym.name().unwrap_or("?").into(),
+                what: "undefined symbol".into(),
+            });
+        }
+    }
+
+    for section in file.sections() {
+        // Only what is loaded into the guest matters (debug info is not).
+        let alloc = match section.flags() {
+            object::SectionFlags::Elf { sh_flags, .. } => {
+                sh_flags.0 & object::elf::SHF_ALLOC.0 != 0
+            }
+            _ => true,
+        };
+        if !alloc {
+            continue;
+        }
+        let sname = section.name().unwrap_or("?").to_string();
+        for (offset, reloc) in section.relocations() {
+            let r_type = match reloc.flags() {
+                RelocationFlags::Elf { r_type } => r_type,
+                _ => object::elf::RelocationType(u32::MAX),
+            };
+            let symbol = match reloc.target() {
+                RelocationTarget::Symbol(idx) => file
+                    .symbol_by_index(idx)
+                    .ok()
+                    .and_then(|s| s.name().ok().map(str::to_string))
+                    .unwrap_or_else(|| format!("#{}", idx.0)),
+                RelocationTarget::Section(idx) => file
+                    .section_by_index(idx)
+                    .ok()
+                    .and_then(|s| s.name().ok().map(str::to_string))
+                    .unwrap_or_else(|| "?".into()),
+                _ => "?".into(),
+            };
+            // --emit-relocs keeps r_offset as a virtual address; show it
+            // relative to its section like a partial-link listing would.
+            let rel = offset.wrapping_sub(section.address());
+            let class = classify(machine, r_type);
+            let in_pi = sname == PI_TEXT_SECTION;
+            match class {
+                RelocClass::PcRelative | RelocClass::PageOffset => {}
+                RelocClass::Abs64 if !in_pi => match u32::try_from(offset) {
+                    Ok(o) if o % 8 == 0 => abs.push(o),
+                    _ => violations.push(Violation {
+                        section: sname.clone(),
+                        offset: rel,
+                        symbol,
+                        what: "absolute 64-bit relocation that is misaligned or beyond 4 GiB"
+                            .into(),
+                    }),
+                },
+                RelocClass::Abs64 => violations.push(Violation {
+                    section: sname.clone(),
+                    offset: rel,
+                    symbol,
+                    what: "absolute relocation in a __pi_ routine (must be PC-relative)".into(),
+                }),
+                RelocClass::Forbidden => violations.push(Violation {
+                    section: sname.clone(),
+                    offset: rel,
+                    symbol,
+                    what: format!("forbidden relocation type {}", r_type.0),
+                }),
+            }
+        }
+    }
+    if !violations.is_empty() {
+        return Err(PolicyError::Violations(violations));
+    }
+    abs.sort_unstable();
+    abs.dedup();
+    Ok(abs)
+}
+
+/// Encode a relocation list as the `.hyp.reloc` section contents.
+pub fn encode(offsets: &[u32]) -> Vec<u8> {
+    offsets.iter().flat_map(|o| o.to_le_bytes()).collect()
+}
+
+/// Decode `.hyp.reloc` section contents.
+pub fn decode(bytes: &[u8]) -> Option<Vec<u32>> {
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}

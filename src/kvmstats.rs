@@ -1,0 +1,78 @@
+//! KVM binary statistics (`KVM_GET_STATS_FD`, Linux 5.14+): named counters
+//! such as `exits`, `insn_emulation`, `pf_taken` read without debugfs.
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::FileExt;
+
+const KVM_GET_STATS_FD: libc::c_ulong = 0xaece; // _IO(KVMIO, 0xce)
+const HEADER_SIZE: usize = 24;
+const DESC_FIXED: usize = 16;
+
+/// An open statistics file of a VM or vCPU.
+pub struct KvmStats {
+    file: File,
+    /// (name, byte offset of the value, number of u64 values)
+    descs: Vec<(String, u64, usize)>,
+}
+
+impl KvmStats {
+    /// Open the stats of a VM or vCPU fd; `None` where the kernel has none.
+    pub fn open(fd: &impl AsRawFd) -> Option<KvmStats> {
+        // SAFETY: KVM_GET_STATS_FD takes no argument and returns a new fd.
+        let raw = unsafe { libc::ioctl(fd.as_raw_fd(), KVM_GET_STATS_FD, 0) };
+        if raw < 0 {
+            return None;
+        }
+        // SAFETY: raw is a fresh fd we own.
+        let file = unsafe { File::from_raw_fd(raw) };
+        let mut hdr = [0u8; HEADER_SIZE];
+        file.read_exact_at(&mut hdr, 0).ok()?;
+        let u32_at = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let name_size = u32_at(&hdr, 4) as usize;
+        let num = u32_at(&hdr, 8) as usize;
+        let desc_off = u64::from(u32_at(&hdr, 16));
+        let data_off = u64::from(u32_at(&hdr, 20));
+        let dsz = DESC_FIXED + name_size;
+        let mut raw_descs = vec![0u8; dsz * num];
+        file.read_exact_at(&mut raw_descs, desc_off).ok()?;
+        let descs = raw_descs
+            .chunks_exact(dsz)
+            .map(|d| {
+                let size = u16::from_le_bytes([d[6], d[7]]) as usize;
+                let offset = u64::from(u32_at(d, 8));
+                let name = &d[DESC_FIXED..];
+                let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+                (
+                    String::from_utf8_lossy(&name[..end]).into_owned(),
+                    data_off + offset,
+                    size,
+                )
+            })
+            .collect();
+        Some(KvmStats { file, descs })
+    }
+
+    /// Current values of all single-valued counters.
+    pub fn read(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for (name, off, size) in &self.descs {
+            if *size != 1 {
+                continue;
+            }
+            let mut b = [0u8; 8];
+            if self.file.read_exact_at(&mut b, *off).is_ok() {
+                m.insert(name.clone(), u64::from_le_bytes(b));
+            }
+        }
+        m
+    }
+}
+
+/// `after - before` for every counter present in both.
+pub fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter_map(|(k, a)| before.get(k).map(|b| (k.clone(), a.wrapping_sub(*b))))
+        .collect()
+}

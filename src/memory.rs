@@ -1,0 +1,192 @@
+//! Guest RAM: one anonymous mapping registered with vm-memory and KVM.
+//!
+//! `--backing anon` uses 4 KiB pages (THP explicitly off), `thp` asks for
+//! transparent huge pages with `MADV_HUGEPAGE`, `hugetlb` maps 2 MiB pages
+//! from the hugetlb pool. `--prefault` populates the host side up front
+//! (`MAP_POPULATE`), so only the guest's own first touch remains.
+use crate::error::{Error, Result};
+use serde::Serialize;
+use vm_memory::{
+    Bytes, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion,
+    mmap::MmapRegionBuilder,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Backing {
+    /// Anonymous memory, 4 KiB pages (THP off for this mapping).
+    Anon,
+    /// Anonymous memory with transparent huge pages requested.
+    Thp,
+    /// 2 MiB pages from the hugetlb pool (/proc/sys/vm/nr_hugepages).
+    Hugetlb,
+}
+
+impl std::fmt::Display for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backing::Anon => "anon",
+            Backing::Thp => "thp",
+            Backing::Hugetlb => "hugetlb",
+        })
+    }
+}
+
+/// Guest RAM at `[base, base + size)`.
+pub struct GuestRam {
+    mem: GuestMemoryMmap,
+    base: u64,
+    size: u64,
+    host: *mut u8,
+    pub backing: Backing,
+}
+
+// SAFETY: the raw pointer is the start of a mapping owned by `mem`, which is
+// Send + Sync; GuestRam hands out access only through bounds-checked methods.
+unsafe impl Send for GuestRam {}
+unsafe impl Sync for GuestRam {}
+
+impl GuestRam {
+    pub fn new(base: u64, size: u64, backing: Backing, prefault: bool) -> Result<Self> {
+        let err = |detail: String| Error::Memory {
+            size,
+            backing: backing.to_string(),
+            detail,
+        };
+        let len = usize::try_from(size).map_err(|_| err("size does not fit in usize".into()))?;
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        if backing == Backing::Hugetlb {
+            flags |= libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
+        }
+        if prefault {
+            flags |= libc::MAP_POPULATE;
+        }
+        let region: MmapRegion = MmapRegionBuilder::new(len)
+            .with_mmap_prot(libc::PROT_READ | libc::PROT_WRITE)
+            .with_mmap_flags(flags)
+            .with_hugetlbfs(backing == Backing::Hugetlb)
+            .build()
+            .map_err(|e| {
+                err(if backing == Backing::Hugetlb {
+                    format!(
+                        "{e}; reserve 2 MiB pages first, e.g. \
+                         `echo {} > /proc/sys/vm/nr_hugepages`",
+                        size.div_ceil(2 << 20) + 8
+                    )
+                } else {
+                    e.to_string()
+                })
+            })?;
+        let host = region.as_ptr();
+        let advice = match backing {
+            Backing::Anon => Some(libc::MADV_NOHUGEPAGE),
+            Backing::Thp => Some(libc::MADV_HUGEPAGE),
+            Backing::Hugetlb => None,
+        };
+        if let Some(advice) = advice {
+            // SAFETY: host..host+len is the mapping just created.
+            let rc = unsafe { libc::madvise(host.cast(), len, advice) };
+            if rc != 0 {
+                return Err(err(format!(
+                    "madvise: {}",
+                    std::io::Error::last_os_error()
+                )));
+            }
+        }
+        let region = GuestRegionMmap::new(region, GuestAddress(base))
+            .ok_or_else(|| err("region wraps the guest address space".into()))?;
+        let mem = GuestMemoryMmap::from_regions(vec![region]).map_err(|e| err(e.to_string()))?;
+        Ok(GuestRam {
+            mem,
+            base,
+            size,
+            host,
+            backing,
+        })
+    }
+
+    pub fn mem(&self) -> &GuestMemoryMmap {
+        &self.mem
+    }
+
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn end(&self) -> u64 {
+        self.base + self.size
+    }
+
+    pub fn host_addr(&self) -> u64 {
+        self.host as u64
+    }
+
+    fn check(&self, gpa: u64, len: u64) -> Result<usize> {
+        let end = gpa.checked_add(len);
+        if gpa < self.base || end.is_none_or(|e| e > self.end()) {
+            return Err(Error::GuestMemory {
+                gpa,
+                len,
+                detail: format!(
+                    "outside guest RAM [{:#x}, {:#x})",
+                    self.base,
+                    self.end()
+                ),
+            });
+        }
+        Ok((gpa - self.base) as usize)
+    }
+
+    /// Guest RAM as a byte slice.
+    ///
+    /// Only call while no vCPU can write the range (all vCPUs stopped in the
+    /// host, or the range owned by the calling vCPU's thread).
+    pub fn slice(&self, gpa: u64, len: u64) -> Result<&[u8]> {
+        let off = self.check(gpa, len)?;
+        // SAFETY: bounds checked against the mapping owned by self; see above
+        // for the aliasing rule the callers follow.
+        Ok(unsafe { std::slice::from_raw_parts(self.host.add(off), len as usize) })
+    }
+
+    /// Mutable view of guest RAM; same rule as [`GuestRam::slice`].
+    #[allow(clippy::mut_from_ref)]
+    pub fn slice_mut(&self, gpa: u64, len: u64) -> Result<&mut [u8]> {
+        let off = self.check(gpa, len)?;
+        // SAFETY: as for `slice`; callers never hold two overlapping views.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.host.add(off), len as usize) })
+    }
+
+    pub fn write_u64(&self, gpa: u64, v: u64) -> Result<()> {
+        self.mem
+            .write_obj(v, GuestAddress(gpa))
+            .map_err(|e| Error::GuestMemory {
+                gpa,
+                len: 8,
+                detail: e.to_string(),
+            })
+    }
+
+    pub fn read_u64(&self, gpa: u64) -> Result<u64> {
+        self.mem
+            .read_obj(GuestAddress(gpa))
+            .map_err(|e| Error::GuestMemory {
+                gpa,
+                len: 8,
+                detail: e.to_string(),
+            })
+    }
+
+    pub fn write_bytes(&self, gpa: u64, b: &[u8]) -> Result<()> {
+        self.mem
+            .write_slice(b, GuestAddress(gpa))
+            .map_err(|e| Error::GuestMemory {
+                gpa,
+                len: b.len() as u64,
+                detail: e.to_string(),
+            })
+    }
+}

@@ -1,0 +1,851 @@
+//! Statistics for benchmark samples.
+//!
+//! * [`Summary`] — descriptive statistics of one sample set (mean, median,
+//!   sample standard deviation, min, max, coefficient of variation).
+//! * [`welch_t_test`] — Welch's unequal-variance t-test with the
+//!   Welch–Satterthwaite degrees of freedom and a two-sided p-value from the
+//!   Student's t distribution (`statrs`).
+//! * [`mann_whitney_u`] — the Mann–Whitney U (Wilcoxon rank-sum) test with
+//!   average ranks for ties and a normal approximation that includes the tie
+//!   correction and a continuity correction (same as SciPy's
+//!   `mannwhitneyu(method="asymptotic", use_continuity=True)`).
+//! * [`classify`] — compares a baseline run against a new run and decides
+//!   whether the change is a [`Verdict::Regression`], an
+//!   [`Verdict::Improvement`] or [`Verdict::NoChange`] at significance level
+//!   `alpha`, based on the Welch t-test.
+//!
+//! **Non-finite input:** every function here rejects samples that contain
+//! NaN or ±infinity by returning `None` (or, for [`classify`], a
+//! `NoChange` comparison with NaN fields). A NaN usually means a broken
+//! measurement, and silently dropping or sorting it would hide that.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+use statrs::function::erf::erfc;
+
+/// True when every sample is a finite number (no NaN, no ±infinity).
+fn all_finite(samples: &[f64]) -> bool {
+    samples.iter().all(|x| x.is_finite())
+}
+
+/// Arithmetic mean; `samples` must be non-empty.
+fn mean(samples: &[f64]) -> f64 {
+    samples.iter().sum::<f64>() / samples.len() as f64
+}
+
+/// Unbiased (n-1) sample variance around `mean`, computed in two passes
+/// for accuracy; 0 for fewer than two samples.
+fn sample_variance(samples: &[f64], mean: f64) -> f64 {
+    if samples.len() < 2 {
+        return 0.0;
+    }
+    let ss: f64 = samples.iter().map(|x| (x - mean) * (x - mean)).sum();
+    ss / (samples.len() - 1) as f64
+}
+
+/// Median of already sorted, non-empty samples; the mean of the two middle
+/// values when the count is even.
+fn median_of_sorted(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    let mid = n / 2;
+    if n % 2 == 1 {
+        sorted[mid]
+    } else {
+        // Halve before adding so two huge values cannot overflow.
+        sorted[mid - 1] / 2.0 + sorted[mid] / 2.0
+    }
+}
+
+/// Median of finite, non-empty samples.
+fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    median_of_sorted(&sorted)
+}
+
+/// Descriptive statistics of a set of benchmark samples.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    /// Number of samples.
+    pub n: usize,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Median; the mean of the two middle values when `n` is even.
+    pub median: f64,
+    /// Sample standard deviation (divides by `n - 1`); 0 when `n == 1`.
+    pub stddev: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// Coefficient of variation, `stddev / |mean|`; 0 when `mean == 0`.
+    pub cv: f64,
+}
+
+impl Summary {
+    /// Summarise `samples`.
+    ///
+    /// Returns `None` when `samples` is empty or contains NaN or ±infinity
+    /// (see the module docs). A single sample has `stddev == 0` and
+    /// `cv == 0`.
+    ///
+    /// The coefficient of variation divides by the absolute mean so that it
+    /// is never negative; for the usual positive benchmark values this is
+    /// simply `stddev / mean`.
+    pub fn of(samples: &[f64]) -> Option<Summary> {
+        if samples.is_empty() || !all_finite(samples) {
+            return None;
+        }
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let mean = mean(&sorted);
+        let stddev = sample_variance(&sorted, mean).sqrt();
+        let cv = if mean == 0.0 {
+            0.0
+        } else {
+            stddev / mean.abs()
+        };
+        Some(Summary {
+            n,
+            mean,
+            median: median_of_sorted(&sorted),
+            stddev,
+            min: sorted[0],
+            max: sorted[n - 1],
+            cv,
+        })
+    }
+}
+
+/// Result of Welch's two-sample t-test.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TTest {
+    /// `(mean(a) - mean(b)) / sqrt(var(a)/n_a + var(b)/n_b)`; negative when
+    /// `a` has the smaller mean. ±infinity when both samples have zero
+    /// variance but different means.
+    pub t: f64,
+    /// Welch–Satterthwaite degrees of freedom.
+    pub df: f64,
+    /// Two-sided p-value, `P(|T| >= |t|)` for `T ~ Student's t(df)`.
+    pub p_two_sided: f64,
+}
+
+/// Welch's unequal-variance t-test of `a` against `b`.
+///
+/// Returns `None` when either sample has fewer than two values or contains
+/// NaN or ±infinity.
+///
+/// Degrees of freedom follow Welch–Satterthwaite:
+/// `df = (s_a + s_b)^2 / (s_a^2/(n_a-1) + s_b^2/(n_b-1))` with
+/// `s_x = var(x)/n_x`. When both samples have zero variance the statistic is
+/// degenerate: equal means give `t = 0, p = 1`, different means give
+/// `t = ±inf, p = 0`, and `df` is reported as `n_a + n_b - 2`.
+pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
+    if a.len() < 2 || b.len() < 2 || !all_finite(a) || !all_finite(b) {
+        return None;
+    }
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let (mean_a, mean_b) = (mean(a), mean(b));
+    let sa = sample_variance(a, mean_a) / na;
+    let sb = sample_variance(b, mean_b) / nb;
+    let se2 = sa + sb;
+    let diff = mean_a - mean_b;
+
+    if se2 == 0.0 {
+        let df = na + nb - 2.0;
+        return Some(if diff == 0.0 {
+            TTest {
+                t: 0.0,
+                df,
+                p_two_sided: 1.0,
+            }
+        } else {
+            TTest {
+                t: f64::INFINITY.copysign(diff),
+                df,
+                p_two_sided: 0.0,
+            }
+        });
+    }
+
+    let t = diff / se2.sqrt();
+    // Normalised form of Welch–Satterthwaite: identical to the textbook
+    // formula but immune to underflow of s_a^2 for tiny variances.
+    let (ra, rb) = (sa / se2, sb / se2);
+    let df = 1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0));
+    let p = if t.is_finite() {
+        // df >= min(n_a, n_b) - 1 >= 1, so this cannot fail; stay
+        // panic-free anyway.
+        let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+        // sf(|t|) is the upper tail computed directly, which keeps small
+        // p-values accurate (1 - cdf would cancel).
+        (2.0 * dist.sf(t.abs())).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    Some(TTest {
+        t,
+        df,
+        p_two_sided: p,
+    })
+}
+
+/// Result of the Mann–Whitney U test.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MannWhitney {
+    /// U statistic of the *first* sample: `R_a - n_a(n_a+1)/2`, where `R_a`
+    /// is the rank sum of `a` (ties get the average rank). This is the
+    /// number of pairs `(x in a, y in b)` with `x > y`, ties counting 1/2;
+    /// it matches SciPy's `mannwhitneyu(a, b).statistic`. The other sample's
+    /// U is `n_a * n_b - u`.
+    pub u: f64,
+    /// Normal-approximation z score with tie and continuity corrections;
+    /// negative when `a` tends to be smaller than `b`, 0 when `|U - μ| <= 0.5`
+    /// or all values are tied.
+    pub z: f64,
+    /// Two-sided p-value from the normal approximation, capped at 1.
+    pub p_two_sided: f64,
+}
+
+/// Mann–Whitney U test of `a` against `b` (two-sided, normal
+/// approximation).
+///
+/// Ties receive the average of the ranks they span. With `μ = n_a n_b / 2`,
+/// `σ² = n_a n_b / 12 · ((n + 1) − Σ(t³ − t) / (n (n − 1)))` (tie-corrected,
+/// `t` = size of each tie group, `n = n_a + n_b`) and a continuity
+/// correction of 0.5 toward μ: `z = sign(U − μ) · max(|U − μ| − 0.5, 0) / σ`
+/// and `p = erfc(|z| / √2)`. If every value is tied (`σ = 0`), `z = 0` and
+/// `p = 1`.
+///
+/// The normal approximation is rough for very small samples (say fewer than
+/// 8 per side); the p-value is then only indicative.
+///
+/// Returns `None` when either sample is empty or contains NaN or ±infinity.
+pub fn mann_whitney_u(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
+    if a.is_empty() || b.is_empty() || !all_finite(a) || !all_finite(b) {
+        return None;
+    }
+    // (value, belongs to a)
+    let mut pooled: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&x| (x, true))
+        .chain(b.iter().map(|&x| (x, false)))
+        .collect();
+    pooled.sort_by(|x, y| x.0.total_cmp(&y.0));
+
+    let n = pooled.len();
+    let mut rank_sum_a = 0.0;
+    let mut tie_term = 0.0;
+    let mut i = 0;
+    while i < n {
+        // `==` rather than total_cmp so that -0.0 and 0.0 tie.
+        let j = i + pooled[i..]
+            .iter()
+            .take_while(|(v, _)| *v == pooled[i].0)
+            .count();
+        let group = (j - i) as f64;
+        // Ranks i+1 ..= j, averaged.
+        let avg_rank = (i + 1 + j) as f64 / 2.0;
+        let from_a = pooled[i..j].iter().filter(|(_, in_a)| *in_a).count() as f64;
+        rank_sum_a += avg_rank * from_a;
+        tie_term += group * group * group - group;
+        i = j;
+    }
+
+    let (na, nb, nf) = (a.len() as f64, b.len() as f64, n as f64);
+    let u = rank_sum_a - na * (na + 1.0) / 2.0;
+    let mu = na * nb / 2.0;
+    let var = na * nb / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
+
+    let (z, p) = if var > 0.0 {
+        let d = u - mu;
+        let corrected = (d.abs() - 0.5).max(0.0);
+        let z = if corrected == 0.0 {
+            0.0
+        } else {
+            corrected.copysign(d) / var.sqrt()
+        };
+        (z, erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0))
+    } else {
+        (0.0, 1.0)
+    };
+    Some(MannWhitney {
+        u,
+        z,
+        p_two_sided: p,
+    })
+}
+
+/// Outcome of comparing a new benchmark run against a baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    /// Significantly worse than the baseline.
+    Regression,
+    /// Significantly better than the baseline.
+    Improvement,
+    /// No statistically significant difference (or not enough data).
+    NoChange,
+}
+
+impl Verdict {
+    /// Short marker for tables: `"(R)"`, `"(I)"` or `""`.
+    pub fn marker(self) -> &'static str {
+        match self {
+            Verdict::Regression => "(R)",
+            Verdict::Improvement => "(I)",
+            Verdict::NoChange => "",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::Regression => "regression",
+            Verdict::Improvement => "improvement",
+            Verdict::NoChange => "no change",
+        })
+    }
+}
+
+/// Result of [`classify`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// `(median(new) / median(base) - 1) * 100`. 0 when both medians are 0;
+    /// NaN when the base median is 0 but the new one is not, or when either
+    /// sample is empty or contains non-finite values.
+    pub change_pct: f64,
+    /// Two-sided Welch t-test p-value; NaN when the test cannot be computed.
+    pub p_value: f64,
+    /// The decision; see [`classify`].
+    pub verdict: Verdict,
+    /// Name of the test behind `p_value`: always `"welch-t"`.
+    pub test: &'static str,
+}
+
+/// Compare `new` samples against `base` samples.
+///
+/// A change is a [`Verdict::Regression`] or [`Verdict::Improvement`] only
+/// when the Welch t-test p-value is below `alpha` (so `alpha <= 0` or NaN
+/// never flags anything). Its direction is the direction of the mean
+/// difference (the quantity the test is about): with `higher_is_better`
+/// (e.g. throughput) a higher new mean is an improvement; otherwise (e.g.
+/// latency) it is a regression. If the median moved the opposite way to the
+/// mean the evidence is contradictory and the verdict is `NoChange`, so the
+/// sign of `change_pct` always agrees with the verdict.
+///
+/// If the Welch test cannot be computed — fewer than two samples on either
+/// side, or NaN/±infinity in the data — the verdict is `NoChange` and
+/// `p_value` is NaN.
+pub fn classify(base: &[f64], new: &[f64], alpha: f64, higher_is_better: bool) -> Comparison {
+    const TEST: &str = "welch-t";
+
+    let change_pct = if !base.is_empty() && !new.is_empty() && all_finite(base) && all_finite(new) {
+        let (mb, mn) = (median(base), median(new));
+        if mb == 0.0 {
+            if mn == 0.0 { 0.0 } else { f64::NAN }
+        } else {
+            (mn / mb - 1.0) * 100.0
+        }
+    } else {
+        f64::NAN
+    };
+
+    let Some(tt) = welch_t_test(new, base) else {
+        return Comparison {
+            change_pct,
+            p_value: f64::NAN,
+            verdict: Verdict::NoChange,
+            test: TEST,
+        };
+    };
+
+    // welch_t_test(new, base): t > 0 means the new mean is higher.
+    let verdict = if tt.p_two_sided < alpha && tt.t != 0.0 {
+        let new_higher = tt.t > 0.0;
+        let median_disagrees = if new_higher {
+            change_pct < 0.0
+        } else {
+            change_pct > 0.0
+        };
+        if median_disagrees {
+            Verdict::NoChange
+        } else if new_higher == higher_is_better {
+            Verdict::Improvement
+        } else {
+            Verdict::Regression
+        }
+    } else {
+        Verdict::NoChange
+    };
+
+    Comparison {
+        change_pct,
+        p_value: tt.p_two_sided,
+        verdict,
+        test: TEST,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(actual: f64, expected: f64, tol: f64) -> bool {
+        (actual - expected).abs() <= tol
+    }
+
+    macro_rules! assert_close {
+        ($actual:expr, $expected:expr, $tol:expr) => {{
+            let (a, e, t): (f64, f64, f64) = ($actual, $expected, $tol);
+            assert!(
+                close(a, e, t),
+                "{} = {a:e}, expected {e:e} (tolerance {t:e})",
+                stringify!($actual)
+            );
+        }};
+    }
+
+    /// Data set from the task brief (often used to illustrate Welch's test).
+    const A: [f64; 10] = [19.8, 20.4, 19.6, 17.8, 18.5, 18.9, 18.3, 18.9, 19.5, 22.0];
+    const B: [f64; 20] = [
+        28.2, 26.6, 20.1, 23.3, 25.2, 22.1, 17.7, 27.6, 20.6, 13.7, 23.2, 17.5, 20.6, 18.0, 23.9,
+        21.6, 24.3, 20.4, 23.9, 13.3,
+    ];
+
+    // ---------------------------------------------------------------- Summary
+
+    #[test]
+    fn summary_of_empty_is_none() {
+        assert_eq!(Summary::of(&[]), None);
+    }
+
+    #[test]
+    fn summary_rejects_non_finite() {
+        assert_eq!(Summary::of(&[1.0, f64::NAN, 3.0]), None);
+        assert_eq!(Summary::of(&[f64::NAN]), None);
+        assert_eq!(Summary::of(&[1.0, f64::INFINITY]), None);
+        assert_eq!(Summary::of(&[f64::NEG_INFINITY, 1.0]), None);
+    }
+
+    #[test]
+    fn summary_of_single_sample() {
+        let s = Summary::of(&[42.5]).unwrap();
+        assert_eq!(
+            s,
+            Summary {
+                n: 1,
+                mean: 42.5,
+                median: 42.5,
+                stddev: 0.0,
+                min: 42.5,
+                max: 42.5,
+                cv: 0.0,
+            }
+        );
+    }
+
+    #[test]
+    fn summary_of_classic_set() {
+        // [2,4,4,4,5,5,7,9]: mean 40/8 = 5; squared deviations
+        // 9+1+1+1+0+0+4+16 = 32; sample variance 32/7; stddev sqrt(32/7)
+        // = 2.138089935299395; median (4+5)/2 = 4.5; cv = stddev/5.
+        let s = Summary::of(&[9.0, 2.0, 4.0, 5.0, 4.0, 7.0, 4.0, 5.0]).unwrap();
+        assert_eq!(s.n, 8);
+        assert_close!(s.mean, 5.0, 1e-12);
+        assert_close!(s.median, 4.5, 1e-12);
+        assert_close!(s.stddev, (32.0f64 / 7.0).sqrt(), 1e-12);
+        assert_close!(s.stddev, 2.138_089_935_299_395, 1e-12);
+        assert_close!(s.cv, 0.427_617_987_059_879, 1e-12);
+        assert_eq!(s.min, 2.0);
+        assert_eq!(s.max, 9.0);
+    }
+
+    #[test]
+    fn summary_median_odd_and_even() {
+        assert_eq!(Summary::of(&[3.0, 1.0, 2.0]).unwrap().median, 2.0);
+        assert_eq!(Summary::of(&[4.0, 1.0, 3.0, 2.0]).unwrap().median, 2.5);
+        assert_eq!(Summary::of(&[1.0, 10.0]).unwrap().median, 5.5);
+        // Even count with huge values must not overflow.
+        let big = Summary::of(&[f64::MAX, f64::MAX]).unwrap();
+        assert_eq!(big.median, f64::MAX);
+    }
+
+    #[test]
+    fn summary_of_one_to_four() {
+        // mean 2.5, deviations ±1.5, ±0.5 -> ss = 5, var = 5/3,
+        // stddev = 1.2909944487358056, cv = 0.5163977794943222.
+        let s = Summary::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert_close!(s.mean, 2.5, 1e-12);
+        assert_close!(s.median, 2.5, 1e-12);
+        assert_close!(s.stddev, 1.290_994_448_735_805_6, 1e-12);
+        assert_close!(s.cv, 0.516_397_779_494_322_2, 1e-12);
+    }
+
+    #[test]
+    fn summary_cv_is_zero_for_zero_mean_and_non_negative_otherwise() {
+        let s = Summary::of(&[-1.0, 1.0]).unwrap();
+        assert_eq!(s.mean, 0.0);
+        assert_eq!(s.cv, 0.0);
+        assert_close!(s.stddev, 2.0f64.sqrt(), 1e-12);
+        let neg = Summary::of(&[-2.0, -4.0]).unwrap();
+        assert!(neg.cv > 0.0);
+    }
+
+    #[test]
+    fn summary_of_constant_samples() {
+        let s = Summary::of(&[7.0; 5]).unwrap();
+        assert_eq!(s.stddev, 0.0);
+        assert_eq!(s.cv, 0.0);
+        assert_eq!(s.median, 7.0);
+    }
+
+    #[test]
+    fn summary_serde_field_names() {
+        // Make sure the derive compiles with the names consumers rely on.
+        fn is_serde<T: Serialize + for<'de> Deserialize<'de>>() {}
+        is_serde::<Summary>();
+        is_serde::<Verdict>();
+        is_serde::<TTest>();
+        is_serde::<MannWhitney>();
+    }
+
+    // ----------------------------------------------------------- Welch t-test
+
+    #[test]
+    fn welch_hand_computed_small_example() {
+        // a = [1,2,3,4,5]:  mean 3, sample variance 10/4 = 2.5, s_a = 2.5/5 = 0.5
+        // b = [2,4,6,8,10]: mean 6, sample variance 40/4 = 10,  s_b = 10/5  = 2
+        // se^2 = 0.5 + 2 = 2.5
+        // t  = (3 - 6) / sqrt(2.5) = -3 / 1.5811388300841898 = -1.8973665961010275
+        // df = 2.5^2 / (0.5^2/4 + 2^2/4) = 6.25 / 1.0625 = 100/17 = 5.882352941176471
+        // p  (mpmath betainc, and scipy ttest_ind(equal_var=False))
+        //    = 0.10753119493062724...
+        let r = welch_t_test(&[1.0, 2.0, 3.0, 4.0, 5.0], &[2.0, 4.0, 6.0, 8.0, 10.0]).unwrap();
+        assert_close!(r.t, -3.0 / 2.5f64.sqrt(), 1e-9);
+        assert_close!(r.t, -1.897_366_596_101_027_5, 1e-9);
+        assert_close!(r.df, 100.0 / 17.0, 1e-9);
+        assert_close!(r.p_two_sided, 0.107_531_194_930_627_24, 1e-9);
+    }
+
+    #[test]
+    fn welch_reference_data_set() {
+        // Exact arithmetic (Python fractions):
+        //   mean a = 1937/100 = 19.37,  var a = 1449/1000   = 1.449
+        //   mean b = 2159/100 = 21.59,  var b = 161529/9500 = 17.00305263...
+        //   se^2 = 1.449/10 + 17.00305263/20 = 9453/9500
+        //   t  = -2.22 / sqrt(9453/9500) = -2.2255120399698532...
+        //   df = 35661100/1454093 = 24.524634944257348...
+        //   p  = I_{df/(df+t^2)}(df/2, 1/2) = 0.035484530830010218... (mpmath, 40 digits)
+        // scipy.stats.ttest_ind(a, b, equal_var=False) prints
+        //   statistic=-2.225512039969852, pvalue=0.035484530830010394, df=24.524634944257343.
+        // (The often-quoted "t = -2.46, p = 0.0211" does NOT belong to this
+        // data set; Student's equal-variance test gives t = -1.654, p = 0.109.)
+        let r = welch_t_test(&A, &B).unwrap();
+        assert_close!(r.t, -2.225_512_039_969_853_2, 1e-9);
+        assert_close!(r.df, 35_661_100.0 / 1_454_093.0, 1e-9);
+        assert_close!(r.p_two_sided, 0.035_484_530_830_010_22, 1e-9);
+        // Three significant digits, as a sanity check of the reading above.
+        assert_eq!(format!("{:.3}", r.t), "-2.226");
+        assert_eq!(format!("{:.4}", r.p_two_sided), "0.0355");
+    }
+
+    #[test]
+    fn welch_is_antisymmetric() {
+        let ab = welch_t_test(&A, &B).unwrap();
+        let ba = welch_t_test(&B, &A).unwrap();
+        assert_close!(ab.t, -ba.t, 1e-12);
+        assert_close!(ab.df, ba.df, 1e-9);
+        assert_close!(ab.p_two_sided, ba.p_two_sided, 1e-12);
+    }
+
+    #[test]
+    fn welch_needs_two_samples_each() {
+        assert_eq!(welch_t_test(&[1.0], &[1.0, 2.0]), None);
+        assert_eq!(welch_t_test(&[1.0, 2.0], &[1.0]), None);
+        assert_eq!(welch_t_test(&[], &[]), None);
+    }
+
+    #[test]
+    fn welch_rejects_non_finite() {
+        assert_eq!(welch_t_test(&[1.0, f64::NAN], &[1.0, 2.0]), None);
+        assert_eq!(welch_t_test(&[1.0, 2.0], &[f64::INFINITY, 2.0]), None);
+    }
+
+    #[test]
+    fn welch_zero_variance_both_sides() {
+        let same = welch_t_test(&[5.0, 5.0, 5.0], &[5.0, 5.0]).unwrap();
+        assert_eq!(same.t, 0.0);
+        assert_eq!(same.p_two_sided, 1.0);
+        assert_eq!(same.df, 3.0);
+
+        let lower = welch_t_test(&[4.0, 4.0], &[5.0, 5.0]).unwrap();
+        assert_eq!(lower.t, f64::NEG_INFINITY);
+        assert_eq!(lower.p_two_sided, 0.0);
+
+        let higher = welch_t_test(&[6.0, 6.0], &[5.0, 5.0]).unwrap();
+        assert_eq!(higher.t, f64::INFINITY);
+        assert_eq!(higher.p_two_sided, 0.0);
+    }
+
+    #[test]
+    fn welch_zero_variance_one_side() {
+        // s_a = 0, so df = n_b - 1 = 2 exactly; t = (5 - 6) / sqrt(1/3).
+        let r = welch_t_test(&[5.0, 5.0, 5.0], &[5.0, 6.0, 7.0]).unwrap();
+        assert_close!(r.df, 2.0, 1e-12);
+        assert_close!(r.t, -(3.0f64).sqrt(), 1e-12);
+        // t(2) two-sided tail: p = 1 - |t|/sqrt(2 + t^2) = 1 - sqrt(3)/sqrt(5).
+        assert_close!(r.p_two_sided, 1.0 - (3.0f64 / 5.0).sqrt(), 1e-9);
+    }
+
+    #[test]
+    fn welch_tiny_variances_do_not_underflow_df() {
+        // s_a^2 would underflow to 0 in the textbook formula.
+        let a = [1.0, 1.0 + 1e-160];
+        let b = [1.0, 1.0 + 1e-160];
+        let r = welch_t_test(&a, &b).unwrap();
+        assert!(r.df.is_finite() && r.df > 0.0, "df = {}", r.df);
+        assert_eq!(r.p_two_sided, 1.0);
+    }
+
+    #[test]
+    fn welch_p_is_tiny_for_well_separated_samples() {
+        let r = welch_t_test(&[1.0, 1.1, 0.9, 1.05], &[10.0, 10.1, 9.9, 10.05]).unwrap();
+        assert!(r.t < -100.0);
+        assert!(r.p_two_sided < 1e-8 && r.p_two_sided >= 0.0);
+    }
+
+    // ---------------------------------------------------------- Mann-Whitney
+
+    #[test]
+    fn mann_whitney_fully_separated() {
+        // a below every b: U_a = 0. mu = 4.5, sigma^2 = 9/12 * 7 = 5.25,
+        // z = -(4.5 - 0.5)/sqrt(5.25) = -1.7457431218879391,
+        // p = erfc(|z|/sqrt 2) = 0.080855598370052291 (scipy: 0.08085559837005224).
+        let r = mann_whitney_u(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]).unwrap();
+        assert_eq!(r.u, 0.0);
+        assert_close!(r.z, -4.0 / 5.25f64.sqrt(), 1e-12);
+        assert_close!(r.p_two_sided, 0.080_855_598_370_052_3, 1e-9);
+
+        let rev = mann_whitney_u(&[4.0, 5.0, 6.0], &[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(rev.u, 9.0);
+        assert_close!(rev.z, -r.z, 1e-12);
+        assert_close!(rev.p_two_sided, r.p_two_sided, 1e-12);
+    }
+
+    #[test]
+    fn mann_whitney_with_ties_hand_computed() {
+        // pooled, sorted:  1a 2a 2a 2b 3a 3b 4b 5b
+        // ranks:           1  3  3  3  5.5 5.5 7 8   (ties averaged)
+        // R_a = 1 + 3 + 3 + 5.5 = 12.5, U_a = 12.5 - 4*5/2 = 2.5
+        // mu = 4*4/2 = 8; tie groups: size 3 (3^3-3 = 24), size 2 (6) -> 30
+        // sigma^2 = 16/12 * (9 - 30/56) = 79/7
+        // z = -(|2.5 - 8| - 0.5) / sqrt(79/7) = -1.4883513944689680
+        // p = 0.13665824773814751 (scipy mannwhitneyu asymptotic: 0.1366582477381475)
+        let r = mann_whitney_u(&[1.0, 2.0, 2.0, 3.0], &[2.0, 3.0, 4.0, 5.0]).unwrap();
+        assert_eq!(r.u, 2.5);
+        assert_close!(r.z, -5.0 / (79.0f64 / 7.0).sqrt(), 1e-12);
+        assert_close!(r.z, -1.488_351_394_468_968, 1e-12);
+        assert_close!(r.p_two_sided, 0.136_658_247_738_147_5, 1e-9);
+    }
+
+    #[test]
+    fn mann_whitney_reference_data_set() {
+        // scipy.stats.mannwhitneyu(A, B, alternative="two-sided",
+        //     method="asymptotic", use_continuity=True)
+        //   -> statistic=55.5, pvalue=0.05279379552204588
+        // z (mpmath) = -1.9366037802650306
+        let r = mann_whitney_u(&A, &B).unwrap();
+        assert_eq!(r.u, 55.5);
+        assert_close!(r.z, -1.936_603_780_265_030_6, 1e-9);
+        assert_close!(r.p_two_sided, 0.052_793_795_522_045_9, 1e-9);
+    }
+
+    #[test]
+    fn mann_whitney_all_tied() {
+        let r = mann_whitney_u(&[5.0, 5.0, 5.0], &[5.0, 5.0, 5.0]).unwrap();
+        assert_eq!(r.u, 4.5);
+        assert_eq!(r.z, 0.0);
+        assert_eq!(r.p_two_sided, 1.0);
+    }
+
+    #[test]
+    fn mann_whitney_continuity_caps_p_at_one() {
+        // U = mu exactly: |U - mu| - 0.5 < 0 -> z = 0, p = 1.
+        let r = mann_whitney_u(&[1.0, 4.0], &[2.0, 3.0]).unwrap();
+        assert_eq!(r.u, 2.0);
+        assert_eq!(r.z, 0.0);
+        assert_eq!(r.p_two_sided, 1.0);
+    }
+
+    #[test]
+    fn mann_whitney_signed_zero_ties() {
+        let r = mann_whitney_u(&[-0.0], &[0.0]).unwrap();
+        assert_eq!(r.u, 0.5);
+    }
+
+    #[test]
+    fn mann_whitney_rejects_bad_input() {
+        assert_eq!(mann_whitney_u(&[], &[1.0]), None);
+        assert_eq!(mann_whitney_u(&[1.0], &[]), None);
+        assert_eq!(mann_whitney_u(&[f64::NAN], &[1.0]), None);
+        assert_eq!(mann_whitney_u(&[1.0], &[f64::INFINITY]), None);
+    }
+
+    #[test]
+    fn mann_whitney_u_counts_pairs() {
+        // Brute force: U_a = #{x > y} + 0.5 #{x == y}.
+        let a = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0];
+        let b = [6.0, 5.0, 3.0, 5.0, 8.0];
+        let mut want = 0.0;
+        for x in a {
+            for y in b {
+                if x > y {
+                    want += 1.0;
+                } else if x == y {
+                    want += 0.5;
+                }
+            }
+        }
+        assert_eq!(mann_whitney_u(&a, &b).unwrap().u, want);
+    }
+
+    // ------------------------------------------------------------ classify
+
+    #[test]
+    fn verdict_markers() {
+        assert_eq!(Verdict::Regression.marker(), "(R)");
+        assert_eq!(Verdict::Improvement.marker(), "(I)");
+        assert_eq!(Verdict::NoChange.marker(), "");
+        assert_eq!(Verdict::Regression.to_string(), "regression");
+    }
+
+    #[test]
+    fn identical_samples_are_no_change() {
+        let s = [10.0, 10.5, 9.8, 10.2, 10.1];
+        for higher_is_better in [true, false] {
+            let c = classify(&s, &s, 0.05, higher_is_better);
+            assert_eq!(c.verdict, Verdict::NoChange);
+            assert_eq!(c.change_pct, 0.0);
+            assert_close!(c.p_value, 1.0, 1e-12);
+            assert_eq!(c.test, "welch-t");
+        }
+    }
+
+    #[test]
+    fn constant_identical_samples_are_no_change() {
+        let c = classify(&[3.0; 4], &[3.0; 4], 0.05, true);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert_eq!(c.p_value, 1.0);
+    }
+
+    const SLOW: [f64; 6] = [10.0, 10.2, 9.9, 10.1, 10.0, 9.8];
+    const FAST: [f64; 6] = [20.0, 20.3, 19.8, 20.1, 20.2, 19.9];
+
+    #[test]
+    fn higher_is_better_throughput() {
+        // Throughput doubled: improvement.
+        let up = classify(&SLOW, &FAST, 0.05, true);
+        assert_eq!(up.verdict, Verdict::Improvement);
+        assert!(up.p_value < 1e-6);
+        assert_close!(up.change_pct, (20.05 / 10.0 - 1.0) * 100.0, 1e-9);
+
+        // Throughput halved: regression.
+        let down = classify(&FAST, &SLOW, 0.05, true);
+        assert_eq!(down.verdict, Verdict::Regression);
+        assert!(down.change_pct < 0.0);
+    }
+
+    #[test]
+    fn lower_is_better_latency() {
+        // Latency doubled: regression.
+        let up = classify(&SLOW, &FAST, 0.05, false);
+        assert_eq!(up.verdict, Verdict::Regression);
+        assert!(up.change_pct > 0.0);
+
+        // Latency halved: improvement.
+        let down = classify(&FAST, &SLOW, 0.05, false);
+        assert_eq!(down.verdict, Verdict::Improvement);
+        assert_close!(down.change_pct, (10.0 / 20.05 - 1.0) * 100.0, 1e-9);
+    }
+
+    #[test]
+    fn significance_threshold_is_respected() {
+        // Reference data: p = 0.0355 (new = B has the higher mean).
+        assert_eq!(classify(&A, &B, 0.05, true).verdict, Verdict::Improvement);
+        assert_eq!(classify(&A, &B, 0.01, true).verdict, Verdict::NoChange);
+        let c = classify(&A, &B, 0.01, true);
+        assert_close!(c.p_value, 0.035_484_530_830_010_22, 1e-9);
+        // median A = (18.9 + 19.5)/2 = 19.2, median B = (21.6 + 22.1)/2 = 21.85
+        assert_close!(c.change_pct, (21.85 / 19.2 - 1.0) * 100.0, 1e-9);
+        // A non-positive or NaN alpha never flags anything.
+        assert_eq!(classify(&SLOW, &FAST, 0.0, true).verdict, Verdict::NoChange);
+        assert_eq!(
+            classify(&SLOW, &FAST, f64::NAN, true).verdict,
+            Verdict::NoChange
+        );
+    }
+
+    #[test]
+    fn noisy_overlapping_samples_are_no_change() {
+        let base = [10.0, 12.0, 9.0, 11.0, 10.5];
+        let new = [10.4, 11.5, 9.5, 11.2, 10.1];
+        let c = classify(&base, &new, 0.05, true);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert!(c.p_value > 0.05);
+    }
+
+    #[test]
+    fn too_few_samples_give_nan_p_and_no_change() {
+        let c = classify(&[10.0], &[20.0], 0.05, true);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert!(c.p_value.is_nan());
+        assert_close!(c.change_pct, 100.0, 1e-12);
+
+        let c = classify(&[], &[1.0, 2.0], 0.05, true);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert!(c.p_value.is_nan());
+        assert!(c.change_pct.is_nan());
+    }
+
+    #[test]
+    fn non_finite_samples_give_no_change() {
+        let c = classify(&[1.0, f64::NAN, 2.0], &FAST, 0.05, true);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert!(c.p_value.is_nan());
+        assert!(c.change_pct.is_nan());
+    }
+
+    #[test]
+    fn zero_baseline_median() {
+        let c = classify(&[0.0, 0.0], &[0.0, 0.0], 0.05, true);
+        assert_eq!(c.change_pct, 0.0);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        let c = classify(&[-1.0, 0.0, 1.0], &[1.0, 2.0, 3.0], 0.05, true);
+        assert!(c.change_pct.is_nan());
+    }
+
+    #[test]
+    fn zero_variance_different_means_is_flagged() {
+        let c = classify(&[5.0, 5.0, 5.0], &[6.0, 6.0, 6.0], 0.05, true);
+        assert_eq!(c.p_value, 0.0);
+        assert_eq!(c.verdict, Verdict::Improvement);
+        assert_close!(c.change_pct, 20.0, 1e-12);
+    }
+
+    #[test]
+    fn mean_and_median_disagreeing_is_no_change() {
+        // The mean of `new` rises (11.825 vs 10) while its median falls
+        // (9.9 vs 10); with a loose alpha the t-test is "significant", but
+        // the evidence is contradictory, so nothing is flagged.
+        let base = [10.0, 10.0, 10.0, 10.0, 10.0, 10.1, 9.9, 10.0];
+        let new = [9.9, 9.9, 9.9, 9.9, 10.0, 15.0, 15.0, 15.0];
+        let tt = welch_t_test(&new, &base).unwrap();
+        assert!(tt.t > 0.0);
+        let c = classify(&base, &new, 0.5, true);
+        assert!(c.change_pct < 0.0);
+        assert!(c.p_value < 0.5);
+        assert_eq!(c.verdict, Verdict::NoChange);
+    }
+}

@@ -1,0 +1,554 @@
+//! Byte sizes and transfer rates in `perf bench` style.
+//!
+//! * [`parse_size`] turns user input such as `"4096"`, `"4KB"`, `"2M"` or
+//!   `"1 GB"` into a byte count. Units are case-insensitive and use *binary*
+//!   multiples exactly like `perf bench mem` (`1KB = 1024` bytes). Accepted
+//!   units: `B`, `KB`/`K`, `MB`/`M`, `GB`/`G`, `TB`/`T` (the IEC spellings
+//!   `KiB`, `MiB`, `GiB`, `TiB` are accepted as synonyms). Fractions,
+//!   negative numbers, unknown units and values that do not fit in a `u64`
+//!   are rejected with a [`SizeError`] whose message names the bad input and
+//!   shows a valid example.
+//! * [`format_size`] is the exact inverse for display: it picks the largest
+//!   unit that represents the value without a fraction (`4096` -> `"4KB"`,
+//!   `2097153` -> `"2097153B"`), so `parse_size(&format_size(x)) == Ok(x)`.
+//! * [`format_rate`] prints a throughput with two decimals using *decimal*
+//!   units (`1 GB/s = 1e9 bytes/s`), as `perf bench` prints `GB/sec`.
+//! * [`clap_size`] adapts [`parse_size`] for use as a `clap` `value_parser`.
+
+use thiserror::Error;
+
+/// Units accepted on input, their multipliers and the name used on output.
+/// Ordered from largest to smallest; `format_size` relies on this order.
+const UNITS: [(&str, u64); 4] = [
+    ("TB", 1 << 40),
+    ("GB", 1 << 30),
+    ("MB", 1 << 20),
+    ("KB", 1 << 10),
+];
+
+/// List of accepted units, shared by the error messages.
+const UNIT_HELP: &str = "B, KB/K, MB/M, GB/G, TB/T (binary multiples: 1KB = 1024 bytes)";
+
+/// Why a size string could not be parsed. Every message names the offending
+/// input and shows an example of a valid size.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SizeError {
+    /// The input was empty or only whitespace.
+    #[error(
+        "empty size: give a whole number of bytes with an optional unit, e.g. \"4096\" or \"4KB\""
+    )]
+    Empty,
+
+    /// The input started with a minus sign.
+    #[error(
+        "invalid size \"{input}\": sizes cannot be negative; use a non-negative whole number such as \"0\" or \"4KB\""
+    )]
+    Negative {
+        /// The input as given (trimmed).
+        input: String,
+    },
+
+    /// The number had a fractional part, e.g. `1.5GB`.
+    #[error(
+        "invalid size \"{input}\": fractional sizes are not supported; use a whole number, {}",
+        match suggestion {
+            Some(s) => format!("e.g. \"{s}\" for the same amount"),
+            None => "possibly in a smaller unit, e.g. \"1536MB\" instead of \"1.5GB\"".to_string(),
+        }
+    )]
+    Fractional {
+        /// The input as given (trimmed).
+        input: String,
+        /// The same amount written as a whole number, when it is a whole
+        /// number of bytes (e.g. `"1536MB"` for `"1.5GB"`).
+        suggestion: Option<String>,
+    },
+
+    /// The input did not start with a decimal number.
+    #[error(
+        "invalid size \"{input}\": expected a whole number of bytes with an optional unit ({UNIT_HELP}), e.g. \"4096\", \"4KB\" or \"2M\""
+    )]
+    InvalidNumber {
+        /// The input as given (trimmed).
+        input: String,
+    },
+
+    /// The number was followed by something that is not a known unit.
+    #[error(
+        "invalid size \"{input}\": unknown unit \"{unit}\"; valid units are {UNIT_HELP}, e.g. \"2MB\""
+    )]
+    UnknownUnit {
+        /// The input as given (trimmed).
+        input: String,
+        /// The unrecognised unit text.
+        unit: String,
+    },
+
+    /// The value is larger than `u64::MAX` bytes.
+    #[error("invalid size \"{input}\": value does not fit in 64 bits (at most {max} bytes); use a smaller size, e.g. \"1TB\"", max = u64::MAX)]
+    Overflow {
+        /// The input as given (trimmed).
+        input: String,
+    },
+}
+
+/// Map a (case-insensitive) unit suffix to its multiplier.
+fn unit_multiplier(unit: &str) -> Option<u64> {
+    let mult = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        "T" | "TB" | "TIB" => 1 << 40,
+        _ => return None,
+    };
+    Some(mult)
+}
+
+/// Parse a size such as `"4096"`, `"4096B"`, `"4KB"`, `"4k"`, `"2 MB"` or
+/// `"1G"` into bytes.
+///
+/// Units are case-insensitive binary multiples (`1KB = 1024`), optional
+/// whitespace may separate number and unit, and surrounding whitespace is
+/// ignored. A bare number is a byte count.
+///
+/// # Errors
+///
+/// Returns a [`SizeError`] for empty input, negative numbers, fractions
+/// (`"1.5GB"` — the message suggests the whole-number equivalent), unknown
+/// units and values above `u64::MAX`.
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
+    let input = s.trim();
+    if input.is_empty() {
+        return Err(SizeError::Empty);
+    }
+    if input.starts_with('-') {
+        return Err(SizeError::Negative {
+            input: input.to_string(),
+        });
+    }
+
+    let digits_end = input
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(input.len());
+    let (digits, rest) = input.split_at(digits_end);
+
+    // A fraction: "1.5GB", ".5G" or "1,5G".
+    if let Some(after_sep) = rest.strip_prefix(['.', ',']) {
+        let frac_end = after_sep
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after_sep.len());
+        let (frac, unit) = after_sep.split_at(frac_end);
+        if !digits.is_empty() || !frac.is_empty() {
+            let suggestion = unit_multiplier(unit.trim())
+                .and_then(|mult| exact_fraction(digits, frac, mult))
+                .map(format_size);
+            return Err(SizeError::Fractional {
+                input: input.to_string(),
+                suggestion,
+            });
+        }
+    }
+
+    if digits.is_empty() {
+        return Err(SizeError::InvalidNumber {
+            input: input.to_string(),
+        });
+    }
+
+    let unit = rest.trim_start();
+    let mult = unit_multiplier(unit).ok_or_else(|| SizeError::UnknownUnit {
+        input: input.to_string(),
+        unit: unit.to_string(),
+    })?;
+
+    // `digits` is non-empty and all ASCII digits, so the only possible parse
+    // failure is overflow.
+    let overflow = || SizeError::Overflow {
+        input: input.to_string(),
+    };
+    let number: u64 = digits.parse().map_err(|_| overflow())?;
+    number.checked_mul(mult).ok_or_else(overflow)
+}
+
+/// `int.frac * mult` as a byte count, if it is a whole number of bytes that
+/// fits in a `u64`. Used only to build a helpful suggestion.
+fn exact_fraction(int: &str, frac: &str, mult: u64) -> Option<u64> {
+    // Keep the arithmetic comfortably inside u128.
+    if int.len() > 20 || frac.len() > 18 {
+        return None;
+    }
+    let int: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let frac_val: u128 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
+    let scale = 10u128.pow(u32::try_from(frac.len()).ok()?);
+    let scaled = int.checked_mul(scale)?.checked_add(frac_val)?;
+    let total = scaled.checked_mul(u128::from(mult))?;
+    if total % scale != 0 {
+        return None;
+    }
+    u64::try_from(total / scale).ok()
+}
+
+/// Format a byte count exactly, using the largest unit that divides it:
+/// `4096` -> `"4KB"`, `2097152` -> `"2MB"`, `1073741824` -> `"1GB"`,
+/// `2097153` -> `"2097153B"`, `0` -> `"0B"`.
+///
+/// The result always parses back to the same value with [`parse_size`].
+pub fn format_size(bytes: u64) -> String {
+    if bytes != 0 {
+        for (name, mult) in UNITS {
+            if bytes.is_multiple_of(mult) {
+                return format!("{}{name}", bytes / mult);
+            }
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// Format a throughput in bytes per second with two decimals and decimal
+/// units, e.g. `23.41e9` -> `"23.41 GB/s"`, `512.5e6` -> `"512.50 MB/s"`.
+///
+/// Units are `GB/s` (1e9), `MB/s` (1e6), `KB/s` (1e3) and `B/s`; the unit is
+/// chosen *after* rounding, so `999.999e6` prints as `"1.00 GB/s"` rather
+/// than `"1000.00 MB/s"`. Values of 1000 GB/s and more stay in GB/s.
+/// Negative rates keep their sign; NaN and infinities print as `"n/a"`.
+pub fn format_rate(bytes_per_sec: f64) -> String {
+    /// Smaller units, tried in order; anything larger is printed in GB/s.
+    const SMALLER_UNITS: [(&str, f64); 3] = [("B/s", 1.0), ("KB/s", 1e3), ("MB/s", 1e6)];
+    if !bytes_per_sec.is_finite() {
+        return "n/a".to_string();
+    }
+    let magnitude = bytes_per_sec.abs();
+    let rounded_in = |scale: f64| (magnitude / scale * 100.0).round() / 100.0;
+    let (value, name) = SMALLER_UNITS
+        .into_iter()
+        .map(|(name, scale)| (rounded_in(scale), name))
+        .find(|(value, _)| *value < 1000.0)
+        .unwrap_or_else(|| (rounded_in(1e9), "GB/s"));
+    let value = if bytes_per_sec < 0.0 && value != 0.0 {
+        -value
+    } else {
+        value
+    };
+    format!("{value:.2} {name}")
+}
+
+/// [`parse_size`] with a `String` error, for `clap`'s `value_parser`:
+///
+/// ```ignore
+/// #[arg(long, value_parser = units::clap_size, default_value = "1MB")]
+/// size: u64,
+/// ```
+///
+/// # Errors
+///
+/// Returns the [`SizeError`] message when the size cannot be parsed.
+pub fn clap_size(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KB: u64 = 1024;
+    const MB: u64 = 1024 * KB;
+    const GB: u64 = 1024 * MB;
+    const TB: u64 = 1024 * GB;
+
+    #[test]
+    fn parses_plain_numbers_and_bytes() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4096B"), Ok(4096));
+        assert_eq!(parse_size("4096b"), Ok(4096));
+        assert_eq!(parse_size("0B"), Ok(0));
+        assert_eq!(parse_size("007"), Ok(7));
+    }
+
+    #[test]
+    fn parses_all_units_case_insensitively() {
+        let cases = [
+            ("4KB", 4 * KB),
+            ("4K", 4 * KB),
+            ("4kb", 4 * KB),
+            ("4k", 4 * KB),
+            ("4Kb", 4 * KB),
+            ("4KiB", 4 * KB),
+            ("2MB", 2 * MB),
+            ("2M", 2 * MB),
+            ("2mb", 2 * MB),
+            ("2m", 2 * MB),
+            ("2MiB", 2 * MB),
+            ("1GB", GB),
+            ("1G", GB),
+            ("1gb", GB),
+            ("1g", GB),
+            ("1gib", GB),
+            ("3TB", 3 * TB),
+            ("3T", 3 * TB),
+            ("3tb", 3 * TB),
+            ("3TiB", 3 * TB),
+            ("0GB", 0),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse_size(input), Ok(want), "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn allows_whitespace_between_number_unit_and_around() {
+        assert_eq!(parse_size("4 KB"), Ok(4 * KB));
+        assert_eq!(parse_size("4\tK"), Ok(4 * KB));
+        assert_eq!(parse_size("  2   MB  "), Ok(2 * MB));
+        assert_eq!(parse_size(" 4096 "), Ok(4096));
+        assert_eq!(parse_size("1 B"), Ok(1));
+    }
+
+    #[test]
+    fn rejects_empty() {
+        assert_eq!(parse_size(""), Err(SizeError::Empty));
+        assert_eq!(parse_size("   "), Err(SizeError::Empty));
+        let msg = SizeError::Empty.to_string();
+        assert!(msg.contains("empty"), "{msg}");
+        assert!(msg.contains("\"4KB\""), "{msg}");
+    }
+
+    #[test]
+    fn rejects_negative() {
+        let err = parse_size("-4K").unwrap_err();
+        assert_eq!(
+            err,
+            SizeError::Negative {
+                input: "-4K".into()
+            }
+        );
+        let msg = err.to_string();
+        assert!(msg.contains("\"-4K\""), "{msg}");
+        assert!(msg.contains("negative"), "{msg}");
+        assert!(msg.contains("\"4KB\""), "{msg}");
+        assert!(matches!(parse_size(" -0"), Err(SizeError::Negative { .. })));
+    }
+
+    #[test]
+    fn rejects_fractions_with_a_whole_number_suggestion() {
+        let err = parse_size("1.5GB").unwrap_err();
+        assert_eq!(
+            err,
+            SizeError::Fractional {
+                input: "1.5GB".into(),
+                suggestion: Some("1536MB".into()),
+            }
+        );
+        let msg = err.to_string();
+        assert!(msg.contains("\"1.5GB\""), "{msg}");
+        assert!(msg.contains("fractional"), "{msg}");
+        assert!(msg.contains("\"1536MB\""), "{msg}");
+
+        assert!(matches!(
+            parse_size("0.5 K"),
+            Err(SizeError::Fractional { suggestion: Some(ref s), .. }) if s == "512B"
+        ));
+        assert!(matches!(
+            parse_size(".5M"),
+            Err(SizeError::Fractional { suggestion: Some(ref s), .. }) if s == "512KB"
+        ));
+        assert!(matches!(
+            parse_size("1,5G"),
+            Err(SizeError::Fractional { suggestion: Some(ref s), .. }) if s == "1536MB"
+        ));
+        assert!(matches!(
+            parse_size("2.0M"),
+            Err(SizeError::Fractional { suggestion: Some(ref s), .. }) if s == "2MB"
+        ));
+    }
+
+    #[test]
+    fn fraction_without_exact_byte_count_still_has_an_example() {
+        // 1.5 bytes is not a whole number of bytes; 0.3K = 307.2 bytes.
+        for input in ["1.5", "1.5B", "0.3K", "1.5XB"] {
+            let err = parse_size(input).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    SizeError::Fractional {
+                        suggestion: None,
+                        ..
+                    }
+                ),
+                "{input}: {err:?}"
+            );
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("\"{input}\"")), "{msg}");
+            assert!(msg.contains("\"1536MB\""), "{msg}");
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_units() {
+        for (input, unit) in [
+            ("4XB", "XB"),
+            ("4 PB", "PB"),
+            ("4KBB", "KBB"),
+            ("10 bytes", "bytes"),
+            ("4K B", "K B"),
+            ("12abc", "abc"),
+        ] {
+            let err = parse_size(input).unwrap_err();
+            assert_eq!(
+                err,
+                SizeError::UnknownUnit {
+                    input: input.into(),
+                    unit: unit.into()
+                },
+                "input {input:?}"
+            );
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("\"{input}\"")), "{msg}");
+            assert!(msg.contains(&format!("unknown unit \"{unit}\"")), "{msg}");
+            assert!(msg.contains("\"2MB\""), "{msg}");
+        }
+    }
+
+    #[test]
+    fn rejects_missing_number() {
+        for input in ["KB", "abc", "+4K", "K4", "."] {
+            let err = parse_size(input).unwrap_err();
+            assert_eq!(
+                err,
+                SizeError::InvalidNumber {
+                    input: input.into()
+                },
+                "input {input:?}"
+            );
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("\"{input}\"")), "{msg}");
+            assert!(msg.contains("\"4KB\""), "{msg}");
+        }
+    }
+
+    #[test]
+    fn rejects_overflow() {
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_size("16777215TB"), Ok(16_777_215 * TB));
+        for input in [
+            "18446744073709551616",
+            "16777216TB",
+            "17179869184G",
+            "99999999999999999999999999K",
+        ] {
+            let err = parse_size(input).unwrap_err();
+            assert_eq!(
+                err,
+                SizeError::Overflow {
+                    input: input.into()
+                },
+                "input {input:?}"
+            );
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("\"{input}\"")), "{msg}");
+            assert!(msg.contains("64 bits"), "{msg}");
+            assert!(msg.contains("\"1TB\""), "{msg}");
+        }
+    }
+
+    #[test]
+    fn non_ascii_input_does_not_panic() {
+        assert!(matches!(
+            parse_size("4\u{00e9}"),
+            Err(SizeError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_size("\u{0664}"),
+            Err(SizeError::InvalidNumber { .. })
+        ));
+        assert!(matches!(
+            parse_size("1.\u{00e9}"),
+            Err(SizeError::Fractional { .. })
+        ));
+    }
+
+    #[test]
+    fn formats_exact_sizes() {
+        assert_eq!(format_size(0), "0B");
+        assert_eq!(format_size(1), "1B");
+        assert_eq!(format_size(1023), "1023B");
+        assert_eq!(format_size(1024), "1KB");
+        assert_eq!(format_size(4096), "4KB");
+        assert_eq!(format_size(1536), "1536B");
+        assert_eq!(format_size(1536 * KB), "1536KB");
+        assert_eq!(format_size(2_097_152), "2MB");
+        assert_eq!(format_size(2_097_153), "2097153B");
+        assert_eq!(format_size(1_073_741_824), "1GB");
+        assert_eq!(format_size(1536 * MB), "1536MB");
+        assert_eq!(format_size(TB), "1TB");
+        assert_eq!(format_size(2048 * TB), "2048TB");
+        assert_eq!(format_size(u64::MAX), "18446744073709551615B");
+    }
+
+    #[test]
+    fn format_then_parse_round_trips() {
+        let values = [
+            0,
+            1,
+            512,
+            1023,
+            1024,
+            1025,
+            4096,
+            1536 * KB,
+            2 * MB,
+            2 * MB + 1,
+            GB,
+            3 * GB + 4 * KB,
+            7 * TB,
+            16_777_215 * TB,
+            u64::MAX,
+            u64::MAX - 1023,
+        ];
+        for v in values {
+            assert_eq!(parse_size(&format_size(v)), Ok(v), "value {v}");
+        }
+    }
+
+    #[test]
+    fn formats_rates() {
+        assert_eq!(format_rate(23.41e9), "23.41 GB/s");
+        assert_eq!(format_rate(23.414_999e9), "23.41 GB/s");
+        assert_eq!(format_rate(1e9), "1.00 GB/s");
+        assert_eq!(format_rate(1234.5e9), "1234.50 GB/s");
+        assert_eq!(format_rate(512.5e6), "512.50 MB/s");
+        assert_eq!(format_rate(1e6), "1.00 MB/s");
+        assert_eq!(format_rate(2.5e3), "2.50 KB/s");
+        assert_eq!(format_rate(12.0), "12.00 B/s");
+        assert_eq!(format_rate(0.0), "0.00 B/s");
+        assert_eq!(format_rate(-0.0), "0.00 B/s");
+        assert_eq!(format_rate(-3.0e9), "-3.00 GB/s");
+    }
+
+    #[test]
+    fn rate_unit_is_chosen_after_rounding() {
+        assert_eq!(format_rate(999.999e6), "1.00 GB/s");
+        assert_eq!(format_rate(999.994e6), "999.99 MB/s");
+        assert_eq!(format_rate(999.996), "1.00 KB/s");
+    }
+
+    #[test]
+    fn rate_of_non_finite_values() {
+        assert_eq!(format_rate(f64::NAN), "n/a");
+        assert_eq!(format_rate(f64::INFINITY), "n/a");
+        assert_eq!(format_rate(f64::NEG_INFINITY), "n/a");
+    }
+
+    #[test]
+    fn clap_wrapper_passes_values_and_messages() {
+        assert_eq!(clap_size("4K"), Ok(4096));
+        let msg = clap_size("4XB").unwrap_err();
+        assert_eq!(msg, parse_size("4XB").unwrap_err().to_string());
+        assert!(msg.contains("\"4XB\""));
+    }
+}
