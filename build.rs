@@ -48,6 +48,18 @@ fn run() -> BuildResult<()> {
     println!("cargo:rerun-if-changed=guest");
     println!("cargo:rerun-if-changed=src/abi.rs");
     println!("cargo:rerun-if-changed=src/hyprel.rs");
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(&root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=HYPCLEAR_GIT_COMMIT={commit}");
+    if root.join(".git/HEAD").exists() {
+        println!("cargo:rerun-if-changed=.git/HEAD");
+    }
 
     let inc = out.join("include");
     fs::create_dir_all(&inc).map_err(|e| e.to_string())?;
@@ -80,7 +92,9 @@ fn run() -> BuildResult<()> {
 
     // The host baseline: the very same routine sources, linked into hypclear.
     let mut host = base("host-routines");
-    host.cargo_metadata(true).files(&lib).compile("hypclear_routines");
+    host.cargo_metadata(true)
+        .files(&lib)
+        .compile("hypclear_routines");
 
     let cc_path = base("probe").get_compiler().path().to_path_buf();
     let objcopy = sibling_tool(&cc_path, "objcopy");
@@ -147,8 +161,12 @@ fn run() -> BuildResult<()> {
         let list = out.join(format!("hyp-{config}.reloc"));
         fs::write(&list, hyprel::encode(&relocs)).map_err(|e| e.to_string())?;
         let mut add = Command::new(&objcopy);
-        add.arg(format!("--add-section={}={}", hyprel::RELOC_SECTION, list.display()))
-            .arg(&elf);
+        add.arg(format!(
+            "--add-section={}={}",
+            hyprel::RELOC_SECTION,
+            list.display()
+        ))
+        .arg(&elf);
         exec(add)?;
 
         if arch == "aarch64" {
@@ -215,9 +233,9 @@ fn sibling_tool(cc: &Path, tool: &str) -> PathBuf {
 
 fn exec(mut cmd: Command) -> BuildResult<()> {
     let shown = format!("{cmd:?}");
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {shown}: {e} (is a C toolchain with binutils installed?)"))?;
+    let out = cmd.output().map_err(|e| {
+        format!("cannot run {shown}: {e} (is a C toolchain with binutils installed?)")
+    })?;
     if !out.status.success() {
         return Err(format!(
             "{shown} failed ({}):\n{}{}",

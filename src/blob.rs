@@ -126,9 +126,12 @@ impl Blob {
             while at + ROW_SIZE <= e {
                 let fun = read_u64(at)?;
                 let name_addr = read_u64(at + 8)?;
-                let name_bytes = read_at(&file, name_addr, 64)
-                    .or_else(|_| read_at(&file, name_addr, 1))?;
-                let end = name_bytes.iter().position(|&c| c == 0).unwrap_or(name_bytes.len());
+                let name_bytes =
+                    read_at(&file, name_addr, 64).or_else(|_| read_at(&file, name_addr, 1))?;
+                let end = name_bytes
+                    .iter()
+                    .position(|&c| c == 0)
+                    .unwrap_or(name_bytes.len());
                 let name = String::from_utf8_lossy(&name_bytes[..end]).into_owned();
                 let target = symbols
                     .iter()
@@ -165,17 +168,25 @@ impl Blob {
     }
 
     pub fn alias_index(&self, name: &str) -> Option<u64> {
-        self.aliases.iter().position(|r| r.name == name).map(|i| i as u64)
+        self.aliases
+            .iter()
+            .position(|r| r.name == name)
+            .map(|i| i as u64)
     }
 
     pub fn selftest_index(&self, name: &str) -> Option<u64> {
-        self.selftests.iter().position(|r| r.name == name).map(|i| i as u64)
+        self.selftests
+            .iter()
+            .position(|r| r.name == name)
+            .map(|i| i as u64)
     }
 
     /// Load at `base` (page aligned), apply `.hyp.reloc`, return entry points.
     pub fn load(&self, ram: &GuestRam, base: u64) -> Result<Loaded> {
-        if base % crate::abi::PAGE_SIZE != 0 {
-            return Err(Error::Load(format!("load address {base:#x} is not page aligned")));
+        if !base.is_multiple_of(crate::abi::PAGE_SIZE) {
+            return Err(Error::Load(format!(
+                "load address {base:#x} is not page aligned"
+            )));
         }
         self.load_image(ram, base)?;
         for off in &self.relocs {
@@ -194,8 +205,13 @@ impl Blob {
     fn load_image(&self, ram: &GuestRam, base: u64) -> Result<()> {
         use linux_loader::loader::{KernelLoader, elf::Elf};
         let mut cursor = std::io::Cursor::new(self.config.elf());
-        let r = Elf::load(ram.mem(), Some(vm_memory::GuestAddress(base)), &mut cursor, None)
-            .map_err(|e| Error::Load(format!("linux-loader ELF loader: {e}")))?;
+        let r = Elf::load(
+            ram.mem(),
+            Some(vm_memory::GuestAddress(base)),
+            &mut cursor,
+            None,
+        )
+        .map_err(|e| Error::Load(format!("linux-loader ELF loader: {e}")))?;
         if r.kernel_end > base + self.size.max(1) + crate::abi::PAGE_SIZE {
             return Err(Error::Load(format!(
                 "blob ends at {:#x}, beyond its declared size {:#x}",
@@ -209,8 +225,13 @@ impl Blob {
     fn load_image(&self, ram: &GuestRam, base: u64) -> Result<()> {
         use linux_loader::loader::{KernelLoader, pe::PE};
         let mut cursor = std::io::Cursor::new(self.config.image());
-        let r = PE::load(ram.mem(), Some(vm_memory::GuestAddress(base)), &mut cursor, None)
-            .map_err(|e| Error::Load(format!("linux-loader PE (arm64 Image) loader: {e}")))?;
+        let r = PE::load(
+            ram.mem(),
+            Some(vm_memory::GuestAddress(base)),
+            &mut cursor,
+            None,
+        )
+        .map_err(|e| Error::Load(format!("linux-loader PE (arm64 Image) loader: {e}")))?;
         if r.kernel_load.0 != base {
             return Err(Error::Load(format!(
                 "the Image header asked for a text offset: loaded at {:#x}, expected {base:#x}",
@@ -232,7 +253,9 @@ fn read_at(file: &object::File, addr: u64, len: u64) -> Result<Vec<u8>> {
             return Ok(data[from..to].to_vec());
         }
     }
-    Err(Error::Blob(format!("address {addr:#x} is in no section of the blob")))
+    Err(Error::Blob(format!(
+        "address {addr:#x} is in no section of the blob"
+    )))
 }
 
 #[cfg(test)]
@@ -265,7 +288,10 @@ mod tests {
         let file = object::File::parse(elf).unwrap();
         for s in file.symbols() {
             let n = s.name().unwrap();
-            if !n.is_empty() && s.kind() != object::SymbolKind::Section && s.kind() != object::SymbolKind::File {
+            if !n.is_empty()
+                && s.kind() != object::SymbolKind::Section
+                && s.kind() != object::SymbolKind::File
+            {
                 assert!(n.starts_with(SYMBOL_PREFIX), "unprefixed symbol {n}");
             }
         }

@@ -19,9 +19,7 @@ pub enum Error {
     Usage(String),
     #[error("KVM does not support {what}: {detail}")]
     Unsupported { what: String, detail: String },
-    #[error(
-        "cannot allocate {size} bytes of guest RAM with {backing} backing: {detail}"
-    )]
+    #[error("cannot allocate {size} bytes of guest RAM with {backing} backing: {detail}")]
     Memory {
         size: u64,
         backing: String,

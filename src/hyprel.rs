@@ -48,9 +48,7 @@ pub fn classify(machine: object::elf::Machine, r_type: object::elf::RelocationTy
     use object::elf;
     match machine {
         elf::EM_X86_64 => match r_type {
-            elf::R_X86_64_PC32 | elf::R_X86_64_PLT32 | elf::R_X86_64_PC64 => {
-                RelocClass::PcRelative
-            }
+            elf::R_X86_64_PC32 | elf::R_X86_64_PLT32 | elf::R_X86_64_PC64 => RelocClass::PcRelative,
             elf::R_X86_64_64 => RelocClass::Abs64,
             _ => RelocClass::Forbidden,
         },
@@ -221,7 +219,7 @@ pub fn encode(offsets: &[u32]) -> Vec<u8> {
 
 /// Decode `.hyp.reloc` section contents.
 pub fn decode(bytes: &[u8]) -> Option<Vec<u32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     Some(

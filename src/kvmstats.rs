@@ -12,8 +12,10 @@ const DESC_FIXED: usize = 16;
 /// An open statistics file of a VM or vCPU.
 pub struct KvmStats {
     file: File,
-    /// (name, byte offset of the value, number of u64 values)
-    descs: Vec<(String, u64, usize)>,
+    /// (name, byte offset of the value in the data block, number of u64 values)
+    descs: Vec<(String, usize, usize)>,
+    data_off: u64,
+    data_len: usize,
 }
 
 impl KvmStats {
@@ -45,32 +47,44 @@ impl KvmStats {
                 let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
                 (
                     String::from_utf8_lossy(&name[..end]).into_owned(),
-                    data_off + offset,
+                    offset as usize,
                     size,
                 )
             })
-            .collect();
-        Some(KvmStats { file, descs })
+            .collect::<Vec<_>>();
+        let data_len = descs.iter().map(|(_, o, s)| o + 8 * s).max().unwrap_or(0);
+        Some(KvmStats {
+            file,
+            descs,
+            data_off,
+            data_len,
+        })
     }
 
-    /// Current values of all single-valued counters.
+    /// Current values of all single-valued counters (one read).
     pub fn read(&self) -> BTreeMap<String, u64> {
         let mut m = BTreeMap::new();
+        let mut data = vec![0u8; self.data_len];
+        if self.file.read_exact_at(&mut data, self.data_off).is_err() {
+            return m;
+        }
         for (name, off, size) in &self.descs {
             if *size != 1 {
                 continue;
             }
             let mut b = [0u8; 8];
-            if self.file.read_exact_at(&mut b, *off).is_ok() {
-                m.insert(name.clone(), u64::from_le_bytes(b));
-            }
+            b.copy_from_slice(&data[*off..*off + 8]);
+            m.insert(name.clone(), u64::from_le_bytes(b));
         }
         m
     }
 }
 
 /// `after - before` for every counter present in both.
-pub fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+pub fn delta(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
     after
         .iter()
         .filter_map(|(k, a)| before.get(k).map(|b| (k.clone(), a.wrapping_sub(*b))))

@@ -1,13 +1,22 @@
 //! hypclear: verify and time hyp-style clear_page / memset / memcpy /
 //! copy_page routines inside a KVM guest.
 pub mod abi;
+pub mod app;
 pub mod arch;
 pub mod blob;
+pub mod cli;
 pub mod error;
+pub mod host;
 pub mod hyprel;
 pub mod kvmstats;
 pub mod memory;
+pub mod privilege;
+pub mod report;
+pub mod routines;
+pub mod selftest;
 pub mod stats;
+pub mod suite;
 pub mod units;
+pub mod verify;
 pub mod vm;
 pub mod watchdog;

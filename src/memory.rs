@@ -7,8 +7,7 @@
 use crate::error::{Error, Result};
 use serde::Serialize;
 use vm_memory::{
-    Bytes, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion,
-    mmap::MmapRegionBuilder,
+    Bytes, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion, mmap::MmapRegionBuilder,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -87,10 +86,7 @@ impl GuestRam {
             // SAFETY: host..host+len is the mapping just created.
             let rc = unsafe { libc::madvise(host.cast(), len, advice) };
             if rc != 0 {
-                return Err(err(format!(
-                    "madvise: {}",
-                    std::io::Error::last_os_error()
-                )));
+                return Err(err(format!("madvise: {}", std::io::Error::last_os_error())));
             }
         }
         let region = GuestRegionMmap::new(region, GuestAddress(base))
@@ -131,11 +127,7 @@ impl GuestRam {
             return Err(Error::GuestMemory {
                 gpa,
                 len,
-                detail: format!(
-                    "outside guest RAM [{:#x}, {:#x})",
-                    self.base,
-                    self.end()
-                ),
+                detail: format!("outside guest RAM [{:#x}, {:#x})", self.base, self.end()),
             });
         }
         Ok((gpa - self.base) as usize)

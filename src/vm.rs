@@ -53,7 +53,10 @@ pub fn open_kvm() -> Result<Kvm> {
 
 /// Check options that can be checked without creating a VM.
 pub fn validate(opts: &VmOptions) -> Result<()> {
-    if opts.mem < arch::MIN_RAM || opts.mem > arch::MAX_RAM || opts.mem % arch::RAM_ALIGN != 0 {
+    if opts.mem < arch::MIN_RAM
+        || opts.mem > arch::MAX_RAM
+        || !opts.mem.is_multiple_of(arch::RAM_ALIGN)
+    {
         return Err(Error::Usage(format!(
             "--mem {} is not usable: guest RAM must be a multiple of {} between {} and {}",
             crate::units::format_size(opts.mem),
@@ -134,13 +137,17 @@ pub struct GuestFailure {
     pub pc: Option<u64>,
     pub pc_symbol: Option<String>,
     pub registers: Option<String>,
-    /// Exception vector (x86_64) or ESR exception class (aarch64).
+    /// Exception class: the vector on x86_64, ESR_EL1.EC on aarch64.
     pub vector: Option<u64>,
 }
 
 impl fmt::Display for GuestFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "guest vCPU {} failed ({:?}): {}", self.vcpu, self.kind, self.detail)?;
+        write!(
+            f,
+            "guest vCPU {} failed ({:?}): {}",
+            self.vcpu, self.kind, self.detail
+        )?;
         if let (Some(pc), Some(sym)) = (self.pc, &self.pc_symbol) {
             write!(f, "\n  at {pc:#x} ({sym})")?;
         }
@@ -351,7 +358,11 @@ impl Vcpu {
                 }
                 Ok(VcpuExit::MmioRead(addr, data)) => {
                     data.fill(0);
-                    Ok((addr, None, format!("load from unbacked guest address {addr:#x}")))
+                    Ok((
+                        addr,
+                        None,
+                        format!("load from unbacked guest address {addr:#x}"),
+                    ))
                 }
                 Ok(VcpuExit::Intr) => Ok((0, None, "EINTR".into())),
                 Ok(VcpuExit::Shutdown) => Ok((0, None, "SHUTDOWN".into())),
@@ -443,7 +454,7 @@ impl Vcpu {
         Ok(match code {
             abi::FAIL_EXCEPTION => {
                 let sym = self.sym.clone();
-                let (pc, detail) = arch::describe_exception(d, &|a| sym.name(a));
+                let (pc, class, detail) = arch::describe_exception(d, &|a| sym.name(a));
                 let regs = arch::registers(&self.fd).map(|r| r.1);
                 Error::Guest(Box::new(GuestFailure {
                     kind: FailureKind::Exception,
@@ -452,12 +463,15 @@ impl Vcpu {
                     pc: Some(pc),
                     pc_symbol: Some(self.sym.name(pc)),
                     registers: regs,
-                    vector: Some(d[0]),
+                    vector: Some(class),
                 }))
             }
             abi::FAIL_BAD_COMMAND => self.failure(
                 FailureKind::BadCommand,
-                format!("the guest rejected the command (table {}, index {})", d[0], d[1]),
+                format!(
+                    "the guest rejected the command (table {}, index {})",
+                    d[0], d[1]
+                ),
             ),
             other => self.failure(
                 FailureKind::Protocol,

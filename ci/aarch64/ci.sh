@@ -43,7 +43,8 @@ for spec in ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected}; do
         "hc-kvm-probe$([ "$spec" = "$mode" ] && echo ' --require-mops')" ${CMDS[@]+"${CMDS[@]}"} || rc=$?
     SUMMARY+=("$(printf '%-24s %s %5ss' "$spec" "$([ "$rc" -eq 0 ] && echo PASS || echo "FAIL($rc)")" "$(hc_elapsed "$t0")")")
     if [ "$rc" -ne 0 ]; then
-        printf '%s\n' "${SUMMARY[@]}"
+        hc_log "summary (stopped at first failure):"
+        printf '  %s\n' "${SUMMARY[@]}" >&2
         exit "$rc"
     fi
 done

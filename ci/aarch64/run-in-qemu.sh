@@ -83,6 +83,14 @@ for b in ${BINS[@]+"${BINS[@]}"}; do
     if [ ! -f "$b" ] || [ ! -x "$b" ]; then hc_die "--bin $b: not an executable file"; fi
 done
 
+for tool in qemu-system-aarch64 cpio timeout; do
+    command -v "$tool" >/dev/null || hc_die "$tool not found: run ci/aarch64/setup.sh first"
+done
+
+# Old run dirs (console logs) are pruned after 3 days.
+if [ -d "$HC_CACHE/runs" ]; then
+    find "$HC_CACHE/runs" -mindepth 1 -maxdepth 1 -type d -mtime +3 -exec rm -rf {} + || true
+fi
 RUN_DIR="$HC_CACHE/runs/$MODE-$(date +%Y%m%d-%H%M%S)-$$"
 mkdir -p "$RUN_DIR"
 LOG="${LOG:-$RUN_DIR/console.log}"

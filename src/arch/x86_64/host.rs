@@ -72,7 +72,8 @@ pub fn setup_vcpu(
     let cpuid = kvm
         .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
         .map_err(Error::kvm("KVM_GET_SUPPORTED_CPUID"))?;
-    fd.set_cpuid2(&cpuid).map_err(Error::kvm("KVM_SET_CPUID2"))?;
+    fd.set_cpuid2(&cpuid)
+        .map_err(Error::kvm("KVM_SET_CPUID2"))?;
     let cpl = match privilege {
         Privilege::Kernel => Cpl::Kernel,
         Privilege::User => Cpl::User,
@@ -102,8 +103,24 @@ pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
          RSI {:#018x} RDI {:#018x} RBP {:#018x} R8  {:#018x}\n\
          R9  {:#018x} R10 {:#018x} R11 {:#018x} R12 {:#018x}\n\
          R13 {:#018x} R14 {:#018x} R15 {:#018x}",
-        r.rip, r.rsp, r.rflags, r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.r8, r.r9,
-        r.r10, r.r11, r.r12, r.r13, r.r14, r.r15
+        r.rip,
+        r.rsp,
+        r.rflags,
+        r.rax,
+        r.rbx,
+        r.rcx,
+        r.rdx,
+        r.rsi,
+        r.rdi,
+        r.rbp,
+        r.r8,
+        r.r9,
+        r.r10,
+        r.r11,
+        r.r12,
+        r.r13,
+        r.r14,
+        r.r15
     );
     if let Some(s) = s {
         out.push_str(&format!(
@@ -155,10 +172,18 @@ const VECTORS: [&str; 32] = [
     "reserved",
 ];
 
-/// Explain a FAIL_EXCEPTION report (see `abi::MB_FAIL_D0..D5`).
-pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u64, String) {
+/// The exception class `describe_exception` reports for an undefined
+/// instruction (x86_64: vector 6, #UD).
+pub const UNDEFINED_INSTRUCTION_CLASS: u64 = 6;
+
+/// Explain a FAIL_EXCEPTION report (see `abi::MB_FAIL_D0..D5`): returns the
+/// faulting PC, the exception class (the vector on x86_64) and a sentence.
+pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u64, u64, String) {
     let [vector, error, rip, cr2, rsp, cs] = d;
-    let name = VECTORS.get(vector as usize).copied().unwrap_or("unknown vector");
+    let name = VECTORS
+        .get(vector as usize)
+        .copied()
+        .unwrap_or("unknown vector");
     let mut s = format!(
         "exception vector {vector} ({name}) at RIP {rip:#x} ({}), error code {error:#x}, RSP {rsp:#x}, CS {cs:#x} (CPL {})",
         symbolize(rip),
@@ -167,12 +192,20 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
     if vector == 14 {
         s.push_str(&format!(
             ", CR2 {cr2:#x} ({} {} from CPL{})",
-            if error & 1 != 0 { "protection violation" } else { "not-present page" },
-            if error & 2 != 0 { "on write" } else { "on read" },
+            if error & 1 != 0 {
+                "protection violation"
+            } else {
+                "not-present page"
+            },
+            if error & 2 != 0 {
+                "on write"
+            } else {
+                "on read"
+            },
             if error & 4 != 0 { 3 } else { 0 }
         ));
     }
-    (rip, s)
+    (rip, vector, s)
 }
 
 /// CPU model and the features routines depend on, as the guest sees them.
@@ -245,4 +278,84 @@ pub fn privilege_name(p: Privilege) -> &'static str {
         Privilege::Kernel => "CPL0",
         Privilege::User => "CPL3",
     }
+}
+
+/// Routine variants on x86_64; `family` + `_` + `name` is the alias name.
+pub const VARIANTS: &[crate::routines::VariantDef] = {
+    use crate::routines::VariantDef as V;
+    &[
+        V {
+            family: "clear_page",
+            name: "erms",
+            requires: None,
+        },
+        V {
+            family: "clear_page",
+            name: "rep",
+            requires: None,
+        },
+        V {
+            family: "clear_page",
+            name: "orig",
+            requires: None,
+        },
+        V {
+            family: "clear_page",
+            name: "nt",
+            requires: None,
+        },
+        V {
+            family: "clear_page",
+            name: "clzero",
+            requires: Some("clzero"),
+        },
+        V {
+            family: "memset",
+            name: "erms",
+            requires: None,
+        },
+        V {
+            family: "memset",
+            name: "unrolled",
+            requires: None,
+        },
+        V {
+            family: "memcpy",
+            name: "erms",
+            requires: None,
+        },
+        V {
+            family: "memcpy",
+            name: "unrolled",
+            requires: None,
+        },
+        V {
+            family: "copy_page",
+            name: "rep",
+            requires: None,
+        },
+        V {
+            family: "copy_page",
+            name: "unrolled",
+            requires: None,
+        },
+    ]
+};
+
+/// Extra architecture details for `info` (name, value).
+pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    if let Ok(c) = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES) {
+        for e in c.as_slice() {
+            if e.function == 1 {
+                let family = ((e.eax >> 8) & 0xf) + ((e.eax >> 20) & 0xff);
+                let model = ((e.eax >> 4) & 0xf) | (((e.eax >> 16) & 0xf) << 4);
+                v.push((
+                    "CPUID family/model/stepping".to_string(),
+                    format!("{family:#x}/{model:#x}/{}", e.eax & 0xf),
+                ));
+            }
+        }
+    }
+    v
 }

@@ -118,7 +118,7 @@ pub fn identity_map(
     area: u64,
     area_end: u64,
 ) -> Result<PageTables, PagingError> {
-    if ram_size % (2 << 20) != 0 {
+    if !ram_size.is_multiple_of(2 << 20) {
         return Err(PagingError::Unaligned(ram_size));
     }
     let mut pt = PageTables {

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * aarch64 alias table: the only way the dispatcher reaches a __pi_ routine.
+ * The `vanilla` configuration has out-of-line clear_page/clear_pages routines;
+ * the `memset` configuration (CONFIG_CLEAR_PAGE_ALIAS undefined) has none,
+ * as in "arm64: clear_page[s] using memset": clear_page(addr) becomes
+ * memset(addr, 0, PAGE_SIZE) at the call site.
+ *
+ * Alias names are <family>_<variant> with '-' replaced by '_' (see
+ * src/routines.rs and the VARIANTS list in src/arch/aarch64/host.rs).
+ */
+#ifdef CONFIG_CLEAR_PAGE_ALIAS
+HYP_ALIAS(clear_page_mops, __pi_clear_page_mops)
+HYP_ALIAS(clear_pages_mops, __pi_clear_pages_mops)
+HYP_ALIAS(clear_page_dczva, __pi_clear_page_dczva)
+HYP_ALIAS(clear_pages_dczva, __pi_clear_pages_dczva)
+HYP_ALIAS(clear_page_stnp, __pi_clear_page_stnp)
+HYP_ALIAS(clear_pages_stnp, __pi_clear_pages_stnp)
+HYP_ALIAS(clear_page_stp, __pi_clear_page_stp)
+HYP_ALIAS(clear_pages_stp, __pi_clear_pages_stp)
+#endif
+HYP_ALIAS(memset_mops, __pi_memset_mops)
+HYP_ALIAS(memset_generic, __pi_memset_generic)
+HYP_ALIAS(memcpy_mops, __pi_memcpy_mops)
+HYP_ALIAS(memcpy_generic, __pi_memcpy_generic)
+HYP_ALIAS(copy_page_mops, __pi_copy_page_mops)
+HYP_ALIAS(copy_page_ldp_stnp, __pi_copy_page_ldp_stnp)

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * aarch64 guest: arm64 Image header, entry, command dispatcher and
+ * exception vectors.
+ *
+ * Entered by the host (src/arch/aarch64/host.rs) with the MMU and caches
+ * already on, at EL1h (Privilege::Kernel) or EL0t (Privilege::User),
+ * DAIF masked, and:
+ *   SP            top of this vCPU's stack (SP_EL1 at EL1, SP_EL0 at EL0;
+ *                 SP_EL1 is then the exception stack), 16-byte aligned
+ *   TPIDRRO_EL0   this vCPU's mailbox page (see src/abi.rs)
+ *   VBAR_EL1      hyp_vectors
+ *
+ * Everything here is position independent: blob symbols are reached only
+ * PC-relatively (adr/adrp + :lo12:, which needs the 4 KiB aligned load
+ * address the host guarantees), constants from hypclear_abi.h are built
+ * with mov_imm. The routine addresses in the alias/selftest tables are the
+ * only absolute words; the host relocates them (.hyp.reloc).
+ *
+ * Loop: ring HC_READY, then for every CMD_CALL look up the routine in the
+ * alias (or selftest) table, call it MB_CMD_COUNT times as
+ *     fn(a0 + i * a0_step, a1 + i * a1_step, a2)
+ * between two CNTVCT_EL0 reads, publish the result and ring HC_RESULT.
+ *
+ * Register use in the loop (callee-saved under AAPCS64, so routines keep
+ * them): x19 routine, x20 a0, x21 a1, x22 calls left, x23 a0 step,
+ * x24 a1 step, x25 a2, x26 return value, x27 t0, x28 mailbox.
+ * The dispatcher never returns, so it keeps no frame and no LR.
+ */
+#include "hypclear_abi.h"
+
+/* Load a 64-bit constant with movz + movk, skipping zero halfwords. */
+.macro mov_imm reg, val
+	.if ((\val) & 0xffffffffffff0000) == 0
+	movz	\reg, #((\val) & 0xffff)
+	.else
+	.set	.Lmov_imm_first, 1
+	.irp	sh, 0, 16, 32, 48
+	.if (((\val) >> \sh) & 0xffff) != 0
+	.if .Lmov_imm_first
+	movz	\reg, #(((\val) >> \sh) & 0xffff), lsl #\sh
+	.set	.Lmov_imm_first, 0
+	.else
+	movk	\reg, #(((\val) >> \sh) & 0xffff), lsl #\sh
+	.endif
+	.endif
+	.endr
+	.endif
+.endm
+
+/*
+ * Ring the doorbell with hypercall number \nr: a plain 64-bit STR (no
+ * writeback, so the data abort has a valid syndrome, ESR_EL2.ISV = 1) to
+ * a Device page no memslot covers, which KVM turns into KVM_EXIT_MMIO.
+ * The DSB makes the mailbox stores complete first. Clobbers x16, x17.
+ */
+.macro HYPERCALL nr
+	dsb	ish
+	mov_imm	x16, DOORBELL_GPA
+	mov_imm	x17, \nr
+	str	x17, [x16]
+.endm
+
+/* Read the virtual counter into \reg, ordered by ISBs on both sides. */
+.macro READ_CNTVCT reg
+	isb
+	mrs	\reg, cntvct_el0
+	isb
+.endm
+
+/*
+ * The arm64 Image header (Documentation/arch/arm64/booting.rst layout),
+ * so that linux-loader's PE loader accepts the flat binary: branch to the
+ * entry, text_offset 0, image_size (with .bss), flags = little endian,
+ * 4 KiB pages, placement anywhere, magic "ARM\x64" at offset 0x38.
+ */
+	.section .text.head, "ax"
+	.globl	hyp_image_header
+	.type	hyp_image_header, %function
+hyp_image_header:
+	b	hyp_entry			/* code0 */
+	.long	0				/* code1 */
+	.quad	0				/* text_offset */
+	.quad	hyp_end - hyp_image_header	/* image_size (PC-relative reloc) */
+	.quad	0xa				/* flags: LE, 4K, anywhere */
+	.quad	0				/* res2 */
+	.quad	0				/* res3 */
+	.quad	0				/* res4 */
+	.ascii	"ARM\x64"			/* magic */
+	.long	0				/* res5: no PE header */
+	.size	hyp_image_header, . - hyp_image_header
+
+	.section .text.entry, "ax"
+	.globl	hyp_entry
+	.type	hyp_entry, %function
+hyp_entry:
+	mrs	x28, tpidrro_el0		/* x28 = mailbox */
+	ldr	x0, [x28, #MB_MAGIC]
+	mov_imm	x1, MAILBOX_MAGIC
+	cmp	x0, x1
+	b.ne	.Lbad_command
+	HYPERCALL HC_READY
+
+.Lnext:
+	ldr	x0, [x28, #MB_CMD_OP]
+	cmp	x0, #CMD_EXIT
+	b.eq	.Lexit
+	cmp	x0, #CMD_CALL
+	b.ne	.Lbad_command
+
+	/* Pick the table: x19 = first row, x1 = end. */
+	ldr	x0, [x28, #MB_CMD_TABLE]
+	cmp	x0, #TABLE_ALIAS
+	b.ne	1f
+	adrp	x19, alias_table_start
+	add	x19, x19, :lo12:alias_table_start
+	adrp	x1, alias_table_end
+	add	x1, x1, :lo12:alias_table_end
+	b	2f
+1:	cmp	x0, #TABLE_SELFTEST
+	b.ne	.Lbad_command
+	adrp	x19, selftest_table_start
+	add	x19, x19, :lo12:selftest_table_start
+	adrp	x1, selftest_table_end
+	add	x1, x1, :lo12:selftest_table_end
+2:	sub	x1, x1, x19
+	lsr	x1, x1, #4			/* rows in the table */
+	ldr	x0, [x28, #MB_CMD_INDEX]
+	cmp	x0, x1
+	b.hs	.Lbad_command
+	add	x19, x19, x0, lsl #4
+	ldr	x19, [x19]			/* routine (relocated absolute address) */
+
+	ldr	x20, [x28, #MB_CMD_A0]
+	ldr	x21, [x28, #MB_CMD_A1]
+	ldr	x22, [x28, #MB_CMD_COUNT]
+	ldr	x23, [x28, #MB_CMD_A0_STEP]
+	ldr	x24, [x28, #MB_CMD_A1_STEP]
+	ldr	x25, [x28, #MB_CMD_A2]
+	mov	x26, #0
+
+	dsb	sy
+	READ_CNTVCT x27
+	cbz	x22, 4f
+3:	mov	x0, x20
+	mov	x1, x21
+	mov	x2, x25
+	blr	x19
+	mov	x26, x0
+	add	x20, x20, x23
+	add	x21, x21, x24
+	subs	x22, x22, #1
+	b.ne	3b
+	/* Wait for the stores (incl. non-temporal ones) before the 2nd read. */
+4:	dsb	sy
+	READ_CNTVCT x0
+
+	str	x27, [x28, #MB_RES_T0]
+	str	x0, [x28, #MB_RES_T1]
+	str	x26, [x28, #MB_RES_RET]
+	ldr	x0, [x28, #MB_CMD_ID]
+	str	x0, [x28, #MB_RES_ID]
+	HYPERCALL HC_RESULT
+	b	.Lnext
+
+.Lexit:
+	HYPERCALL HC_DONE
+	b	.Lexit
+
+.Lbad_command:
+	mov	x0, #FAIL_BAD_COMMAND
+	str	x0, [x28, #MB_FAIL_CODE]
+	ldr	x0, [x28, #MB_CMD_TABLE]
+	str	x0, [x28, #MB_FAIL_D0]
+	ldr	x0, [x28, #MB_CMD_INDEX]
+	str	x0, [x28, #MB_FAIL_D1]
+	HYPERCALL HC_FAIL
+	b	.Lbad_command
+	.size	hyp_entry, . - hyp_entry
+
+/*
+ * Exception vectors (VBAR_EL1, 2 KiB aligned): 16 entries of 0x80 bytes,
+ * {current EL with SP_EL0, current EL with SP_ELx, lower EL AArch64,
+ * lower EL AArch32} x {synchronous, IRQ, FIQ, SError}. Every entry puts
+ * its offset in x17 and branches to the common reporter, which runs at
+ * EL1 on no stack at all and reports through the mailbox with HC_FAIL /
+ * FAIL_EXCEPTION:
+ *   D0 ESR_EL1, D1 ELR_EL1, D2 FAR_EL1, D3 SPSR_EL1, D4 vector offset,
+ *   D5 the interrupted SP (SP_EL1 for "current EL with SP_ELx", SP_EL0
+ *      otherwise).
+ * Only x15-x17 are clobbered, so the host's register dump still shows the
+ * routine's arguments and working registers.
+ */
+	.section .text.entry, "ax"
+	.balign	2048
+	.globl	hyp_vectors
+	.type	hyp_vectors, %function
+hyp_vectors:
+	vector = 0
+	.rept	16
+	.balign	0x80
+	mov	x17, #vector
+	b	.Lexception
+	vector = vector + 0x80
+	.endr
+	.size	hyp_vectors, . - hyp_vectors
+
+.Lexception:
+	mrs	x16, tpidrro_el0		/* mailbox */
+	mov	x15, #FAIL_EXCEPTION
+	str	x15, [x16, #MB_FAIL_CODE]
+	mrs	x15, esr_el1
+	str	x15, [x16, #MB_FAIL_D0]
+	mrs	x15, elr_el1
+	str	x15, [x16, #MB_FAIL_D1]
+	mrs	x15, far_el1
+	str	x15, [x16, #MB_FAIL_D2]
+	mrs	x15, spsr_el1
+	str	x15, [x16, #MB_FAIL_D3]
+	str	x17, [x16, #MB_FAIL_D4]
+	mrs	x15, sp_el0
+	cmp	x17, #0x200
+	b.lo	1f
+	cmp	x17, #0x400
+	b.hs	1f
+	mov	x15, sp				/* current EL with SP_EL1 */
+1:	str	x15, [x16, #MB_FAIL_D5]
+2:	HYPERCALL HC_FAIL
+	b	2b

@@ -1,0 +1,7 @@
+/* SPDX-License-Identifier: MIT */
+/* Deliberately broken routines for `hypclear selftest`; not in the alias table. */
+HYP_SELFTEST(short, selftest_short)
+HYP_SELFTEST(overrun, selftest_overrun)
+HYP_SELFTEST(wrong_value, selftest_wrong_value)
+HYP_SELFTEST(fault, selftest_fault)
+HYP_SELFTEST(hang, selftest_hang)

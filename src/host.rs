@@ -1,0 +1,47 @@
+//! Host fingerprint: what machine, kernel and KVM produced a result.
+use crate::arch;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HostInfo {
+    pub arch: String,
+    pub cpu_model: String,
+    pub cpus: usize,
+    pub kernel: String,
+    /// pvm, vmx, svm, arm64-vhe, arm64-nvhe, arm64-protected, ...
+    pub kvm_flavour: String,
+    pub counter: String,
+    pub counter_khz: u64,
+    pub hypclear_version: String,
+    pub git_commit: String,
+}
+
+impl HostInfo {
+    pub fn collect(caps: &arch::CpuCaps, counter_khz: u64) -> HostInfo {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        HostInfo {
+            arch: std::env::consts::ARCH.into(),
+            cpu_model: caps.model.clone(),
+            cpus,
+            kernel,
+            kvm_flavour: arch::kvm_flavour(),
+            counter: arch::COUNTER_NAME.into(),
+            counter_khz,
+            hypclear_version: env!("CARGO_PKG_VERSION").into(),
+            git_commit: env!("HYPCLEAR_GIT_COMMIT").into(),
+        }
+    }
+
+    /// Whether two results come from the same kind of host.
+    pub fn same_host(&self, other: &HostInfo) -> bool {
+        self.arch == other.arch
+            && self.cpu_model == other.cpu_model
+            && self.kernel == other.kernel
+            && self.kvm_flavour == other.kvm_flavour
+    }
+}

@@ -1,0 +1,141 @@
+//! `hypclear selftest`: prove the checker and the VMM can fail.
+//!
+//! The blob carries deliberately broken routines outside the alias table
+//! (`guest/<arch>/selftest/`). Each is run like a memset and must be caught
+//! as the right kind of failure; a fresh VM is used for each, since a fault
+//! or a hang ends a VM.
+use crate::abi;
+use crate::arch;
+use crate::blob::LinkConfig;
+use crate::error::{Error, Result};
+use crate::routines::{self, Routine};
+use crate::suite::{self, CheckSpec};
+use crate::verify::Patterns;
+use crate::vm::{FailureKind, Vm, VmOptions};
+use serde::Serialize;
+use std::time::Duration;
+
+/// What a broken routine must be detected as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    /// The last target byte left unwritten.
+    Short,
+    /// One byte written past the end, into the guard.
+    Overrun,
+    /// One target byte with a wrong value.
+    WrongValue,
+    /// An undefined-instruction exception.
+    Exception,
+    /// No progress: the watchdog fires.
+    Timeout,
+}
+
+/// The injected faults: (selftest table name, expectation).
+pub const CASES: &[(&str, Expect)] = &[
+    ("short", Expect::Short),
+    ("overrun", Expect::Overrun),
+    ("wrong_value", Expect::WrongValue),
+    ("fault", Expect::Exception),
+    ("hang", Expect::Timeout),
+];
+
+/// Size and destination misalignment the broken routines run at.
+pub const LEN: u64 = 4096 + 13;
+pub const DST_OFFSET: u64 = 5;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    pub name: String,
+    pub expected: Expect,
+    pub detected: bool,
+    /// What was actually observed.
+    pub observed: String,
+}
+
+/// Run every case; each gets a fresh VM built from `opts`.
+pub fn run(opts: &VmOptions, timeout: Duration) -> Result<Vec<CaseResult>> {
+    let mut out = Vec::new();
+    let memset = routines::variants(Routine::Memset, opts.config)
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Blob("no memset variant".into()))?;
+    let pats = Patterns::new(opts.seed, 0);
+    for (name, expected) in CASES {
+        let mut vm = Vm::new(crate::vm::open_kvm()?, opts)?;
+        let index = vm
+            .blob
+            .selftest_index(name)
+            .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{name}`")))?;
+        let spec = CheckSpec {
+            routine: Routine::Memset,
+            variant: memset,
+            len: LEN,
+            count: 1,
+            dst_offset: DST_OFFSET,
+            src_offset: None,
+        };
+        // A hang is expected here: do not wait the full --timeout for it.
+        let t = if *expected == Expect::Timeout {
+            timeout.min(Duration::from_secs(2))
+        } else {
+            timeout
+        };
+        let res = suite::run_check(&mut vm, &spec, &pats, t, Some((abi::TABLE_SELFTEST, index)));
+        let (detected, observed) = match res {
+            Ok((rec, _, _)) => {
+                let b = rec.breakdown;
+                let first = rec.first_bad_offset;
+                let observed = match &rec.reason {
+                    Some(r) => format!("verification failed: {r}"),
+                    None => "verification passed (nothing detected)".into(),
+                };
+                let detected = match expected {
+                    Expect::Short => {
+                        b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1)
+                    }
+                    Expect::Overrun => {
+                        b.overrun == 1 && b.total() == 1 && first == Some(LEN as i64)
+                    }
+                    Expect::WrongValue => {
+                        b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2)
+                    }
+                    Expect::Exception | Expect::Timeout => false,
+                };
+                (detected, observed)
+            }
+            Err(Error::Guest(f)) => {
+                let detected = match expected {
+                    Expect::Exception => {
+                        f.kind == FailureKind::Exception
+                            && f.vector == Some(arch::UNDEFINED_INSTRUCTION_CLASS)
+                            && f.pc_symbol
+                                .as_deref()
+                                .is_some_and(|s| s.starts_with("selftest_fault"))
+                    }
+                    Expect::Timeout => f.kind == FailureKind::Timeout,
+                    _ => false,
+                };
+                (detected, format!("{:?}: {}", f.kind, f.detail))
+            }
+            Err(e) => return Err(e),
+        };
+        out.push(CaseResult {
+            name: name.to_string(),
+            expected: *expected,
+            detected,
+            observed,
+        });
+    }
+    Ok(out)
+}
+
+/// Options for a selftest VM: small, vanilla unless asked otherwise.
+pub fn vm_options(base: &VmOptions) -> VmOptions {
+    let mut o = base.clone();
+    o.mem = o.mem.clamp(arch::MIN_RAM, (64 << 20).max(arch::MIN_RAM));
+    if o.config != LinkConfig::Memset {
+        o.config = LinkConfig::Vanilla;
+    }
+    o
+}

@@ -1,0 +1,337 @@
+//! The host-side checker: seeded patterns, guard zones, and a fast
+//! word-at-a-time comparison that reports the first bad offset, how many
+//! bytes are wrong and what kind of wrong they are.
+//!
+//! Layout of one check (addresses in guest RAM):
+//!
+//! ```text
+//! [dst - guard, dst)        guard pattern  (must stay)
+//! [dst, dst + len)          target pattern (must become 0 / fill / source)
+//! [dst + len, + guard)      guard pattern  (must stay)
+//! [src, src + len)          source bytes   (must stay; copies only)
+//! ```
+//!
+//! Pattern bytes are chosen so that every classification is unambiguous: the
+//! target pattern, the guard pattern, zero and the fill byte never share a
+//! byte value at the same position.
+use crate::error::Result;
+use crate::memory::GuestRam;
+use crate::routines::Kind;
+use rand_core::{Rng, SeedableRng};
+use serde::Serialize;
+
+/// Guard zone on each side: one page plus a cache line.
+pub const GUARD: u64 = 4096 + 64;
+
+/// Seeded byte patterns for one run.
+#[derive(Debug, Clone)]
+pub struct Patterns {
+    pub target: [u8; 8],
+    pub guard: [u8; 8],
+    pub fill: u8,
+    /// Source bytes for copies (at least as long as the largest copy).
+    pub source: Vec<u8>,
+}
+
+impl Patterns {
+    pub fn new(seed: u64, max_copy: usize) -> Patterns {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7061_7474);
+        let mut byte = |avoid: &[u8]| loop {
+            let b = (rng.next_u32() & 0xff) as u8;
+            if b != 0 && !avoid.contains(&b) {
+                return b;
+            }
+        };
+        let fill = byte(&[]);
+        let mut target = [0u8; 8];
+        let mut guard = [0u8; 8];
+        for i in 0..8 {
+            // Never the fill byte nor its complement, so an inverted fill
+            // byte always reads as "wrong value", never as "not written".
+            target[i] = byte(&[fill, !fill]);
+            guard[i] = byte(&[fill, target[i]]);
+        }
+        let mut source = vec![0u8; max_copy];
+        rng.fill_bytes(&mut source);
+        Patterns {
+            target,
+            guard,
+            fill,
+            source,
+        }
+    }
+}
+
+/// Fill `buf`, which starts at guest address `addr`, with the 8-byte pattern
+/// `pat` laid out by absolute address (byte `a` gets `pat[a % 8]`).
+pub fn fill_pattern(buf: &mut [u8], addr: u64, pat: [u8; 8]) {
+    let rot = (addr % 8) as usize;
+    let word = u64::from_le_bytes(pat).rotate_right(8 * rot as u32);
+    let mut chunks = buf.chunks_exact_mut(8);
+    for c in &mut chunks {
+        c.copy_from_slice(&word.to_le_bytes());
+    }
+    let rest = chunks.into_remainder();
+    let wb = word.to_le_bytes();
+    rest.copy_from_slice(&wb[..rest.len()]);
+}
+
+/// Block size of the fast comparison path.
+const BLOCK: usize = 4096;
+
+/// Compare `buf` with what it should hold, block by block at memcmp speed;
+/// only a block that differs is walked byte by byte. `expected(i, n)` gives
+/// the `n` expected bytes at index `i` (a multiple of `BLOCK`). Returns
+/// (first bad index, bad byte count) and calls `each` for every bad byte.
+fn scan<'a>(
+    buf: &[u8],
+    mut expected: impl FnMut(usize, usize) -> &'a [u8],
+    mut each: impl FnMut(usize, u8),
+) -> (Option<usize>, u64) {
+    let mut first = None;
+    let mut count = 0u64;
+    for (blk, c) in buf.chunks(BLOCK).enumerate() {
+        let i = blk * BLOCK;
+        let exp = expected(i, c.len());
+        if c == exp {
+            continue;
+        }
+        for (j, (b, e)) in c.iter().zip(exp).enumerate() {
+            if b != e {
+                first.get_or_insert(i + j);
+                count += 1;
+                each(i + j, *b);
+            }
+        }
+    }
+    (first, count)
+}
+
+/// `BLOCK` bytes of `pat` laid out from guest address `addr`; since
+/// `BLOCK` is a multiple of 8 the same template serves every block.
+fn template(addr: u64, pat: [u8; 8]) -> Vec<u8> {
+    let mut t = vec![0u8; BLOCK];
+    fill_pattern(&mut t, addr, pat);
+    t
+}
+
+/// How bytes went wrong.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Breakdown {
+    /// Target bytes still holding the pre-fill pattern (not written).
+    pub not_written: u64,
+    /// Target bytes with a value that is neither expected nor the pre-fill.
+    pub wrong_value: u64,
+    /// Guard bytes after the end that changed (overrun).
+    pub overrun: u64,
+    /// Guard bytes before the start that changed (underrun).
+    pub underrun: u64,
+    /// Source bytes that changed.
+    pub source_modified: u64,
+}
+
+impl Breakdown {
+    pub fn total(&self) -> u64 {
+        self.not_written + self.wrong_value + self.overrun + self.underrun + self.source_modified
+    }
+
+    /// The dominant kind, for the one-word verdict.
+    pub fn label(&self) -> &'static str {
+        let v = [
+            (self.underrun, "underrun"),
+            (self.overrun, "overrun"),
+            (self.wrong_value, "wrong value"),
+            (self.not_written, "short"),
+            (self.source_modified, "source modified"),
+        ];
+        v.iter()
+            .filter(|(n, _)| *n > 0)
+            .max_by_key(|(n, _)| *n)
+            .map(|(_, l)| *l)
+            .unwrap_or("ok")
+    }
+}
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    /// First bad byte, relative to `dst` (negative: in the guard before it).
+    pub first_bad: Option<i64>,
+    pub bad_bytes: u64,
+    pub breakdown: Breakdown,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.bad_bytes == 0
+    }
+}
+
+/// Where one check lives in guest RAM.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement {
+    pub dst: u64,
+    pub len: u64,
+    /// Source address for copies.
+    pub src: Option<u64>,
+}
+
+/// Write the patterns around and into the target (and the source).
+pub fn prepare(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
+    let lo = p.dst - GUARD;
+    fill_pattern(ram.slice_mut(lo, GUARD)?, lo, pats.guard);
+    fill_pattern(ram.slice_mut(p.dst, p.len)?, p.dst, pats.target);
+    fill_pattern(
+        ram.slice_mut(p.dst + p.len, GUARD)?,
+        p.dst + p.len,
+        pats.guard,
+    );
+    if let Some(src) = p.src {
+        ram.slice_mut(src, p.len)?
+            .copy_from_slice(&pats.source[..p.len as usize]);
+    }
+    Ok(())
+}
+
+/// Check the result of a `kind` operation on `p`.
+pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Result<Outcome> {
+    let mut b = Breakdown::default();
+    let mut first: Option<i64> = None;
+    let mut note = |off: i64| {
+        if first.is_none_or(|f| off < f) {
+            first = Some(off);
+        }
+    };
+
+    let lo = p.dst - GUARD;
+    let t_lo = template(lo, pats.guard);
+    let (f, n) = scan(ram.slice(lo, GUARD)?, |_, n| &t_lo[..n], |_, _| {});
+    if let Some(f) = f {
+        note(f as i64 - GUARD as i64);
+        b.underrun = n;
+    }
+
+    let target = ram.slice(p.dst, p.len)?;
+    let pre = |i: usize| pats.target[((p.dst + i as u64) % 8) as usize];
+    let mut not_written = 0;
+    let mut wrong = 0;
+    let classify = |i: usize, v: u8, nw: &mut u64, wr: &mut u64| {
+        if v == pre(i) { *nw += 1 } else { *wr += 1 }
+    };
+    let value = match kind {
+        Kind::Fill => pats.fill,
+        _ => 0,
+    };
+    let constant = vec![value; BLOCK];
+    let (f, _) = match kind {
+        Kind::Zero | Kind::Fill => scan(
+            target,
+            |_, n| &constant[..n],
+            |i, v| classify(i, v, &mut not_written, &mut wrong),
+        ),
+        Kind::Copy => {
+            let src = &pats.source[..p.len as usize];
+            scan(
+                target,
+                |i, n| &src[i..i + n],
+                |i, v| classify(i, v, &mut not_written, &mut wrong),
+            )
+        }
+    };
+    if let Some(f) = f {
+        note(f as i64);
+    }
+    b.not_written = not_written;
+    b.wrong_value = wrong;
+
+    let hi = p.dst + p.len;
+    let t_hi = template(hi, pats.guard);
+    let (f, n) = scan(ram.slice(hi, GUARD)?, |_, n| &t_hi[..n], |_, _| {});
+    if let Some(f) = f {
+        note((p.len + f as u64) as i64);
+        b.overrun = n;
+    }
+
+    if let Some(src) = p.src {
+        let s = ram.slice(src, p.len)?;
+        if s != &pats.source[..p.len as usize] {
+            b.source_modified = s.iter().zip(&pats.source).filter(|(a, b)| a != b).count() as u64;
+        }
+    }
+    Ok(Outcome {
+        first_bad: first,
+        bad_bytes: b.total(),
+        breakdown: b,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_never_collide() {
+        for seed in 0..200 {
+            let p = Patterns::new(seed, 16);
+            for i in 0..8 {
+                assert_ne!(p.target[i], 0);
+                assert_ne!(p.guard[i], 0);
+                assert_ne!(p.target[i], p.fill);
+                assert_ne!(p.guard[i], p.fill);
+                assert_ne!(p.guard[i], p.target[i]);
+                assert_ne!(p.target[i], !p.fill);
+            }
+        }
+        assert_eq!(Patterns::new(7, 64).source, Patterns::new(7, 64).source);
+        assert_ne!(Patterns::new(7, 64).source, Patterns::new(8, 64).source);
+    }
+
+    #[test]
+    fn fill_pattern_is_address_anchored() {
+        let pat = [1, 2, 3, 4, 5, 6, 7, 8];
+        let mut a = vec![0u8; 21];
+        fill_pattern(&mut a, 0x1003, pat);
+        for (i, b) in a.iter().enumerate() {
+            assert_eq!(*b, pat[(0x1003 + i) % 8]);
+        }
+        let t = template(0x1003, pat);
+        assert_eq!(t[..21], a[..]);
+    }
+
+    #[test]
+    fn scan_counts_and_locates() {
+        let mut buf = vec![0u8; 100];
+        buf[13] = 1;
+        buf[14] = 1;
+        buf[99] = 9;
+        let mut seen = vec![];
+        let zeros = vec![0u8; BLOCK];
+        let (first, n) = scan(&buf, |_, n| &zeros[..n], |i, v| seen.push((i, v)));
+        assert_eq!(first, Some(13));
+        assert_eq!(n, 3);
+        assert_eq!(seen, vec![(13, 1), (14, 1), (99, 9)]);
+        let (first, n) = scan(&[0u8; 64], |_, n| &zeros[..n], |_, _| {});
+        // Differences past the first block are found too.
+        let mut big = vec![0u8; 3 * BLOCK + 5];
+        big[2 * BLOCK + 4] = 7;
+        let (f, c) = scan(&big, |_, n| &zeros[..n], |_, _| {});
+        assert_eq!((f, c), (Some(2 * BLOCK + 4), 1));
+        assert_eq!((first, n), (None, 0));
+    }
+
+    #[test]
+    fn breakdown_label_picks_dominant_kind() {
+        let b = Breakdown {
+            overrun: 1,
+            ..Default::default()
+        };
+        assert_eq!(b.label(), "overrun");
+        let b = Breakdown {
+            not_written: 5,
+            overrun: 1,
+            ..Default::default()
+        };
+        assert_eq!(b.label(), "short");
+        assert_eq!(Breakdown::default().label(), "ok");
+    }
+}
