@@ -61,6 +61,7 @@ pub fn prepare(common: &Common, start: Instant) -> Result<Ctx> {
         seed,
     };
     vm::validate(&probe)?;
+    crate::memory::precheck(common.mem, common.backing)?;
     let kvm = vm::open_kvm()?;
     let caps = arch::cpu_caps(&kvm);
     Ok(Ctx {
@@ -382,7 +383,7 @@ fn info(ctx: &Ctx) -> Result<i32> {
         ),
     ]);
     t.add_row(vec![
-        "CPU features".to_string(),
+        "guest CPUID features".to_string(),
         ctx.caps
             .features
             .iter()

@@ -11,7 +11,7 @@ pub const EXIT_FAILED: i32 = 1;
 pub enum Error {
     // ---- environment / usage: exit 2, before any VM is created ----
     #[error(
-        "cannot open /dev/kvm: {0}; load the KVM module (modprobe kvm_intel, kvm_amd or kvm_pvm) \
+        "cannot open the KVM device {0}; load the KVM module (modprobe kvm_intel, kvm_amd or kvm_pvm) \
          and make sure this user can read and write /dev/kvm (e.g. add it to the kvm group)"
     )]
     KvmUnavailable(String),

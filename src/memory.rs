@@ -31,6 +31,36 @@ impl std::fmt::Display for Backing {
     }
 }
 
+/// Check, before any VM exists, that `backing` can provide `size` bytes.
+pub fn precheck(size: u64, backing: Backing) -> Result<()> {
+    if backing != Backing::Hugetlb {
+        return Ok(());
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        meminfo
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let free = field("HugePages_Free:").unwrap_or(0);
+    let page_kb = field("Hugepagesize:").unwrap_or(2048);
+    let need = size.div_ceil(2 << 20);
+    if page_kb != 2048 || free < need {
+        return Err(Error::Memory {
+            size,
+            backing: backing.to_string(),
+            detail: format!(
+                "only {free} free huge pages of {page_kb} kB, {need} of 2 MiB needed; reserve them \
+                 first, e.g. `echo {} > /proc/sys/vm/nr_hugepages`",
+                need + 8
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Guest RAM at `[base, base + size)`.
 pub struct GuestRam {
     mem: GuestMemoryMmap,
@@ -53,9 +83,13 @@ impl GuestRam {
             detail,
         };
         let len = usize::try_from(size).map_err(|_| err("size does not fit in usize".into()))?;
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
         if backing == Backing::Hugetlb {
+            // No MAP_NORESERVE here: the pool must be reserved at mmap time,
+            // or a short pool turns into SIGBUS on first touch.
             flags |= libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
+        } else {
+            flags |= libc::MAP_NORESERVE;
         }
         if prefault {
             flags |= libc::MAP_POPULATE;

@@ -55,79 +55,87 @@ pub struct CaseResult {
 
 /// Run every case; each gets a fresh VM built from `opts`.
 pub fn run(opts: &VmOptions, timeout: Duration) -> Result<Vec<CaseResult>> {
-    let mut out = Vec::new();
+    CASES
+        .iter()
+        .map(|(name, expected)| run_case(opts, name, *expected, timeout))
+        .collect()
+}
+
+/// Run one broken routine in a fresh VM and judge what was observed.
+pub fn run_case(
+    opts: &VmOptions,
+    name: &str,
+    expected: Expect,
+    timeout: Duration,
+) -> Result<CaseResult> {
     let memset = routines::variants(Routine::Memset, opts.config)
         .into_iter()
         .next()
         .ok_or_else(|| Error::Blob("no memset variant".into()))?;
     let pats = Patterns::new(opts.seed, 0);
-    for (name, expected) in CASES {
-        let mut vm = Vm::new(crate::vm::open_kvm()?, opts)?;
-        let index = vm
-            .blob
-            .selftest_index(name)
-            .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{name}`")))?;
-        let spec = CheckSpec {
-            routine: Routine::Memset,
-            variant: memset,
-            len: LEN,
-            count: 1,
-            dst_offset: DST_OFFSET,
-            src_offset: None,
-        };
-        // A hang is expected here: do not wait the full --timeout for it.
-        let t = if *expected == Expect::Timeout {
-            timeout.min(Duration::from_secs(2))
-        } else {
-            timeout
-        };
-        let res = suite::run_check(&mut vm, &spec, &pats, t, Some((abi::TABLE_SELFTEST, index)));
-        let (detected, observed) = match res {
-            Ok((rec, _, _)) => {
-                let b = rec.breakdown;
-                let first = rec.first_bad_offset;
-                let observed = match &rec.reason {
-                    Some(r) => format!("verification failed: {r}"),
-                    None => "verification passed (nothing detected)".into(),
-                };
-                let detected = match expected {
-                    Expect::Short => {
-                        b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1)
-                    }
-                    Expect::Overrun => {
-                        b.overrun == 1 && b.total() == 1 && first == Some(LEN as i64)
-                    }
-                    Expect::WrongValue => {
-                        b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2)
-                    }
-                    Expect::Exception | Expect::Timeout => false,
-                };
-                (detected, observed)
-            }
-            Err(Error::Guest(f)) => {
-                let detected = match expected {
-                    Expect::Exception => {
-                        f.kind == FailureKind::Exception
-                            && f.vector == Some(arch::UNDEFINED_INSTRUCTION_CLASS)
-                            && f.pc_symbol
-                                .as_deref()
-                                .is_some_and(|s| s.starts_with("selftest_fault"))
-                    }
-                    Expect::Timeout => f.kind == FailureKind::Timeout,
-                    _ => false,
-                };
-                (detected, format!("{:?}: {}", f.kind, f.detail))
-            }
-            Err(e) => return Err(e),
-        };
-        out.push(CaseResult {
-            name: name.to_string(),
-            expected: *expected,
-            detected,
-            observed,
-        });
-    }
-    Ok(out)
+    let mut vm = Vm::new(crate::vm::open_kvm()?, opts)?;
+    let index = vm
+        .blob
+        .selftest_index(name)
+        .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{name}`")))?;
+    let spec = CheckSpec {
+        routine: Routine::Memset,
+        variant: memset,
+        len: LEN,
+        count: 1,
+        dst_offset: DST_OFFSET,
+        src_offset: None,
+    };
+    // A hang is expected here: do not wait the full --timeout for it.
+    let t = if expected == Expect::Timeout {
+        timeout.min(Duration::from_secs(2))
+    } else {
+        timeout
+    };
+    let res = suite::run_check(&mut vm, &spec, &pats, t, Some((abi::TABLE_SELFTEST, index)));
+    let (detected, observed) = match res {
+        Ok((rec, _, _)) => {
+            let b = rec.breakdown;
+            let first = rec.first_bad_offset;
+            let observed = match &rec.reason {
+                Some(r) => format!("verification failed: {r}"),
+                None => "verification passed (nothing detected)".into(),
+            };
+            let detected = match expected {
+                Expect::Short => {
+                    b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1)
+                }
+                Expect::Overrun => b.overrun == 1 && b.total() == 1 && first == Some(LEN as i64),
+                Expect::WrongValue => {
+                    b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2)
+                }
+                Expect::Exception | Expect::Timeout => false,
+            };
+            (detected, observed)
+        }
+        Err(Error::Guest(f)) => {
+            let detected = match expected {
+                Expect::Exception => {
+                    f.kind == FailureKind::Exception
+                        && f.vector == Some(arch::UNDEFINED_INSTRUCTION_CLASS)
+                        && f
+                            .pc_symbol
+                            .as_deref()
+                            .is_some_and(|s| s.starts_with("selftest_fault"))
+                }
+                Expect::Timeout => f.kind == FailureKind::Timeout,
+                _ => false,
+            };
+            (detected, format!("{:?}: {}", f.kind, f.detail))
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(CaseResult {
+        name: name.to_string(),
+        expected,
+        detected,
+        observed,
+    })
 }
 
 /// Options for a selftest VM: small, vanilla unless asked otherwise.

@@ -1,0 +1,51 @@
+//! Shared helpers for the integration tests, which boot real VMs.
+#![allow(dead_code)]
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Whether the tests may use KVM. Without /dev/kvm they print SKIP and
+/// pass, unless HYPCLEAR_REQUIRE_KVM=1 (CI), where they fail instead.
+pub fn kvm_available(test: &str) -> bool {
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+    {
+        Ok(_) => true,
+        Err(e) => {
+            if std::env::var("HYPCLEAR_REQUIRE_KVM").as_deref() == Ok("1") {
+                panic!("{test}: /dev/kvm is required (HYPCLEAR_REQUIRE_KVM=1) but cannot be opened: {e}");
+            }
+            eprintln!("SKIP {test}: /dev/kvm not usable ({e}); set HYPCLEAR_REQUIRE_KVM=1 to make this fail");
+            false
+        }
+    }
+}
+
+pub fn hypclear(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hypclear"))
+        .args(args)
+        .output()
+        .expect("cannot run the hypclear binary")
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A fresh path for a JSON output file.
+pub fn tmp_json(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hypclear-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(format!("{name}.json"))
+}
+
+pub fn read_json(p: &PathBuf) -> serde_json::Value {
+    let s = std::fs::read_to_string(p).expect("JSON file was not written");
+    serde_json::from_str(&s).expect("JSON file does not parse")
+}

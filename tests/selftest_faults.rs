@@ -1,0 +1,88 @@
+//! Every injected fault must be detected as its own kind of failure, in a
+//! real VM (library API, one VM per fault), and the CLI must say N/N.
+mod common;
+use common::*;
+use hypclear::blob::LinkConfig;
+use hypclear::memory::Backing;
+use hypclear::privilege::{self, CplChoice};
+use hypclear::selftest::{self, Expect};
+use hypclear::vm::VmOptions;
+use std::time::Duration;
+
+fn case(name: &str, expected: Expect) {
+    if !kvm_available(name) {
+        return;
+    }
+    let p = privilege::choose(CplChoice::Auto).expect("privilege");
+    for config in [LinkConfig::Vanilla, LinkConfig::Memset] {
+        let opts = VmOptions {
+            mem: 64 << 20,
+            backing: Backing::Anon,
+            prefault: false,
+            privilege: p.privilege,
+            config,
+            vcpus: 1,
+            seed: 3,
+        };
+        let r = selftest::run_case(&opts, name, expected, Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("{name} ({config}): {e}"));
+        assert!(r.detected, "{name} ({config}) not detected as {expected:?}: {}", r.observed);
+    }
+}
+
+#[test]
+fn short_by_one_byte() {
+    case("short", Expect::Short);
+}
+
+#[test]
+fn overrun_into_guard() {
+    case("overrun", Expect::Overrun);
+}
+
+#[test]
+fn wrong_value() {
+    case("wrong_value", Expect::WrongValue);
+}
+
+#[test]
+fn exception_reports_vector_and_pc() {
+    case("fault", Expect::Exception);
+}
+
+#[test]
+fn hang_fires_watchdog() {
+    case("hang", Expect::Timeout);
+}
+
+#[test]
+fn cli_reports_all_detected() {
+    if !kvm_available("selftest cli") {
+        return;
+    }
+    let out = hypclear(&["selftest", "--config", "vanilla", "--timeout", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("5/5 injected faults detected"), "{stdout}");
+}
+
+#[test]
+fn a_selftest_routine_can_not_pass_as_correct() {
+    // Guard against a checker that always says "pass": the same broken
+    // routine run as a check must yield a failing verdict.
+    if !kvm_available("selftest negative") {
+        return;
+    }
+    let p = privilege::choose(CplChoice::Auto).expect("privilege");
+    let opts = VmOptions {
+        mem: 64 << 20,
+        backing: Backing::Anon,
+        prefault: false,
+        privilege: p.privilege,
+        config: LinkConfig::Vanilla,
+        vcpus: 1,
+        seed: 11,
+    };
+    let r = selftest::run_case(&opts, "short", Expect::Overrun, Duration::from_secs(2)).unwrap();
+    assert!(!r.detected, "a short write must not be accepted as an overrun");
+}
