@@ -7,6 +7,7 @@ pub mod blob;
 pub mod cli;
 pub mod error;
 pub mod host;
+pub mod hostbench;
 pub mod hyprel;
 pub mod kvmstats;
 pub mod memory;

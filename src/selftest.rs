@@ -118,8 +118,7 @@ pub fn run_case(
                 Expect::Exception => {
                     f.kind == FailureKind::Exception
                         && f.vector == Some(arch::UNDEFINED_INSTRUCTION_CLASS)
-                        && f
-                            .pc_symbol
+                        && f.pc_symbol
                             .as_deref()
                             .is_some_and(|s| s.starts_with("selftest_fault"))
                 }

@@ -44,8 +44,8 @@ pub fn open_kvm() -> Result<Kvm> {
     let path = std::env::var("HYPCLEAR_KVM_DEVICE").unwrap_or_else(|_| "/dev/kvm".into());
     let cpath = std::ffi::CString::new(path.clone())
         .map_err(|_| Error::Usage(format!("HYPCLEAR_KVM_DEVICE={path:?} is not a path")))?;
-    let kvm = Kvm::new_with_path(&cpath)
-        .map_err(|e| Error::KvmUnavailable(format!("{path}: {e}")))?;
+    let kvm =
+        Kvm::new_with_path(&cpath).map_err(|e| Error::KvmUnavailable(format!("{path}: {e}")))?;
     let v = kvm.get_api_version();
     if v != 12 {
         return Err(Error::Unsupported {

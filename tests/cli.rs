@@ -7,8 +7,14 @@ use std::process::Command;
 #[test]
 fn usage_errors_exit_2_with_a_fix() {
     for (args, needle) in [
-        (vec!["verify", "--routine", "clear_page", "--size", "4097"], "whole pages"),
-        (vec!["verify", "--routine", "memset", "--size", "1GB"], "--mem"),
+        (
+            vec!["verify", "--routine", "clear_page", "--size", "4097"],
+            "whole pages",
+        ),
+        (
+            vec!["verify", "--routine", "memset", "--size", "1GB"],
+            "--mem",
+        ),
         (vec!["verify", "--routine", "nosuch"], "invalid value"),
         (vec!["verify", "--variant", "nosuch"], "unknown variant"),
         (vec!["--mem", "3MB"], "--mem"),
@@ -30,7 +36,10 @@ fn missing_kvm_device_is_an_environment_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("/nonexistent/kvm") && err.contains("modprobe"), "{err}");
+    assert!(
+        err.contains("/nonexistent/kvm") && err.contains("modprobe"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -54,14 +63,31 @@ fn run_json_has_the_documented_fields() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let d = read_json(&json);
-    for k in ["arch", "cpu_model", "kernel", "kvm_flavour", "counter_khz", "git_commit"] {
+    for k in [
+        "arch",
+        "cpu_model",
+        "kernel",
+        "kvm_flavour",
+        "counter_khz",
+        "git_commit",
+    ] {
         assert!(!d["host"][k].is_null(), "host.{k} missing: {d}");
     }
-    let load = d["guest"]["load_address"].as_u64().expect("guest.load_address");
+    let load = d["guest"]["load_address"]
+        .as_u64()
+        .expect("guest.load_address");
     assert_eq!(load % 4096, 0);
     assert!(d["guest"]["privilege"]["name"].is_string());
     let c = &d["checks"][0];
-    for k in ["routine", "variant", "size", "dst_offset", "src_offset", "verdict", "first_bad_offset"] {
+    for k in [
+        "routine",
+        "variant",
+        "size",
+        "dst_offset",
+        "src_offset",
+        "verdict",
+        "first_bad_offset",
+    ] {
         assert!(c.get(k).is_some(), "check field {k} missing: {c}");
     }
     assert_eq!(d["summary"]["failed"], 0);
@@ -73,7 +99,15 @@ fn run_json_has_the_documented_fields() {
 
 fn load_address(seed: &str) -> u64 {
     let json = tmp_json(&format!("info-{seed}"));
-    let out = hypclear(&["info", "--config", "vanilla", "--seed", seed, "--json", json.to_str().unwrap()]);
+    let out = hypclear(&[
+        "info",
+        "--config",
+        "vanilla",
+        "--seed",
+        seed,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     read_json(&json)["guest"]["load_address"].as_u64().unwrap()
 }
@@ -86,7 +120,10 @@ fn seed_reproduces_the_load_address() {
     let a = load_address("5");
     assert_eq!(a, load_address("5"));
     let others: Vec<u64> = ["6", "7", "8"].iter().map(|s| load_address(s)).collect();
-    assert!(others.iter().any(|o| *o != a), "load address never changes: {a:#x} {others:?}");
+    assert!(
+        others.iter().any(|o| *o != a),
+        "load address never changes: {a:#x} {others:?}"
+    );
 }
 
 #[test]
@@ -99,7 +136,10 @@ fn info_shows_alias_table_and_privilege() {
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(s.contains("__pi_memset_"), "{s}");
     assert!(s.contains("privilege"), "{s}");
-    assert!(s.contains("vanilla configuration") && s.contains("memset configuration"), "{s}");
+    assert!(
+        s.contains("vanilla configuration") && s.contains("memset configuration"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -109,11 +149,22 @@ fn both_privilege_levels_verify() {
     }
     for cpl in ["0", "3"] {
         let out = hypclear(&[
-            "verify", "--cpl", cpl, "--routine", "memset,clear_page", "--size", "4096", "--config", "memset",
+            "verify",
+            "--cpl",
+            cpl,
+            "--routine",
+            "memset,clear_page",
+            "--size",
+            "4096",
+            "--config",
+            "memset",
         ]);
         assert_eq!(out.status.code(), Some(0), "cpl {cpl}: {}", text(&out));
         let s = String::from_utf8_lossy(&out.stdout);
-        assert!(s.contains(if cpl == "0" { "CPL0" } else { "CPL3" }) || s.contains("EL"), "{s}");
+        assert!(
+            s.contains(if cpl == "0" { "CPL0" } else { "CPL3" }) || s.contains("EL"),
+            "{s}"
+        );
     }
 }
 
@@ -124,8 +175,16 @@ fn backings_verify_or_explain() {
     }
     for backing in ["anon", "thp", "hugetlb"] {
         let out = hypclear(&[
-            "verify", "--backing", backing, "--prefault", "--mem", "64MB", "--routine", "clear_pages",
-            "--config", "vanilla",
+            "verify",
+            "--backing",
+            backing,
+            "--prefault",
+            "--mem",
+            "64MB",
+            "--routine",
+            "clear_pages",
+            "--config",
+            "vanilla",
         ]);
         match out.status.code() {
             Some(0) => {}

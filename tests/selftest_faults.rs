@@ -26,7 +26,11 @@ fn case(name: &str, expected: Expect) {
         };
         let r = selftest::run_case(&opts, name, expected, Duration::from_secs(2))
             .unwrap_or_else(|e| panic!("{name} ({config}): {e}"));
-        assert!(r.detected, "{name} ({config}) not detected as {expected:?}: {}", r.observed);
+        assert!(
+            r.detected,
+            "{name} ({config}) not detected as {expected:?}: {}",
+            r.observed
+        );
     }
 }
 
@@ -84,5 +88,8 @@ fn a_selftest_routine_can_not_pass_as_correct() {
         seed: 11,
     };
     let r = selftest::run_case(&opts, "short", Expect::Overrun, Duration::from_secs(2)).unwrap();
-    assert!(!r.detected, "a short write must not be accepted as an overrun");
+    assert!(
+        !r.detected,
+        "a short write must not be accepted as an overrun"
+    );
 }

@@ -14,9 +14,13 @@ pub fn kvm_available(test: &str) -> bool {
         Ok(_) => true,
         Err(e) => {
             if std::env::var("HYPCLEAR_REQUIRE_KVM").as_deref() == Ok("1") {
-                panic!("{test}: /dev/kvm is required (HYPCLEAR_REQUIRE_KVM=1) but cannot be opened: {e}");
+                panic!(
+                    "{test}: /dev/kvm is required (HYPCLEAR_REQUIRE_KVM=1) but cannot be opened: {e}"
+                );
             }
-            eprintln!("SKIP {test}: /dev/kvm not usable ({e}); set HYPCLEAR_REQUIRE_KVM=1 to make this fail");
+            eprintln!(
+                "SKIP {test}: /dev/kvm not usable ({e}); set HYPCLEAR_REQUIRE_KVM=1 to make this fail"
+            );
             false
         }
     }

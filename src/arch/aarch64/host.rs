@@ -1,0 +1,390 @@
+//! aarch64 VM and vCPU setup against KVM, register dumps and exception
+//! decoding.
+//!
+//! The vCPU starts with the MMU already on: the host writes stage-1 tables
+//! (see `paging`), and programs SCTLR_EL1/TCR_EL1/MAIR_EL1/TTBR0_EL1,
+//! VBAR_EL1 (the blob's vectors), TPIDRRO_EL0 (the mailbox), CNTKCTL_EL1,
+//! SP and PSTATE (EL1h or EL0t, DAIF masked) with KVM_SET_ONE_REG after
+//! KVM_ARM_VCPU_INIT. With the MMU off every access would be Device memory,
+//! where DC ZVA and unaligned accesses fault on real hardware.
+use super::layout::*;
+use super::paging;
+use super::sysregs::{self as sr};
+use crate::abi;
+use crate::blob::Loaded;
+use crate::error::{Error, Result};
+use crate::memory::GuestRam;
+use crate::vm::Privilege;
+use kvm_bindings::{KVM_ARM_VCPU_PSCI_0_2, kvm_vcpu_init};
+use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+
+pub use super::layout::{
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE, mailbox_gpa,
+};
+/// The blob's load address must be a multiple of this (2 MiB: the arm64
+/// Image boot protocol, enforced by linux-loader's PE loader).
+pub use super::layout::BLOB_ALIGN as LOAD_ALIGN;
+
+/// Name of the guest timestamp counter.
+pub const COUNTER_NAME: &str = "CNTVCT_EL0";
+
+/// The exception class `describe_exception` reports for an undefined
+/// instruction (aarch64: ESR_EL1.EC 0x00, "unknown reason").
+pub const UNDEFINED_INSTRUCTION_CLASS: u64 = 0x00;
+
+/// Extra KVM-level setup of a fresh VM: none (no vGIC, no devices; the
+/// default 40-bit IPA space holds RAM and the doorbell).
+pub fn setup_vm(_vm: &VmFd) -> Result<()> {
+    Ok(())
+}
+
+/// What vCPU setup needs from the memory setup.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryState {
+    /// TTBR0_EL1 for routines at EL1 (`Privilege::Kernel`).
+    pub kernel_root: u64,
+    /// TTBR0_EL1 for routines at EL0 (`Privilege::User`).
+    pub user_root: u64,
+}
+
+/// Write both sets of stage-1 page tables (EL1 and EL0 permissions).
+pub fn prepare_memory(ram: &GuestRam, _vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
+    if ram.base() != RAM_BASE {
+        return Err(Error::Load(format!(
+            "guest RAM starts at {:#x}, the aarch64 layout expects {RAM_BASE:#x}",
+            ram.base()
+        )));
+    }
+    if loaded.base < BLOB_WINDOW || loaded.base >= BLOB_WINDOW_END {
+        return Err(Error::Load(format!(
+            "blob loaded at {:#x}, outside the window {BLOB_WINDOW:#x}..{BLOB_WINDOW_END:#x}",
+            loaded.base
+        )));
+    }
+    if loaded.vectors % 2048 != 0 {
+        return Err(Error::Blob(format!(
+            "hyp_vectors at {:#x} is not 2 KiB aligned (VBAR_EL1 needs it)",
+            loaded.vectors
+        )));
+    }
+    let regions = regions(ram.size());
+    let tables = |p: Privilege, from: u64| {
+        paging::identity_map(&regions, p, from, PAGE_TABLES_END)
+            .map_err(|e| Error::Usage(e.to_string()))
+    };
+    let kernel = tables(Privilege::Kernel, PAGE_TABLES_GPA)?;
+    let user = tables(Privilege::User, kernel.next_free())?;
+    for pt in [&kernel, &user] {
+        for (gpa, table) in pt.tables() {
+            let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
+            ram.write_bytes(gpa, &bytes)?;
+        }
+    }
+    Ok(MemoryState {
+        kernel_root: kernel.root,
+        user_root: user.root,
+    })
+}
+
+fn get_reg(fd: &VcpuFd, id: u64, op: &'static str) -> Result<u64> {
+    let mut b = [0u8; 8];
+    fd.get_one_reg(id, &mut b).map_err(Error::kvm(op))?;
+    Ok(u64::from_le_bytes(b))
+}
+
+fn set_reg(fd: &VcpuFd, id: u64, v: u64, op: &'static str) -> Result<()> {
+    fd.set_one_reg(id, &v.to_le_bytes()).map_err(Error::kvm(op))?;
+    Ok(())
+}
+
+/// KVM_ARM_PREFERRED_TARGET + KVM_ARM_VCPU_INIT with PSCI 0.2.
+fn init_vcpu(vm: &VmFd, fd: &VcpuFd) -> Result<()> {
+    let mut kvi = kvm_vcpu_init::default();
+    vm.get_preferred_target(&mut kvi)
+        .map_err(Error::kvm("KVM_ARM_PREFERRED_TARGET"))?;
+    kvi.features[0] |= 1 << KVM_ARM_VCPU_PSCI_0_2;
+    fd.vcpu_init(&kvi).map_err(Error::kvm("KVM_ARM_VCPU_INIT"))
+}
+
+/// Put a vCPU at the blob's entry with the MMU on, at the chosen privilege.
+pub fn setup_vcpu(
+    _kvm: &Kvm,
+    vm: &VmFd,
+    fd: &VcpuFd,
+    id: u64,
+    loaded: &Loaded,
+    mem: &MemoryState,
+    privilege: Privilege,
+) -> Result<()> {
+    init_vcpu(vm, fd)?;
+    let isar2 = get_reg(fd, sr::ID_AA64ISAR2_EL1, "KVM_GET_ONE_REG(ID_AA64ISAR2_EL1)")?;
+    let mmfr0 = get_reg(fd, sr::ID_AA64MMFR0_EL1, "KVM_GET_ONE_REG(ID_AA64MMFR0_EL1)")?;
+    let tcr = sr::tcr_el1(mmfr0, abi::DOORBELL_GPA + abi::PAGE_SIZE - 1).ok_or_else(|| {
+        Error::Unsupported {
+            what: "the hypclear guest layout".into(),
+            detail: format!(
+                "ID_AA64MMFR0_EL1 {mmfr0:#x}: the CPU's physical address range does not reach \
+                 the doorbell at {:#x}",
+                abi::DOORBELL_GPA
+            ),
+        }
+    })?;
+    let (root, sp_el1, sp_el0) = match privilege {
+        Privilege::Kernel => (mem.kernel_root, stack_top(id), 0),
+        Privilege::User => (mem.user_root, exception_stack_top(id), stack_top(id)),
+    };
+    let sysregs: [(u64, u64, &'static str); 9] = [
+        (sr::MAIR_EL1, sr::mair_el1(), "KVM_SET_ONE_REG(MAIR_EL1)"),
+        (sr::TCR_EL1, tcr, "KVM_SET_ONE_REG(TCR_EL1)"),
+        (sr::TTBR0_EL1, root, "KVM_SET_ONE_REG(TTBR0_EL1)"),
+        (sr::TTBR1_EL1, 0, "KVM_SET_ONE_REG(TTBR1_EL1)"),
+        (sr::VBAR_EL1, loaded.vectors, "KVM_SET_ONE_REG(VBAR_EL1)"),
+        (sr::TPIDRRO_EL0, mailbox_gpa(id), "KVM_SET_ONE_REG(TPIDRRO_EL0)"),
+        (sr::CNTKCTL_EL1, sr::cntkctl_el1(), "KVM_SET_ONE_REG(CNTKCTL_EL1)"),
+        // Last: the MMU goes on with everything else in place.
+        (
+            sr::SCTLR_EL1,
+            sr::sctlr_el1(privilege, sr::has_mops(isar2)),
+            "KVM_SET_ONE_REG(SCTLR_EL1)",
+        ),
+        (sr::CORE_SP_EL1, sp_el1, "KVM_SET_ONE_REG(SP_EL1)"),
+    ];
+    for (reg, v, op) in sysregs {
+        set_reg(fd, reg, v, op)?;
+    }
+    set_reg(fd, sr::CORE_SP_EL0, sp_el0, "KVM_SET_ONE_REG(SP_EL0)")?;
+    set_reg(fd, sr::CORE_PSTATE, sr::pstate(privilege), "KVM_SET_ONE_REG(PSTATE)")?;
+    set_reg(fd, sr::CORE_PC, loaded.entry, "KVM_SET_ONE_REG(PC)")?;
+    Ok(())
+}
+
+/// CNTFRQ_EL0 as the host sees it (the guest reads the same register).
+fn cntfrq() -> u64 {
+    let v: u64;
+    // SAFETY: reading CNTFRQ_EL0 is always permitted at EL0 on Linux (the
+    // kernel enables EL0 access to the virtual counter).
+    unsafe { std::arch::asm!("mrs {}, cntfrq_el0", out(reg) v, options(nomem, nostack)) };
+    v
+}
+
+/// DCZID_EL0 as the host sees it.
+fn host_dczid() -> u64 {
+    let v: u64;
+    // SAFETY: DCZID_EL0 is readable at EL0.
+    unsafe { std::arch::asm!("mrs {}, dczid_el0", out(reg) v, options(nomem, nostack)) };
+    v
+}
+
+/// Guest timestamp counter (CNTVCT_EL0) frequency in kHz.
+pub fn counter_khz(_fd: &VcpuFd) -> Result<u64> {
+    let hz = cntfrq();
+    if hz < 1000 {
+        return Err(Error::Unsupported {
+            what: "the generic timer".into(),
+            detail: format!("CNTFRQ_EL0 reads {hz} Hz"),
+        });
+    }
+    Ok(hz / 1000)
+}
+
+/// The guest's program counter and a register dump, if KVM can read them.
+pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
+    let g = |id: u64| get_reg(fd, id, "KVM_GET_ONE_REG").ok();
+    let pc = g(sr::CORE_PC)?;
+    let pstate = g(sr::CORE_PSTATE).unwrap_or(0);
+    let mut out = format!(
+        "PC {pc:#018x} PSTATE {pstate:#010x} ({}) SP_EL0 {:#018x} SP_EL1 {:#018x}",
+        sr::mode_name(pstate),
+        g(sr::CORE_SP_EL0).unwrap_or(0),
+        g(sr::CORE_SP_EL1).unwrap_or(0),
+    );
+    for row in 0..8u64 {
+        out.push('\n');
+        for col in 0..4u64 {
+            let n = row * 4 + col;
+            if n > 30 {
+                break;
+            }
+            let v = g(sr::core_x(n)).unwrap_or(0);
+            let name = format!("X{n}");
+            out.push_str(&format!("{name:<3} {v:#018x}  "));
+        }
+        out.truncate(out.trim_end().len());
+    }
+    out.push_str(&format!(
+        "\nELR_EL1 {:#x} SPSR_EL1 {:#x} ESR_EL1 {:#x} FAR_EL1 {:#x}\n\
+         SCTLR_EL1 {:#x} TCR_EL1 {:#x} TTBR0_EL1 {:#x} VBAR_EL1 {:#x}",
+        g(sr::CORE_ELR_EL1).unwrap_or(0),
+        g(sr::CORE_SPSR_EL1).unwrap_or(0),
+        g(sr::ESR_EL1).unwrap_or(0),
+        g(sr::FAR_EL1).unwrap_or(0),
+        g(sr::SCTLR_EL1).unwrap_or(0),
+        g(sr::TCR_EL1).unwrap_or(0),
+        g(sr::TTBR0_EL1).unwrap_or(0),
+        g(sr::VBAR_EL1).unwrap_or(0),
+    ));
+    Some((pc, out))
+}
+
+/// Explain a FAIL_EXCEPTION report (see `abi::MB_FAIL_D0..D5`): returns the
+/// faulting PC (ELR_EL1), the exception class (ESR_EL1.EC) and a sentence.
+pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u64, u64, String) {
+    let [esr, elr, far, spsr, voff, sp] = d;
+    let ec = super::decode::ec(esr);
+    let text = super::decode::describe(esr, elr, far, spsr, voff, sp, &symbolize(elr));
+    (elr, ec, text)
+}
+
+/// CPU model and the features routines depend on, as the guest sees them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CpuCaps {
+    pub model: String,
+    pub features: Vec<(String, bool)>,
+    /// MIDR_EL1 of the vCPU (KVM passes the host's through).
+    pub midr: u64,
+    /// DC ZVA block size in bytes, and whether DC ZVA is allowed at EL1.
+    pub dczva_block: u64,
+    /// CNTFRQ_EL0 in Hz.
+    pub counter_hz: u64,
+    /// The CPU is emulated (QEMU TCG): results are functional only,
+    /// timings say nothing about hardware.
+    pub emulated: bool,
+}
+
+impl CpuCaps {
+    pub fn has(&self, f: &str) -> bool {
+        self.features.iter().any(|(n, v)| n == f && *v)
+    }
+}
+
+/// ID registers as a vCPU sees them, read with KVM_GET_ONE_REG from a
+/// scratch VM: (MIDR_EL1, ID_AA64ISAR2_EL1, ID_AA64MMFR0_EL1).
+fn vcpu_id_regs(kvm: &Kvm) -> Option<(u64, u64, u64)> {
+    let vm = kvm.create_vm().ok()?;
+    let fd = vm.create_vcpu(0).ok()?;
+    init_vcpu(&vm, &fd).ok()?;
+    let g = |id| get_reg(&fd, id, "KVM_GET_ONE_REG").ok();
+    Some((g(sr::MIDR_EL1)?, g(sr::ID_AA64ISAR2_EL1)?, g(sr::ID_AA64MMFR0_EL1)?))
+}
+
+/// MIDR_EL1 of CPU 0 from sysfs (fallback when no vCPU can be made).
+fn host_midr() -> u64 {
+    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1")
+        .ok()
+        .and_then(|s| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        .unwrap_or(0)
+}
+
+pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
+    let (midr, isar2) = match vcpu_id_regs(kvm) {
+        Some((m, i, _)) => (m, i),
+        None => (host_midr(), 0),
+    };
+    let (dczva, block) = sr::dczid(host_dczid());
+    let emulated = super::decode::midr_is_emulated(midr);
+    let mut model = super::decode::midr_model(midr);
+    if emulated {
+        model.push_str(", emulated: results are functional only");
+    }
+    CpuCaps {
+        model,
+        features: vec![
+            ("mops".into(), sr::has_mops(isar2)),
+            ("dczva".into(), dczva),
+        ],
+        midr,
+        dczva_block: block,
+        counter_hz: cntfrq(),
+        emulated,
+    }
+}
+
+/// The KVM flavour: how the host kernel runs KVM/arm64 (`arm64-vhe`,
+/// `arm64-nvhe`, `arm64-protected`, or `arm64` when it cannot tell).
+/// From `kvm-arm.mode=` on the kernel command line, else from the kernel
+/// log line KVM prints at init (readable by root).
+pub fn kvm_flavour() -> String {
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let log = kernel_log();
+    super::decode::flavour_from(&cmdline, &log).to_string()
+}
+
+/// The kernel log (klogctl SYSLOG_ACTION_READ_ALL), empty if not permitted.
+fn kernel_log() -> String {
+    const SYSLOG_ACTION_READ_ALL: libc::c_int = 3;
+    const SYSLOG_ACTION_SIZE_BUFFER: libc::c_int = 10;
+    // SAFETY: klogctl with a null buffer only returns the buffer size.
+    let size = unsafe { libc::klogctl(SYSLOG_ACTION_SIZE_BUFFER, std::ptr::null_mut(), 0) };
+    if size <= 0 {
+        return String::new();
+    }
+    let mut buf = vec![0u8; size as usize];
+    // SAFETY: the buffer is `size` bytes long and klogctl writes at most that.
+    let n = unsafe {
+        libc::klogctl(
+            SYSLOG_ACTION_READ_ALL,
+            buf.as_mut_ptr().cast::<libc::c_char>(),
+            size,
+        )
+    };
+    if n <= 0 {
+        return String::new();
+    }
+    buf.truncate(n as usize);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The guest-side name of a privilege level.
+pub fn privilege_name(p: Privilege) -> &'static str {
+    match p {
+        Privilege::Kernel => "EL1",
+        Privilege::User => "EL0",
+    }
+}
+
+/// Routine variants on aarch64; `family` + `_` + `name` (with `-` as `_`) is
+/// the alias name.
+pub use super::VARIANTS;
+
+/// Extra architecture details for `info` (name, value).
+pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    let regs = vcpu_id_regs(kvm);
+    let midr = regs.map_or_else(host_midr, |r| r.0);
+    v.push((
+        "MIDR_EL1".to_string(),
+        format!("{midr:#010x} ({})", super::decode::midr_model(midr)),
+    ));
+    if let Some((_, isar2, mmfr0)) = regs {
+        v.push((
+            "ID_AA64ISAR2_EL1".into(),
+            format!(
+                "{isar2:#018x} (MOPS {})",
+                if sr::has_mops(isar2) { "yes" } else { "no" }
+            ),
+        ));
+        v.push((
+            "ID_AA64MMFR0_EL1".into(),
+            format!(
+                "{mmfr0:#018x} (PARange {} bits)",
+                sr::pa_bits(mmfr0 & 0xf).map_or("?".into(), |b| b.to_string())
+            ),
+        ));
+    }
+    let dczid = host_dczid();
+    let (ok, block) = sr::dczid(dczid);
+    v.push((
+        "DCZID_EL0".into(),
+        format!(
+            "{dczid:#x} (DC ZVA {}, {block}-byte blocks)",
+            if ok { "allowed" } else { "prohibited" }
+        ),
+    ));
+    v.push(("CNTFRQ_EL0".into(), format!("{} Hz", cntfrq())));
+    v.push((
+        "KVM IPA limit".into(),
+        format!("{} bits", kvm.get_host_ipa_limit()),
+    ));
+    v.push(("KVM mode".into(), kvm_flavour()));
+    v
+}
