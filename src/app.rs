@@ -25,7 +25,7 @@ pub struct Ctx {
 impl Ctx {
     pub fn vm_options(&self, config: LinkConfig, p: &PrivilegeChoice) -> VmOptions {
         VmOptions {
-            mem: self.common.mem,
+            mem: self.common.mem(),
             backing: self.common.backing,
             prefault: self.common.prefault,
             privilege: p.privilege,
@@ -52,7 +52,7 @@ pub fn prepare(common: &Common, start: Instant) -> Result<Ctx> {
         t ^ u64::from(std::process::id()).rotate_left(32)
     });
     let probe = VmOptions {
-        mem: common.mem,
+        mem: common.mem(),
         backing: common.backing,
         prefault: common.prefault,
         privilege: vm::Privilege::User,
@@ -61,7 +61,7 @@ pub fn prepare(common: &Common, start: Instant) -> Result<Ctx> {
         seed,
     };
     vm::validate(&probe)?;
-    crate::memory::precheck(common.mem, common.backing)?;
+    crate::memory::precheck(common.mem(), common.backing)?;
     let kvm = vm::open_kvm()?;
     let caps = arch::cpu_caps(&kvm);
     Ok(Ctx {
@@ -75,13 +75,134 @@ pub fn prepare(common: &Common, start: Instant) -> Result<Ctx> {
 
 /// Dispatch a parsed command line; returns the process exit status.
 pub fn main(cli: Cli, start: Instant) -> Result<i32> {
-    let ctx = prepare(&cli.common, start)?;
     match cli.command.unwrap_or(Cmd::Run) {
-        Cmd::Run => verify(&ctx, &VerifyArgs::default(), "run"),
-        Cmd::Verify(a) => verify(&ctx, &a, "verify"),
-        Cmd::Selftest => selftest(&ctx),
-        Cmd::Info => info(&ctx),
+        Cmd::Compare(a) => compare(&a),
+        Cmd::Bench(a) => bench(&cli.common, &a, start),
+        Cmd::Run => verify(&prepare(&cli.common, start)?, &VerifyArgs::default(), "run"),
+        Cmd::Verify(a) => verify(&prepare(&cli.common, start)?, &a, "verify"),
+        Cmd::Selftest => selftest(&prepare(&cli.common, start)?),
+        Cmd::Info => info(&prepare(&cli.common, start)?),
     }
+}
+
+fn compare(a: &crate::cli::CompareArgs) -> Result<i32> {
+    let mut files = Vec::new();
+    for p in std::iter::once(&a.base).chain(a.new.iter()) {
+        files.push((p.clone(), crate::compare::load(p)?));
+    }
+    let format = match a.format {
+        crate::cli::CompareFormat::Text => crate::compare::Format::Text,
+        crate::cli::CompareFormat::Markdown => crate::compare::Format::Markdown,
+    };
+    print!(
+        "{}",
+        crate::compare::compare(&files, a.alpha, a.allow_different_hosts, format)?
+    );
+    Ok(0)
+}
+
+fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i32> {
+    use crate::bench::{self, Plan};
+    if a.vcpus == 0 || a.vcpus > crate::abi::MAX_VCPUS {
+        return Err(Error::Usage(format!(
+            "--vcpus {} is out of range: use 1 to {}",
+            a.vcpus,
+            crate::abi::MAX_VCPUS
+        )));
+    }
+    let chunks = if !a.chunk.is_empty() {
+        a.chunk.clone()
+    } else {
+        vec![a.routine.fixed_size().unwrap_or(a.size)]
+    };
+    let backings = if a.backings.is_empty() {
+        vec![common.backing]
+    } else {
+        a.backings.clone()
+    };
+    let mut plan = Plan {
+        routine: a.routine,
+        size: a.size,
+        chunks,
+        variants: a.function.clone(),
+        loops: a.loops,
+        orders: a.order.clone(),
+        fills: a.fill.clone(),
+        backings: backings.clone(),
+        configs: common.config.configs(),
+        warmup: a.warmup,
+        repeats: a.repeats,
+        sessions: a.sessions,
+        vcpus: a.vcpus,
+        host_baseline: !a.no_host,
+        privilege: vm::Privilege::User,
+        seed: 0,
+        prefault: common.prefault,
+        timeout: Duration::from_secs_f64(common.timeout.max(0.001)),
+    };
+    let need = bench::mem_needed(&plan);
+    if let Some(m) = common.mem
+        && m < need
+    {
+        return Err(Error::Usage(format!(
+            "--mem {} is too small for -s {} x {} vCPU(s): use --mem {} or more (or leave --mem out)",
+            crate::units::format_size(m),
+            crate::units::format_size(a.size),
+            a.vcpus,
+            crate::units::format_size(need)
+        )));
+    }
+    let mut c = common.clone();
+    c.mem = Some(common.mem.unwrap_or(need).max(need));
+    for b in &backings {
+        // Guest RAM and the host baseline buffer both come from the pool.
+        crate::memory::precheck(c.mem() + need, *b)?;
+    }
+    let ctx = prepare(&c, start)?;
+    plan.seed = ctx.seed;
+    let (specs, notes) = bench::cells(&plan, &ctx.caps)?;
+    let p = privilege::choose(ctx.common.cpl)?;
+    plan.privilege = p.privilege;
+    println!(
+        "hypclear bench {}: {} cell(s) x {} session(s) x ({} warm-up + {} measured), guest at {} ({})",
+        a.routine,
+        specs.len(),
+        plan.sessions,
+        plan.warmup,
+        plan.repeats,
+        p.name,
+        p.reason
+    );
+    for n in &notes {
+        println!("note: {n}");
+    }
+    let pb = progress(specs.len() as u64 * plan.sessions);
+    pb.set_prefix("bench");
+    let host = HostInfo::collect(&ctx.caps, 0);
+    let result = bench::run(&plan, &specs, host, p.name, &pb)?;
+    pb.finish_and_clear();
+    println!("{}", crate::bench_report::cells_table(&result));
+    println!(
+        "bytes/sec from guest {} ticks at {} kHz; guest/host = median guest GB/s / median host GB/s \
+         of the same object on a host buffer, measured in the same process; {:.1} seconds",
+        arch::COUNTER_NAME,
+        result.host.counter_khz,
+        ctx.start.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &ctx.common.json {
+        let v = serde_json::to_value(&result).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        report::write_json(path, &v)?;
+    }
+    if let Some(path) = &a.csv {
+        crate::bench_report::write_csv(&result, path)?;
+    }
+    if let Some(path) = &a.plot {
+        crate::bench_report::write_plot(&result, path)?;
+    }
+    Ok(0)
 }
 
 fn progress(len: u64) -> indicatif::ProgressBar {
@@ -146,11 +267,11 @@ fn check_filter(ctx: &Ctx, configs: &[LinkConfig], f: &Filter) -> Result<()> {
     for c in configs {
         let (specs, _) = suite::plan(*c, &ctx.caps, f, u64::MAX);
         let need = specs.iter().map(suite::footprint).max().unwrap_or(0);
-        if !f.sizes.is_empty() && need > arena(ctx.common.mem) {
+        if !f.sizes.is_empty() && need > arena(ctx.common.mem()) {
             let mem = (arch::ARENA_BASE + need).next_multiple_of(arch::RAM_ALIGN);
             return Err(Error::Usage(format!(
                 "--mem {} is too small for the requested sizes: they need {} of arena; use --mem {} or more",
-                crate::units::format_size(ctx.common.mem),
+                crate::units::format_size(ctx.common.mem()),
                 crate::units::format_size(need),
                 crate::units::format_size(mem)
             )));
@@ -276,7 +397,7 @@ fn verify(ctx: &Ctx, args: &VerifyArgs, command: &str) -> Result<i32> {
                 "load_address": first_load,
                 "load_addresses": loads,
                 "privilege": p,
-                "mem": ctx.common.mem,
+                "mem": ctx.common.mem(),
                 "backing": ctx.common.backing,
                 "prefault": ctx.common.prefault,
                 "seed": ctx.seed,

@@ -28,9 +28,9 @@ pub struct Cli {
 /// Options every subcommand takes.
 #[derive(Debug, Clone, Args)]
 pub struct Common {
-    /// Guest RAM size (B/KB/MB/GB, like perf bench)
-    #[arg(long, global = true, default_value = "256MB", value_parser = clap_size)]
-    pub mem: u64,
+    /// Guest RAM size (B/KB/MB/GB, like perf bench) [default: 256MB; bench: what -s needs]
+    #[arg(long, global = true, value_parser = clap_size)]
+    pub mem: Option<u64>,
     /// Seed for the load address and the fill patterns (random if not given)
     #[arg(long, global = true)]
     pub seed: Option<u64>,
@@ -52,6 +52,15 @@ pub struct Common {
     /// Watchdog: seconds without a hypercall before the guest is declared stuck
     #[arg(long, global = true, default_value_t = 5.0)]
     pub timeout: f64,
+}
+
+/// Guest RAM when --mem is not given.
+pub const DEFAULT_MEM: u64 = 256 << 20;
+
+impl Common {
+    pub fn mem(&self) -> u64 {
+        self.mem.unwrap_or(DEFAULT_MEM)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -81,6 +90,93 @@ pub enum Cmd {
     Selftest,
     /// Show host, KVM and CPU capabilities, privilege, load address and alias table
     Info,
+    /// perf-bench-style throughput inside the guest, with a host baseline
+    Bench(BenchArgs),
+    /// Compare bench JSON files: change % with significance, like the seed's table
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Routine to benchmark
+    #[arg(value_enum)]
+    pub routine: Routine,
+    /// Total bytes per measured pass (B/KB/MB/GB)
+    #[arg(short = 's', long = "size", default_value = "256MB", value_parser = clap_size)]
+    pub size: u64,
+    /// Chunk size per call, or several (comma-separated) [default: the whole -s]
+    #[arg(short = 'k', long = "chunk", value_parser = clap_size, value_delimiter = ',')]
+    pub chunk: Vec<u64>,
+    /// Variant(s), or `all`
+    #[arg(
+        short = 'f',
+        long = "function",
+        default_value = "all",
+        value_delimiter = ','
+    )]
+    pub function: Vec<String>,
+    /// Passes per measured run
+    #[arg(short = 'l', long = "loops", default_value_t = 1)]
+    pub loops: u64,
+    /// Clearing order(s)
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "forward")]
+    pub order: Vec<crate::bench::Order>,
+    /// Fill state(s): demand (first touch inside the measurement) or populate
+    #[arg(
+        long = "fill",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "populate"
+    )]
+    pub fill: Vec<crate::bench::Fill>,
+    /// Backing(s) to compare [default: --backing]
+    #[arg(long = "backings", value_enum, value_delimiter = ',')]
+    pub backings: Vec<Backing>,
+    /// Unmeasured warm-up runs per session
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u64,
+    /// Measured runs per session
+    #[arg(long, default_value_t = 3)]
+    pub repeats: u64,
+    /// Sessions (a fresh VM each)
+    #[arg(long, default_value_t = 4)]
+    pub sessions: u64,
+    /// vCPUs clearing disjoint regions at once
+    #[arg(long, default_value_t = 1)]
+    pub vcpus: u64,
+    /// Skip the host baseline
+    #[arg(long)]
+    pub no_host: bool,
+    /// Write every raw sample as CSV
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Draw throughput against chunk size per variant (SVG)
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// Baseline bench JSON
+    pub base: PathBuf,
+    /// Bench JSON files to compare against the baseline
+    #[arg(required = true)]
+    pub new: Vec<PathBuf>,
+    /// Significance level of the Welch t-test
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// Output format
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: CompareFormat,
+    /// Compare results from different hosts anyway
+    #[arg(long)]
+    pub allow_different_hosts: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareFormat {
+    Text,
+    Markdown,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -3,8 +3,11 @@
 pub mod abi;
 pub mod app;
 pub mod arch;
+pub mod bench;
+pub mod bench_report;
 pub mod blob;
 pub mod cli;
+pub mod compare;
 pub mod error;
 pub mod host;
 pub mod hostbench;

@@ -1,0 +1,250 @@
+//! Bench output: the table, raw samples as CSV, and the SVG plot.
+use crate::bench::{BenchResult, Cell};
+use crate::error::{Error, Result};
+use crate::report::{right, table};
+use crate::units::format_size;
+use comfy_table::Cell as TCell;
+use std::path::Path;
+
+fn gbps(v: f64) -> String {
+    format!("{:.2}", v / 1e9)
+}
+
+/// One row per cell: axes, then guest statistics, host median and ratio.
+pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
+    let mut t = table(&[
+        "routine",
+        "variant",
+        "config",
+        "chunk",
+        "order",
+        "fill",
+        "backing",
+        "n",
+        "median GB/s",
+        "mean",
+        "stddev",
+        "CV %",
+        "min",
+        "max",
+        "ticks/B",
+        "host GB/s",
+        "guest/host",
+        "flags",
+    ]);
+    for c in &r.cells {
+        let a = &c.axes;
+        let mut row = vec![
+            TCell::new(&a.routine),
+            TCell::new(&a.variant),
+            TCell::new(&a.config),
+            right(format_size(a.chunk)),
+            TCell::new(format!("{:?}", a.order).to_lowercase()),
+            TCell::new(format!("{:?}", a.fill).to_lowercase()),
+            TCell::new(&a.backing),
+        ];
+        match &c.guest_bytes_per_sec {
+            Some(s) => {
+                row.push(right(s.n));
+                row.push(right(gbps(s.median)));
+                row.push(right(gbps(s.mean)));
+                row.push(right(gbps(s.stddev)));
+                row.push(right(format!("{:.1}", s.cv * 100.0)));
+                row.push(right(gbps(s.min)));
+                row.push(right(gbps(s.max)));
+            }
+            None => row.extend((0..7).map(|_| right("-"))),
+        }
+        row.push(right(
+            c.guest_ticks_per_byte
+                .as_ref()
+                .map(|s| format!("{:.3}", s.median))
+                .unwrap_or_else(|| "-".into()),
+        ));
+        row.push(right(
+            c.host_bytes_per_sec
+                .as_ref()
+                .map(|s| gbps(s.median))
+                .unwrap_or_else(|| "-".into()),
+        ));
+        row.push(right(
+            c.guest_host_ratio
+                .map(|x| format!("{x:.2}"))
+                .unwrap_or_else(|| "-".into()),
+        ));
+        row.push(TCell::new(flags(c)));
+        t.add_row(row);
+    }
+    t
+}
+
+/// Warnings about a cell, shown instead of being averaged in.
+pub fn flags(c: &Cell) -> String {
+    let mut f = Vec::new();
+    if c.disturbed_runs > 0 {
+        f.push(format!(
+            "{}/{} runs disturbed by emulation{}",
+            c.disturbed_runs,
+            c.guest.len(),
+            if c.disturbed_runs as usize == c.guest.len() {
+                " (all: numbers are emulation speed)"
+            } else {
+                " (left out)"
+            }
+        ));
+    }
+    f.push(format!("{} verified", c.verified_runs));
+    if c.axes.vcpus > 1 {
+        let per: Vec<f64> = c
+            .guest
+            .iter()
+            .flat_map(|s| s.per_vcpu_bytes_per_sec.clone())
+            .collect();
+        if !per.is_empty() {
+            let mut sorted = per.clone();
+            sorted.sort_by(f64::total_cmp);
+            f.push(format!(
+                "{} vCPUs, per-vCPU median {} GB/s",
+                c.axes.vcpus,
+                gbps(sorted[sorted.len() / 2])
+            ));
+        }
+    }
+    f.join("; ")
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Every raw sample (guest and host) as one CSV row, with the fingerprint.
+pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
+    let mut s = String::from(
+        "side,routine,variant,config,size,chunk,order,fill,backing,loops,vcpus,session,run,bytes,ns,bytes_per_sec,ticks_per_byte,verified,disturbed,exits,pf_taken,insn_emulation,cpu_model,kernel,kvm_flavour,counter_khz,hypclear_version,git_commit\n",
+    );
+    let h = &r.host;
+    for c in &r.cells {
+        let a = &c.axes;
+        for (side, samples) in [("guest", &c.guest), ("host", &c.host)] {
+            for x in samples.iter() {
+                let st = |k: &str| x.kvm_stats.get(k).copied().unwrap_or(0);
+                s.push_str(&format!(
+                    "{side},{},{},{},{},{},{:?},{:?},{},{},{},{},{},{},{:.0},{:.3},{:.6},{},{},{},{},{},\"{}\",{},{},{},{},{}\n",
+                    a.routine,
+                    a.variant,
+                    a.config,
+                    a.size,
+                    a.chunk,
+                    a.order,
+                    a.fill,
+                    a.backing,
+                    a.loops,
+                    a.vcpus,
+                    x.session,
+                    x.run,
+                    x.bytes,
+                    x.ns,
+                    x.bytes_per_sec,
+                    x.ticks_per_byte,
+                    x.verified,
+                    x.disturbed,
+                    st("exits"),
+                    st("pf_taken"),
+                    st("insn_emulation"),
+                    h.cpu_model.replace('"', "'"),
+                    h.kernel,
+                    h.kvm_flavour,
+                    h.counter_khz,
+                    h.hypclear_version,
+                    h.git_commit
+                ));
+            }
+        }
+    }
+    std::fs::write(path, s).map_err(io(path))
+}
+
+/// Throughput (median GB/s) against chunk size, one line per
+/// variant/config/order/fill/backing, guest solid and host dashed.
+pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    type Points = Vec<(f64, f64)>;
+    // label -> (guest points, host points)
+    let mut series: std::collections::BTreeMap<String, (Points, Points)> = Default::default();
+    for c in &r.cells {
+        let a = &c.axes;
+        let key = format!(
+            "{} {} {} {:?} {:?} {}",
+            a.routine, a.variant, a.config, a.order, a.fill, a.backing
+        )
+        .to_lowercase();
+        let x = (a.chunk as f64).log2();
+        let e = series.entry(key).or_default();
+        if let Some(g) = &c.guest_bytes_per_sec {
+            e.0.push((x, g.median / 1e9));
+        }
+        if let Some(h) = &c.host_bytes_per_sec {
+            e.1.push((x, h.median / 1e9));
+        }
+    }
+    let pts = || series.values().flat_map(|(g, h)| g.iter().chain(h.iter()));
+    let (xmin, xmax) = pts().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let ymax = pts().fold(0.0f64, |a, p| a.max(p.1)).max(0.1) * 1.1;
+    if xmin > xmax {
+        return Err(Error::Usage("nothing to plot: no cell has samples".into()));
+    }
+    let (xmin, xmax) = if xmin == xmax {
+        (xmin - 1.0, xmax + 1.0)
+    } else {
+        (xmin, xmax)
+    };
+    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (1000, 600)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "hypclear bench: throughput vs chunk size ({})",
+                    r.host.cpu_model
+                ),
+                ("sans-serif", 18),
+            )
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(xmin..xmax, 0.0..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("chunk size")
+            .y_desc("GB/s (median)")
+            .x_label_formatter(&|x| format_size(2f64.powf(*x).round() as u64))
+            .draw()?;
+        for (i, (name, (g, h))) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let mut g = g.clone();
+            g.sort_by(|a, b| a.0.total_cmp(&b.0));
+            chart
+                .draw_series(LineSeries::new(g.clone(), color.stroke_width(2)))?
+                .label(format!("{name} (guest)"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            chart.draw_series(g.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+            let mut h = h.clone();
+            h.sort_by(|a, b| a.0.total_cmp(&b.0));
+            chart.draw_series(DashedLineSeries::new(h, 6, 4, color.stroke_width(1)))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: std::io::Error::other(e.to_string()),
+    })
+}
