@@ -140,6 +140,12 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
         prefault: common.prefault,
         timeout: Duration::from_secs_f64(common.timeout.max(0.001)),
     };
+    // Usage errors first, before touching KVM (CPU features come later).
+    let no_caps = arch::CpuCaps {
+        model: String::new(),
+        features: vec![],
+    };
+    bench::cells(&plan, &no_caps)?;
     let need = bench::mem_needed(&plan);
     if let Some(m) = common.mem
         && m < need

@@ -86,22 +86,25 @@ pub struct Axes {
 impl Axes {
     /// One-line name, like a perf bench benchmark name.
     pub fn label(&self) -> String {
-        format!(
-            "{} {} {} -s {} -k {} {} {} {}{}",
-            self.routine,
-            self.variant,
-            self.config,
+        let mut parts = vec![self.routine.clone(), self.variant.clone()];
+        if !self.config.is_empty() {
+            parts.push(self.config.clone());
+        }
+        parts.push(format!(
+            "-s {} -k {}",
             crate::units::format_size(self.size),
-            crate::units::format_size(self.chunk),
-            format!("{:?}", self.order).to_lowercase(),
-            format!("{:?}", self.fill).to_lowercase(),
-            self.backing,
-            if self.vcpus > 1 {
-                format!(" x{}", self.vcpus)
-            } else {
-                String::new()
-            }
-        )
+            crate::units::format_size(self.chunk)
+        ));
+        if self.loops > 1 {
+            parts.push(format!("-l {}", self.loops));
+        }
+        parts.push(format!("{:?}", self.order).to_lowercase());
+        parts.push(format!("{:?}", self.fill).to_lowercase());
+        parts.push(self.backing.clone());
+        if self.vcpus > 1 {
+            parts.push(format!("x{} vCPUs", self.vcpus));
+        }
+        parts.join(" ")
     }
 }
 
@@ -304,6 +307,7 @@ pub fn region_stride(plan: &Plan) -> u64 {
 pub fn mem_needed(plan: &Plan) -> u64 {
     (arch::ARENA_BASE - arch::RAM_BASE + plan.vcpus * region_stride(plan))
         .next_multiple_of(arch::RAM_ALIGN)
+        .max(arch::MIN_RAM)
 }
 
 fn placement(plan: &Plan, vcpu: u64) -> Placement {

@@ -13,10 +13,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub fn load(path: &Path) -> Result<BenchResult> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Usage(format!("cannot read {}: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| {
         Error::Usage(format!(
             "{} is not a hypclear bench JSON ({e}); write one with `hypclear bench ... --json FILE`",

@@ -1,0 +1,197 @@
+//! A tiny bench end to end (real VMs), its JSON through compare, and the
+//! bench/compare usage errors. No wall-clock thresholds: only structure.
+mod common;
+use common::*;
+
+fn bench(name: &str, extra: &[&str]) -> (serde_json::Value, std::path::PathBuf) {
+    let json = tmp_json(name);
+    let mut args = vec![
+        "bench",
+        "memset",
+        "-s",
+        "4MB",
+        "-k",
+        "4KB,64KB",
+        "-f",
+        "all",
+        "-l",
+        "1",
+        "--sessions",
+        "2",
+        "--repeats",
+        "2",
+        "--warmup",
+        "1",
+        "--config",
+        "vanilla",
+        "--seed",
+        "1",
+        "--json",
+    ];
+    args.push(json.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let out = hypclear(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    (read_json(&json), json)
+}
+
+#[test]
+fn tiny_bench_roundtrips_through_compare() {
+    if !kvm_available("bench") {
+        return;
+    }
+    let csv = tmp_json("bench-a").with_extension("csv");
+    let svg = tmp_json("bench-a").with_extension("svg");
+    let (a, a_path) = bench(
+        "bench-a",
+        &[
+            "--csv",
+            csv.to_str().unwrap(),
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    );
+    let cells = a["cells"].as_array().unwrap();
+    assert!(cells.len() >= 2, "one cell per variant and chunk: {a}");
+    for c in cells {
+        assert_eq!(
+            c["guest"].as_array().unwrap().len(),
+            4,
+            "2 sessions x 2 repeats"
+        );
+        assert_eq!(
+            c["host"].as_array().unwrap().len(),
+            4,
+            "host baseline side by side"
+        );
+        assert!(
+            c["verified_runs"].as_u64().unwrap() >= 2,
+            "first and last run verified: {c}"
+        );
+        assert!(c["guest_bytes_per_sec"]["median"].as_f64().unwrap() > 0.0);
+        assert!(c["guest_host_ratio"].as_f64().unwrap() > 0.0);
+        assert!(
+            c["guest"][0]["kvm_stats"].is_object(),
+            "KVM stats deltas per run"
+        );
+    }
+    assert!(a["host"]["counter_khz"].as_u64().unwrap() > 0);
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv_text.lines().count(), 1 + cells.len() * 8, "{csv_text}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+
+    let (_, b_path) = bench("bench-b", &[]);
+    let out = hypclear(&[
+        "compare",
+        a_path.to_str().unwrap(),
+        b_path.to_str().unwrap(),
+        "--format",
+        "markdown",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("Base bytes/sec") && s.contains("p < 0.05") && s.contains("stddev"),
+        "{s}"
+    );
+    assert!(s.contains("| memset erms"), "markdown rows: {s}");
+
+    // Different axes must be refused.
+    let (_, c_path) = bench("bench-c", &["-k", "8KB"]);
+    let out = hypclear(&[
+        "compare",
+        a_path.to_str().unwrap(),
+        c_path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("do not line up"));
+}
+
+#[test]
+fn demand_fill_and_reverse_order_and_vcpus() {
+    if !kvm_available("bench axes") {
+        return;
+    }
+    let json = tmp_json("bench-axes");
+    let out = hypclear(&[
+        "bench",
+        "clear_pages",
+        "-s",
+        "4MB",
+        "-k",
+        "4KB",
+        "--order",
+        "forward,reverse,oneshot",
+        "--fill",
+        "demand,populate",
+        "--sessions",
+        "1",
+        "--repeats",
+        "2",
+        "--config",
+        "memset",
+        "--vcpus",
+        "2",
+        "-f",
+        "unrolled",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let d = read_json(&json);
+    let cells = d["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 6, "3 orders x 2 fill states");
+    for c in cells {
+        let s = &c["guest"][0];
+        assert_eq!(
+            s["per_vcpu_bytes_per_sec"].as_array().unwrap().len(),
+            2,
+            "{c}"
+        );
+    }
+    // Demand runs fault memory in inside the measurement.
+    let demand = cells
+        .iter()
+        .find(|c| c["axes"]["fill"] == "demand")
+        .unwrap();
+    let faults: u64 = demand["guest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s["kvm_stats"]["pf_taken"].as_u64().unwrap_or(0)
+                + s["kvm_stats"]["pf_fixed"].as_u64().unwrap_or(0)
+        })
+        .sum();
+    assert!(faults > 0, "demand fill took no page faults: {demand}");
+}
+
+#[test]
+fn bench_usage_errors_exit_2() {
+    for (args, needle) in [
+        (vec!["bench", "clear_page", "-k", "8KB"], "4KB"),
+        (vec!["bench", "memset", "-s", "4097"], "4KB pages"),
+        (
+            vec!["bench", "memset", "-s", "4MB", "-k", "3MB"],
+            "multiple",
+        ),
+        (vec!["bench", "memset", "-f", "nosuch"], "unknown variant"),
+        (
+            vec!["bench", "memset", "-s", "1GB", "--mem", "64MB"],
+            "--mem",
+        ),
+        (vec!["bench", "clear_page", "--order", "oneshot"], "oneshot"),
+        (
+            vec!["compare", "/nonexistent.json", "/nonexistent2.json"],
+            "nonexistent",
+        ),
+    ] {
+        let out = hypclear(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+}
