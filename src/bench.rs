@@ -179,6 +179,8 @@ pub struct Plan {
 #[derive(Debug, Clone)]
 pub struct CellSpec {
     pub axes: Axes,
+    /// The routine the cell runs (clear_page with a larger -k runs clear_pages).
+    pub routine: Routine,
     pub config: LinkConfig,
     pub backing: Backing,
     pub variant: &'static VariantDef,
@@ -230,21 +232,34 @@ pub fn cells(plan: &Plan, caps: &arch::CpuCaps) -> Result<(Vec<CellSpec>, Vec<St
             for &order in &plan.orders {
                 for &chunk in &plan.chunks {
                     let chunk = match (order, r.fixed_size()) {
-                        (Order::Oneshot, Some(f)) => {
+                        (Order::Oneshot, _) => plan.size,
+                        (_, Some(f))
+                            if r == Routine::CopyPage && chunk != f && chunk != plan.size =>
+                        {
                             return Err(Error::Usage(format!(
-                                "{r} works on one {} page per call, so --order oneshot does not apply; use clear_pages or memset",
+                                "{r} always copies {} per call: use -k 4KB (or bench memcpy for other chunk sizes)",
                                 crate::units::format_size(f)
                             )));
                         }
-                        (Order::Oneshot, None) => plan.size,
-                        (_, Some(f)) if chunk != f && chunk != plan.size => {
-                            return Err(Error::Usage(format!(
-                                "{r} always works on {} per call: use -k 4KB (or bench clear_pages/memset for other chunk sizes)",
-                                crate::units::format_size(f)
-                            )));
+                        (_, Some(f)) if r == Routine::CopyPage => f,
+                        _ => chunk,
+                    };
+                    // clear_page over a larger extent is the kernel's
+                    // clear_pages(addr, npages): run that routine.
+                    let routine = if r == Routine::ClearPage && chunk != PAGE_SIZE {
+                        if !notes
+                            .iter()
+                            .any(|n: &String| n.starts_with("clear_page -k"))
+                        {
+                            notes.push(format!(
+                                "clear_page -k {} runs clear_pages(addr, {}) per call (the clear_pages() extent)",
+                                crate::units::format_size(chunk),
+                                chunk / PAGE_SIZE
+                            ));
                         }
-                        (_, Some(f)) => f,
-                        (_, None) => chunk,
+                        Routine::ClearPages
+                    } else {
+                        r
                     };
                     if chunk == 0 || !plan.size.is_multiple_of(chunk) {
                         return Err(Error::Usage(format!(
@@ -261,7 +276,7 @@ pub fn cells(plan: &Plan, caps: &arch::CpuCaps) -> Result<(Vec<CellSpec>, Vec<St
                     for &fill in &plan.fills {
                         for &backing in &plan.backings {
                             let axes = Axes {
-                                routine: r.name().into(),
+                                routine: routine.name().into(),
                                 variant: v.name.into(),
                                 config: config.name().into(),
                                 chunk,
@@ -275,6 +290,7 @@ pub fn cells(plan: &Plan, caps: &arch::CpuCaps) -> Result<(Vec<CellSpec>, Vec<St
                             if seen.insert(axes.clone()) {
                                 out.push(CellSpec {
                                     axes,
+                                    routine,
                                     config,
                                     backing,
                                     variant: v,
@@ -335,7 +351,7 @@ fn pass_call(spec: &CellSpec, plan: &Plan, p: &Placement, fill: u8) -> Call {
         _ => (p.dst, p.src, chunk as i64),
     };
     Call {
-        routine: plan.routine,
+        routine: spec.routine,
         dst,
         src: src.unwrap_or(0),
         fill,
@@ -558,7 +574,7 @@ fn run_host_cell(
     session: u64,
     tsc_khz: u64,
 ) -> Result<Vec<Sample>> {
-    let alias = host_alias(spec, plan);
+    let alias = host_alias(spec);
     let Some(f) = hostbench::routine(&alias) else {
         return Ok(vec![]);
     };
@@ -609,7 +625,7 @@ fn run_host_cell(
                             src: copy.then_some(*src),
                         };
                         let call = pass_call(spec, plan, &p, pats.fill);
-                        let (a0, a1, a2) = host_args(&call, spec, plan);
+                        let (a0, a1, a2) = host_args(&call, spec);
                         s.spawn(move || {
                             b.wait();
                             let t0 = Instant::now();
@@ -668,17 +684,17 @@ fn run_host_cell(
 }
 
 /// Alias name whose host copy implements the cell.
-fn host_alias(spec: &CellSpec, plan: &Plan) -> String {
+fn host_alias(spec: &CellSpec) -> String {
     let v = spec.variant.name.replace('-', "_");
-    match (plan.routine, spec.config) {
+    match (spec.routine, spec.config) {
         (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => format!("memset_{v}"),
         (r, _) => format!("{}_{v}", r.name()),
     }
 }
 
 /// The dispatcher's (a0, a1, a2) for a host call, as `routines::command` builds them.
-fn host_args(call: &Call, spec: &CellSpec, plan: &Plan) -> (u64, u64, u64) {
-    match (plan.routine, spec.config) {
+fn host_args(call: &Call, spec: &CellSpec) -> (u64, u64, u64) {
+    match (spec.routine, spec.config) {
         (Routine::ClearPage, LinkConfig::Vanilla) => (call.dst, 0, 0),
         (Routine::ClearPages, LinkConfig::Vanilla) => (call.dst, call.len / PAGE_SIZE, 0),
         (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => (call.dst, 0, call.len),
@@ -864,12 +880,33 @@ mod tests {
         p.chunks = vec![3 << 20];
         assert!(matches!(cells(&p, &caps()), Err(Error::Usage(_))));
         let mut p = plan();
-        p.routine = Routine::ClearPage;
+        p.routine = Routine::CopyPage;
         p.chunks = vec![8192];
         assert!(matches!(cells(&p, &caps()), Err(Error::Usage(_))));
         let mut p = plan();
         p.variants = vec!["nope".into()];
         assert!(matches!(cells(&p, &caps()), Err(Error::Usage(_))));
+    }
+
+    #[test]
+    fn clear_page_extents_run_clear_pages() {
+        let mut p = plan();
+        p.routine = Routine::ClearPage;
+        p.chunks = vec![4096, 2 << 20];
+        p.orders = vec![Order::Forward];
+        let (c, notes) = cells(&p, &caps()).unwrap();
+        assert!(
+            c.iter()
+                .any(|c| c.routine == Routine::ClearPage && c.axes.chunk == 4096)
+        );
+        assert!(
+            c.iter()
+                .any(|c| c.routine == Routine::ClearPages && c.axes.chunk == 2 << 20)
+        );
+        assert!(
+            notes.iter().any(|n| n.contains("clear_pages(addr, 512)")),
+            "{notes:?}"
+        );
     }
 
     #[test]

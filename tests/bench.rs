@@ -169,7 +169,7 @@ fn demand_fill_and_reverse_order_and_vcpus() {
 #[test]
 fn bench_usage_errors_exit_2() {
     for (args, needle) in [
-        (vec!["bench", "clear_page", "-k", "8KB"], "4KB"),
+        (vec!["bench", "copy_page", "-k", "8KB"], "4KB"),
         (vec!["bench", "memset", "-s", "4097"], "4KB pages"),
         (
             vec!["bench", "memset", "-s", "4MB", "-k", "3MB"],
@@ -180,7 +180,6 @@ fn bench_usage_errors_exit_2() {
             vec!["bench", "memset", "-s", "1GB", "--mem", "64MB"],
             "--mem",
         ),
-        (vec!["bench", "clear_page", "--order", "oneshot"], "oneshot"),
         (
             vec!["compare", "/nonexistent.json", "/nonexistent2.json"],
             "nonexistent",
