@@ -81,8 +81,11 @@ fn run() -> BuildResult<()> {
         b.include(guest.join("include"))
             .include(&inc)
             .include(&arch_dir)
+            // Freestanding: no builtins, and no loop-to-memset/memcpy
+            // conversion should any C ever join the blob.
             .flag("-ffreestanding")
             .flag("-fno-builtin")
+            .flag("-fno-tree-loop-distribute-patterns")
             .debug(false)
             .warnings(true)
             .cargo_metadata(false)

@@ -229,3 +229,137 @@ pub fn decode(bytes: &[u8]) -> Option<Vec<u32>> {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object::write::{Object as WObject, Relocation, Symbol, SymbolSection};
+    use object::{
+        Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
+    };
+
+    /// A relocatable x86_64 object with `.pi.text` and `.data`, and the
+    /// given relocations: (section is .pi.text?, offset, r_type, symbol defined?).
+    fn object(relocs: &[(bool, u64, u32, bool)]) -> Vec<u8> {
+        let mut o = WObject::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+        let pi = o.add_section(
+            vec![],
+            PI_TEXT_SECTION.as_bytes().to_vec(),
+            SectionKind::Text,
+        );
+        o.append_section_data(pi, &[0x90; 64], 16);
+        let data = o.add_section(vec![], b".data".to_vec(), SectionKind::Data);
+        o.append_section_data(data, &[0; 64], 8);
+        let defined = o.add_symbol(Symbol {
+            name: b"__pi_ok".to_vec(),
+            value: 0,
+            size: 64,
+            kind: SymbolKind::Text,
+            scope: SymbolScope::Linkage,
+            weak: false,
+            section: SymbolSection::Section(pi),
+            flags: SymbolFlags::None,
+        });
+        let needs_undefined = relocs.iter().any(|r| !r.3);
+        let undefined = o.add_symbol(Symbol {
+            name: if needs_undefined {
+                b"missing".to_vec()
+            } else {
+                b"unused".to_vec()
+            },
+            value: 0,
+            size: 0,
+            kind: if needs_undefined {
+                SymbolKind::Unknown
+            } else {
+                SymbolKind::Data
+            },
+            scope: SymbolScope::Linkage,
+            weak: false,
+            section: if needs_undefined {
+                SymbolSection::Undefined
+            } else {
+                SymbolSection::Section(data)
+            },
+            flags: SymbolFlags::None,
+        });
+        for &(in_pi, offset, r_type, def) in relocs {
+            o.add_relocation(
+                if in_pi { pi } else { data },
+                Relocation {
+                    offset,
+                    symbol: if def { defined } else { undefined },
+                    addend: 0,
+                    flags: RelocationFlags::Elf {
+                        r_type: object::elf::RelocationType(r_type),
+                    },
+                },
+            )
+            .unwrap();
+        }
+        o.write().unwrap()
+    }
+
+    const ABS64: u32 = 1;
+    const PC32: u32 = 2;
+    const ABS32: u32 = 10;
+
+    #[test]
+    fn absolute_words_outside_pi_text_become_the_list() {
+        let elf = object(&[
+            (false, 8, ABS64, true),
+            (false, 0, ABS64, true),
+            (true, 4, PC32, true),
+        ]);
+        assert_eq!(police(&elf).unwrap(), vec![0, 8]);
+        assert_eq!(decode(&encode(&[0, 8, 4096])).unwrap(), vec![0, 8, 4096]);
+        assert!(decode(&[1, 2, 3]).is_none());
+    }
+
+    #[test]
+    fn violations_name_symbol_section_and_offset() {
+        let elf = object(&[
+            (true, 16, ABS64, true),
+            (false, 24, ABS32, true),
+            (false, 32, ABS64, false),
+        ]);
+        let Err(PolicyError::Violations(v)) = police(&elf) else {
+            panic!("policy accepted a bad object");
+        };
+        let text: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+        assert!(
+            text.iter()
+                .any(|t| t.contains("absolute relocation in a __pi_ routine")
+                    && t.contains(".pi.text+0x10")
+                    && t.contains("__pi_ok")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|t| t.contains("forbidden relocation type 10") && t.contains(".data+0x18")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|t| t.contains("undefined symbol") && t.contains("missing")),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn aarch64_classes() {
+        use object::elf;
+        let m = elf::EM_AARCH64;
+        assert_eq!(classify(m, elf::R_AARCH64_ABS64), RelocClass::Abs64);
+        assert_eq!(classify(m, elf::R_AARCH64_CALL26), RelocClass::PcRelative);
+        assert_eq!(
+            classify(m, elf::R_AARCH64_ADD_ABS_LO12_NC),
+            RelocClass::PageOffset
+        );
+        assert_eq!(classify(m, elf::R_AARCH64_ABS32), RelocClass::Forbidden);
+        assert_eq!(
+            classify(elf::EM_X86_64, elf::R_X86_64_32S),
+            RelocClass::Forbidden
+        );
+    }
+}
