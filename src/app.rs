@@ -36,6 +36,25 @@ impl Ctx {
     }
 }
 
+/// The privilege request, with `--no-dc-zva` folded in.
+fn cpl_choice(common: &Common) -> Result<privilege::CplChoice> {
+    if !common.no_dc_zva {
+        return Ok(common.cpl);
+    }
+    if !cfg!(target_arch = "aarch64") {
+        return Err(Error::Usage(
+            "--no-dc-zva is an arm64 option (DC ZVA does not exist on x86_64)".into(),
+        ));
+    }
+    if common.cpl == privilege::CplChoice::Kernel {
+        return Err(Error::Usage(
+            "--no-dc-zva runs the guest at EL0 (SCTLR_EL1.DZE clear); it cannot be combined with --cpl 0"
+                .into(),
+        ));
+    }
+    Ok(privilege::CplChoice::User)
+}
+
 /// Validate options and the environment; nothing here creates a VM.
 pub fn prepare(common: &Common, start: Instant) -> Result<Ctx> {
     if !(common.timeout.is_finite() && common.timeout > 0.0) {
@@ -44,6 +63,7 @@ pub fn prepare(common: &Common, start: Instant) -> Result<Ctx> {
             common.timeout
         )));
     }
+    cpl_choice(common)?;
     let seed = common.seed.unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -167,7 +187,7 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
     let ctx = prepare(&c, start)?;
     plan.seed = ctx.seed;
     let (specs, notes) = bench::cells(&plan, &ctx.caps)?;
-    let p = privilege::choose(ctx.common.cpl)?;
+    let p = privilege::choose(cpl_choice(&ctx.common)?)?;
     plan.privilege = p.privilege;
     println!(
         "hypclear bench {}: {} cell(s) x {} session(s) x ({} warm-up + {} measured), guest at {} ({})",
@@ -274,7 +294,7 @@ fn check_filter(ctx: &Ctx, configs: &[LinkConfig], f: &Filter) -> Result<()> {
         let (specs, _) = suite::plan(*c, &ctx.caps, f, u64::MAX);
         let need = specs.iter().map(suite::footprint).max().unwrap_or(0);
         if !f.sizes.is_empty() && need > arena(ctx.common.mem()) {
-            let mem = (arch::ARENA_BASE + need).next_multiple_of(arch::RAM_ALIGN);
+            let mem = (arch::ARENA_BASE - arch::RAM_BASE + need).next_multiple_of(arch::RAM_ALIGN);
             return Err(Error::Usage(format!(
                 "--mem {} is too small for the requested sizes: they need {} of arena; use --mem {} or more",
                 crate::units::format_size(ctx.common.mem()),
@@ -294,7 +314,7 @@ fn verify(ctx: &Ctx, args: &VerifyArgs, command: &str) -> Result<i32> {
         sizes: args.size.clone(),
     };
     check_filter(ctx, &configs, &filter)?;
-    let p = privilege::choose(ctx.common.cpl)?;
+    let p = privilege::choose(cpl_choice(&ctx.common)?)?;
 
     let mut records: Vec<CheckRecord> = Vec::new();
     let mut failure: Option<GuestFailure> = None;
@@ -426,7 +446,7 @@ fn verify(ctx: &Ctx, args: &VerifyArgs, command: &str) -> Result<i32> {
 }
 
 fn selftest(ctx: &Ctx) -> Result<i32> {
-    let p = privilege::choose(ctx.common.cpl)?;
+    let p = privilege::choose(cpl_choice(&ctx.common)?)?;
     let mut results = Vec::new();
     for config in ctx.common.config.configs() {
         let opts = crate::selftest::vm_options(&ctx.vm_options(config, &p));
@@ -470,7 +490,7 @@ fn selftest(ctx: &Ctx) -> Result<i32> {
 
 fn info(ctx: &Ctx) -> Result<i32> {
     let kvm = vm::open_kvm()?;
-    let p = privilege::choose(ctx.common.cpl)?;
+    let p = privilege::choose(cpl_choice(&ctx.common)?)?;
     let mut host = HostInfo::collect(&ctx.caps, 0);
     let mut t = report::table(&["item", "value"]);
     let mut blobs = serde_json::Map::new();

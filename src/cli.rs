@@ -49,6 +49,10 @@ pub struct Common {
     /// Populate guest RAM on the host before the guest starts
     #[arg(long, global = true)]
     pub prefault: bool,
+    /// aarch64: run the routines where DC ZVA is prohibited (EL0 with
+    /// SCTLR_EL1.DZE clear, so DCZID_EL0.DZP reads 1): the seed's "no DC ZVA" columns
+    #[arg(long, global = true)]
+    pub no_dc_zva: bool,
     /// Watchdog: seconds without a hypercall before the guest is declared stuck
     #[arg(long, global = true, default_value_t = 5.0)]
     pub timeout: f64,

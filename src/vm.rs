@@ -284,15 +284,18 @@ impl Vm {
     }
 }
 
-/// A page-aligned load address in the blob window, derived from `seed`.
+/// A page-aligned (`arch::LOAD_ALIGN`) load address in the blob window,
+/// derived from `seed`.
 pub fn load_address(seed: u64, size: u64) -> Result<u64> {
     let room = arch::BLOB_WINDOW_END
         .checked_sub(arch::BLOB_WINDOW)
         .and_then(|r| r.checked_sub(size.next_multiple_of(abi::PAGE_SIZE)))
         .ok_or_else(|| Error::Blob(format!("blob of {size} bytes does not fit the load window")))?;
-    let pages = room / abi::PAGE_SIZE + 1;
+    // Page aligned on x86_64; 2 MiB aligned where linux-loader's arm64
+    // Image loader insists on it.
+    let slots = room / arch::LOAD_ALIGN + 1;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c6f_6164);
-    Ok(arch::BLOB_WINDOW + (rng.next_u64() % pages) * abi::PAGE_SIZE)
+    Ok(arch::BLOB_WINDOW + (rng.next_u64() % slots) * arch::LOAD_ALIGN)
 }
 
 /// A hypercall the guest made.

@@ -7,21 +7,23 @@
  * memset(addr, 0, PAGE_SIZE) at the call site.
  *
  * Alias names are <family>_<variant> with '-' replaced by '_' (see
- * src/routines.rs and the VARIANTS list in src/arch/aarch64/host.rs).
+ * src/routines.rs and the VARIANTS list in src/arch/aarch64/mod.rs). In each
+ * family the variants that run on every CPU come first (the MOPS ones need
+ * FEAT_MOPS), so "the first memset" is always safe to call natively.
  */
 #ifdef CONFIG_CLEAR_PAGE_ALIAS
-HYP_ALIAS(clear_page_mops, __pi_clear_page_mops)
-HYP_ALIAS(clear_pages_mops, __pi_clear_pages_mops)
-HYP_ALIAS(clear_page_dczva, __pi_clear_page_dczva)
-HYP_ALIAS(clear_pages_dczva, __pi_clear_pages_dczva)
-HYP_ALIAS(clear_page_stnp, __pi_clear_page_stnp)
-HYP_ALIAS(clear_pages_stnp, __pi_clear_pages_stnp)
 HYP_ALIAS(clear_page_stp, __pi_clear_page_stp)
 HYP_ALIAS(clear_pages_stp, __pi_clear_pages_stp)
+HYP_ALIAS(clear_page_stnp, __pi_clear_page_stnp)
+HYP_ALIAS(clear_pages_stnp, __pi_clear_pages_stnp)
+HYP_ALIAS(clear_page_dczva, __pi_clear_page_dczva)
+HYP_ALIAS(clear_pages_dczva, __pi_clear_pages_dczva)
+HYP_ALIAS(clear_page_mops, __pi_clear_page_mops)
+HYP_ALIAS(clear_pages_mops, __pi_clear_pages_mops)
 #endif
-HYP_ALIAS(memset_mops, __pi_memset_mops)
 HYP_ALIAS(memset_generic, __pi_memset_generic)
-HYP_ALIAS(memcpy_mops, __pi_memcpy_mops)
+HYP_ALIAS(memset_mops, __pi_memset_mops)
 HYP_ALIAS(memcpy_generic, __pi_memcpy_generic)
-HYP_ALIAS(copy_page_mops, __pi_copy_page_mops)
+HYP_ALIAS(memcpy_mops, __pi_memcpy_mops)
 HYP_ALIAS(copy_page_ldp_stnp, __pi_copy_page_ldp_stnp)
+HYP_ALIAS(copy_page_mops, __pi_copy_page_mops)

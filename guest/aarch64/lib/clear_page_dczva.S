@@ -26,6 +26,7 @@
  * local PC-relative branches, no stack, no data.
  */
 #include "linkage.h"
+#include "cpu.h"
 
 SYM_FUNC_START(__pi_clear_page_dczva)
 	mov	x1, #1
@@ -33,7 +34,7 @@ SYM_INNER_LABEL(__pi_clear_pages_dczva)
 	add	x1, x0, x1, lsl #12		/* x1 = end */
 	cmp	x0, x1
 	b.hs	.Lcpz_ret
-	mrs	x3, dczid_el0
+	READ_DCZID(x3)
 	tbnz	x3, #4, .Lcpz_stp		/* DZP: DC ZVA prohibited */
 	and	x3, x3, #0xf
 	cmp	x3, #4				/* block < 64 bytes: not worth it */

@@ -44,6 +44,7 @@
  * Only local PC-relative branches; no stack, no data.
  */
 #include "linkage.h"
+#include "cpu.h"
 
 SYM_FUNC_START(__pi_memset_generic)
 	and	w1, w1, #0xff
@@ -94,7 +95,7 @@ SYM_FUNC_START(__pi_memset_generic)
 	cbnz	w1, .Lms_stp
 	cmp	x2, #256
 	b.lo	.Lms_stp
-	mrs	x5, dczid_el0
+	READ_DCZID(x5)
 	tbnz	x5, #4, .Lms_stp		/* DZP: DC ZVA prohibited */
 	and	x5, x5, #0xf
 	cmp	x5, #2				/* block < 16 bytes: not usable */

@@ -18,12 +18,12 @@ use crate::vm::Privilege;
 use kvm_bindings::{KVM_ARM_VCPU_PSCI_0_2, kvm_vcpu_init};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
-pub use super::layout::{
-    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE, mailbox_gpa,
-};
 /// The blob's load address must be a multiple of this (2 MiB: the arm64
 /// Image boot protocol, enforced by linux-loader's PE loader).
 pub use super::layout::BLOB_ALIGN as LOAD_ALIGN;
+pub use super::layout::{
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE, mailbox_gpa,
+};
 
 /// Name of the guest timestamp counter.
 pub const COUNTER_NAME: &str = "CNTVCT_EL0";
@@ -61,7 +61,7 @@ pub fn prepare_memory(ram: &GuestRam, _vcpus: u64, loaded: &Loaded) -> Result<Me
             loaded.base
         )));
     }
-    if loaded.vectors % 2048 != 0 {
+    if !loaded.vectors.is_multiple_of(2048) {
         return Err(Error::Blob(format!(
             "hyp_vectors at {:#x} is not 2 KiB aligned (VBAR_EL1 needs it)",
             loaded.vectors
@@ -93,7 +93,8 @@ fn get_reg(fd: &VcpuFd, id: u64, op: &'static str) -> Result<u64> {
 }
 
 fn set_reg(fd: &VcpuFd, id: u64, v: u64, op: &'static str) -> Result<()> {
-    fd.set_one_reg(id, &v.to_le_bytes()).map_err(Error::kvm(op))?;
+    fd.set_one_reg(id, &v.to_le_bytes())
+        .map_err(Error::kvm(op))?;
     Ok(())
 }
 
@@ -117,8 +118,16 @@ pub fn setup_vcpu(
     privilege: Privilege,
 ) -> Result<()> {
     init_vcpu(vm, fd)?;
-    let isar2 = get_reg(fd, sr::ID_AA64ISAR2_EL1, "KVM_GET_ONE_REG(ID_AA64ISAR2_EL1)")?;
-    let mmfr0 = get_reg(fd, sr::ID_AA64MMFR0_EL1, "KVM_GET_ONE_REG(ID_AA64MMFR0_EL1)")?;
+    let isar2 = get_reg(
+        fd,
+        sr::ID_AA64ISAR2_EL1,
+        "KVM_GET_ONE_REG(ID_AA64ISAR2_EL1)",
+    )?;
+    let mmfr0 = get_reg(
+        fd,
+        sr::ID_AA64MMFR0_EL1,
+        "KVM_GET_ONE_REG(ID_AA64MMFR0_EL1)",
+    )?;
     let tcr = sr::tcr_el1(mmfr0, abi::DOORBELL_GPA + abi::PAGE_SIZE - 1).ok_or_else(|| {
         Error::Unsupported {
             what: "the hypclear guest layout".into(),
@@ -139,8 +148,16 @@ pub fn setup_vcpu(
         (sr::TTBR0_EL1, root, "KVM_SET_ONE_REG(TTBR0_EL1)"),
         (sr::TTBR1_EL1, 0, "KVM_SET_ONE_REG(TTBR1_EL1)"),
         (sr::VBAR_EL1, loaded.vectors, "KVM_SET_ONE_REG(VBAR_EL1)"),
-        (sr::TPIDRRO_EL0, mailbox_gpa(id), "KVM_SET_ONE_REG(TPIDRRO_EL0)"),
-        (sr::CNTKCTL_EL1, sr::cntkctl_el1(), "KVM_SET_ONE_REG(CNTKCTL_EL1)"),
+        (
+            sr::TPIDRRO_EL0,
+            mailbox_gpa(id),
+            "KVM_SET_ONE_REG(TPIDRRO_EL0)",
+        ),
+        (
+            sr::CNTKCTL_EL1,
+            sr::cntkctl_el1(),
+            "KVM_SET_ONE_REG(CNTKCTL_EL1)",
+        ),
         // Last: the MMU goes on with everything else in place.
         (
             sr::SCTLR_EL1,
@@ -153,7 +170,12 @@ pub fn setup_vcpu(
         set_reg(fd, reg, v, op)?;
     }
     set_reg(fd, sr::CORE_SP_EL0, sp_el0, "KVM_SET_ONE_REG(SP_EL0)")?;
-    set_reg(fd, sr::CORE_PSTATE, sr::pstate(privilege), "KVM_SET_ONE_REG(PSTATE)")?;
+    set_reg(
+        fd,
+        sr::CORE_PSTATE,
+        sr::pstate(privilege),
+        "KVM_SET_ONE_REG(PSTATE)",
+    )?;
     set_reg(fd, sr::CORE_PC, loaded.entry, "KVM_SET_ONE_REG(PC)")?;
     Ok(())
 }
@@ -235,20 +257,14 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
     (elr, ec, text)
 }
 
-/// CPU model and the features routines depend on, as the guest sees them.
+/// CPU model and the features routines depend on, as the guest sees them
+/// (same shape as on x86_64; the raw registers are in `cpu_details`). An
+/// emulated CPU (QEMU TCG) says so in `model`: its results are functional
+/// only.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CpuCaps {
     pub model: String,
     pub features: Vec<(String, bool)>,
-    /// MIDR_EL1 of the vCPU (KVM passes the host's through).
-    pub midr: u64,
-    /// DC ZVA block size in bytes, and whether DC ZVA is allowed at EL1.
-    pub dczva_block: u64,
-    /// CNTFRQ_EL0 in Hz.
-    pub counter_hz: u64,
-    /// The CPU is emulated (QEMU TCG): results are functional only,
-    /// timings say nothing about hardware.
-    pub emulated: bool,
 }
 
 impl CpuCaps {
@@ -264,7 +280,128 @@ fn vcpu_id_regs(kvm: &Kvm) -> Option<(u64, u64, u64)> {
     let fd = vm.create_vcpu(0).ok()?;
     init_vcpu(&vm, &fd).ok()?;
     let g = |id| get_reg(&fd, id, "KVM_GET_ONE_REG").ok();
-    Some((g(sr::MIDR_EL1)?, g(sr::ID_AA64ISAR2_EL1)?, g(sr::ID_AA64MMFR0_EL1)?))
+    Some((
+        g(sr::MIDR_EL1)?,
+        g(sr::ID_AA64ISAR2_EL1)?,
+        g(sr::ID_AA64MMFR0_EL1)?,
+    ))
+}
+
+/// Guest code of the MOPS probe, run at EL1h with the MMU off from
+/// `RAM_BASE`, with x1 = the doorbell and x3 = a RAM address: a zero-length
+/// SETP/SETM/SETE, then a store of 1 to the doorbell. The synchronous
+/// exception vector (VBAR_EL1 = RAM_BASE + 0x800, entry +0x200) stores
+/// ESR_EL1 to the doorbell instead.
+const MOPS_PROBE_CODE: [u32; 8] = [
+    0xd280_0000, // mov  x0, #0
+    0xd280_0002, // mov  x2, #0
+    0x19c2_0403, // setp [x3]!, x0!, x2
+    0x19c2_4403, // setm [x3]!, x0!, x2
+    0x19c2_8403, // sete [x3]!, x0!, x2
+    0xd280_0024, // mov  x4, #1
+    0xf900_0024, // str  x4, [x1]
+    0x1400_0000, // b    .
+];
+const MOPS_PROBE_VECTOR: [u32; 3] = [
+    0xd538_5204, // mrs  x4, esr_el1
+    0xf900_0024, // str  x4, [x1]
+    0x1400_0000, // b    .
+];
+
+/// Whether the MOPS instructions actually work in a KVM guest at EL1:
+/// `Ok(None)` if they do, `Ok(Some(esr))` with the syndrome if they trap
+/// (e.g. when KVM advertises FEAT_MOPS in ID_AA64ISAR2_EL1 but leaves
+/// HCRX_EL2.MSCEn clear, which makes them UNDEFINED), `Err` if the probe
+/// could not run.
+pub fn probe_mops(kvm: &Kvm) -> std::result::Result<Option<u64>, String> {
+    use kvm_bindings::kvm_userspace_memory_region;
+    use kvm_ioctls::VcpuExit;
+    const SIZE: usize = 0x1_0000; // one page even with 64 KiB host pages
+    let vm = kvm.create_vm().map_err(|e| format!("KVM_CREATE_VM: {e}"))?;
+    // SAFETY: a fresh private anonymous mapping, unmapped below.
+    let host = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if host == libc::MAP_FAILED {
+        return Err("mmap failed".into());
+    }
+    struct Unmap(*mut libc::c_void);
+    impl Drop for Unmap {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made above, SIZE bytes.
+            unsafe { libc::munmap(self.0, SIZE) };
+        }
+    }
+    let _unmap = Unmap(host);
+    let put = |off: usize, words: &[u32]| {
+        for (i, w) in words.iter().enumerate() {
+            // SAFETY: off + 4 * i + 4 <= SIZE for the offsets used here.
+            unsafe {
+                host.cast::<u8>()
+                    .add(off + 4 * i)
+                    .cast::<u32>()
+                    .write_unaligned(w.to_le())
+            };
+        }
+    };
+    put(0, &MOPS_PROBE_CODE);
+    put(0xa00, &MOPS_PROBE_VECTOR);
+    let region = kvm_userspace_memory_region {
+        slot: 0,
+        flags: 0,
+        guest_phys_addr: RAM_BASE,
+        memory_size: SIZE as u64,
+        userspace_addr: host as u64,
+    };
+    // SAFETY: the region is a live mapping that outlives the VM fd (both
+    // are dropped at the end of this function, the VM first).
+    unsafe { vm.set_user_memory_region(region) }.map_err(|e| format!("memslot: {e}"))?;
+    let fd = vm
+        .create_vcpu(0)
+        .map_err(|e| format!("KVM_CREATE_VCPU: {e}"))?;
+    init_vcpu(&vm, &fd).map_err(|e| e.to_string())?;
+    for (id, v) in [
+        (sr::VBAR_EL1, RAM_BASE + 0x800),
+        (sr::core_x(1), abi::DOORBELL_GPA),
+        (sr::core_x(3), RAM_BASE + 0x8000),
+        (sr::CORE_PSTATE, sr::pstate(Privilege::Kernel)),
+        (sr::CORE_PC, RAM_BASE),
+    ] {
+        set_reg(&fd, id, v, "KVM_SET_ONE_REG").map_err(|e| e.to_string())?;
+    }
+    let watchdog = crate::watchdog::Watchdog::for_current_thread();
+    let mut fd = fd;
+    let result = loop {
+        watchdog.arm(std::time::Duration::from_secs(5));
+        let exit = fd.run();
+        watchdog.disarm();
+        match exit {
+            Ok(VcpuExit::MmioWrite(addr, data)) if addr == abi::DOORBELL_GPA => {
+                let mut v = [0u8; 8];
+                let n = data.len().min(8);
+                v[..n].copy_from_slice(&data[..n]);
+                let v = u64::from_le_bytes(v);
+                break Ok(if v == 1 { None } else { Some(v) });
+            }
+            Ok(other) => break Err(format!("unexpected exit {other:?}")),
+            Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
+                if watchdog.fired() {
+                    break Err("the probe guest did not finish".into());
+                }
+            }
+            Err(e) => break Err(format!("KVM_RUN: {e}")),
+        }
+    };
+    drop(fd);
+    drop(vm);
+    result
 }
 
 /// MIDR_EL1 of CPU 0 from sysfs (fallback when no vCPU can be made).
@@ -280,7 +417,9 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
         Some((m, i, _)) => (m, i),
         None => (host_midr(), 0),
     };
-    let (dczva, block) = sr::dczid(host_dczid());
+    // Advertised and actually usable in a guest (see `probe_mops`).
+    let mops = sr::has_mops(isar2) && matches!(probe_mops(kvm), Ok(None));
+    let (dczva, _) = sr::dczid(host_dczid());
     let emulated = super::decode::midr_is_emulated(midr);
     let mut model = super::decode::midr_model(midr);
     if emulated {
@@ -288,14 +427,7 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
     }
     CpuCaps {
         model,
-        features: vec![
-            ("mops".into(), sr::has_mops(isar2)),
-            ("dczva".into(), dczva),
-        ],
-        midr,
-        dczva_block: block,
-        counter_hz: cntfrq(),
-        emulated,
+        features: vec![("mops".into(), mops), ("dczva".into(), dczva)],
     }
 }
 
@@ -304,9 +436,13 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
 /// From `kvm-arm.mode=` on the kernel command line, else from the kernel
 /// log line KVM prints at init (readable by root).
 pub fn kvm_flavour() -> String {
-    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-    let log = kernel_log();
-    super::decode::flavour_from(&cmdline, &log).to_string()
+    static FLAVOUR: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    FLAVOUR
+        .get_or_init(|| {
+            let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+            super::decode::flavour_from(&cmdline, &kernel_log())
+        })
+        .to_string()
 }
 
 /// The kernel log (klogctl SYSLOG_ACTION_READ_ALL), empty if not permitted.
@@ -356,13 +492,20 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
         format!("{midr:#010x} ({})", super::decode::midr_model(midr)),
     ));
     if let Some((_, isar2, mmfr0)) = regs {
-        v.push((
-            "ID_AA64ISAR2_EL1".into(),
-            format!(
-                "{isar2:#018x} (MOPS {})",
-                if sr::has_mops(isar2) { "yes" } else { "no" }
-            ),
-        ));
+        let mops = if !sr::has_mops(isar2) {
+            "MOPS no".to_string()
+        } else {
+            match probe_mops(kvm) {
+                Ok(None) => "MOPS yes, works in a guest".to_string(),
+                Ok(Some(esr)) => format!(
+                    "MOPS advertised but the instructions trap in a guest (ESR_EL1 {esr:#x}: {}); \
+                     KVM does not enable them (HCRX_EL2.MSCEn), so the mops variants are skipped",
+                    super::decode::ec_name(super::decode::ec(esr))
+                ),
+                Err(e) => format!("MOPS advertised; the guest probe failed: {e}"),
+            }
+        };
+        v.push(("ID_AA64ISAR2_EL1".into(), format!("{isar2:#018x} ({mops})")));
         v.push((
             "ID_AA64MMFR0_EL1".into(),
             format!(
@@ -387,4 +530,81 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
     ));
     v.push(("KVM mode".into(), kvm_flavour()));
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blob::{Blob, LinkConfig};
+    use crate::memory::{Backing, GuestRam};
+
+    fn le64(b: &[u8], off: usize) -> u64 {
+        u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+    }
+
+    /// The flat images carry a valid arm64 Image header.
+    #[test]
+    fn images_have_an_arm64_image_header() {
+        for (config, image) in [
+            (
+                LinkConfig::Vanilla,
+                &include_bytes!(concat!(env!("OUT_DIR"), "/blob-vanilla.bin"))[..],
+            ),
+            (
+                LinkConfig::Memset,
+                &include_bytes!(concat!(env!("OUT_DIR"), "/blob-memset.bin"))[..],
+            ),
+        ] {
+            let blob = Blob::get(config).unwrap();
+            assert_eq!(&image[0x38..0x3c], b"ARM\x64", "{config}");
+            assert_eq!(le64(image, 0x08), 0, "text_offset");
+            assert_eq!(le64(image, 0x10), blob.size, "image_size = hyp_end");
+            assert_eq!(le64(image, 0x18), 0xa, "flags: LE, 4K pages, anywhere");
+            // code0 is "b hyp_entry".
+            let code0 = u32::from_le_bytes(image[0..4].try_into().unwrap());
+            assert_eq!(code0 >> 26, 0b000101, "code0 {code0:#x} is not a B");
+            assert_eq!(
+                u64::from(code0 & 0x03ff_ffff) * 4,
+                blob.symbol("hyp_entry").unwrap()
+            );
+            assert!(blob.symbol("hyp_vectors").unwrap().is_multiple_of(2048));
+            assert!(image.len() as u64 <= blob.size);
+        }
+    }
+
+    /// linux-loader's PE loader takes the image at a 2 MiB boundary of the
+    /// blob window, the relocated tables point into the blob, and both sets
+    /// of page tables fit.
+    #[test]
+    fn blob_loads_in_the_window_and_tables_are_written() {
+        let ram = GuestRam::new(RAM_BASE, MIN_RAM, Backing::Anon, false).unwrap();
+        for config in [LinkConfig::Vanilla, LinkConfig::Memset] {
+            let blob = Blob::get(config).unwrap();
+            let base = BLOB_WINDOW + LOAD_ALIGN;
+            let loaded = blob.load(&ram, base).unwrap();
+            assert_eq!(loaded.entry, base + blob.symbol("hyp_entry").unwrap());
+            let start = base + blob.symbol("alias_table_start").unwrap();
+            for (i, row) in blob.aliases.iter().enumerate() {
+                let f = ram.read_u64(start + 16 * i as u64).unwrap();
+                assert_eq!(f, base + row.offset, "{}", row.name);
+            }
+            let mem = prepare_memory(&ram, 2, &loaded).unwrap();
+            assert_eq!(mem.kernel_root, PAGE_TABLES_GPA);
+            assert!(mem.user_root > mem.kernel_root && mem.user_root < PAGE_TABLES_END);
+            // The L0 entry for RAM is a table descriptor in both sets.
+            for root in [mem.kernel_root, mem.user_root] {
+                assert_eq!(ram.read_u64(root).unwrap() & 3, 3);
+            }
+        }
+        // A base off the 2 MiB grid is refused by the Image loader.
+        let blob = Blob::get(LinkConfig::Vanilla).unwrap();
+        assert!(blob.load(&ram, BLOB_WINDOW + 0x1000).is_err());
+    }
+
+    #[test]
+    fn privilege_names_and_variants() {
+        assert_eq!(privilege_name(Privilege::Kernel), "EL1");
+        assert_eq!(privilege_name(Privilege::User), "EL0");
+        assert!(VARIANTS.iter().any(|v| v.name == "ldp-stnp"));
+    }
 }

@@ -88,22 +88,30 @@ pub fn regions(ram_size: u64) -> Vec<(u64, u64, Use)> {
     ];
     for cpu in 0..abi::MAX_VCPUS {
         v.push((stack_top(cpu) - STACK_SIZE, stack_top(cpu), Use::Data));
-        v.push((stack_top(cpu), exception_stack_top(cpu), Use::ExceptionStacks));
+        v.push((
+            stack_top(cpu),
+            exception_stack_top(cpu),
+            Use::ExceptionStacks,
+        ));
     }
     v.push((BLOB_WINDOW, BLOB_WINDOW_END, Use::Blob));
     v.push((ARENA_BASE, ram_end, Use::Data));
-    v.push((abi::DOORBELL_GPA, abi::DOORBELL_GPA + abi::PAGE_SIZE, Use::Doorbell));
+    v.push((
+        abi::DOORBELL_GPA,
+        abi::DOORBELL_GPA + abi::PAGE_SIZE,
+        Use::Doorbell,
+    ));
     v
 }
 
 const _: () = {
-    assert!(RAM_BASE % (1 << 30) == 0);
+    assert!(RAM_BASE.is_multiple_of(1 << 30));
     assert!(MAILBOX_END <= STACKS_BASE);
     assert!(STACKS_END <= BLOB_WINDOW);
-    assert!(BLOB_WINDOW % BLOB_ALIGN == 0 && BLOB_WINDOW_END % BLOB_ALIGN == 0);
+    assert!(BLOB_WINDOW.is_multiple_of(BLOB_ALIGN) && BLOB_WINDOW_END.is_multiple_of(BLOB_ALIGN));
     assert!(BLOB_WINDOW_END <= ARENA_BASE);
     assert!(ARENA_BASE - RAM_BASE + 16 * 1024 * 1024 <= MIN_RAM);
-    assert!(MIN_RAM % RAM_ALIGN == 0 && MAX_RAM % RAM_ALIGN == 0);
+    assert!(MIN_RAM.is_multiple_of(RAM_ALIGN) && MAX_RAM.is_multiple_of(RAM_ALIGN));
     // RAM stays below the doorbell, and within a 40-bit IPA space.
     assert!(RAM_BASE + MAX_RAM <= abi::DOORBELL_GPA);
     assert!(abi::DOORBELL_GPA + abi::PAGE_SIZE <= 1 << 40);
@@ -120,7 +128,10 @@ mod tests {
             assert!(w[0].1 <= w[1].0, "{w:?}");
         }
         for (s, e, _) in &r {
-            assert!(s < e && s % 4096 == 0 && e % 4096 == 0, "{s:#x}..{e:#x}");
+            assert!(
+                s < e && s.is_multiple_of(4096) && e.is_multiple_of(4096),
+                "{s:#x}..{e:#x}"
+            );
         }
         assert_eq!(r.first().unwrap().0, GUARD_END);
         assert_eq!(r.iter().find(|x| x.2 == Use::Blob).unwrap().0, BLOB_WINDOW);
@@ -129,8 +140,8 @@ mod tests {
     #[test]
     fn stacks_are_16_byte_aligned_and_per_vcpu() {
         for v in 0..abi::MAX_VCPUS {
-            assert_eq!(stack_top(v) % 16, 0);
-            assert_eq!(exception_stack_top(v) % 16, 0);
+            assert!(stack_top(v).is_multiple_of(16));
+            assert!(exception_stack_top(v).is_multiple_of(16));
             assert!(stack_top(v) < exception_stack_top(v));
             assert!(exception_stack_top(v) <= STACKS_END);
         }

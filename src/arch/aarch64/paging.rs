@@ -93,7 +93,11 @@ pub struct Attrs {
 impl Attrs {
     /// The leaf descriptor bits other than the address and the type bits.
     pub fn bits(self) -> u64 {
-        let attr = if self.device { MT_DEVICE_NGNRE } else { MT_NORMAL };
+        let attr = if self.device {
+            MT_DEVICE_NGNRE
+        } else {
+            MT_NORMAL
+        };
         let mut d = (attr << DESC_ATTRINDX_SHIFT) | (self.ap.bits() << DESC_AP_SHIFT) | DESC_AF;
         if !self.device {
             d |= DESC_SH_INNER;
@@ -231,7 +235,10 @@ impl PageTables {
     }
 
     fn set_leaf(&mut self, table: u64, i: usize, va: u64, val: u64) -> Result<(), PagingError> {
-        let t = self.tables.get_mut(&table).ok_or(PagingError::Overlap(va))?;
+        let t = self
+            .tables
+            .get_mut(&table)
+            .ok_or(PagingError::Overlap(va))?;
         if t[i] & DESC_VALID != 0 {
             return Err(PagingError::Overlap(va));
         }
@@ -245,7 +252,12 @@ impl PageTables {
         for level in 0..3 {
             t = self.descend(t, idx(va, level), va)?;
         }
-        self.set_leaf(t, idx(va, 3), va, (pa & ADDR_MASK) | a.bits() | DESC_TABLE | DESC_VALID)
+        self.set_leaf(
+            t,
+            idx(va, 3),
+            va,
+            (pa & ADDR_MASK) | a.bits() | DESC_TABLE | DESC_VALID,
+        )
     }
 
     /// Map the 2 MiB block at `va` to `pa`.
@@ -254,14 +266,19 @@ impl PageTables {
         for level in 0..2 {
             t = self.descend(t, idx(va, level), va)?;
         }
-        self.set_leaf(t, idx(va, 2), va, (pa & ADDR_MASK & !(SIZE_2M - 1)) | a.bits() | DESC_VALID)
+        self.set_leaf(
+            t,
+            idx(va, 2),
+            va,
+            (pa & ADDR_MASK & !(SIZE_2M - 1)) | a.bits() | DESC_VALID,
+        )
     }
 
     /// Map `[va, va + size)` to `pa`, with 2 MiB blocks where both
     /// addresses are 2 MiB aligned and a whole block remains, else 4 KiB pages.
     pub fn map(&mut self, va: u64, pa: u64, size: u64, a: Attrs) -> Result<(), PagingError> {
         for x in [va, pa, size] {
-            if x % SIZE_4K != 0 {
+            if !x.is_multiple_of(SIZE_4K) {
                 return Err(PagingError::Unaligned(x));
             }
         }
@@ -271,7 +288,7 @@ impl PageTables {
         let mut off = 0;
         while off < size {
             let (v, p) = (va + off, pa + off);
-            if v % SIZE_2M == 0 && p % SIZE_2M == 0 && size - off >= SIZE_2M {
+            if v.is_multiple_of(SIZE_2M) && p.is_multiple_of(SIZE_2M) && size - off >= SIZE_2M {
                 self.map_2m(v, p, a)?;
                 off += SIZE_2M;
             } else {
@@ -389,7 +406,13 @@ mod tests {
     fn kernel_tables_keep_el0_out_and_only_the_blob_executable() {
         let (k, _) = both(64 << 20);
         let at = |a: u64| k.translate(a).unwrap().1;
-        for a in [PAGE_TABLES_GPA, mailbox_gpa(0), stack_top(1) - 8, ARENA_BASE, DOORBELL_GPA] {
+        for a in [
+            PAGE_TABLES_GPA,
+            mailbox_gpa(0),
+            stack_top(1) - 8,
+            ARENA_BASE,
+            DOORBELL_GPA,
+        ] {
             let x = at(a);
             assert!(x.permits(false, true, false), "{a:#x}");
             assert!(!x.permits(true, false, false), "{a:#x} EL0");
@@ -430,12 +453,24 @@ mod tests {
                     let (d, level) = pt.leaf(a).unwrap();
                     assert_ne!(d & DESC_AF, 0, "{a:#x}");
                     assert_eq!(d & DESC_NG, 0, "{a:#x}");
-                    let want = if use_ == Use::Doorbell { MT_DEVICE_NGNRE } else { MT_NORMAL };
+                    let want = if use_ == Use::Doorbell {
+                        MT_DEVICE_NGNRE
+                    } else {
+                        MT_NORMAL
+                    };
                     assert_eq!((d >> DESC_ATTRINDX_SHIFT) & 7, want, "{a:#x}");
                     if use_ != Use::Doorbell {
                         assert_eq!(d & (3 << 8), DESC_SH_INNER, "{a:#x}");
                     }
-                    assert_eq!(level, if matches!(use_, Use::Blob) || a >= ARENA_BASE && use_ == Use::Data { 2 } else { 3 }, "{a:#x}");
+                    assert_eq!(
+                        level,
+                        if matches!(use_, Use::Blob) || a >= ARENA_BASE && use_ == Use::Data {
+                            2
+                        } else {
+                            3
+                        },
+                        "{a:#x}"
+                    );
                 }
             }
         }
@@ -459,11 +494,19 @@ mod tests {
     fn max_ram_fits_both_sets_in_the_table_area() {
         let (k, u) = both(MAX_RAM);
         assert!(u.next_free() <= PAGE_TABLES_END);
-        assert_eq!(k.translate(RAM_BASE + MAX_RAM - 1).map(|x| x.0), Some(RAM_BASE + MAX_RAM - 1));
+        assert_eq!(
+            k.translate(RAM_BASE + MAX_RAM - 1).map(|x| x.0),
+            Some(RAM_BASE + MAX_RAM - 1)
+        );
         assert_eq!(u.translate(RAM_BASE + MAX_RAM), None);
         // Twice as much would not fit.
         let r = layout::regions(4 * MAX_RAM);
-        let e = identity_map(&r, Privilege::Kernel, PAGE_TABLES_GPA, PAGE_TABLES_GPA + 100 * 4096);
+        let e = identity_map(
+            &r,
+            Privilege::Kernel,
+            PAGE_TABLES_GPA,
+            PAGE_TABLES_GPA + 100 * 4096,
+        );
         assert!(matches!(e, Err(PagingError::OutOfTables { .. })));
     }
 
@@ -472,8 +515,14 @@ mod tests {
         let a = attrs_for(Use::Data, Privilege::Kernel);
         let mut pt = PageTables::new(0x1_0000, 0x10_0000).unwrap();
         pt.map(0x4000_0000, 0x4000_0000, 0x20_0000, a).unwrap();
-        assert_eq!(pt.map_4k(0x4000_1000, 0x4000_1000, a), Err(PagingError::Overlap(0x4000_1000)));
-        assert_eq!(pt.map(0x4000_0100, 0, 4096, a), Err(PagingError::Unaligned(0x4000_0100)));
+        assert_eq!(
+            pt.map_4k(0x4000_1000, 0x4000_1000, a),
+            Err(PagingError::Overlap(0x4000_1000))
+        );
+        assert_eq!(
+            pt.map(0x4000_0100, 0, 4096, a),
+            Err(PagingError::Unaligned(0x4000_0100))
+        );
         assert!(pt.map(1 << 48, 0, 4096, a).is_err());
     }
 }

@@ -15,6 +15,9 @@ pub use super::layout::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE, mailbox_gpa,
 };
 
+/// Alignment of the randomized blob load address.
+pub const LOAD_ALIGN: u64 = abi::PAGE_SIZE;
+
 /// Name of the guest timestamp counter.
 pub const COUNTER_NAME: &str = "TSC";
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The aarch64 stage of .ci/run: hypclear itself on aarch64, under real KVM
+# inside QEMU (TCG, EL2 emulated) in VHE, nVHE and protected (pKVM) modes.
+#
+#   1. setup.sh (QEMU 10 from bookworm-backports, arm64 kernel + busybox,
+#      cross toolchain, rustup target), plus qemu-user for the routine tests
+#   2. the routines' own tests under qemu-aarch64 user mode (quick)
+#   3. cross-build hypclear (static)
+#   4. in each mode: hypclear info, run, selftest (EL1 and EL0), a --no-dc-zva
+#      run, and one short bench
+# Every QEMU run sits under an outer timeout; fails on the first failure.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+REPO="$(cd "$HC_CI_DIR/../.." && pwd)"
+cd "$REPO"
+T0="$(hc_now)"
+
+"$HC_CI_DIR/setup.sh"
+
+hc_stage_begin "qemu-user (routine tests)"
+qemu_user_major() { qemu-aarch64 --version 2>/dev/null | sed -n 's/.*version \([0-9]*\).*/\1/p' | head -1; }
+if ! command -v qemu-aarch64 >/dev/null || [ "$(qemu_user_major)" -lt 8 ]; then
+    SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+    "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+        -t bookworm-backports qemu-user >/dev/null
+fi
+qemu-aarch64 --version | head -1 >&2
+hc_stage_end
+
+hc_stage_begin "routine tests under qemu-aarch64 user mode"
+guest/aarch64/test/run.sh --quick
+hc_stage_end
+
+hc_stage_begin "cross-build hypclear for aarch64"
+"$HC_CI_DIR/cargo-aarch64.sh" build --release --quiet --bin hypclear
+BIN="$REPO/target/aarch64-unknown-linux-gnu/release/hypclear"
+file "$BIN" >&2 || true
+hc_stage_end
+
+# Small guests: first touch of guest RAM is slow under TCG.
+"$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" --bin "$BIN" -- \
+    'hypclear info --mem 64MB' \
+    'hypclear run --mem 64MB --seed 1' \
+    'hypclear selftest --mem 64MB' \
+    'hypclear selftest --mem 64MB --cpl 3 --config vanilla' \
+    'hypclear verify --mem 64MB --no-dc-zva --routine clear_page,clear_pages,memset --config both' \
+    'hypclear bench clear_page -s 4MB -k 4KB,2MB -f all --sessions 1 --repeats 2 --config both'
+
+hc_log "hypclear aarch64 stage passed in $(hc_elapsed "$T0")s"
