@@ -190,8 +190,9 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
     let p = privilege::choose(cpl_choice(&ctx.common)?)?;
     plan.privilege = p.privilege;
     println!(
-        "hypclear bench {}: {} cell(s) x {} session(s) x ({} warm-up + {} measured), guest at {} ({})",
+        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} warm-up + {} measured), guest at {} ({})",
         a.routine,
+        ctx.caps.model,
         specs.len(),
         plan.sessions,
         plan.warmup,

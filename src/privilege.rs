@@ -72,7 +72,9 @@ pub fn choose(choice: CplChoice) -> Result<PrivilegeChoice> {
         ),
         None => mk(
             Privilege::Kernel,
-            "no KVM stats to calibrate with; assuming hardware virtualization".into(),
+            "KVM has no insn_emulation statistic here (arm64, or an older kernel): \
+             the kernel level is taken to run natively"
+                .into(),
             None,
         ),
     })
