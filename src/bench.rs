@@ -140,6 +140,23 @@ pub struct Cell {
     pub verified_runs: u64,
 }
 
+impl Cell {
+    /// A cell with samples and no summaries yet (see [`summarize`]).
+    pub fn new(axes: Axes, guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+        Cell {
+            axes,
+            guest,
+            host,
+            guest_bytes_per_sec: None,
+            guest_ticks_per_byte: None,
+            host_bytes_per_sec: None,
+            guest_host_ratio: None,
+            disturbed_runs: 0,
+            verified_runs: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchResult {
     pub tool: String,
@@ -749,17 +766,7 @@ pub fn run(
     );
     let mut cells: Vec<Cell> = specs
         .iter()
-        .map(|s| Cell {
-            axes: s.axes.clone(),
-            guest: vec![],
-            host: vec![],
-            guest_bytes_per_sec: None,
-            guest_ticks_per_byte: None,
-            host_bytes_per_sec: None,
-            guest_host_ratio: None,
-            disturbed_runs: 0,
-            verified_runs: 0,
-        })
+        .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
         .collect();
     let mut counter_khz = host.counter_khz;
     for session in 0..plan.sessions {

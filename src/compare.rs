@@ -274,17 +274,7 @@ mod tests {
             warmup: 1,
             repeats: 3,
             sessions: 1,
-            cells: vec![Cell {
-                axes,
-                guest: samples,
-                host: vec![],
-                guest_bytes_per_sec: None,
-                guest_ticks_per_byte: None,
-                host_bytes_per_sec: None,
-                guest_host_ratio: None,
-                disturbed_runs: 0,
-                verified_runs: 0,
-            }],
+            cells: vec![Cell::new(axes, samples, vec![])],
         }
     }
 

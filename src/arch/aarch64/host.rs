@@ -11,6 +11,7 @@ use super::layout::*;
 use super::paging;
 use super::sysregs::{self as sr};
 use crate::abi;
+use crate::arch::CpuCaps;
 use crate::blob::Loaded;
 use crate::error::{Error, Result};
 use crate::memory::GuestRam;
@@ -255,22 +256,6 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
     let ec = super::decode::ec(esr);
     let text = super::decode::describe(esr, elr, far, spsr, voff, sp, &symbolize(elr));
     (elr, ec, text)
-}
-
-/// CPU model and the features routines depend on, as the guest sees them
-/// (same shape as on x86_64; the raw registers are in `cpu_details`). An
-/// emulated CPU (QEMU TCG) says so in `model`: its results are functional
-/// only.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct CpuCaps {
-    pub model: String,
-    pub features: Vec<(String, bool)>,
-}
-
-impl CpuCaps {
-    pub fn has(&self, f: &str) -> bool {
-        self.features.iter().any(|(n, v)| n == f && *v)
-    }
 }
 
 /// ID registers as a vCPU sees them, read with KVM_GET_ONE_REG from a

@@ -4,6 +4,7 @@ use super::layout::*;
 use super::paging;
 use super::regs::{self, Cpl};
 use crate::abi;
+use crate::arch::CpuCaps;
 use crate::blob::Loaded;
 use crate::error::{Error, Result};
 use crate::memory::GuestRam;
@@ -209,19 +210,6 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
         ));
     }
     (rip, vector, s)
-}
-
-/// CPU model and the features routines depend on, as the guest sees them.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct CpuCaps {
-    pub model: String,
-    pub features: Vec<(String, bool)>,
-}
-
-impl CpuCaps {
-    pub fn has(&self, f: &str) -> bool {
-        self.features.iter().any(|(n, v)| n == f && *v)
-    }
 }
 
 pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
