@@ -563,3 +563,57 @@ impl Vcpu {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_address_is_aligned_inside_the_window_and_seeded() {
+        let size = 3 * abi::PAGE_SIZE + 5;
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let a = load_address(seed, size).unwrap();
+            assert_eq!(a % arch::LOAD_ALIGN, 0);
+            assert!(a >= arch::BLOB_WINDOW);
+            assert!(a + size <= arch::BLOB_WINDOW_END);
+            assert_eq!(
+                a,
+                load_address(seed, size).unwrap(),
+                "same seed, same address"
+            );
+            seen.insert(a);
+        }
+        assert!(seen.len() > 1, "the seed must move the blob");
+        assert!(load_address(1, arch::BLOB_WINDOW_END).is_err());
+    }
+
+    #[test]
+    fn symbolizer_names_the_enclosing_symbol() {
+        let blob = Blob::get(LinkConfig::Vanilla).unwrap();
+        let base = 0x40_0000;
+        let s = Symbolizer::new(&blob, base);
+        let f = blob.symbol("selftest_fault").unwrap();
+        assert_eq!(s.name(base + f), "selftest_fault+0x0");
+        assert_eq!(s.name(base - 1), "outside the blob");
+    }
+
+    #[test]
+    fn options_are_validated_before_any_vm() {
+        let mut o = VmOptions {
+            mem: 256 << 20,
+            backing: Backing::Anon,
+            prefault: false,
+            privilege: Privilege::User,
+            config: LinkConfig::Vanilla,
+            vcpus: 1,
+            seed: 0,
+        };
+        assert!(validate(&o).is_ok());
+        o.mem = (256 << 20) + 4096;
+        assert!(matches!(validate(&o), Err(Error::Usage(_))));
+        o.mem = 256 << 20;
+        o.vcpus = abi::MAX_VCPUS + 1;
+        assert!(matches!(validate(&o), Err(Error::Usage(_))));
+    }
+}
