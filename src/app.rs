@@ -232,9 +232,13 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
     Ok(0)
 }
 
+/// A progress bar on stderr, only on a terminal (not for `TERM=dumb` or
+/// `HYPCLEAR_PROGRESS=0`, e.g. a serial console that is logged).
 fn progress(len: u64) -> indicatif::ProgressBar {
     use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
+    let off = std::env::var("HYPCLEAR_PROGRESS").is_ok_and(|v| v == "0")
+        || std::env::var("TERM").is_ok_and(|t| t == "dumb");
+    if off || !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
     let pb = indicatif::ProgressBar::new(len);
