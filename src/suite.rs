@@ -340,9 +340,12 @@ pub fn run(
                 out.checked_bytes += bytes;
             }
             Err(Error::Guest(f)) => {
-                let mut rec = record(vm.blob.config, spec, Verdict::Fail, Some(f.detail.clone()));
-                rec.bad_bytes = 0;
-                out.records.push(rec);
+                out.records.push(record(
+                    vm.blob.config,
+                    spec,
+                    Verdict::Fail,
+                    Some(f.detail.clone()),
+                ));
                 out.failure = Some(*f);
                 break;
             }
