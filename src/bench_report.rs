@@ -207,7 +207,7 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!(
-                    "hypclear bench: throughput vs chunk size ({})",
+                    "hypclear bench: throughput vs chunk size ({}; guest solid, host dashed)",
                     r.host.cpu_model
                 ),
                 ("sans-serif", 18),
@@ -218,6 +218,9 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
             .build_cartesian_2d(xmin..xmax, 0.0..ymax)?;
         chart
             .configure_mesh()
+            // Opaque greys: some SVG renderers ignore opacity.
+            .light_line_style(RGBColor(240, 240, 240))
+            .bold_line_style(RGBColor(210, 210, 210))
             .x_desc("chunk size")
             .y_desc("GB/s (median)")
             .x_label_formatter(&|x| format_size(2f64.powf(*x).round() as u64))
@@ -237,7 +240,8 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
         }
         chart
             .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE)
             .border_style(BLACK)
             .draw()?;
         root.present()?;
