@@ -53,9 +53,22 @@ pub fn classify(machine: object::elf::Machine, r_type: object::elf::RelocationTy
             _ => RelocClass::Forbidden,
         },
         elf::EM_AARCH64 => match r_type {
+            // What the kernel's gen-hyprel accepts as position independent:
+            // PC-relative data, PLT32, branches, ADR/ADRP/literal loads and
+            // the MOVW_PREL group relocations. (It also lets ABS32 through
+            // for kCFI type hashes; the blob has no kCFI, so ABS32 stays
+            // forbidden here.)
             elf::R_AARCH64_PREL32
             | elf::R_AARCH64_PREL64
             | elf::R_AARCH64_PREL16
+            | elf::R_AARCH64_PLT32
+            | elf::R_AARCH64_MOVW_PREL_G0
+            | elf::R_AARCH64_MOVW_PREL_G0_NC
+            | elf::R_AARCH64_MOVW_PREL_G1
+            | elf::R_AARCH64_MOVW_PREL_G1_NC
+            | elf::R_AARCH64_MOVW_PREL_G2
+            | elf::R_AARCH64_MOVW_PREL_G2_NC
+            | elf::R_AARCH64_MOVW_PREL_G3
             | elf::R_AARCH64_CALL26
             | elf::R_AARCH64_JUMP26
             | elf::R_AARCH64_CONDBR19
@@ -346,6 +359,70 @@ mod tests {
         );
     }
 
+    /// An aarch64 object whose `.pi.text` carries `types`, one every 4 bytes.
+    fn aarch64_object(types: &[object::elf::RelocationType]) -> Vec<u8> {
+        let mut o = WObject::new(BinaryFormat::Elf, Architecture::Aarch64, Endianness::Little);
+        let pi = o.add_section(
+            vec![],
+            PI_TEXT_SECTION.as_bytes().to_vec(),
+            SectionKind::Text,
+        );
+        o.append_section_data(pi, &[0; 64], 16);
+        let sym = o.add_symbol(Symbol {
+            name: b"__pi_memset".to_vec(),
+            value: 0,
+            size: 64,
+            kind: SymbolKind::Text,
+            scope: SymbolScope::Linkage,
+            weak: false,
+            section: SymbolSection::Section(pi),
+            flags: SymbolFlags::None,
+        });
+        for (i, &r_type) in types.iter().enumerate() {
+            o.add_relocation(
+                pi,
+                Relocation {
+                    offset: 4 * i as u64,
+                    symbol: sym,
+                    addend: 0,
+                    flags: RelocationFlags::Elf { r_type },
+                },
+            )
+            .unwrap();
+        }
+        o.write().unwrap()
+    }
+
+    #[test]
+    fn aarch64_kernel_relocations_in_pi_text() {
+        use object::elf;
+        let ok = aarch64_object(&[
+            elf::R_AARCH64_PLT32,
+            elf::R_AARCH64_CALL26,
+            elf::R_AARCH64_JUMP26,
+            elf::R_AARCH64_MOVW_PREL_G0,
+            elf::R_AARCH64_MOVW_PREL_G1_NC,
+            elf::R_AARCH64_MOVW_PREL_G2,
+            elf::R_AARCH64_MOVW_PREL_G3,
+            elf::R_AARCH64_PREL32,
+        ]);
+        assert_eq!(police(&ok).unwrap(), Vec::<u32>::new());
+        let bad = aarch64_object(&[elf::R_AARCH64_CALL26, elf::R_AARCH64_MOVW_UABS_G1]);
+        let Err(PolicyError::Violations(v)) = police(&bad) else {
+            panic!("policy accepted MOVW_UABS_G1");
+        };
+        assert_eq!(v.len(), 1, "{v:?}");
+        let t = v[0].to_string();
+        assert!(
+            t.contains(&format!(
+                "forbidden relocation type {}",
+                elf::R_AARCH64_MOVW_UABS_G1.0
+            )) && t.contains(".pi.text+0x4")
+                && t.contains("__pi_memset"),
+            "{t}"
+        );
+    }
+
     #[test]
     fn aarch64_classes() {
         use object::elf;
@@ -357,6 +434,28 @@ mod tests {
             RelocClass::PageOffset
         );
         assert_eq!(classify(m, elf::R_AARCH64_ABS32), RelocClass::Forbidden);
+        for r in [
+            elf::R_AARCH64_PLT32,
+            elf::R_AARCH64_JUMP26,
+            elf::R_AARCH64_MOVW_PREL_G0,
+            elf::R_AARCH64_MOVW_PREL_G0_NC,
+            elf::R_AARCH64_MOVW_PREL_G1,
+            elf::R_AARCH64_MOVW_PREL_G1_NC,
+            elf::R_AARCH64_MOVW_PREL_G2,
+            elf::R_AARCH64_MOVW_PREL_G2_NC,
+            elf::R_AARCH64_MOVW_PREL_G3,
+        ] {
+            assert_eq!(classify(m, r), RelocClass::PcRelative, "type {}", r.0);
+        }
+        // Absolute MOVW groups are not position independent.
+        assert_eq!(
+            classify(m, elf::R_AARCH64_MOVW_UABS_G0),
+            RelocClass::Forbidden
+        );
+        let x = elf::EM_X86_64;
+        assert_eq!(classify(x, elf::R_X86_64_PLT32), RelocClass::PcRelative);
+        assert_eq!(classify(x, elf::R_X86_64_PC32), RelocClass::PcRelative);
+        assert_eq!(classify(x, elf::R_X86_64_32), RelocClass::Forbidden);
         assert_eq!(
             classify(elf::EM_X86_64, elf::R_X86_64_32S),
             RelocClass::Forbidden
