@@ -315,7 +315,7 @@ impl Image {
                     if relocatable {
                         image.write32(place, value as u32);
                     }
-                    if sname == ".altinstructions" {
+                    if sname == ".altinstructions" || sname == ".return_sites" {
                         alt_relocs.insert(place, s_addr.wrapping_add(r.addend() as u64));
                     }
                 }
@@ -337,11 +337,12 @@ impl Image {
         }
         if let Some(sec) = file.section_by_name(".return_sites") {
             let a = sec_addr[&sec.index().0];
-            let data = sec
-                .data()
-                .map_err(|e| malformed(".return_sites", e.to_string()))?;
+            let i = image
+                .idx(a, sec.size() as usize)
+                .ok_or_else(|| malformed(".return_sites", "outside the image"))?;
+            let data = image.bytes[i..i + sec.size() as usize].to_vec();
             for i in (0..data.len()).step_by(4) {
-                let v = le32(data, i)
+                let v = le32(&data, i)
                     .ok_or_else(|| malformed(".return_sites", "size not a multiple of 4"))?;
                 let place = a + i as u64;
                 let site = alt_relocs
@@ -623,8 +624,17 @@ impl Image {
         names: &FeatureNames,
         present: &BTreeSet<String>,
     ) -> Result<Vec<Applied>, AltError> {
-        let mut report = Vec::new();
-        for site in self.sites.clone() {
+        // Describe the original code before anything is patched.
+        let sites = self.sites.clone();
+        let fallbacks: Vec<String> = sites
+            .iter()
+            .map(|s| match self.jump_target(s.orig, s.orig_len) {
+                Some(name) => format!("fallback {name}"),
+                None => "original instructions".into(),
+            })
+            .collect();
+        let mut report: Vec<Applied> = Vec::new();
+        for (k, site) in sites.iter().enumerate() {
             let fname = names.name(site.feature);
             let has = present.contains(&fname);
             let take = has != site.invert && !site.callback;
@@ -634,17 +644,26 @@ impl Image {
             } else {
                 fname.to_uppercase()
             };
-            let fallback = self.describe_original(site.orig, site.orig_len);
             let summary = if site.callback {
                 format!("{routine}: {shown} callback alternative not applied (needs kernel code)")
             } else if take {
-                format!("{routine}: {shown} alternative")
+                self.apply_one(site)?;
+                // As in the kernel, a later alternative of the same site
+                // (ALTERNATIVE_2) overrides an earlier one.
+                for (j, earlier) in sites[..k].iter().enumerate() {
+                    if earlier.orig == site.orig && report[j].taken {
+                        report[j]
+                            .summary
+                            .push_str(&format!(" (superseded by {shown})"));
+                    }
+                }
+                match self.jump_target(site.orig, site.orig_len) {
+                    Some(name) => format!("{routine}: {shown} alternative ({name})"),
+                    None => format!("{routine}: {shown} alternative"),
+                }
             } else {
-                format!("{routine}: {fallback} (no {shown})")
+                format!("{routine}: {} (no {shown})", fallbacks[k])
             };
-            if take {
-                self.apply_one(&site)?;
-            }
             report.push(Applied {
                 routine,
                 feature: fname,
@@ -655,24 +674,22 @@ impl Image {
         Ok(report)
     }
 
-    /// "fallback memset_orig" when the original is a jump to a function,
-    /// else "original instructions".
-    fn describe_original(&self, at: u64, len: u8) -> String {
-        if self.machine == object::elf::EM_X86_64
-            && let Some(i) = self.idx(at, usize::from(len))
-        {
-            let target = match self.bytes[i] {
-                0xeb if len >= 2 => Some(at + 2 + self.bytes[i + 1] as i8 as i64 as u64),
-                0xe9 if len >= 5 => self
-                    .read32(at + 1)
-                    .map(|d| at.wrapping_add(5).wrapping_add(d as i32 as i64 as u64)),
-                _ => None,
-            };
-            if let Some(name) = target.and_then(|t| self.function_named_at(t)) {
-                return format!("fallback {name}");
-            }
+    /// The function an x86 `jmp` at `at` goes to (e.g. `memset_orig`).
+    fn jump_target(&self, at: u64, len: u8) -> Option<&str> {
+        if self.machine != object::elf::EM_X86_64 {
+            return None;
         }
-        "original instructions".into()
+        let i = self.idx(at, usize::from(len))?;
+        let target = match self.bytes[i] {
+            0xeb if len >= 2 => at
+                .wrapping_add(2)
+                .wrapping_add(self.bytes[i + 1] as i8 as i64 as u64),
+            0xe9 if len >= 5 => at
+                .wrapping_add(5)
+                .wrapping_add(self.read32(at + 1)? as i32 as i64 as u64),
+            _ => return None,
+        };
+        self.function_named_at(target)
     }
 
     fn apply_one(&mut self, s: &AltSite) -> Result<(), AltError> {
@@ -884,7 +901,17 @@ mod tests {
             )
             .unwrap()
         };
-        rel(&mut o, text, 6, thunk, -4, object::elf::R_X86_64_PLT32);
+        if layout == Layout::X86FtFlags {
+            // 6.12 single objects: objtool has not run, only the relocation.
+            rel(&mut o, text, 6, thunk, -4, object::elf::R_X86_64_PLT32);
+        } else {
+            // 6.1: objtool listed the site in .return_sites (PC32 to text+5).
+            let _ = thunk;
+            let rs = o.add_section(vec![], b".return_sites".to_vec(), SectionKind::ReadOnlyData);
+            o.append_section_data(rs, &[0; 4], 4);
+            let text_sym = o.section_symbol(text);
+            rel(&mut o, rs, 0, text_sym, 5, object::elf::R_X86_64_PC32);
+        }
         let repl_sec = o.add_section(vec![], b".altinstr_replacement".to_vec(), SectionKind::Text);
         let mut r = repl.to_vec();
         if repl_jmp_to_orig {
@@ -1027,6 +1054,11 @@ mod tests {
         assert!(!r[0].taken && r[1].taken, "{r:?}");
         assert_eq!(r[1].summary, "memset: !ERMS alternative");
         assert_eq!(&orig_bytes(&img)[..5], X86_NOPS[5]);
+        // Both taken: the later entry of the same site wins, as in the kernel.
+        let mut img = Image::from_elf(&elf, None).unwrap();
+        let r = img.apply(&names(), &["fsrs".to_string()].into()).unwrap();
+        assert!(r[0].taken && r[1].taken, "{r:?}");
+        assert_eq!(r[0].summary, "memset: FSRS alternative (superseded by !ERMS)");
     }
 
     #[test]
@@ -1041,7 +1073,8 @@ mod tests {
             .find(|f| f.2 == "memset_orig")
             .unwrap()
             .0;
-        img.apply(&names(), &["fsrs".to_string()].into()).unwrap();
+        let r = img.apply(&names(), &["fsrs".to_string()].into()).unwrap();
+        assert_eq!(r[0].summary, "memset: FSRS alternative (memset_orig)");
         let i = (site.orig - img.base) as usize;
         assert_eq!(img.bytes[i], 0xe9);
         let d = i32::from_le_bytes(img.bytes[i + 1..i + 5].try_into().unwrap());
