@@ -204,10 +204,11 @@ impl Image {
                 s.address()
             }
         };
+        let is_alloc = |s: &object::read::elf::ElfSection64<object::Endianness>| matches!(s.flags(), object::SectionFlags::Elf { sh_flags, .. } if sh_flags.0 & object::elf::SHF_ALLOC.0 != 0);
         let mut sec_addr: BTreeMap<usize, u64> = BTreeMap::new();
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         for s in file.sections() {
-            let alloc = matches!(s.flags(), object::SectionFlags::Elf { sh_flags, .. } if sh_flags.0 & object::elf::SHF_ALLOC.0 != 0);
+            let alloc = is_alloc(&s);
             let a = addr_of(&s);
             sec_addr.insert(s.index().0, a);
             if alloc && s.size() > 0 {
@@ -222,7 +223,8 @@ impl Image {
             vec![0u8; usize::try_from(hi - lo).map_err(|e| AltError::Parse(e.to_string()))?];
         for s in file.sections() {
             let a = sec_addr[&s.index().0];
-            if a < lo || s.kind() == object::SectionKind::UninitializedData {
+            // Only what is loaded: a linked ELF's other sections have address 0.
+            if !is_alloc(&s) || a < lo || s.kind() == object::SectionKind::UninitializedData {
                 continue;
             }
             if let Ok(d) = s.data()
@@ -269,6 +271,9 @@ impl Image {
         // remember PC-relative fields and return-thunk jumps.
         let mut alt_relocs: BTreeMap<u64, u64> = BTreeMap::new(); // field -> target
         for s in file.sections() {
+            if !is_alloc(&s) {
+                continue; // debug info
+            }
             let base = sec_addr[&s.index().0];
             let sname = s.name().unwrap_or("").to_string();
             for (off, r) in s.relocations() {
@@ -294,7 +299,9 @@ impl Image {
                     object::elf::EM_AARCH64 => r_type == object::elf::R_AARCH64_PREL32,
                     _ => false,
                 };
-                if machine == object::elf::EM_X86_64 && s_name == "__x86_return_thunk" && place >= 1
+                if machine == object::elf::EM_X86_64
+                    && s_name.ends_with("__x86_return_thunk")
+                    && place >= 1
                 {
                     image.return_sites.push(place - 1);
                 }
@@ -373,6 +380,16 @@ impl Image {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Drop a namespace prefix (the blob's `objcopy --prefix-symbols`)
+    /// from the function names used in reports.
+    pub fn strip_symbol_prefix(&mut self, prefix: &str) {
+        for f in &mut self.functions {
+            if let Some(rest) = f.2.strip_prefix(prefix) {
+                f.2 = rest.to_string();
+            }
         }
     }
 
@@ -1058,7 +1075,10 @@ mod tests {
         let mut img = Image::from_elf(&elf, None).unwrap();
         let r = img.apply(&names(), &["fsrs".to_string()].into()).unwrap();
         assert!(r[0].taken && r[1].taken, "{r:?}");
-        assert_eq!(r[0].summary, "memset: FSRS alternative (superseded by !ERMS)");
+        assert_eq!(
+            r[0].summary,
+            "memset: FSRS alternative (superseded by !ERMS)"
+        );
     }
 
     #[test]
