@@ -89,4 +89,105 @@ fn builds_and_parses_a_real_tree() {
     if arch == Arch::X86_64 {
         assert!(total > 0, "x86 memset/memcpy/copy_page carry alternatives");
     }
+    link_like_build_rs(&out, arch, &names);
+}
+
+/// The linker script of the experiment: kernel text into `.pi.text` (with a
+/// `ret; int3` return thunk), the alternative tables kept for load time,
+/// ksymtab / ORC / .export_symbol / __ex_table discarded.
+const LDS: &str = "ENTRY(__hypclear___pi_entry)
+SECTIONS
+{
+	. = 0;
+	.pi.text : {
+		__hypclear___pi_entry = .;
+		*(.text) *(.noinstr.text)
+		__hypclear___x86_return_thunk = .;
+		BYTE(0xc3) BYTE(0xcc)
+	}
+	. = ALIGN(64);
+	.altinstr_replacement : { *(.altinstr_replacement) }
+	.altinstructions : { *(.altinstructions) }
+	.return_sites : { *(.return_sites) }
+	. = ALIGN(4096);
+	.data : { *(.data .data.*) }
+	.bss : { *(.bss .bss.*) }
+	/DISCARD/ : { *(.export_symbol) *(__ex_table) *(__ksymtab*) *(___ksymtab*)
+		*(.orc_unwind*) *(.orc_header) *(.discard*) *(.note .note.*) *(.comment)
+		*(.eh_frame) *(.debug*) }
+}
+";
+
+/// Partial link, `--prefix-symbols`, final link at 0 with `--emit-relocs`
+/// (the flags build.rs uses), then the relocation policy and the
+/// alternatives on the linked image.
+fn link_like_build_rs(
+    out: &kbuild::Output,
+    arch: Arch,
+    names: &hypclear::kernel::alternatives::FeatureNames,
+) {
+    use std::process::Command;
+    let prefix = match (Arch::host(), arch) {
+        (Some(h), a) if h == a => "",
+        (_, Arch::Aarch64) => "aarch64-linux-gnu-",
+        (_, Arch::X86_64) => "x86_64-linux-gnu-",
+    };
+    let dir = out.build_dir.join("hypclear-link-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |cmd: &mut Command| {
+        let o = cmd.output().expect("tool");
+        assert!(
+            o.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let hyp_o = dir.join("kernel-hyp.o");
+    run(Command::new(format!("{prefix}ld"))
+        .arg("-r")
+        .arg("-o")
+        .arg(&hyp_o)
+        .args(out.objects.iter().map(|o| &o.path)));
+    run(Command::new(format!("{prefix}objcopy"))
+        .arg("--prefix-symbols=__hypclear_")
+        .arg(&hyp_o));
+    let lds = dir.join("kernel.lds");
+    std::fs::write(&lds, LDS).unwrap();
+    let elf = dir.join("kernel-blob.elf");
+    run(Command::new(format!("{prefix}gcc"))
+        .args([
+            "-nostdlib",
+            "-static",
+            "-no-pie",
+            "-Wl,--emit-relocs",
+            "-Wl,--build-id=none",
+            "-Wl,-z,max-page-size=4096",
+            "-Wl,-z,noexecstack",
+            "-Wl,--no-warn-rwx-segments",
+        ])
+        .arg(format!("-Wl,-T,{}", lds.display()))
+        .arg("-o")
+        .arg(&elf)
+        .arg(&hyp_o));
+    let bytes = std::fs::read(&elf).unwrap();
+    let relocs = hypclear::hyprel::police(&bytes).unwrap_or_else(|e| panic!("policy: {e}"));
+    println!(
+        "linked {}: policy ok, {} absolute words",
+        elf.display(),
+        relocs.len()
+    );
+    let mut img = Image::from_elf(&bytes, None).expect("linked image");
+    img.strip_symbol_prefix("__hypclear_");
+    let returns = img.patch_returns().expect("return sites");
+    let present = if Arch::host() == Some(arch) {
+        host_features(img.machine)
+    } else {
+        Default::default()
+    };
+    let applied = img.apply(names, &present).expect("apply");
+    println!("  linked image: {returns} return sites patched");
+    for a in &applied {
+        println!("    {a}");
+        assert_ne!(a.routine, "?", "alternative outside any routine: {a:?}");
+    }
 }

@@ -359,10 +359,10 @@ impl KernelTree {
         let page_h = read(&self.root.join("arch/arm64/include/asm/page.h"))?;
         let inline_memset = clear_page_calls_memset(&page_h);
         let facts = format!(
-            "arch/arm64/lib/clear_page.S {}, image-vars.h {} a clear_page hyp alias, the nVHE \
+            "arch/arm64/lib/clear_page.S {}, image-vars.h {} clear_page hyp alias, the nVHE \
              Makefile {} lib/clear_page.o, asm/page.h clear_page {}",
             if source { "present" } else { "absent" },
-            if alias { "has" } else { "has no" },
+            if alias { "has a" } else { "has no" },
             if in_nvhe { "links" } else { "does not link" },
             if inline_memset {
                 "is an inline memset()"
