@@ -90,6 +90,10 @@ fn builds_and_parses_a_real_tree() {
     }
     if arch == Arch::X86_64 {
         assert!(total > 0, "x86 memset/memcpy/copy_page carry alternatives");
+        println!(
+            "clear_page: {} (alternative_call_2 in C)",
+            hypclear::kernel::alternatives::x86_clear_page_pick(&host)
+        );
     }
     link_like_build_rs(&out, arch, &names);
 }

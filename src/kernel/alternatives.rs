@@ -568,6 +568,20 @@ pub fn cpuinfo_flags(cpuinfo: &str) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
+/// x86 `clear_page()` is chosen in C (asm/page_64.h, alternative_call_2):
+/// `clear_page_erms` with ERMS, else `clear_page_rep` with REP_GOOD, else
+/// `clear_page_orig`. The three are separate routines of clear_page_64.o;
+/// this names the kernel's pick for the given features.
+pub fn x86_clear_page_pick(present: &BTreeSet<String>) -> &'static str {
+    if present.contains("erms") {
+        "clear_page_erms"
+    } else if present.contains("rep_good") {
+        "clear_page_rep"
+    } else {
+        "clear_page_orig"
+    }
+}
+
 /// What happened at one site.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Applied {
@@ -988,6 +1002,17 @@ mod tests {
         let at = img.functions.iter().find(|f| f.2 == "memset").unwrap().0;
         let i = (at - img.base) as usize;
         img.bytes[i..i + 10].to_vec()
+    }
+
+    #[test]
+    fn x86_clear_page_follows_alternative_call_2() {
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        assert_eq!(
+            x86_clear_page_pick(&set(&["erms", "rep_good"])),
+            "clear_page_erms"
+        );
+        assert_eq!(x86_clear_page_pick(&set(&["rep_good"])), "clear_page_rep");
+        assert_eq!(x86_clear_page_pick(&set(&["fsrm"])), "clear_page_orig");
     }
 
     #[test]
