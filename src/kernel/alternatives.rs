@@ -518,6 +518,16 @@ impl Selection {
     }
 }
 
+impl Selection {
+    /// The feature names that count as present for `machine`.
+    pub fn resolve(&self, machine: object::elf::Machine) -> BTreeSet<String> {
+        match self {
+            Selection::Host => host_features(machine),
+            Selection::Set(s) => s.clone(),
+        }
+    }
+}
+
 /// The features the host kernel decided for the routines' alternatives:
 /// x86 from /proc/cpuinfo (where Linux reports its own rep_good decision)
 /// plus CPUID for FSRS, which 6.12 does not list; arm64 MOPS from HWCAP2.
@@ -1031,6 +1041,17 @@ mod tests {
             Selection::Set(["has_mops".to_string()].into())
         );
         assert_eq!(Selection::parse("host", &n).unwrap(), Selection::Host);
+        assert!(
+            Selection::parse("none", &n)
+                .unwrap()
+                .resolve(object::elf::EM_X86_64)
+                .is_empty()
+        );
+        let erms = Selection::parse("ERMS", &n).unwrap();
+        assert_eq!(
+            erms.resolve(object::elf::EM_X86_64),
+            ["erms".to_string()].into()
+        );
         assert!(
             matches!(Selection::parse("erms,bogus", &n), Err(AltError::UnknownFeature(f)) if f == "bogus")
         );

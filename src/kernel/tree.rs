@@ -60,7 +60,7 @@ impl fmt::Display for Arch {
 pub enum LinkConfig {
     /// `clear_page` is an out-of-line routine with a hyp alias.
     Vanilla,
-    /// `clear_page` is an inline `memset()` (the "clear_page[s] using
+    /// `clear_page` is an inline `memset()` (the "clear_page\[s\] using
     /// memset" patch): no clear_page object, no alias.
     Memset,
 }
