@@ -24,7 +24,7 @@ fn main() {
 mod smoke {
     use hypclear::blob::{Blob, LinkConfig};
     use hypclear::error::Error;
-    use hypclear::vm::{self, Command, FailureKind, Privilege, Vm, VmOptions};
+    use hypclear::vmm::{self, Command, FailureKind, Privilege, Vm, VmOptions};
     use hypclear::{abi, arch, memory};
     use std::process::ExitCode;
     use std::time::{Duration, Instant};
@@ -75,17 +75,17 @@ mod smoke {
     }
 
     /// A seed whose load address is 2 MiB aligned (the arm64 Image protocol
-    /// linux-loader's PE loader enforces), until vm::load_address honours
+    /// linux-loader's PE loader enforces), until vmm::load_address honours
     /// arch::LOAD_ALIGN itself.
     fn aligned_seed(config: LinkConfig, from: u64) -> u64 {
         let size = Blob::get(config).expect("blob").size;
         (from..)
-            .find(|s| vm::load_address(*s, size).is_ok_and(|a| a % arch::LOAD_ALIGN == 0))
+            .find(|s| vmm::load_address(*s, size).is_ok_and(|a| a % arch::LOAD_ALIGN == 0))
             .expect("some seed")
     }
 
     fn new_vm(config: LinkConfig, privilege: Privilege, vcpus: u64, seed: u64) -> Vm {
-        let kvm = vm::open_kvm().expect("open /dev/kvm");
+        let kvm = vmm::open_kvm().expect("open /dev/kvm");
         let opts = VmOptions {
             mem: 64 << 20,
             backing: memory::Backing::Anon,
@@ -98,7 +98,7 @@ mod smoke {
         Vm::new(kvm, &opts).expect("Vm::new")
     }
 
-    fn call(v: &mut Vm, cpu: usize, c: &Command) -> hypclear::error::Result<vm::CallResult> {
+    fn call(v: &mut Vm, cpu: usize, c: &Command) -> hypclear::error::Result<vmm::CallResult> {
         v.vcpu(cpu).expect("vcpu").call(c, T)
     }
 
@@ -629,7 +629,7 @@ mod smoke {
 
     pub fn main() -> ExitCode {
         let quick = std::env::args().any(|a| a == "--quick");
-        let kvm = match vm::open_kvm() {
+        let kvm = match vmm::open_kvm() {
             Ok(k) => k,
             Err(e) => {
                 println!("{e}");

@@ -1,9 +1,9 @@
 //! Command-line interface (clap). `hypclear` with no subcommand runs `run`.
 use crate::blob::LinkConfig;
-use crate::memory::Backing;
-use crate::privilege::CplChoice;
 use crate::routines::Routine;
 use crate::units::clap_size;
+use crate::vmm::memory::Backing;
+use crate::vmm::privilege::CplChoice;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 

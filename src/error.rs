@@ -42,7 +42,7 @@ pub enum Error {
 
     // ---- the guest misbehaved ----
     #[error("{0}")]
-    Guest(Box<crate::vm::GuestFailure>),
+    Guest(Box<crate::vmm::GuestFailure>),
 
     #[error("I/O error on {path}: {source}")]
     Io {

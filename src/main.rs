@@ -6,7 +6,7 @@ use std::time::Instant;
 fn main() {
     let start = Instant::now();
     let cli = hypclear::cli::Cli::parse();
-    match hypclear::app::main(cli, start) {
+    match hypclear::cmd::main(cli, start) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             let code = e.exit_code();

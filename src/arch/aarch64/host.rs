@@ -10,12 +10,12 @@
 use super::layout::*;
 use super::paging;
 use super::sysregs::{self as sr};
-use crate::abi;
 use crate::arch::CpuCaps;
 use crate::blob::Loaded;
+use crate::blob::abi;
 use crate::error::{Error, Result};
-use crate::memory::GuestRam;
-use crate::vm::Privilege;
+use crate::vmm::Privilege;
+use crate::vmm::memory::GuestRam;
 use kvm_bindings::{KVM_ARM_VCPU_PSCI_0_2, kvm_vcpu_init};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
@@ -361,7 +361,7 @@ pub fn probe_mops(kvm: &Kvm) -> std::result::Result<Option<u64>, String> {
     ] {
         set_reg(&fd, id, v, "KVM_SET_ONE_REG").map_err(|e| e.to_string())?;
     }
-    let watchdog = crate::watchdog::Watchdog::for_current_thread();
+    let watchdog = crate::vmm::watchdog::Watchdog::for_current_thread();
     let mut fd = fd;
     let result = loop {
         watchdog.arm(std::time::Duration::from_secs(5));
@@ -521,7 +521,7 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
 mod tests {
     use super::*;
     use crate::blob::{Blob, LinkConfig};
-    use crate::memory::{Backing, GuestRam};
+    use crate::vmm::memory::{Backing, GuestRam};
 
     fn le64(b: &[u8], off: usize) -> u64 {
         u64::from_le_bytes(b[off..off + 8].try_into().unwrap())

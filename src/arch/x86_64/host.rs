@@ -3,12 +3,12 @@
 use super::layout::*;
 use super::paging;
 use super::regs::{self, Cpl};
-use crate::abi;
 use crate::arch::CpuCaps;
 use crate::blob::Loaded;
+use crate::blob::abi;
 use crate::error::{Error, Result};
-use crate::memory::GuestRam;
-use crate::vm::Privilege;
+use crate::vmm::Privilege;
+use crate::vmm::memory::GuestRam;
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 

@@ -8,16 +8,20 @@
 //! measured regions are verified, so a fast but wrong routine never produces
 //! a number; each run carries its KVM binary-stats deltas and runs disturbed
 //! by instruction emulation are flagged and left out of the statistics.
-use crate::abi::PAGE_SIZE;
+pub mod compare;
+pub mod host;
+pub mod report;
+pub mod stats;
 use crate::arch;
+use crate::bench::host::HostBuffer;
+use crate::bench::stats::Summary;
 use crate::blob::LinkConfig;
+use crate::blob::abi::PAGE_SIZE;
+use crate::check::checker::{self, GUARD, Patterns, Placement};
 use crate::error::{Error, Result};
-use crate::hostbench::{self, HostBuffer};
-use crate::memory::Backing;
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
-use crate::stats::Summary;
-use crate::verify::{self, GUARD, Patterns, Placement};
-use crate::vm::{CallResult, Privilege, Vm, VmOptions};
+use crate::vmm::memory::Backing;
+use crate::vmm::{CallResult, Privilege, Vm, VmOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Barrier;
@@ -161,7 +165,7 @@ impl Cell {
 pub struct BenchResult {
     pub tool: String,
     pub command: String,
-    pub host: crate::host::HostInfo,
+    pub host: crate::vmm::host::HostInfo,
     pub privilege: String,
     pub warmup: u64,
     pub repeats: u64,
@@ -404,7 +408,7 @@ fn disturbed(stats: &BTreeMap<String, u64>, commands: u64) -> bool {
 /// Run one pass (all vCPUs at once); returns per-vCPU results.
 fn guest_pass(
     vm: &mut Vm,
-    cmds: &[crate::vm::Command],
+    cmds: &[crate::vmm::Command],
     timeout: Duration,
 ) -> Result<Vec<CallResult>> {
     if vm.vcpus.len() == 1 {
@@ -474,11 +478,11 @@ fn run_guest_cell(
                     // Only the guards: the target stays untouched for the
                     // first-touch measurement (see verify_demand_clear).
                     let lo = p.dst - GUARD;
-                    verify::fill_pattern(vm.ram.slice_mut(lo, GUARD)?, lo, pats.guard);
+                    checker::fill_pattern(vm.ram.slice_mut(lo, GUARD)?, lo, pats.guard);
                     let hi = p.dst + p.len;
-                    verify::fill_pattern(vm.ram.slice_mut(hi, GUARD)?, hi, pats.guard);
+                    checker::fill_pattern(vm.ram.slice_mut(hi, GUARD)?, hi, pats.guard);
                 } else {
-                    verify::prepare(&vm.ram, p, pats)?;
+                    checker::prepare(&vm.ram, p, pats)?;
                 }
             }
         }
@@ -488,7 +492,7 @@ fn run_guest_cell(
         for _ in 0..plan.loops {
             if demand {
                 for p in &places {
-                    hostbench::discard(vm.ram.host_addr() + (p.dst - vm.ram.base()), p.len)?;
+                    host::discard(vm.ram.host_addr() + (p.dst - vm.ram.base()), p.len)?;
                 }
             }
             let rs = guest_pass(vm, &cmds, timeout)?;
@@ -502,7 +506,7 @@ fn run_guest_cell(
         }
         if verify_this {
             for p in &places {
-                let out = verify::check(&vm.ram, p, kind, pats)?;
+                let out = checker::check(&vm.ram, p, kind, pats)?;
                 if !out.passed() {
                     return Err(verification_error(spec, &out));
                 }
@@ -545,7 +549,7 @@ fn run_guest_cell(
 /// seeded pattern and verify that.
 fn verify_demand_clear(
     vm: &mut Vm,
-    cmds: &[crate::vm::Command],
+    cmds: &[crate::vmm::Command],
     places: &[Placement],
     plan: &Plan,
     spec: &CellSpec,
@@ -553,11 +557,11 @@ fn verify_demand_clear(
     timeout: Duration,
 ) -> Result<()> {
     for p in places {
-        verify::prepare(&vm.ram, p, pats)?;
+        checker::prepare(&vm.ram, p, pats)?;
     }
     guest_pass(vm, cmds, timeout)?;
     for p in places {
-        let out = verify::check(&vm.ram, p, plan.routine.kind(), pats)?;
+        let out = checker::check(&vm.ram, p, plan.routine.kind(), pats)?;
         if !out.passed() {
             return Err(verification_error(spec, &out));
         }
@@ -565,9 +569,9 @@ fn verify_demand_clear(
     Ok(())
 }
 
-fn verification_error(spec: &CellSpec, out: &verify::Outcome) -> Error {
-    Error::Guest(Box::new(crate::vm::GuestFailure {
-        kind: crate::vm::FailureKind::Protocol,
+fn verification_error(spec: &CellSpec, out: &checker::Outcome) -> Error {
+    Error::Guest(Box::new(crate::vmm::GuestFailure {
+        kind: crate::vmm::FailureKind::Protocol,
         vcpu: 0,
         detail: format!(
             "{}: the measured region is wrong ({}: {} bad bytes, first at offset {}); no number is reported for a wrong routine",
@@ -592,7 +596,7 @@ fn run_host_cell(
     tsc_khz: u64,
 ) -> Result<Vec<Sample>> {
     let alias = host_alias(spec);
-    let Some(f) = hostbench::routine(&alias) else {
+    let Some(f) = host::routine(&alias) else {
         return Ok(vec![]);
     };
     let stride = region_stride(plan);
@@ -627,7 +631,7 @@ fn run_host_cell(
         for _ in 0..plan.loops {
             if spec.axes.fill == Fill::Demand {
                 for (dst, _) in &regions {
-                    hostbench::discard(*dst, plan.size)?;
+                    host::discard(*dst, plan.size)?;
                 }
             }
             let barrier = Barrier::new(regions.len());
@@ -752,7 +756,7 @@ pub fn summarize(cell: &mut Cell) {
 pub fn run(
     plan: &Plan,
     specs: &[CellSpec],
-    host: crate::host::HostInfo,
+    host: crate::vmm::host::HostInfo,
     privilege_name: &str,
     progress: &indicatif::ProgressBar,
 ) -> Result<BenchResult> {
@@ -787,7 +791,7 @@ pub fn run(
                     vcpus: plan.vcpus,
                     seed: plan.seed.wrapping_add(session),
                 };
-                let mut vm = Vm::new(crate::vm::open_kvm()?, &opts)?;
+                let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
                 counter_khz = vm.counter_khz;
                 for i in idx {
                     let g = run_guest_cell(&mut vm, &specs[i], plan, &pats, session)?;

@@ -15,8 +15,8 @@
 //! target pattern, the guard pattern, zero and the fill byte never share a
 //! byte value at the same position.
 use crate::error::Result;
-use crate::memory::GuestRam;
 use crate::routines::Kind;
+use crate::vmm::memory::GuestRam;
 use rand_core::{Rng, SeedableRng};
 use serde::Serialize;
 

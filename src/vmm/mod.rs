@@ -2,13 +2,18 @@
 //!
 //! Everything here is architecture neutral; `crate::arch` provides the
 //! layout, register setup and exception decoding.
-use crate::abi;
+pub mod host;
+pub mod kvmstats;
+pub mod memory;
+pub mod privilege;
+pub mod watchdog;
 use crate::arch;
+use crate::blob::abi;
 use crate::blob::{Blob, LinkConfig, Loaded};
 use crate::error::{Error, Result};
-use crate::kvmstats::{self, KvmStats};
-use crate::memory::{Backing, GuestRam};
-use crate::watchdog::Watchdog;
+use crate::vmm::kvmstats::KvmStats;
+use crate::vmm::memory::{Backing, GuestRam};
+use crate::vmm::watchdog::Watchdog;
 use kvm_bindings::kvm_userspace_memory_region;
 use kvm_ioctls::{Kvm, VcpuExit, VcpuFd, VmFd};
 use rand_core::{Rng, SeedableRng};

@@ -1,7 +1,7 @@
 //! The host baseline: the very same routine objects the blob is built from,
 //! linked into this binary (see build.rs), run natively on a host buffer.
 use crate::error::{Error, Result};
-use crate::memory::Backing;
+use crate::vmm::memory::Backing;
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/host_routines.rs"));

@@ -6,11 +6,11 @@
 //! `memset(addr, 0, PAGE_SIZE)` and `clear_pages(addr, n)` is
 //! `memset(addr, 0, n * PAGE_SIZE)`, so the clear_page variants there are the
 //! memset variants.
-use crate::abi;
 use crate::arch;
+use crate::blob::abi;
 use crate::blob::{Blob, LinkConfig};
 use crate::error::{Error, Result};
-use crate::vm::Command;
+use crate::vmm::Command;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]

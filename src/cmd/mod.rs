@@ -1,15 +1,15 @@
 //! The subcommands: run, verify, selftest, info.
 use crate::arch;
 use crate::blob::{Blob, LinkConfig};
+use crate::check::checker::Patterns;
+use crate::check::suite::{self, CheckRecord, Filter, Verdict};
 use crate::cli::{Cli, Cmd, Common, VerifyArgs};
 use crate::error::{EXIT_FAILED, Error, Result};
-use crate::host::HostInfo;
-use crate::privilege::{self, PrivilegeChoice};
 use crate::report;
 use crate::routines::{self, Routine};
-use crate::suite::{self, CheckRecord, Filter, Verdict};
-use crate::verify::Patterns;
-use crate::vm::{self, GuestFailure, Vm, VmOptions};
+use crate::vmm::host::HostInfo;
+use crate::vmm::privilege::{self, PrivilegeChoice};
+use crate::vmm::{self, GuestFailure, Vm, VmOptions};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -75,14 +75,14 @@ pub fn prepare(common: &Common, start: Instant) -> Result<Ctx> {
         mem: common.mem(),
         backing: common.backing,
         prefault: common.prefault,
-        privilege: vm::Privilege::User,
+        privilege: vmm::Privilege::User,
         config: LinkConfig::Vanilla,
         vcpus: 1,
         seed,
     };
-    vm::validate(&probe)?;
-    crate::memory::precheck(common.mem(), common.backing)?;
-    let kvm = vm::open_kvm()?;
+    vmm::validate(&probe)?;
+    crate::vmm::memory::precheck(common.mem(), common.backing)?;
+    let kvm = vmm::open_kvm()?;
     let caps = arch::cpu_caps(&kvm);
     Ok(Ctx {
         start,
@@ -108,26 +108,26 @@ pub fn main(cli: Cli, start: Instant) -> Result<i32> {
 fn compare(a: &crate::cli::CompareArgs) -> Result<i32> {
     let mut files = Vec::new();
     for p in std::iter::once(&a.base).chain(a.new.iter()) {
-        files.push((p.clone(), crate::compare::load(p)?));
+        files.push((p.clone(), crate::bench::compare::load(p)?));
     }
     let format = match a.format {
-        crate::cli::CompareFormat::Text => crate::compare::Format::Text,
-        crate::cli::CompareFormat::Markdown => crate::compare::Format::Markdown,
+        crate::cli::CompareFormat::Text => crate::bench::compare::Format::Text,
+        crate::cli::CompareFormat::Markdown => crate::bench::compare::Format::Markdown,
     };
     print!(
         "{}",
-        crate::compare::compare(&files, a.alpha, a.allow_different_hosts, format)?
+        crate::bench::compare::compare(&files, a.alpha, a.allow_different_hosts, format)?
     );
     Ok(0)
 }
 
 fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i32> {
     use crate::bench::{self, Plan};
-    if a.vcpus == 0 || a.vcpus > crate::abi::MAX_VCPUS {
+    if a.vcpus == 0 || a.vcpus > crate::blob::abi::MAX_VCPUS {
         return Err(Error::Usage(format!(
             "--vcpus {} is out of range: use 1 to {}",
             a.vcpus,
-            crate::abi::MAX_VCPUS
+            crate::blob::abi::MAX_VCPUS
         )));
     }
     let chunks = if !a.chunk.is_empty() {
@@ -155,7 +155,7 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
         sessions: a.sessions,
         vcpus: a.vcpus,
         host_baseline: !a.no_host,
-        privilege: vm::Privilege::User,
+        privilege: vmm::Privilege::User,
         seed: 0,
         prefault: common.prefault,
         timeout: Duration::from_secs_f64(common.timeout.max(0.001)),
@@ -182,7 +182,7 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
     c.mem = Some(common.mem.unwrap_or(need).max(need));
     for b in &backings {
         // Guest RAM and the host baseline buffer both come from the pool.
-        crate::memory::precheck(c.mem() + need, *b)?;
+        crate::vmm::memory::precheck(c.mem() + need, *b)?;
     }
     let ctx = prepare(&c, start)?;
     plan.seed = ctx.seed;
@@ -208,7 +208,7 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
     let host = HostInfo::collect(&ctx.caps, 0);
     let result = bench::run(&plan, &specs, host, p.name, &pb)?;
     pb.finish_and_clear();
-    println!("{}", crate::bench_report::cells_table(&result));
+    println!("{}", crate::bench::report::cells_table(&result));
     println!(
         "bytes/sec from guest {} ticks at {} kHz; guest/host = median guest GB/s / median host GB/s \
          of the same object on a host buffer, measured in the same process; {:.1} seconds",
@@ -224,10 +224,10 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
         report::write_json(path, &v)?;
     }
     if let Some(path) = &a.csv {
-        crate::bench_report::write_csv(&result, path)?;
+        crate::bench::report::write_csv(&result, path)?;
     }
     if let Some(path) = &a.plot {
-        crate::bench_report::write_plot(&result, path)?;
+        crate::bench::report::write_plot(&result, path)?;
     }
     Ok(0)
 }
@@ -286,7 +286,7 @@ fn check_filter(ctx: &Ctx, configs: &[LinkConfig], f: &Filter) -> Result<()> {
             if !(f.routines.is_empty() || f.routines.contains(&r)) {
                 continue;
             }
-            if r.page_granular() && (size == 0 || size % crate::abi::PAGE_SIZE != 0) {
+            if r.page_granular() && (size == 0 || size % crate::blob::abi::PAGE_SIZE != 0) {
                 return Err(Error::Usage(format!(
                     "{r} works on whole pages: --size {size} is not a multiple of 4096 \
                      (try {} or pick --routine memset/memcpy)",
@@ -350,7 +350,7 @@ fn verify(ctx: &Ctx, args: &VerifyArgs, command: &str) -> Result<i32> {
         let opts = ctx.vm_options(*config, &p);
         let (specs, skipped) = suite::plan(*config, &ctx.caps, &filter, arena(opts.mem));
         records.extend(skipped);
-        let mut vm = Vm::new(vm::open_kvm()?, &opts)?;
+        let mut vm = Vm::new(vmm::open_kvm()?, &opts)?;
         counter_khz = vm.counter_khz;
         vm.vcpu(0)?.start(ctx.timeout)?;
         first_hypercall.get_or_insert(ctx.start.elapsed());
@@ -454,8 +454,8 @@ fn selftest(ctx: &Ctx) -> Result<i32> {
     let p = privilege::choose(cpl_choice(&ctx.common)?)?;
     let mut results = Vec::new();
     for config in ctx.common.config.configs() {
-        let opts = crate::selftest::vm_options(&ctx.vm_options(config, &p));
-        for r in crate::selftest::run(&opts, ctx.timeout)? {
+        let opts = crate::check::selftest::vm_options(&ctx.vm_options(config, &p));
+        for r in crate::check::selftest::run(&opts, ctx.timeout)? {
             results.push((config, r));
         }
     }
@@ -494,7 +494,7 @@ fn selftest(ctx: &Ctx) -> Result<i32> {
 }
 
 fn info(ctx: &Ctx) -> Result<i32> {
-    let kvm = vm::open_kvm()?;
+    let kvm = vmm::open_kvm()?;
     let p = privilege::choose(cpl_choice(&ctx.common)?)?;
     let mut host = HostInfo::collect(&ctx.caps, 0);
     let mut t = report::table(&["item", "value"]);
@@ -502,7 +502,7 @@ fn info(ctx: &Ctx) -> Result<i32> {
     let mut first = true;
     for config in ctx.common.config.configs() {
         let opts = ctx.vm_options(config, &p);
-        let vm = Vm::new(vm::open_kvm()?, &opts)?;
+        let vm = Vm::new(vmm::open_kvm()?, &opts)?;
         if first {
             host.counter_khz = vm.counter_khz;
             first = false;

@@ -5,9 +5,10 @@
 //! `vanilla` has out-of-line `clear_page` routines aliased to
 //! `__pi_clear_page_*`; `memset` has none, so `clear_page` becomes
 //! `memset(addr, 0, PAGE_SIZE)` at the call site.
+pub mod abi;
+pub mod hyprel;
 use crate::error::{Error, Result};
-use crate::hyprel;
-use crate::memory::GuestRam;
+use crate::vmm::memory::GuestRam;
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -183,7 +184,7 @@ impl Blob {
 
     /// Load at `base` (page aligned), apply `.hyp.reloc`, return entry points.
     pub fn load(&self, ram: &GuestRam, base: u64) -> Result<Loaded> {
-        if !base.is_multiple_of(crate::abi::PAGE_SIZE) {
+        if !base.is_multiple_of(crate::blob::abi::PAGE_SIZE) {
             return Err(Error::Load(format!(
                 "load address {base:#x} is not page aligned"
             )));
@@ -212,7 +213,7 @@ impl Blob {
             None,
         )
         .map_err(|e| Error::Load(format!("linux-loader ELF loader: {e}")))?;
-        if r.kernel_end > base + self.size.max(1) + crate::abi::PAGE_SIZE {
+        if r.kernel_end > base + self.size.max(1) + crate::blob::abi::PAGE_SIZE {
             return Err(Error::Load(format!(
                 "blob ends at {:#x}, beyond its declared size {:#x}",
                 r.kernel_end, self.size
