@@ -13,7 +13,6 @@ pub mod host;
 pub mod report;
 pub mod stats;
 use crate::arch;
-use crate::bench::host::HostBuffer;
 use crate::bench::stats::Summary;
 use crate::blob::LinkConfig;
 use crate::blob::abi::PAGE_SIZE;
@@ -21,6 +20,7 @@ use crate::check::checker::{self, GUARD, Patterns, Placement};
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
 use crate::vmm::memory::Backing;
+use crate::vmm::memory::GuestRam;
 use crate::vmm::{CallResult, Privilege, Vm, VmOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -466,21 +466,14 @@ fn run_guest_cell(
         let measured = run >= plan.warmup;
         let verify_this = measured && (run == plan.warmup || run + 1 == total_runs);
         for p in &places {
-            if let Some(src) = p.src
-                && (verify_this || run == 0)
-            {
-                vm.ram
-                    .slice_mut(src, p.len)?
-                    .copy_from_slice(&pats.source[..p.len as usize]);
+            if verify_this || run == 0 {
+                checker::prepare_source(&vm.ram, p, pats)?;
             }
             if verify_this {
                 if demand {
                     // Only the guards: the target stays untouched for the
                     // first-touch measurement (see verify_demand_clear).
-                    let lo = p.dst - GUARD;
-                    checker::fill_pattern(vm.ram.slice_mut(lo, GUARD)?, lo, pats.guard);
-                    let hi = p.dst + p.len;
-                    checker::fill_pattern(vm.ram.slice_mut(hi, GUARD)?, hi, pats.guard);
+                    checker::prepare_guards(&vm.ram, p, pats)?;
                 } else {
                     checker::prepare(&vm.ram, p, pats)?;
                 }
@@ -492,7 +485,7 @@ fn run_guest_cell(
         for _ in 0..plan.loops {
             if demand {
                 for p in &places {
-                    host::discard(vm.ram.host_addr() + (p.dst - vm.ram.base()), p.len)?;
+                    vm.ram.discard(p.dst, p.len)?;
                 }
             }
             let rs = guest_pass(vm, &cmds, timeout)?;
@@ -587,87 +580,66 @@ fn verification_error(spec: &CellSpec, out: &checker::Outcome) -> Error {
     }))
 }
 
-/// The same cell natively on the host, with the same routine object.
-fn run_host_cell(
+/// The same cell natively on the host, with the same routine object,
+/// called with the same lowered arguments as the guest.
+pub(crate) fn run_host_cell(
     spec: &CellSpec,
     plan: &Plan,
     pats: &Patterns,
     session: u64,
     tsc_khz: u64,
 ) -> Result<Vec<Sample>> {
-    let alias = host_alias(spec);
-    let Some(f) = host::routine(&alias) else {
-        return Ok(vec![]);
-    };
     let stride = region_stride(plan);
-    let buf = HostBuffer::new(stride * plan.vcpus, spec.backing)?;
-    let copy = plan.routine.kind() == Kind::Copy;
-    let mut samples = Vec::new();
-    let total_runs = plan.warmup + plan.repeats;
-    let regions: Vec<(u64, u64)> = (0..plan.vcpus)
+    // One host buffer laid out like the guest arena: a region per "vCPU".
+    let buf = GuestRam::new(
+        0,
+        (stride * plan.vcpus).next_multiple_of(2 << 20),
+        spec.backing,
+        false,
+    )?;
+    let places: Vec<Placement> = (0..plan.vcpus)
         .map(|v| {
-            let dst = buf.addr() + v * stride + PAGE_SIZE;
-            (
+            let dst = v * stride + PAGE_SIZE;
+            let src = (plan.routine.kind() == Kind::Copy)
+                .then(|| dst + (plan.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
+            Placement {
                 dst,
-                dst + (plan.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE),
-            )
+                len: plan.size,
+                src,
+            }
         })
         .collect();
-    if copy {
-        for (_, src) in &regions {
-            // SAFETY: inside buf.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    pats.source.as_ptr(),
-                    *src as *mut u8,
-                    plan.size as usize,
-                )
-            };
+    let mut calls = Vec::new();
+    for p in &places {
+        if let Some(src) = p.src {
+            buf.write_bytes(src, &pats.source[..plan.size as usize])?;
         }
+        let mut l = routines::lower(
+            spec.config,
+            spec.variant,
+            &pass_call(spec, plan, p, pats.fill),
+        )?;
+        // Guest-physical offsets in the buffer -> host addresses.
+        l.a0 += buf.host_addr();
+        if p.src.is_some() {
+            l.a1 += buf.host_addr();
+        }
+        calls.push(l);
     }
-    for run in 0..total_runs {
+    let Some(f) = calls.first().and_then(|l| host::routine(&l.alias)) else {
+        return Ok(vec![]);
+    };
+    let mut samples = Vec::new();
+    for run in 0..plan.warmup + plan.repeats {
         let mut ns = 0f64;
-        let mut per = vec![0f64; regions.len()];
+        let mut per = vec![0f64; places.len()];
         for _ in 0..plan.loops {
             if spec.axes.fill == Fill::Demand {
-                for (dst, _) in &regions {
-                    host::discard(*dst, plan.size)?;
+                for p in &places {
+                    buf.discard(p.dst, p.len)?;
                 }
             }
-            let barrier = Barrier::new(regions.len());
-            let times: Vec<(Instant, Instant)> = std::thread::scope(|s| {
-                let hs: Vec<_> = regions
-                    .iter()
-                    .map(|(dst, src)| {
-                        let b = &barrier;
-                        let p = Placement {
-                            dst: *dst,
-                            len: plan.size,
-                            src: copy.then_some(*src),
-                        };
-                        let call = pass_call(spec, plan, &p, pats.fill);
-                        let (a0, a1, a2) = host_args(&call, spec);
-                        s.spawn(move || {
-                            b.wait();
-                            let t0 = Instant::now();
-                            let (mut x0, mut x1) = (a0, a1);
-                            for _ in 0..call.count {
-                                // SAFETY: the arguments stay inside `buf`,
-                                // exactly as the guest's stay inside its region.
-                                unsafe { f(x0, x1, a2) };
-                                x0 = x0.wrapping_add(call.step as u64);
-                                if copy {
-                                    x1 = x1.wrapping_add(call.step as u64);
-                                }
-                            }
-                            (t0, Instant::now())
-                        })
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| h.join().unwrap_or((Instant::now(), Instant::now())))
-                    .collect()
-            });
+            let times = host_pass(f, &calls);
             let start = times.iter().map(|t| t.0).min();
             let end = times.iter().map(|t| t.1).max();
             if let (Some(a), Some(b)) = (start, end) {
@@ -691,7 +663,7 @@ fn run_host_cell(
             ticks_per_byte: ns * tsc_khz as f64 / 1e6 / bytes as f64,
             verified: false,
             disturbed: false,
-            per_vcpu_bytes_per_sec: if regions.len() > 1 {
+            per_vcpu_bytes_per_sec: if places.len() > 1 {
                 per.iter()
                     .map(|n| (plan.size * plan.loops) as f64 * 1e9 / n.max(1.0))
                     .collect()
@@ -704,25 +676,36 @@ fn run_host_cell(
     Ok(samples)
 }
 
-/// Alias name whose host copy implements the cell.
-fn host_alias(spec: &CellSpec) -> String {
-    let v = spec.variant.name.replace('-', "_");
-    match (spec.routine, spec.config) {
-        (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => format!("memset_{v}"),
-        (r, _) => format!("{}_{v}", r.name()),
-    }
-}
-
-/// The dispatcher's (a0, a1, a2) for a host call, as `routines::command` builds them.
-fn host_args(call: &Call, spec: &CellSpec) -> (u64, u64, u64) {
-    match (spec.routine, spec.config) {
-        (Routine::ClearPage, LinkConfig::Vanilla) => (call.dst, 0, 0),
-        (Routine::ClearPages, LinkConfig::Vanilla) => (call.dst, call.len / PAGE_SIZE, 0),
-        (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => (call.dst, 0, call.len),
-        (Routine::Memset, _) => (call.dst, u64::from(call.fill), call.len),
-        (Routine::Memcpy, _) => (call.dst, call.src, call.len),
-        (Routine::CopyPage, _) => (call.dst, call.src, 0),
-    }
+/// One host pass: every lowered call on its own thread, started together;
+/// returns each thread's (start, end).
+fn host_pass(f: host::HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant)> {
+    let barrier = Barrier::new(calls.len());
+    std::thread::scope(|s| {
+        let hs: Vec<_> = calls
+            .iter()
+            .map(|l| {
+                let b = &barrier;
+                s.spawn(move || {
+                    b.wait();
+                    let t0 = Instant::now();
+                    let (mut x0, mut x1) = (l.a0, l.a1);
+                    for _ in 0..l.count {
+                        // SAFETY: the lowered arguments stay inside the host
+                        // buffer, exactly as the guest's stay inside its
+                        // region (same placement, same call), and the buffer
+                        // outlives this scope.
+                        unsafe { f(x0, x1, l.a2) };
+                        x0 = x0.wrapping_add(l.a0_step);
+                        x1 = x1.wrapping_add(l.a1_step);
+                    }
+                    (t0, Instant::now())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or((Instant::now(), Instant::now())))
+            .collect()
+    })
 }
 
 /// Summaries over the undisturbed samples (all of them if every run was disturbed).
