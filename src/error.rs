@@ -44,6 +44,14 @@ pub enum Error {
     #[error("{0}")]
     Guest(Box<crate::vmm::GuestFailure>),
 
+    // ---- a routine produced wrong memory (exit 1) ----
+    #[error("verification failed: {0}")]
+    Verification(String),
+
+    // ---- a fault of hypclear itself (exit 2, as such faults always had) ----
+    #[error("internal error: {0}; please report it with the command line")]
+    Internal(String),
+
     #[error("I/O error on {path}: {source}")]
     Io {
         path: String,
@@ -59,7 +67,8 @@ impl Error {
             Error::KvmUnavailable(_)
             | Error::Usage(_)
             | Error::Unsupported { .. }
-            | Error::Memory { .. } => EXIT_USAGE,
+            | Error::Memory { .. }
+            | Error::Internal(_) => EXIT_USAGE,
             _ => EXIT_FAILED,
         }
     }

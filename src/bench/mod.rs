@@ -432,7 +432,7 @@ fn guest_pass(
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(Error::Usage("vCPU thread panicked".into())))
+                    .unwrap_or_else(|_| Err(Error::Internal("vCPU thread panicked".into())))
             })
             .collect()
     });
@@ -563,21 +563,13 @@ fn verify_demand_clear(
 }
 
 fn verification_error(spec: &CellSpec, out: &checker::Outcome) -> Error {
-    Error::Guest(Box::new(crate::vmm::GuestFailure {
-        kind: crate::vmm::FailureKind::Protocol,
-        vcpu: 0,
-        detail: format!(
-            "{}: the measured region is wrong ({}: {} bad bytes, first at offset {}); no number is reported for a wrong routine",
-            spec.axes.label(),
-            out.breakdown.label(),
-            out.bad_bytes,
-            out.first_bad.unwrap_or(0)
-        ),
-        pc: None,
-        pc_symbol: None,
-        registers: None,
-        vector: None,
-    }))
+    Error::Verification(format!(
+        "{}: the measured region is wrong ({}: {} bad bytes, first at offset {}); no number is reported for a wrong routine",
+        spec.axes.label(),
+        out.breakdown.label(),
+        out.bad_bytes,
+        out.first_bad.unwrap_or(0)
+    ))
 }
 
 /// The same cell natively on the host, with the same routine object,

@@ -101,12 +101,10 @@ pub fn flags(c: &Cell) -> String {
             .flat_map(|s| s.per_vcpu_bytes_per_sec.clone())
             .collect();
         if !per.is_empty() {
-            let mut sorted = per.clone();
-            sorted.sort_by(f64::total_cmp);
             f.push(format!(
                 "{} vCPUs, per-vCPU median {} GB/s",
                 c.axes.vcpus,
-                gbps(sorted[sorted.len() / 2])
+                gbps(crate::bench::stats::median(&per))
             ));
         }
     }

@@ -126,8 +126,6 @@ pub enum FailureKind {
     Shutdown,
     /// KVM could not handle an exit (emulation failure and the like).
     InternalError,
-    /// VM entry failed.
-    FailEntry,
     /// A doorbell value that is not a hypercall number.
     UnknownHypercall,
     /// An exit that is not a hypercall (port I/O, MMIO elsewhere, HLT, ...).
@@ -208,7 +206,6 @@ pub struct Vm {
     pub loaded: Loaded,
     pub vcpus: Vec<Vcpu>,
     pub counter_khz: u64,
-    pub options: VmOptions,
 }
 
 impl Vm {
@@ -273,19 +270,13 @@ impl Vm {
             loaded,
             vcpus,
             counter_khz,
-            options: opts.clone(),
         })
     }
 
     pub fn vcpu(&mut self, i: usize) -> Result<&mut Vcpu> {
         self.vcpus
             .get_mut(i)
-            .ok_or_else(|| Error::Usage(format!("no vCPU {i}")))
-    }
-
-    /// Convert counter ticks to nanoseconds.
-    pub fn ticks_to_ns(&self, ticks: u64) -> f64 {
-        ticks as f64 * 1e6 / self.counter_khz.max(1) as f64
+            .ok_or_else(|| Error::Internal(format!("no vCPU {i}")))
     }
 }
 

@@ -71,7 +71,7 @@ pub fn prepare_memory(ram: &GuestRam, _vcpus: u64, loaded: &Loaded) -> Result<Me
     let regions = regions(ram.size());
     let tables = |p: Privilege, from: u64| {
         paging::identity_map(&regions, p, from, PAGE_TABLES_END)
-            .map_err(|e| Error::Usage(e.to_string()))
+            .map_err(|e| Error::Internal(format!("building the guest page tables: {e}")))
     };
     let kernel = tables(Privilege::Kernel, PAGE_TABLES_GPA)?;
     let user = tables(Privilege::User, kernel.next_free())?;

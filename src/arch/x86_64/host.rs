@@ -42,7 +42,7 @@ pub fn prepare_memory(ram: &GuestRam, vcpus: u64, loaded: &Loaded) -> Result<Mem
         PAGE_TABLES_GPA,
         PAGE_TABLES_END,
     )
-    .map_err(|e| Error::Usage(e.to_string()))?;
+    .map_err(|e| Error::Internal(format!("building the guest page tables: {e}")))?;
     for (gpa, table) in pt.tables() {
         let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
         ram.write_bytes(gpa, &bytes)?;
