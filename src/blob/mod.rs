@@ -7,14 +7,14 @@
 //! `memset(addr, 0, PAGE_SIZE)` at the call site.
 pub mod abi;
 pub mod hyprel;
+pub mod link;
 use crate::error::{Error, Result};
 use crate::vmm::memory::GuestRam;
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Namespace prefix of every blob symbol (the analogue of `__kvm_nvhe_`).
-pub const SYMBOL_PREFIX: &str = "__hypclear_";
+pub use link::SYMBOL_PREFIX;
 /// Size of one alias/selftest table row: `{ u64 routine, u64 name }`.
 pub const ROW_SIZE: u64 = 16;
 
