@@ -61,20 +61,23 @@ pub fn open_kvm() -> Result<Kvm> {
     Ok(kvm)
 }
 
-/// Check options that can be checked without creating a VM.
-pub fn validate(opts: &VmOptions) -> Result<()> {
-    if opts.mem < arch::MIN_RAM
-        || opts.mem > arch::MAX_RAM
-        || !opts.mem.is_multiple_of(arch::RAM_ALIGN)
-    {
+/// Check a guest RAM size before any VM exists.
+pub fn validate_mem(mem: u64) -> Result<()> {
+    if mem < arch::MIN_RAM || mem > arch::MAX_RAM || !mem.is_multiple_of(arch::RAM_ALIGN) {
         return Err(Error::Usage(format!(
             "--mem {} is not usable: guest RAM must be a multiple of {} between {} and {}",
-            crate::units::format_size(opts.mem),
+            crate::units::format_size(mem),
             crate::units::format_size(arch::RAM_ALIGN),
             crate::units::format_size(arch::MIN_RAM),
             crate::units::format_size(arch::MAX_RAM)
         )));
     }
+    Ok(())
+}
+
+/// Check options that can be checked without creating a VM.
+pub fn validate(opts: &VmOptions) -> Result<()> {
+    validate_mem(opts.mem)?;
     if opts.vcpus == 0 || opts.vcpus > abi::MAX_VCPUS {
         return Err(Error::Usage(format!(
             "--vcpus {} is out of range: use 1 to {}",
