@@ -10,6 +10,8 @@
 //!   calling convention;
 //! - [`check`]: the verification checker, suite and selftest;
 //! - [`bench`]: benchmark plan, guest and host runs, reports, compare.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod arch;
 pub mod bench;
 pub mod blob;

@@ -1,5 +1,7 @@
 //! hypclear binary: the CLI edge. Errors become a message and an exit
 //! status (0 pass, 1 failure, 2 usage/environment).
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use clap::Parser;
 use std::time::Instant;
 

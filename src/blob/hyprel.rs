@@ -17,9 +17,6 @@
 //! This file is also compiled into `build.rs` (via `#[path]`), so it only
 //! depends on `object` and `std`.
 
-// Shared with build.rs, where the tests and some items are unused.
-#![allow(dead_code)]
-
 use object::read::elf::ElfFile64;
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags, RelocationTarget};
 use std::fmt;

@@ -81,14 +81,8 @@ pub struct Blob {
     pub size: u64,
 }
 
-/// Where a blob was loaded.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Loaded {
-    pub base: u64,
-    pub entry: u64,
-    pub vectors: u64,
-}
-
+/// Where a blob was loaded (plain data, defined by the arch contract).
+pub use crate::arch::Loaded;
 impl Blob {
     pub fn get(config: LinkConfig) -> Result<Blob> {
         Self::parse(config, config.elf())

@@ -95,14 +95,9 @@ pub enum Kind {
     Copy,
 }
 
-/// A variant of a routine family on this architecture.
-#[derive(Debug, Clone, Copy)]
-pub struct VariantDef {
-    pub family: &'static str,
-    pub name: &'static str,
-    /// CPU feature (as named by `arch::CpuCaps`) the variant needs.
-    pub requires: Option<&'static str>,
-}
+/// A variant of a routine family (the per-architecture table is
+/// `arch::VARIANTS`).
+pub use crate::arch::VariantDef;
 
 /// Variant names of `routine` in link configuration `config`.
 pub fn variants(routine: Routine, config: LinkConfig) -> Vec<&'static VariantDef> {

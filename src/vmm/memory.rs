@@ -75,6 +75,8 @@ pub struct GuestRam {
 // SAFETY: the raw pointer is the start of a mapping owned by `mem`, which is
 // Send + Sync; GuestRam hands out access only through bounds-checked methods.
 unsafe impl Send for GuestRam {}
+// SAFETY: as for Send; shared access is bounds checked, and mutable views
+// exist only through the unsafe `slice_mut` and its contract.
 unsafe impl Sync for GuestRam {}
 
 impl GuestRam {
@@ -250,5 +252,19 @@ impl GuestRam {
                 len: b.len() as u64,
                 detail: e.to_string(),
             })
+    }
+}
+
+impl crate::arch::RamAccess for GuestRam {
+    fn base(&self) -> u64 {
+        self.base
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> Result<()> {
+        GuestRam::write_bytes(self, gpa, bytes)
     }
 }

@@ -6,31 +6,23 @@ pub mod host;
 pub mod kvmstats;
 pub mod memory;
 pub mod privilege;
+pub mod vcpu;
 pub mod watchdog;
 use crate::arch;
 use crate::blob::abi;
 use crate::blob::{Blob, LinkConfig, Loaded};
 use crate::error::{Error, Result};
-use crate::vmm::kvmstats::KvmStats;
 use crate::vmm::memory::{Backing, GuestRam};
-use crate::vmm::watchdog::Watchdog;
 use kvm_bindings::kvm_userspace_memory_region;
-use kvm_ioctls::{Kvm, VcpuExit, VcpuFd, VmFd};
+use kvm_ioctls::{Kvm, VmFd};
 use rand_core::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use std::thread::ThreadId;
-use std::time::Duration;
 
-/// Privilege the guest code runs at: CPL0/EL1 or CPL3/EL0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Privilege {
-    Kernel,
-    User,
-}
+pub use crate::arch::Privilege;
+pub use vcpu::{Exit, Vcpu};
 
 #[derive(Debug, Clone)]
 pub struct VmOptions {
@@ -63,7 +55,7 @@ pub fn open_kvm() -> Result<Kvm> {
 
 /// Check a guest RAM size before any VM exists.
 pub fn validate_mem(mem: u64) -> Result<()> {
-    if mem < arch::MIN_RAM || mem > arch::MAX_RAM || !mem.is_multiple_of(arch::RAM_ALIGN) {
+    if !(arch::MIN_RAM..=arch::MAX_RAM).contains(&mem) || !mem.is_multiple_of(arch::RAM_ALIGN) {
         return Err(Error::Usage(format!(
             "--mem {} is not usable: guest RAM must be a multiple of {} between {} and {}",
             crate::units::format_size(mem),
@@ -237,7 +229,7 @@ impl Vm {
         let blob = Arc::new(Blob::get(opts.config)?);
         let base = load_address(opts.seed, blob.size)?;
         let loaded = blob.load(&ram, base)?;
-        let mem_state = arch::prepare_memory(&ram, opts.vcpus, &loaded)?;
+        let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
         let sym = Arc::new(Symbolizer::new(&blob, base));
 
         let mut vcpus = Vec::new();
@@ -248,18 +240,7 @@ impl Vm {
             ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
             ram.write_u64(mailbox + abi::MB_MAGIC, abi::MAILBOX_MAGIC)?;
             ram.write_u64(mailbox + abi::MB_VCPU, id)?;
-            let stats = KvmStats::open(&vfd);
-            vcpus.push(Vcpu {
-                fd: vfd,
-                id,
-                mailbox,
-                next_id: 1,
-                ram: ram.clone(),
-                sym: sym.clone(),
-                watchdog: None,
-                stats,
-                started: false,
-            });
+            vcpus.push(Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone()));
         }
         let counter_khz = match vcpus.first() {
             Some(v) => arch::counter_khz(&v.fd)?,
@@ -295,272 +276,6 @@ pub fn load_address(seed: u64, size: u64) -> Result<u64> {
     let slots = room / arch::LOAD_ALIGN + 1;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c6f_6164);
     Ok(arch::BLOB_WINDOW + (rng.next_u64() % slots) * arch::LOAD_ALIGN)
-}
-
-/// A hypercall the guest made.
-#[derive(Debug)]
-enum Hypercall {
-    Ready,
-    Result,
-    Done,
-    Fail,
-}
-
-/// One vCPU and its mailbox.
-pub struct Vcpu {
-    pub fd: VcpuFd,
-    pub id: u64,
-    pub mailbox: u64,
-    next_id: u64,
-    ram: Arc<GuestRam>,
-    sym: Arc<Symbolizer>,
-    watchdog: Option<(ThreadId, Watchdog)>,
-    stats: Option<KvmStats>,
-    started: bool,
-}
-
-impl Vcpu {
-    fn mb(&self, off: u64) -> Result<u64> {
-        self.ram.read_u64(self.mailbox + off)
-    }
-
-    fn set_mb(&self, off: u64, v: u64) -> Result<()> {
-        self.ram.write_u64(self.mailbox + off, v)
-    }
-
-    fn failure(&self, kind: FailureKind, detail: String) -> Error {
-        let regs = arch::registers(&self.fd);
-        Error::Guest(Box::new(GuestFailure {
-            kind,
-            vcpu: self.id,
-            detail,
-            pc: regs.as_ref().map(|r| r.0),
-            pc_symbol: regs.as_ref().map(|r| self.sym.name(r.0)),
-            registers: regs.map(|r| r.1),
-            vector: None,
-        }))
-    }
-
-    /// Current KVM stats of this vCPU (empty where unsupported).
-    pub fn stats(&self) -> BTreeMap<String, u64> {
-        self.stats.as_ref().map(KvmStats::read).unwrap_or_default()
-    }
-
-    /// Run until the next hypercall, handling LOG on the way.
-    fn run(&mut self, timeout: Duration) -> Result<Hypercall> {
-        let me = std::thread::current().id();
-        if self.watchdog.as_ref().is_none_or(|(t, _)| *t != me) {
-            self.watchdog = Some((me, Watchdog::for_current_thread()));
-        }
-        loop {
-            if let Some((_, w)) = &self.watchdog {
-                w.arm(timeout);
-            }
-            let exit = match self.fd.run() {
-                Ok(VcpuExit::MmioWrite(addr, data)) => {
-                    let mut v = [0u8; 8];
-                    let n = data.len().min(8);
-                    v[..n].copy_from_slice(&data[..n]);
-                    Ok((addr, Some(u64::from_le_bytes(v)), String::new()))
-                }
-                Ok(VcpuExit::MmioRead(addr, data)) => {
-                    data.fill(0);
-                    Ok((
-                        addr,
-                        None,
-                        format!("load from unbacked guest address {addr:#x}"),
-                    ))
-                }
-                Ok(VcpuExit::Intr) => Ok((0, None, "EINTR".into())),
-                Ok(VcpuExit::Shutdown) => Ok((0, None, "SHUTDOWN".into())),
-                Ok(VcpuExit::InternalError) => Ok((0, None, "INTERNAL".into())),
-                Ok(VcpuExit::FailEntry(reason, cpu)) => Ok((
-                    0,
-                    None,
-                    format!("FAILENTRY: hardware entry failure reason {reason:#x} on CPU {cpu}"),
-                )),
-                Ok(other) => Ok((0, None, format!("unexpected exit {other:?}"))),
-                Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
-                    Ok((0, None, "EINTR".into()))
-                }
-                Err(e) => Err(e),
-            };
-            if let Some((_, w)) = &self.watchdog {
-                w.disarm();
-            }
-            let (addr, value, what) = exit.map_err(Error::kvm("KVM_RUN"))?;
-            let fired = self.watchdog.as_ref().is_some_and(|(_, w)| w.fired());
-            match (addr, value, what.as_str()) {
-                (_, _, "EINTR") if fired => {
-                    return Err(self.failure(
-                        FailureKind::Timeout,
-                        format!(
-                            "no hypercall for {:.1} s: the guest stopped making progress \
-                             (raise --timeout if the work is just slow)",
-                            timeout.as_secs_f64()
-                        ),
-                    ));
-                }
-                (_, _, "EINTR") => continue,
-                (_, _, "SHUTDOWN") => {
-                    return Err(self.failure(
-                        FailureKind::Shutdown,
-                        "shutdown (triple fault): the guest took an exception it could not \
-                         handle"
-                            .into(),
-                    ));
-                }
-                (_, _, "INTERNAL") => {
-                    return Err(self.failure(
-                        FailureKind::InternalError,
-                        "KVM internal error (e.g. an instruction KVM could not emulate)".into(),
-                    ));
-                }
-                (a, Some(v), _) if a == abi::DOORBELL_GPA => match v {
-                    abi::HC_READY => return Ok(Hypercall::Ready),
-                    abi::HC_RESULT => return Ok(Hypercall::Result),
-                    abi::HC_DONE => return Ok(Hypercall::Done),
-                    abi::HC_FAIL => return Ok(Hypercall::Fail),
-                    abi::HC_LOG => {
-                        let len = self.mb(abi::MB_LOG_LEN)?.min(abi::LOG_BUF_SIZE);
-                        let text = self.ram.slice(self.mailbox + abi::MB_LOG_BUF, len)?;
-                        eprintln!(
-                            "guest vCPU {}: {}",
-                            self.id,
-                            String::from_utf8_lossy(text).trim_end()
-                        );
-                        continue;
-                    }
-                    other => {
-                        return Err(self.failure(
-                            FailureKind::UnknownHypercall,
-                            format!("unknown hypercall number {other:#x} at the doorbell"),
-                        ));
-                    }
-                },
-                (a, Some(v), _) => {
-                    return Err(self.failure(
-                        FailureKind::UnexpectedExit,
-                        format!("store of {v:#x} to unbacked guest address {a:#x}"),
-                    ));
-                }
-                (_, _, w) => {
-                    return Err(self.failure(FailureKind::UnexpectedExit, w.to_string()));
-                }
-            }
-        }
-    }
-
-    /// Turn a HC_FAIL into an error.
-    fn fail_report(&self) -> Result<Error> {
-        let code = self.mb(abi::MB_FAIL_CODE)?;
-        let mut d = [0u64; 6];
-        for (i, x) in d.iter_mut().enumerate() {
-            *x = self.mb(abi::MB_FAIL_D0 + 8 * i as u64)?;
-        }
-        Ok(match code {
-            abi::FAIL_EXCEPTION => {
-                let sym = self.sym.clone();
-                let (pc, class, detail) = arch::describe_exception(d, &|a| sym.name(a));
-                let regs = arch::registers(&self.fd).map(|r| r.1);
-                Error::Guest(Box::new(GuestFailure {
-                    kind: FailureKind::Exception,
-                    vcpu: self.id,
-                    detail,
-                    pc: Some(pc),
-                    pc_symbol: Some(self.sym.name(pc)),
-                    registers: regs,
-                    vector: Some(class),
-                }))
-            }
-            abi::FAIL_BAD_COMMAND => self.failure(
-                FailureKind::BadCommand,
-                format!(
-                    "the guest rejected the command (table {}, index {})",
-                    d[0], d[1]
-                ),
-            ),
-            other => self.failure(
-                FailureKind::Protocol,
-                format!("HC_FAIL with unknown code {other:#x}"),
-            ),
-        })
-    }
-
-    /// Run from reset to the guest's HC_READY.
-    pub fn start(&mut self, timeout: Duration) -> Result<()> {
-        match self.run(timeout)? {
-            Hypercall::Ready => {
-                self.started = true;
-                Ok(())
-            }
-            Hypercall::Fail => Err(self.fail_report()?),
-            other => Err(self.failure(
-                FailureKind::Protocol,
-                format!("expected HC_READY first, got {other:?}"),
-            )),
-        }
-    }
-
-    /// Run one command and return its timestamps.
-    pub fn call(&mut self, cmd: &Command, timeout: Duration) -> Result<CallResult> {
-        if !self.started {
-            self.start(timeout)?;
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.set_mb(abi::MB_CMD_OP, abi::CMD_CALL)?;
-        self.set_mb(abi::MB_CMD_TABLE, cmd.table)?;
-        self.set_mb(abi::MB_CMD_INDEX, cmd.index)?;
-        self.set_mb(abi::MB_CMD_A0, cmd.a0)?;
-        self.set_mb(abi::MB_CMD_A0_STEP, cmd.a0_step)?;
-        self.set_mb(abi::MB_CMD_A1, cmd.a1)?;
-        self.set_mb(abi::MB_CMD_A1_STEP, cmd.a1_step)?;
-        self.set_mb(abi::MB_CMD_A2, cmd.a2)?;
-        self.set_mb(abi::MB_CMD_COUNT, cmd.count)?;
-        self.set_mb(abi::MB_CMD_ID, id)?;
-        let before = self.stats();
-        let hc = self.run(timeout)?;
-        let after = self.stats();
-        match hc {
-            Hypercall::Result => {
-                let got = self.mb(abi::MB_RES_ID)?;
-                if got != id {
-                    return Err(self.failure(
-                        FailureKind::Protocol,
-                        format!("result for command {got}, expected {id}"),
-                    ));
-                }
-                Ok(CallResult {
-                    t0: self.mb(abi::MB_RES_T0)?,
-                    t1: self.mb(abi::MB_RES_T1)?,
-                    ret: self.mb(abi::MB_RES_RET)?,
-                    stats: kvmstats::delta(&before, &after),
-                })
-            }
-            Hypercall::Fail => Err(self.fail_report()?),
-            other => Err(self.failure(
-                FailureKind::Protocol,
-                format!("expected HC_RESULT, got {other:?}"),
-            )),
-        }
-    }
-
-    /// Ask the guest to stop; it answers with HC_DONE.
-    pub fn exit(&mut self, timeout: Duration) -> Result<()> {
-        if !self.started {
-            return Ok(());
-        }
-        self.set_mb(abi::MB_CMD_OP, abi::CMD_EXIT)?;
-        match self.run(timeout)? {
-            Hypercall::Done => Ok(()),
-            Hypercall::Fail => Err(self.fail_report()?),
-            other => Err(self.failure(
-                FailureKind::Protocol,
-                format!("expected HC_DONE, got {other:?}"),
-            )),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -11,11 +11,10 @@ use super::layout::*;
 use super::paging;
 use super::sysregs::{self as sr};
 use crate::arch::CpuCaps;
-use crate::blob::Loaded;
+use crate::arch::Privilege;
+use crate::arch::{Loaded, RamAccess};
 use crate::blob::abi;
 use crate::error::{Error, Result};
-use crate::vmm::Privilege;
-use crate::vmm::memory::GuestRam;
 use kvm_bindings::{KVM_ARM_VCPU_PSCI_0_2, kvm_vcpu_init};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
@@ -49,7 +48,7 @@ pub struct MemoryState {
 }
 
 /// Write both sets of stage-1 page tables (EL1 and EL0 permissions).
-pub fn prepare_memory(ram: &GuestRam, _vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
+pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
     if ram.base() != RAM_BASE {
         return Err(Error::Load(format!(
             "guest RAM starts at {:#x}, the aarch64 layout expects {RAM_BASE:#x}",
@@ -465,7 +464,6 @@ pub fn privilege_name(p: Privilege) -> &'static str {
 
 /// Routine variants on aarch64; `family` + `_` + `name` (with `-` as `_`) is
 /// the alias name.
-pub use super::VARIANTS;
 
 /// Extra architecture details for `info` (name, value).
 pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
@@ -520,6 +518,7 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::aarch64::VARIANTS;
     use crate::blob::{Blob, LinkConfig};
     use crate::vmm::memory::{Backing, GuestRam};
 

@@ -18,7 +18,7 @@
 //!   tables and exception stacks stay EL1-only.
 use super::layout::Use;
 use super::sysregs::{MT_DEVICE_NGNRE, MT_NORMAL};
-use crate::vmm::Privilege;
+use crate::arch::Privilege;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
