@@ -40,6 +40,8 @@ fn main() {
     }
 }
 
+// Over 80 lines: the build steps in order (environment, header, sources,
+// host objects, then per configuration objects + the link pipeline).
 fn run() -> BuildResult<()> {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").map_err(|e| e.to_string())?;
     if arch != "x86_64" && arch != "aarch64" {

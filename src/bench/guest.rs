@@ -108,24 +108,8 @@ pub(super) fn run_cell(
                 }
             }
         }
-        let mut ticks = 0u64;
-        let mut per_vcpu_ticks = vec![0u64; places.len()];
-        let mut stats = BTreeMap::new();
-        for _ in 0..plan.loops {
-            if demand {
-                for p in &places {
-                    vm.ram.discard(p.dst, p.len)?;
-                }
-            }
-            let rs = guest_pass(vm, &cmds, timeout)?;
-            let t0 = rs.iter().map(|r| r.t0).min().unwrap_or(0);
-            let t1 = rs.iter().map(|r| r.t1).max().unwrap_or(0);
-            ticks += t1.wrapping_sub(t0);
-            for (i, r) in rs.iter().enumerate() {
-                per_vcpu_ticks[i] += r.ticks();
-                sum_stats(&mut stats, &r.stats);
-            }
-        }
+        let (ticks, per_vcpu_ticks, stats) =
+            timed_passes(vm, &cmds, &places, plan, demand, timeout)?;
         if verify_this {
             for p in &places {
                 let out = checker::check(&vm.ram, p, kind, pats)?;
@@ -164,6 +148,37 @@ pub(super) fn run_cell(
         verify_demand_clear(vm, &cmds, &places, plan, spec, pats, timeout)?;
     }
     Ok(samples)
+}
+
+/// `-l` passes of one run: total ticks (first start to last end over the
+/// vCPUs), ticks per vCPU, and the summed KVM statistics.
+fn timed_passes(
+    vm: &mut Vm,
+    cmds: &[crate::vmm::Command],
+    places: &[Placement],
+    plan: &Plan,
+    demand: bool,
+    timeout: Duration,
+) -> Result<(u64, Vec<u64>, BTreeMap<String, u64>)> {
+    let mut ticks = 0u64;
+    let mut per_vcpu_ticks = vec![0u64; places.len()];
+    let mut stats = BTreeMap::new();
+    for _ in 0..plan.loops {
+        if demand {
+            for p in places {
+                vm.ram.discard(p.dst, p.len)?;
+            }
+        }
+        let rs = guest_pass(vm, cmds, timeout)?;
+        let t0 = rs.iter().map(|r| r.t0).min().unwrap_or(0);
+        let t1 = rs.iter().map(|r| r.t1).max().unwrap_or(0);
+        ticks += t1.wrapping_sub(t0);
+        for (i, r) in rs.iter().enumerate() {
+            per_vcpu_ticks[i] += r.ticks();
+            sum_stats(&mut stats, &r.stats);
+        }
+    }
+    Ok((ticks, per_vcpu_ticks, stats))
 }
 
 /// Freshly faulted memory reads as zero, so a demand-mode clear cannot show

@@ -54,35 +54,7 @@ pub(super) fn run_cell(
         spec.backing,
         false,
     )?;
-    let places: Vec<Placement> = (0..plan.vcpus)
-        .map(|v| {
-            let dst = v * stride + PAGE_SIZE;
-            let src = (plan.routine.kind() == Kind::Copy)
-                .then(|| dst + (plan.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
-            Placement {
-                dst,
-                len: plan.size,
-                src,
-            }
-        })
-        .collect();
-    let mut calls = Vec::new();
-    for p in &places {
-        if let Some(src) = p.src {
-            buf.write_bytes(src, &pats.source[..plan.size as usize])?;
-        }
-        let mut l = routines::lower(
-            spec.config,
-            spec.variant,
-            &pass_call(spec, plan, p, pats.fill),
-        )?;
-        // Guest-physical offsets in the buffer -> host addresses.
-        l.a0 += buf.host_addr();
-        if p.src.is_some() {
-            l.a1 += buf.host_addr();
-        }
-        calls.push(l);
-    }
+    let (places, calls) = host_calls(&buf, spec, plan, pats)?;
     let Some(f) = calls.first().and_then(|l| routine(&l.alias)) else {
         return Ok(vec![]);
     };
@@ -131,6 +103,47 @@ pub(super) fn run_cell(
         });
     }
     Ok(samples)
+}
+
+/// The placements in the host buffer (laid out like the guest arena) and
+/// the lowered calls on host addresses; copies get their source written.
+fn host_calls(
+    buf: &GuestRam,
+    spec: &CellSpec,
+    plan: &Plan,
+    pats: &Patterns,
+) -> Result<(Vec<Placement>, Vec<routines::Lowered>)> {
+    let stride = region_stride(plan);
+    let places: Vec<Placement> = (0..plan.vcpus)
+        .map(|v| {
+            let dst = v * stride + PAGE_SIZE;
+            let src = (plan.routine.kind() == Kind::Copy)
+                .then(|| dst + (plan.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
+            Placement {
+                dst,
+                len: plan.size,
+                src,
+            }
+        })
+        .collect();
+    let mut calls = Vec::new();
+    for p in &places {
+        if let Some(src) = p.src {
+            buf.write_bytes(src, &pats.source[..plan.size as usize])?;
+        }
+        let mut l = routines::lower(
+            spec.config,
+            spec.variant,
+            &pass_call(spec, plan, p, pats.fill),
+        )?;
+        // Guest-physical offsets in the buffer -> host addresses.
+        l.a0 += buf.host_addr();
+        if p.src.is_some() {
+            l.a1 += buf.host_addr();
+        }
+        calls.push(l);
+    }
+    Ok((places, calls))
 }
 
 /// One host pass: every lowered call on its own thread, started together;

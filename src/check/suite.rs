@@ -124,6 +124,8 @@ pub fn placement(spec: &CheckSpec) -> Placement {
     }
 }
 
+// Over 80 lines: the check matrix written out as one list (routine x
+// variant x size x offset) so it reads as the specification of the suite.
 /// Plan the suite for `config`. Variants the CPU cannot run and sizes that
 /// do not fit the arena come back as skipped records with the reason.
 pub fn plan(

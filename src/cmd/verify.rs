@@ -197,38 +197,49 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         checker_gbps
     );
     if let Some(path) = &ctx.common.json {
-        let first_load = configs
-            .first()
-            .and_then(|c| o.loads.get(c.name()))
-            .cloned()
-            .unwrap_or(serde_json::Value::Null);
-        let doc = json!({
-            "tool": "hypclear",
-            "command": command,
-            "host": HostInfo::collect(&ctx.caps, o.counter_khz),
-            "cpu": ctx.caps,
-            "guest": {
-                "load_address": first_load,
-                "load_addresses": o.loads,
-                "privilege": p,
-                "mem": ctx.mem,
-                "backing": ctx.common.backing,
-                "prefault": ctx.common.prefault,
-                "seed": ctx.seed,
-            },
-            "checks": o.records,
-            "failure": o.failure,
-            "summary": {
-                "passed": passed,
-                "failed": failed,
-                "skipped": skipped,
-                "elapsed_s": elapsed.as_secs_f64(),
-                "first_hypercall_ms": first_ms,
-                "checker_gb_per_s": checker_gbps,
-                "checked_bytes": o.checked_bytes,
-            }
+        let summary = json!({
+            "passed": passed,
+            "failed": failed,
+            "skipped": skipped,
+            "elapsed_s": elapsed.as_secs_f64(),
+            "first_hypercall_ms": first_ms,
+            "checker_gb_per_s": checker_gbps,
+            "checked_bytes": o.checked_bytes,
         });
-        report::write_json(path, &doc)?;
+        report::write_json(path, &json_doc(&ctx, command, &configs, &o, summary))?;
     }
     Ok(if ok { 0 } else { EXIT_FAILED })
+}
+
+/// The JSON report of run/verify.
+fn json_doc(
+    ctx: &Ctx,
+    command: &str,
+    configs: &[LinkConfig],
+    o: &Outcome,
+    summary: serde_json::Value,
+) -> serde_json::Value {
+    let first_load = configs
+        .first()
+        .and_then(|c| o.loads.get(c.name()))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    json!({
+        "tool": "hypclear",
+        "command": command,
+        "host": HostInfo::collect(&ctx.caps, o.counter_khz),
+        "cpu": ctx.caps,
+        "guest": {
+            "load_address": first_load,
+            "load_addresses": o.loads,
+            "privilege": ctx.privilege,
+            "mem": ctx.mem,
+            "backing": ctx.common.backing,
+            "prefault": ctx.common.prefault,
+            "seed": ctx.seed,
+        },
+        "checks": o.records,
+        "failure": o.failure,
+        "summary": summary,
+    })
 }

@@ -292,6 +292,8 @@ const MOPS_PROBE_VECTOR: [u32; 3] = [
     0x1400_0000, // b    .
 ];
 
+// Over 80 lines: a self-contained probe VM (memory, vCPU, registers, run,
+// decode) that must not depend on the VMM it decides for.
 /// Whether the MOPS instructions actually work in a KVM guest at EL1:
 /// `Ok(None)` if they do, `Ok(Some(esr))` with the syndrome if they trap
 /// (e.g. when KVM advertises FEAT_MOPS in ID_AA64ISAR2_EL1 but leaves
