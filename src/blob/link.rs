@@ -309,6 +309,77 @@ mod tests {
         assert!(e.to_string().contains("l.h"), "{e}");
     }
 
+    /// The pipeline at run time, on an object that is not part of the blob:
+    /// the alias lands in the prefixed namespace and the one absolute word
+    /// becomes the relocation list.
+    #[test]
+    fn links_objects_at_run_time() {
+        let dir = std::env::temp_dir().join(format!("hypclear-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = dir.join("lib.c");
+        std::fs::write(
+            &c,
+            "__attribute__((section(\".text.__pi\"))) long __pi_answer(void) { return 42; }\n\
+             extern long answer(void);\n\
+             long (*const table[1])(void) __attribute__((section(\".data\"))) = { answer };\n",
+        )
+        .unwrap();
+        let obj = dir.join("lib.o");
+        let tc = Toolchain::from_cc(Path::new("cc"));
+        let mut cc = Command::new(&tc.cc);
+        cc.args([
+            "-c",
+            "-O2",
+            "-fno-pic",
+            "-ffreestanding",
+            "-fno-asynchronous-unwind-tables",
+        ])
+        .arg(&c)
+        .arg("-o")
+        .arg(&obj);
+        exec(cc).unwrap();
+        let script = dir.join("t.lds.S");
+        std::fs::write(
+            &script,
+            "SECTIONS { . = 0; .text : { *(.text) } . = ALIGN(64); \
+             .pi.text : { *(.text.__pi) } . = ALIGN(4096); .data : { *(.data) } \
+             /DISCARD/ : { *(.note*) *(.comment) *(.eh_frame) } }\n",
+        )
+        .unwrap();
+        let out = dir.join("t.elf");
+        let linked = link(
+            &tc,
+            &LinkSpec {
+                objects: std::slice::from_ref(&obj),
+                aliases: &[Alias {
+                    alias: "answer".into(),
+                    target: "__pi_answer".into(),
+                }],
+                script: &script,
+                includes: &[],
+                defines: &[],
+                work_dir: &dir,
+                name: "t",
+                out: &out,
+                flat_image: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(linked.relocs.len(), 1, "{:?}", linked.relocs);
+        let bytes = std::fs::read(&out).unwrap();
+        let elf = object::File::parse(&*bytes).unwrap();
+        use object::{Object, ObjectSymbol};
+        let sym = |n: &str| {
+            elf.symbols()
+                .find(|s| s.name() == Ok(n))
+                .map(|s| s.address())
+        };
+        assert!(sym("__hypclear___pi_answer").is_some());
+        assert_eq!(sym("__hypclear_answer"), sym("__hypclear___pi_answer"));
+        assert!(elf.section_by_name(hyprel::RELOC_SECTION).is_some());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     #[test]
     fn objcopy_is_the_compilers_sibling() {
         let t = Toolchain::from_cc(Path::new("aarch64-linux-gnu-gcc"));
