@@ -62,6 +62,8 @@ pub trait RamAccess {
     fn size(&self) -> u64;
     /// Copy `bytes` to guest-physical `gpa`.
     fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> crate::error::Result<()>;
+    /// The vm-memory view (for linux-loader and typed accesses).
+    fn mem(&self) -> &vm_memory::GuestMemoryMmap;
 }
 /// CPU model and the features routines depend on (named as in the
 /// architecture's `VARIANTS[].requires`), as the guest sees them. An emulated

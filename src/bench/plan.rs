@@ -7,7 +7,6 @@ use crate::blob::LinkConfig;
 use crate::blob::abi;
 use crate::blob::abi::PAGE_SIZE;
 use crate::check::checker::{GUARD, Placement};
-use crate::cli::{BenchArgs, Common};
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
 use crate::units::format_size;
@@ -79,56 +78,31 @@ pub struct CellSpec {
 }
 
 impl Plan {
-    /// The plan of a command line, with every usage error (axes, variant
-    /// names, `--mem`) found here, before KVM is touched.
-    pub fn new(a: &BenchArgs, common: &Common) -> Result<Plan> {
-        if a.vcpus == 0 || a.vcpus > abi::MAX_VCPUS {
+    /// Check the plan: every usage error (axes, variant names, `--mem`
+    /// when given) is found here, before KVM is touched.
+    pub fn validate(&self, mem: Option<u64>) -> Result<()> {
+        if self.vcpus == 0 || self.vcpus > abi::MAX_VCPUS {
             return Err(Error::Usage(format!(
                 "--vcpus {} is out of range: use 1 to {}",
-                a.vcpus,
+                self.vcpus,
                 abi::MAX_VCPUS
             )));
         }
-        let plan = Plan {
-            routine: a.routine,
-            size: a.size,
-            chunks: if a.chunk.is_empty() {
-                vec![a.routine.fixed_size().unwrap_or(a.size)]
-            } else {
-                a.chunk.clone()
-            },
-            variants: Variants::from_names(&a.function),
-            loops: a.loops,
-            orders: a.order.clone(),
-            fills: a.fill.clone(),
-            backings: if a.backings.is_empty() {
-                vec![common.backing]
-            } else {
-                a.backings.clone()
-            },
-            configs: common.config.configs(),
-            warmup: a.warmup,
-            repeats: a.repeats,
-            sessions: a.sessions,
-            vcpus: a.vcpus,
-            host_baseline: !a.no_host,
-            prefault: common.prefault,
-            timeout: Duration::from_secs_f64(common.timeout.max(0.001)),
-        };
+        let plan = self;
         plan.cells(None)?;
         let need = plan.mem_needed();
-        if let Some(m) = common.mem
+        if let Some(m) = mem
             && m < need
         {
             return Err(Error::Usage(format!(
                 "--mem {} is too small for -s {} x {} vCPU(s): use --mem {} or more (or leave --mem out)",
                 format_size(m),
-                format_size(a.size),
-                a.vcpus,
+                format_size(self.size),
+                self.vcpus,
                 format_size(need)
             )));
         }
-        Ok(plan)
+        Ok(())
     }
 
     /// The cells to run on a CPU with `caps`, and notes (skipped variants,

@@ -8,11 +8,12 @@
 pub mod abi;
 pub mod hyprel;
 pub mod link;
+use crate::arch::RamAccess;
 use crate::error::{Error, Result};
-use crate::vmm::memory::GuestRam;
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use vm_memory::{Bytes, GuestAddress};
 
 pub use link::SYMBOL_PREFIX;
 /// Size of one alias/selftest table row: `{ u64 routine, u64 name }`.
@@ -177,7 +178,7 @@ impl Blob {
     }
 
     /// Load at `base` (page aligned), apply `.hyp.reloc`, return entry points.
-    pub fn load(&self, ram: &GuestRam, base: u64) -> Result<Loaded> {
+    pub fn load(&self, ram: &impl RamAccess, base: u64) -> Result<Loaded> {
         if !base.is_multiple_of(crate::blob::abi::PAGE_SIZE) {
             return Err(Error::Load(format!(
                 "load address {base:#x} is not page aligned"
@@ -186,8 +187,15 @@ impl Blob {
         self.load_image(ram, base)?;
         for off in &self.relocs {
             let at = base + u64::from(*off);
-            let v = ram.read_u64(at)?;
-            ram.write_u64(at, v.wrapping_add(base))?;
+            let bad = |e: vm_memory::GuestMemoryError| Error::GuestMemory {
+                gpa: at,
+                len: 8,
+                detail: e.to_string(),
+            };
+            let v: u64 = ram.mem().read_obj(GuestAddress(at)).map_err(bad)?;
+            ram.mem()
+                .write_obj(v.wrapping_add(base), GuestAddress(at))
+                .map_err(bad)?;
         }
         Ok(Loaded {
             base,
@@ -197,7 +205,7 @@ impl Blob {
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn load_image(&self, ram: &GuestRam, base: u64) -> Result<()> {
+    fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
         use linux_loader::loader::{KernelLoader, elf::Elf};
         let mut cursor = std::io::Cursor::new(self.config.elf());
         let r = Elf::load(
@@ -217,7 +225,7 @@ impl Blob {
     }
 
     #[cfg(target_arch = "aarch64")]
-    fn load_image(&self, ram: &GuestRam, base: u64) -> Result<()> {
+    fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
         use linux_loader::loader::{KernelLoader, pe::PE};
         let mut cursor = std::io::Cursor::new(self.config.image());
         let r = PE::load(

@@ -2,14 +2,14 @@
 //! KVM), then the context, the run and the reports.
 use super::{Ctx, progress};
 use crate::arch;
-use crate::bench::{self, BenchResult, Plan};
+use crate::bench::{self, BenchResult};
 use crate::cli::{BenchArgs, Common};
 use crate::error::{Error, Result};
 use crate::report;
 use std::time::Instant;
 
 pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
-    let plan = Plan::new(a, common)?;
+    let plan = a.plan(common)?;
     let need = plan.mem_needed();
     for b in &plan.backings {
         // Guest RAM and the host baseline buffer both come from the pool.

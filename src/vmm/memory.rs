@@ -267,4 +267,8 @@ impl crate::arch::RamAccess for GuestRam {
     fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> Result<()> {
         GuestRam::write_bytes(self, gpa, bytes)
     }
+
+    fn mem(&self) -> &GuestMemoryMmap {
+        GuestRam::mem(self)
+    }
 }

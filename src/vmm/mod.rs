@@ -18,10 +18,10 @@ use kvm_ioctls::{Kvm, VmFd};
 use rand_core::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
 pub use crate::arch::Privilege;
+pub use crate::error::{FailureKind, GuestFailure};
 pub use vcpu::{Exit, Vcpu};
 
 #[derive(Debug, Clone)]
@@ -109,60 +109,6 @@ impl Symbolizer {
     }
 }
 
-/// What went wrong in the guest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// A CPU exception reported by the blob's vectors.
-    Exception,
-    /// No hypercall within the watchdog timeout.
-    Timeout,
-    /// Triple fault / shutdown.
-    Shutdown,
-    /// KVM could not handle an exit (emulation failure and the like).
-    InternalError,
-    /// A doorbell value that is not a hypercall number.
-    UnknownHypercall,
-    /// An exit that is not a hypercall (port I/O, MMIO elsewhere, HLT, ...).
-    UnexpectedExit,
-    /// The guest rejected a command.
-    BadCommand,
-    /// The guest answered out of protocol (wrong id, early DONE, ...).
-    Protocol,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct GuestFailure {
-    pub kind: FailureKind,
-    pub vcpu: u64,
-    pub detail: String,
-    /// Program counter when the failure was seen (or the faulting PC).
-    pub pc: Option<u64>,
-    pub pc_symbol: Option<String>,
-    pub registers: Option<String>,
-    /// Exception class: the vector on x86_64, ESR_EL1.EC on aarch64.
-    pub vector: Option<u64>,
-}
-
-impl fmt::Display for GuestFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "guest vCPU {} failed ({:?}): {}",
-            self.vcpu, self.kind, self.detail
-        )?;
-        if let (Some(pc), Some(sym)) = (self.pc, &self.pc_symbol) {
-            write!(f, "\n  at {pc:#x} ({sym})")?;
-        }
-        if let Some(r) = &self.registers {
-            for line in r.lines() {
-                write!(f, "\n  {line}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// One command for the guest dispatcher: call `table[index]` `count` times
 /// as `fn(a0 + i*a0_step, a1 + i*a1_step, a2)`.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -228,7 +174,7 @@ impl Vm {
 
         let blob = Arc::new(Blob::get(opts.config)?);
         let base = load_address(opts.seed, blob.size)?;
-        let loaded = blob.load(&ram, base)?;
+        let loaded = blob.load(ram.as_ref(), base)?;
         let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
         let sym = Arc::new(Symbolizer::new(&blob, base));
 
