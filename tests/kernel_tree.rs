@@ -176,7 +176,7 @@ fn link_like_build_rs(
         .arg(&elf)
         .arg(&hyp_o));
     let bytes = std::fs::read(&elf).unwrap();
-    let relocs = hypclear::hyprel::police(&bytes).unwrap_or_else(|e| panic!("policy: {e}"));
+    let relocs = hypclear::blob::hyprel::police(&bytes).unwrap_or_else(|e| panic!("policy: {e}"));
     println!(
         "linked {}: policy ok, {} absolute words",
         elf.display(),
