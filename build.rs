@@ -167,6 +167,7 @@ fn link_config(
             out: &out.join(format!("blob-{config}.elf")),
             // linux-loader's PE loader takes the flat Image (header at offset 0).
             flat_image: (arch == "aarch64").then_some(image.as_path()),
+            extra_sections: &[],
         },
     )
     .map_err(|e| format!("{config} configuration: {e}"))?;

@@ -57,6 +57,52 @@ pub struct Common {
     /// Watchdog: seconds without a hypercall before the guest is declared stuck
     #[arg(long, global = true, default_value_t = 5.0)]
     pub timeout: f64,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+}
+
+/// Running a kernel tree's own routines instead of the built-ins.
+#[derive(Debug, Clone, Default, Args)]
+pub struct KernelArgs {
+    /// Build and run this kernel tree's own clear_page/memset/memcpy/copy_page
+    /// (kbuild into --kernel-build-dir, then linked like the nVHE hyp)
+    #[arg(long, global = true, value_name = "PATH", conflicts_with = "blob")]
+    pub kernel_tree: Option<PathBuf>,
+    /// Kernel configuration: a .config FILE or `defconfig` [default: the tree's .config, else defconfig]
+    #[arg(long, global = true, value_name = "FILE|defconfig")]
+    pub kernel_config: Option<String>,
+    /// kbuild output directory [default: a cache dir keyed by tree path + config hash]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub kernel_build_dir: Option<PathBuf>,
+    /// Architecture of the kernel blob (only `blob` can build for another one)
+    #[arg(long, global = true, value_parser = parse_arch)]
+    pub arch: Option<crate::kernel::tree::Arch>,
+    /// Kernel alternatives at load time: host (what the host kernel decided),
+    /// guest (the guest's CPUID view), none, or FEATURE[,FEATURE..]
+    #[arg(
+        long,
+        global = true,
+        default_value = "host",
+        value_name = "host|guest|none|FEATURES"
+    )]
+    pub alternatives: String,
+    /// Run a kernel blob file made by `hypclear blob` (no toolchain needed)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub blob: Option<PathBuf>,
+}
+
+impl KernelArgs {
+    pub fn is_set(&self) -> bool {
+        self.kernel_tree.is_some() || self.blob.is_some()
+    }
+}
+
+fn parse_arch(s: &str) -> Result<crate::kernel::tree::Arch, String> {
+    match s {
+        "x86_64" | "x86" | "amd64" => Ok(crate::kernel::tree::Arch::X86_64),
+        "aarch64" | "arm64" => Ok(crate::kernel::tree::Arch::Aarch64),
+        _ => Err(format!("unknown architecture `{s}`: use x86_64 or aarch64")),
+    }
 }
 
 /// Guest RAM when --mem is not given.
@@ -65,6 +111,14 @@ pub const DEFAULT_MEM: u64 = 256 << 20;
 impl Common {
     pub fn mem(&self) -> u64 {
         self.mem.unwrap_or(DEFAULT_MEM)
+    }
+
+    /// The link configurations to run: the selected kernel blob's, else `--config`.
+    pub fn configs(&self) -> Vec<LinkConfig> {
+        match crate::blob::external() {
+            Some(e) => vec![e.blob.config],
+            None => self.config.configs(),
+        }
     }
 }
 
@@ -99,6 +153,15 @@ pub enum Cmd {
     Bench(BenchArgs),
     /// Compare bench JSON files: change % with significance, like the seed's table
     Compare(CompareArgs),
+    /// Build a kernel blob file from --kernel-tree (cross-compiles with --arch)
+    Blob(BlobArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BlobArgs {
+    /// The blob file to write
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -220,7 +283,7 @@ impl BenchArgs {
             } else {
                 a.backings.clone()
             },
-            configs: common.config.configs(),
+            configs: common.configs(),
             warmup: a.warmup,
             repeats: a.repeats,
             sessions: a.sessions,

@@ -54,6 +54,10 @@ pub enum Error {
     #[error("internal error: {0}; please report it with the command line")]
     Internal(String),
 
+    /// A kernel tree or kernel blob file that cannot be used (exit 2).
+    #[error(transparent)]
+    Kernel(#[from] crate::kernel::blob::KernelBlobError),
+
     #[error("I/O error on {path}: {source}")]
     Io {
         path: String,
@@ -70,6 +74,7 @@ impl Error {
             | Error::Usage(_)
             | Error::Unsupported { .. }
             | Error::Memory { .. }
+            | Error::Kernel(_)
             | Error::Internal(_) => EXIT_USAGE,
             _ => EXIT_FAILED,
         }

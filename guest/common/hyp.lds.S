@@ -17,15 +17,33 @@ SECTIONS
 	.text : {
 		KEEP(*(.text.head))
 		*(.text.entry)
+#ifndef HYP_KERNEL_OBJECTS
 		*(.text)
+#endif
 	}
 	. = ALIGN(64);
 	/* __pi_ library routines: build.rs accepts only PC-relative relocations here. */
 	.pi.text : {
 		HYP_SYM(pi_text_start) = .;
 		*(.text.__pi)
+#ifdef HYP_KERNEL_OBJECTS
+		/* A kernel tree's library objects: their text is the __pi_ code. */
+		*(.text) *(.noinstr.text)
+#ifdef HYP_X86_RETURN_THUNK
+		/* Their returns jump here until the host patches them to ret; int3. */
+		HYP_SYM(__x86_return_thunk) = .;
+		BYTE(0xc3) BYTE(0xcc)
+#endif
+#endif
 		HYP_SYM(pi_text_end) = .;
 	}
+#ifdef HYP_KERNEL_OBJECTS
+	/* Kept for the host, which applies the alternatives at load time. */
+	. = ALIGN(64);
+	.altinstr_replacement : { *(.altinstr_replacement) }
+	.altinstructions : { KEEP(*(.altinstructions)) }
+	.return_sites : { KEEP(*(.return_sites)) }
+#endif
 	. = ALIGN(64);
 	.selftest.text : { *(.text.selftest) }
 	. = ALIGN(4096);
@@ -43,7 +61,14 @@ SECTIONS
 	.bss : { *(.bss .bss.*) }
 	HYP_SYM(hyp_end) = .;
 
-	/DISCARD/ : { *(.note .note.*) *(.comment) *(.eh_frame) *(.eh_frame_hdr) }
+	/DISCARD/ : {
+		*(.note .note.*) *(.comment) *(.eh_frame) *(.eh_frame_hdr)
+#ifdef HYP_KERNEL_OBJECTS
+		/* What the hyp does not need from a kernel tree's objects. */
+		*(.export_symbol) *(__ex_table) *(__ksymtab*) *(___ksymtab*)
+		*(.orc_unwind*) *(.orc_header) *(.discard*) *(.debug*)
+#endif
+	}
 }
 
 /*

@@ -110,6 +110,8 @@ pub struct LinkSpec<'a> {
     pub out: &'a Path,
     /// Also write the flat image here (aarch64 Image for the PE loader).
     pub flat_image: Option<&'a Path>,
+    /// Extra non-allocated sections added to the final ELF: (name, file).
+    pub extra_sections: &'a [(&'a str, &'a Path)],
 }
 
 /// A linked blob: its ELF and the relocation list stored in it.
@@ -138,7 +140,9 @@ pub fn link(tc: &Toolchain, spec: &LinkSpec) -> Result<Linked, LinkError> {
     preprocess(tc, spec.script, spec.includes, spec.defines, &lds)?;
     let mut script = read(&lds)?;
     script.push_str("\n/* hyp aliases */\n");
-    for a in spec.aliases {
+    // An alias naming its own target needs no assignment (the kernel's
+    // `clear_page_erms` is reached as itself).
+    for a in spec.aliases.iter().filter(|a| a.alias != a.target) {
         let _ = writeln!(
             script,
             "{SYMBOL_PREFIX}{} = {SYMBOL_PREFIX}{};",
@@ -179,8 +183,11 @@ pub fn link(tc: &Toolchain, spec: &LinkSpec) -> Result<Linked, LinkError> {
         "--add-section={}={}",
         hyprel::RELOC_SECTION,
         list.display()
-    ))
-    .arg(spec.out);
+    ));
+    for (name, file) in spec.extra_sections {
+        add.arg(format!("--add-section={name}={}", file.display()));
+    }
+    add.arg(spec.out);
     exec(add)?;
 
     if let Some(image) = spec.flat_image {
@@ -362,6 +369,7 @@ mod tests {
                 name: "t",
                 out: &out,
                 flat_image: None,
+                extra_sections: &[],
             },
         )
         .unwrap();

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 use vm_memory::{Bytes, GuestAddress};
 
 pub use link::SYMBOL_PREFIX;
@@ -80,16 +81,66 @@ pub struct Blob {
     pub relocs: Vec<u32>,
     /// Bytes from the base to the end of .bss.
     pub size: u64,
+    /// The linked ELF (after load-time patching for a kernel blob).
+    pub elf: Arc<[u8]>,
+    /// The flat image from address 0 (what the aarch64 PE loader takes).
+    pub image: Option<Arc<[u8]>>,
+}
+
+/// A blob that is not one of the built-ins: a kernel tree's routines
+/// (`--kernel-tree` / `--blob`). Selected once per process, before any VM,
+/// so every command and check runs it instead of the built-ins.
+#[derive(Debug)]
+pub struct External {
+    pub blob: Blob,
+    /// The routine variants it offers.
+    pub variants: &'static [crate::arch::VariantDef],
+    /// For reports: the tree's identity, link configuration, alternatives.
+    pub report: serde_json::Value,
+    /// One line per routine: which path it takes.
+    pub paths: Vec<String>,
+    /// Short label, e.g. `kernel 6.12.57 (/src/linux)`.
+    pub label: String,
+}
+
+static EXTERNAL: OnceLock<External> = OnceLock::new();
+
+/// Select `e` for the rest of the process (once).
+pub fn select_external(e: External) -> Result<()> {
+    EXTERNAL
+        .set(e)
+        .map_err(|_| Error::Internal("a second external blob was selected".into()))
+}
+
+/// The selected external blob, if any.
+pub fn external() -> Option<&'static External> {
+    EXTERNAL.get()
 }
 
 /// Where a blob was loaded (plain data, defined by the arch contract).
 pub use crate::arch::Loaded;
 impl Blob {
+    /// The blob of `config`: the selected external blob, else the built-in.
     pub fn get(config: LinkConfig) -> Result<Blob> {
-        Self::parse(config, config.elf())
+        if let Some(e) = external() {
+            if e.blob.config == config {
+                return Ok(e.blob.clone());
+            }
+            return Err(Error::Usage(format!(
+                "the {} is linked in the {} configuration; --config {config} is not available for it",
+                e.label, e.blob.config
+            )));
+        }
+        #[cfg(target_arch = "aarch64")]
+        let image = Some(Arc::from(config.image()));
+        #[cfg(not(target_arch = "aarch64"))]
+        let image = None;
+        Self::parse(config, Arc::from(config.elf()), image)
     }
 
-    pub fn parse(config: LinkConfig, elf: &[u8]) -> Result<Blob> {
+    pub fn parse(config: LinkConfig, elf: Arc<[u8]>, image: Option<Arc<[u8]>>) -> Result<Blob> {
+        let bytes = elf.clone();
+        let elf: &[u8] = &bytes;
         let file = object::File::parse(elf).map_err(|e| Error::Blob(e.to_string()))?;
         let mut symbols = BTreeMap::new();
         for s in file.symbols() {
@@ -134,6 +185,14 @@ impl Blob {
                     .filter(|(_, a)| **a == fun)
                     .map(|(n, _)| n.clone())
                     .find(|n| n.starts_with("__pi_") || n.starts_with("selftest_"))
+                    .or_else(|| {
+                        // A kernel blob: the kernel's own name for it.
+                        symbols
+                            .iter()
+                            .filter(|(n, a)| **a == fun && !n.contains("_kernel"))
+                            .map(|(n, _)| n.clone())
+                            .next()
+                    })
                     .unwrap_or_else(|| format!("{fun:#x}"));
                 rows.push(TableRow {
                     name,
@@ -153,6 +212,8 @@ impl Blob {
             selftests,
             relocs,
             size,
+            elf: bytes,
+            image,
         })
     }
 
@@ -207,7 +268,7 @@ impl Blob {
     #[cfg(target_arch = "x86_64")]
     fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
         use linux_loader::loader::{KernelLoader, elf::Elf};
-        let mut cursor = std::io::Cursor::new(self.config.elf());
+        let mut cursor = std::io::Cursor::new(&*self.elf);
         let r = Elf::load(
             ram.mem(),
             Some(vm_memory::GuestAddress(base)),
@@ -227,7 +288,11 @@ impl Blob {
     #[cfg(target_arch = "aarch64")]
     fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
         use linux_loader::loader::{KernelLoader, pe::PE};
-        let mut cursor = std::io::Cursor::new(self.config.image());
+        let image = self
+            .image
+            .as_ref()
+            .ok_or_else(|| Error::Load("no flat image for the PE loader".into()))?;
+        let mut cursor = std::io::Cursor::new(&**image);
         let r = PE::load(
             ram.mem(),
             Some(vm_memory::GuestAddress(base)),

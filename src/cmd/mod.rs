@@ -6,6 +6,7 @@
 mod bench;
 mod compare;
 mod info;
+mod kernel;
 mod run;
 mod selftest;
 mod verify;
@@ -72,7 +73,7 @@ impl Ctx {
     }
 
     pub fn configs(&self) -> Vec<LinkConfig> {
-        self.common.config.configs()
+        self.common.configs()
     }
 }
 
@@ -106,7 +107,22 @@ fn cpl_choice(common: &Common) -> Result<CplChoice> {
 /// Dispatch a parsed command line; returns the process exit status.
 pub fn main(cli: Cli, start: Instant) -> Result<i32> {
     let common = &cli.common;
-    match cli.command.unwrap_or(Cmd::Run) {
+    let command = cli.command.unwrap_or(Cmd::Run);
+    if common.kernel.is_set() {
+        match &command {
+            Cmd::Run | Cmd::Verify(_) | Cmd::Bench(_) | Cmd::Info => kernel::select(common)?,
+            Cmd::Blob(_) => {}
+            Cmd::Selftest | Cmd::Compare(_) => {
+                return Err(Error::Usage(
+                    "--kernel-tree/--blob apply to run, verify, bench, info and blob only \
+                     (selftest runs hypclear's own broken routines; compare reads JSON)"
+                        .into(),
+                ));
+            }
+        }
+    }
+    match command {
+        Cmd::Blob(a) => kernel::blob(common, &a),
         Cmd::Compare(a) => compare::compare(&a),
         Cmd::Bench(a) => bench::bench(common, &a, start),
         Cmd::Run => run::run(common, start),

@@ -169,6 +169,9 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         p.name,
         p.reason
     );
+    for line in super::kernel::summary_lines() {
+        println!("{line}");
+    }
     let o = run_suite(&ctx, &configs, &filter)?;
     println!("{}", report::checks_table(&o.records, o.counter_khz));
     let (passed, failed, skipped) = (
@@ -238,6 +241,7 @@ fn json_doc(
             "prefault": ctx.common.prefault,
             "seed": ctx.seed,
         },
+        "kernel": crate::blob::external().map(|e| e.report.clone()),
         "checks": o.records,
         "failure": o.failure,
         "summary": summary,

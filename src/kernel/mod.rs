@@ -2,7 +2,8 @@
 //! the blob: the tree ([`tree`]), kbuild ([`kbuild`]) and the kernel's
 //! alternatives ([`alternatives`]).
 //!
-//! Not wired into the CLI yet. What the real objects carry, and how they
+//! [`blob`] makes and loads kernel blob files ([`routines`]: what they
+//! offer; [`guest_src`]: hypclear's entry sources shipped for the link). What the real objects carry, and how they
 //! link (measured on Debian's linux-source 6.1 and 6.12, defconfig):
 //!
 //! * x86 6.12 (`arch/x86/lib/{memset,memcpy,clear_page,copy_page}_64.o`):
@@ -26,5 +27,8 @@
 //! `.return_sites` (load-time patching), and discards `.export_symbol`,
 //! `__ex_table`, `*ksymtab*`, `.orc_*`, `.discard*`, notes and debug.
 pub mod alternatives;
+pub mod blob;
+pub mod guest_src;
 pub mod kbuild;
+pub mod routines;
 pub mod tree;

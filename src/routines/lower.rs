@@ -100,9 +100,42 @@ pub fn lower(config: LinkConfig, variant: &VariantDef, call: &Call) -> Result<Lo
     Ok(l)
 }
 
+/// `clear_pages(addr, n)` where the blob has no clear_pages routine (a
+/// kernel tree's x86 or arm64 vanilla objects): `n` calls of clear_page on
+/// consecutive pages, as the generic clear_pages loop does. Only for
+/// consecutive chunks (a step of one chunk).
+pub fn lower_pages_as_page(variant: &VariantDef, call: &Call) -> Result<Lowered> {
+    if call.count > 1 && call.step != call.len as i64 {
+        return Err(Error::Usage(format!(
+            "this blob has no clear_pages routine: clear_pages runs as clear_page on consecutive \
+             pages, which needs a chunk step equal to the chunk size (got step {} for {} bytes)",
+            call.step, call.len
+        )));
+    }
+    let mut l = lower(
+        LinkConfig::Vanilla,
+        variant,
+        &Call {
+            routine: Routine::ClearPage,
+            len: abi::PAGE_SIZE,
+            count: 1,
+            step: abi::PAGE_SIZE as i64,
+            ..*call
+        },
+    )?;
+    l.count = call.count * (call.len / abi::PAGE_SIZE);
+    Ok(l)
+}
+
 /// The guest dispatcher command for `call` with `variant` in `blob`.
 pub fn command(blob: &Blob, variant: &VariantDef, call: &Call) -> Result<Command> {
-    let l = lower(blob.config, variant, call)?;
+    let mut l = lower(blob.config, variant, call)?;
+    if call.routine == Routine::ClearPages
+        && blob.config == LinkConfig::Vanilla
+        && blob.alias_index(&l.alias).is_none()
+    {
+        l = lower_pages_as_page(variant, call)?;
+    }
     let index = blob.alias_index(&l.alias).ok_or_else(|| {
         Error::Blob(format!(
             "the {} blob has no alias `{}`",

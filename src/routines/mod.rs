@@ -99,10 +99,15 @@ pub enum Kind {
 /// `arch::VARIANTS`).
 pub use crate::arch::VariantDef;
 
-/// Variant names of `routine` in link configuration `config`.
+/// Variant names of `routine` in link configuration `config` (of the
+/// selected external blob if there is one).
 pub fn variants(routine: Routine, config: LinkConfig) -> Vec<&'static VariantDef> {
     let fam = routine.family(config);
-    arch::VARIANTS.iter().filter(|v| v.family == fam).collect()
+    let table = match crate::blob::external() {
+        Some(e) => e.variants,
+        None => arch::VARIANTS,
+    };
+    table.iter().filter(|v| v.family == fam).collect()
 }
 
 pub fn find_variant(
