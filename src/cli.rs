@@ -288,7 +288,9 @@ impl BenchArgs {
             repeats: a.repeats,
             sessions: a.sessions,
             vcpus: a.vcpus,
-            host_baseline: !a.no_host,
+            // The host baseline runs hypclear's own routine objects; a
+            // kernel blob's routines exist only in the guest image.
+            host_baseline: !a.no_host && crate::blob::external().is_none(),
             prefault: common.prefault,
             timeout: std::time::Duration::from_secs_f64(common.timeout.max(0.001)),
         };

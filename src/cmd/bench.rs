@@ -29,6 +29,14 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         p.name,
         p.reason
     );
+    for line in super::kernel::summary_lines() {
+        println!("{line}");
+    }
+    if crate::blob::external().is_some() {
+        println!(
+            "note: no host baseline for a kernel blob (its routines exist only in the guest image)"
+        );
+    }
     for n in &notes {
         println!("note: {n}");
     }
@@ -49,10 +57,16 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
 
 fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<i32> {
     if let Some(path) = &ctx.common.json {
-        let v = serde_json::to_value(result).map_err(|e| Error::Io {
+        let mut v = serde_json::to_value(result).map_err(|e| Error::Io {
             path: path.display().to_string(),
             source: std::io::Error::other(e),
         })?;
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert(
+                "kernel".into(),
+                crate::blob::external().map_or(serde_json::Value::Null, |e| e.report.clone()),
+            );
+        }
         report::write_json(path, &v)?;
     }
     if let Some(path) = &a.csv {

@@ -88,6 +88,25 @@ fn summary_table(
         format!("{} ({})", p.name, p.reason),
     ]);
     t.add_row(vec!["seed".to_string(), ctx.seed.to_string()]);
+    if let Some(e) = crate::blob::external() {
+        let r = &e.report;
+        t.add_row(vec!["kernel blob".to_string(), e.label.clone()]);
+        t.add_row(vec![
+            "link configuration".to_string(),
+            format!(
+                "{} ({})",
+                e.blob.config,
+                r["link_reason"].as_str().unwrap_or("")
+            ),
+        ]);
+        t.add_row(vec![
+            format!(
+                "alternatives ({})",
+                r["alternatives"].as_str().unwrap_or("")
+            ),
+            e.paths.join("\n"),
+        ]);
+    }
     for (name, b) in blobs {
         t.add_row(vec![
             format!("{name} blob"),
@@ -134,6 +153,7 @@ pub fn info(ctx: &Ctx) -> Result<i32> {
             "host": host,
             "cpu": ctx.caps,
             "cpu_details": arch::cpu_details(&kvm),
+            "kernel": crate::blob::external().map(|e| e.report.clone()),
             "guest": { "privilege": ctx.privilege, "seed": ctx.seed, "blobs": blobs,
                        "load_address": blobs.values().next().map(|b| b.load_address) },
         });
