@@ -239,6 +239,9 @@ pub struct CompareArgs {
     /// Compare results from different hosts anyway
     #[arg(long)]
     pub allow_different_hosts: bool,
+    /// Compare built-in routines with a kernel tree's (--kernel-tree/--blob) anyway
+    #[arg(long)]
+    pub allow_mixed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

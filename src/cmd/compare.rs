@@ -1,9 +1,13 @@
 //! `hypclear compare BASE.json NEW.json...`: the seed's comparison table.
 use crate::bench::compare::{self, Format};
 use crate::cli::{CompareArgs, CompareFormat};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 pub fn compare(a: &CompareArgs) -> Result<i32> {
+    refuse_mixed(
+        &std::iter::once(&a.base).chain(a.new.iter()).collect::<Vec<_>>(),
+        a.allow_mixed,
+    )?;
     let mut files = Vec::new();
     for p in std::iter::once(&a.base).chain(a.new.iter()) {
         files.push((p.clone(), compare::load(p)?));
@@ -17,4 +21,39 @@ pub fn compare(a: &CompareArgs) -> Result<i32> {
         compare::compare(&files, a.alpha, a.allow_different_hosts, format)?
     );
     Ok(0)
+}
+
+/// Built-in routines and a kernel tree's routines are different code: a
+/// comparison mixing them is refused unless `--allow-mixed`.
+fn refuse_mixed(paths: &[&std::path::PathBuf], allow: bool) -> Result<()> {
+    let mut kinds = Vec::new();
+    for p in paths {
+        let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
+            path: p.display().to_string(),
+            source,
+        })?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Usage(format!("{}: not a bench JSON file: {e}", p.display())))?;
+        let kind = match v.get("kernel") {
+            Some(k) if !k.is_null() => format!(
+                "kernel tree {} ({})",
+                k["tree"]["path"].as_str().unwrap_or("?"),
+                k["tree"]["kernelversion"].as_str().unwrap_or("?")
+            ),
+            _ => "built-in routines".to_string(),
+        };
+        kinds.push((p, kind));
+    }
+    let builtin = kinds.iter().filter(|k| k.1 == "built-in routines").count();
+    if !allow && builtin != 0 && builtin != kinds.len() {
+        let list: Vec<String> = kinds
+            .iter()
+            .map(|(p, k)| format!("{}: {k}", p.display()))
+            .collect();
+        return Err(Error::Usage(format!(
+            "refusing to compare built-in routines with a kernel tree's routines ({}); pass --allow-mixed to compare them anyway",
+            list.join("; ")
+        )));
+    }
+    Ok(())
 }
