@@ -2,7 +2,9 @@
 //! alternatives. Needs HYPCLEAR_KERNEL_TREE (prints SKIP without it);
 //! HYPCLEAR_KERNEL_ARCH=aarch64 cross-builds the nVHE objects, and
 //! HYPCLEAR_KERNEL_BUILD_DIR overrides the cache directory.
+mod common;
 use hypclear::kernel::alternatives::{Image, feature_names, host_features};
+use hypclear::kernel::blob::{MakeRequest, make, read_meta};
 use hypclear::kernel::kbuild::{self, ConfigSource, Request, Step, StepEvent};
 use hypclear::kernel::tree::{Arch, KernelTree};
 use std::path::PathBuf;
@@ -95,105 +97,175 @@ fn builds_and_parses_a_real_tree() {
             hypclear::kernel::alternatives::x86_clear_page_pick(&host)
         );
     }
-    link_like_build_rs(&out, arch, &names);
+    link_with_the_pipeline(&tree, arch);
 }
 
-/// The linker script of the experiment: kernel text into `.pi.text` (with a
-/// `ret; int3` return thunk), the alternative tables kept for load time,
-/// ksymtab / ORC / .export_symbol / __ex_table discarded.
-const LDS: &str = "ENTRY(__hypclear___pi_entry)
-SECTIONS
-{
-	. = 0;
-	.pi.text : {
-		__hypclear___pi_entry = .;
-		*(.text) *(.noinstr.text)
-		__hypclear___x86_return_thunk = .;
-		BYTE(0xc3) BYTE(0xcc)
-	}
-	. = ALIGN(64);
-	.altinstr_replacement : { *(.altinstr_replacement) }
-	.altinstructions : { *(.altinstructions) }
-	.return_sites : { *(.return_sites) }
-	. = ALIGN(4096);
-	.data : { *(.data .data.*) }
-	.bss : { *(.bss .bss.*) }
-	/DISCARD/ : { *(.export_symbol) *(__ex_table) *(__ksymtab*) *(___ksymtab*)
-		*(.orc_unwind*) *(.orc_header) *(.discard*) *(.note .note.*) *(.comment)
-		*(.eh_frame) *(.debug*) }
-}
-";
-
-/// Partial link, `--prefix-symbols`, final link at 0 with `--emit-relocs`
-/// (the flags build.rs uses), then the relocation policy and the
-/// alternatives on the linked image.
-fn link_like_build_rs(
-    out: &kbuild::Output,
-    arch: Arch,
-    names: &hypclear::kernel::alternatives::FeatureNames,
-) {
-    use std::process::Command;
-    let prefix = match (Arch::host(), arch) {
-        (Some(h), a) if h == a => "",
-        (_, Arch::Aarch64) => "aarch64-linux-gnu-",
-        (_, Arch::X86_64) => "x86_64-linux-gnu-",
+/// The runtime link (the one pipeline of blob/link.rs) on the built
+/// objects: the blob file passes the relocation policy again on reading,
+/// and its alternatives apply.
+fn link_with_the_pipeline(tree: &KernelTree, arch: Arch) {
+    let file = std::env::temp_dir().join(format!("hypclear-kt-{}-{arch}.blob", std::process::id()));
+    let req = MakeRequest {
+        tree: tree.root().to_path_buf(),
+        arch: Some(arch),
+        config: Some("defconfig".into()),
+        build_dir: std::env::var_os("HYPCLEAR_KERNEL_BUILD_DIR").map(PathBuf::from),
     };
-    let dir = out.build_dir.join("hypclear-link-test");
-    std::fs::create_dir_all(&dir).unwrap();
-    let run = |cmd: &mut Command| {
-        let o = cmd.output().expect("tool");
-        assert!(
-            o.status.success(),
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
-    let hyp_o = dir.join("kernel-hyp.o");
-    run(Command::new(format!("{prefix}ld"))
-        .arg("-r")
-        .arg("-o")
-        .arg(&hyp_o)
-        .args(out.objects.iter().map(|o| &o.path)));
-    run(Command::new(format!("{prefix}objcopy"))
-        .arg("--prefix-symbols=__hypclear_")
-        .arg(&hyp_o));
-    let lds = dir.join("kernel.lds");
-    std::fs::write(&lds, LDS).unwrap();
-    let elf = dir.join("kernel-blob.elf");
-    run(Command::new(format!("{prefix}gcc"))
-        .args([
-            "-nostdlib",
-            "-static",
-            "-no-pie",
-            "-Wl,--emit-relocs",
-            "-Wl,--build-id=none",
-            "-Wl,-z,max-page-size=4096",
-            "-Wl,-z,noexecstack",
-            "-Wl,--no-warn-rwx-segments",
-        ])
-        .arg(format!("-Wl,-T,{}", lds.display()))
-        .arg("-o")
-        .arg(&elf)
-        .arg(&hyp_o));
-    let bytes = std::fs::read(&elf).unwrap();
-    let relocs = hypclear::blob::hyprel::police(&bytes).unwrap_or_else(|e| panic!("policy: {e}"));
+    let made = make(&req, Some(&file), |l| println!("  {l}")).expect("blob");
+    let bytes = std::fs::read(&made.file).expect("blob file");
+    let meta = read_meta(&made.file, &bytes).expect("valid blob");
+    assert_eq!(meta, made.meta);
     println!(
-        "linked {}: policy ok, {} absolute words",
-        elf.display(),
-        relocs.len()
+        "linked {}: {} configuration ({}), rows {:?}",
+        made.file.display(),
+        meta.link_config,
+        meta.link_reason,
+        meta.rows
     );
     let mut img = Image::from_elf(&bytes, None).expect("linked image");
     img.strip_symbol_prefix("__hypclear_");
-    let returns = img.patch_returns().expect("return sites");
-    let present = if Arch::host() == Some(arch) {
-        host_features(img.machine)
-    } else {
-        Default::default()
-    };
-    let applied = img.apply(names, &present).expect("apply");
-    println!("  linked image: {returns} return sites patched");
-    for a in &applied {
-        println!("    {a}");
-        assert_ne!(a.routine, "?", "alternative outside any routine: {a:?}");
+    for s in &img.sites {
+        assert_ne!(
+            img.function_at(s.orig).unwrap_or("?"),
+            "?",
+            "alternative outside any routine: {s:?}"
+        );
     }
+    std::fs::remove_file(&made.file).ok();
+}
+
+fn tree_env() -> Option<PathBuf> {
+    match std::env::var_os("HYPCLEAR_KERNEL_TREE") {
+        Some(p) => Some(PathBuf::from(p)),
+        None => {
+            println!("SKIP: set HYPCLEAR_KERNEL_TREE to a kernel source tree");
+            None
+        }
+    }
+}
+
+/// `verify --kernel-tree` end to end (kbuild, link, alternatives, the
+/// suite), then the same blob as a file with `--blob`, and a damaged file.
+#[test]
+fn verify_kernel_tree_end_to_end() {
+    let Some(tree) = tree_env() else { return };
+    if !common::kvm_available("verify_kernel_tree_end_to_end") {
+        return;
+    }
+    let t = tree.to_str().expect("UTF-8 path");
+    let json = common::tmp_json("kernel-verify");
+    let o = common::hypclear(&[
+        "verify",
+        "--kernel-tree",
+        t,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let out = common::text(&o);
+    println!("{out}");
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("memset: "),
+        "the memset path is reported: {out}"
+    );
+    assert!(out.contains("link configuration "), "{out}");
+    let doc = common::read_json(&json);
+    let k = &doc["kernel"];
+    assert!(
+        k["tree"]["kernelversion"]
+            .as_str()
+            .is_some_and(|v| !v.is_empty()),
+        "{k}"
+    );
+    assert!(k["paths"].as_array().is_some_and(|p| !p.is_empty()), "{k}");
+    assert_eq!(doc["summary"]["failed"], 0);
+
+    let file = json.with_extension("blob");
+    let f = file.to_str().unwrap();
+    let o = common::hypclear(&["blob", "--kernel-tree", t, "-o", f]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let o = common::hypclear(&[
+        "--blob",
+        f,
+        "verify",
+        "--routine",
+        "memset",
+        "--size",
+        "4KB",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let o = common::hypclear(&["--blob", f, "run"]);
+    let out = common::text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("hypclear blob --kernel-tree"),
+        "names the fix: {out}"
+    );
+}
+
+/// A copy of the tree (hard links) whose memset_orig drops the last store
+/// of its 64-byte loop must fail verification at offset 56; the unmodified
+/// tree passes the same checks. `--alternatives none` makes memset take
+/// memset_orig whatever the CPU.
+#[test]
+fn broken_kernel_memset_is_caught() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        println!("SKIP: the mutation is in arch/x86/lib/memset_64.S");
+        return;
+    }
+    if !common::kvm_available("broken_kernel_memset_is_caught") {
+        return;
+    }
+    let copy = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kernel-mutant");
+    if copy.exists() {
+        std::fs::remove_dir_all(&copy).expect("remove the old copy");
+    }
+    let st = std::process::Command::new("cp")
+        .arg("-al")
+        .arg(&tree)
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(st.success(), "cp -al {} {}", tree.display(), copy.display());
+    // The patch: one tail store of memset_orig's 64-byte loop removed
+    // (written as a new file, so the original tree keeps its inode).
+    let rel = "arch/x86/lib/memset_64.S";
+    let text = std::fs::read_to_string(tree.join(rel)).expect("memset_64.S");
+    let store = "movq  %rax,56(%rdi)";
+    assert_eq!(text.matches(store).count(), 1, "{rel} changed shape");
+    let broken: String = text
+        .lines()
+        .filter(|l| l.trim() != store)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::remove_file(copy.join(rel)).unwrap();
+    std::fs::write(copy.join(rel), broken).unwrap();
+
+    let args = |t: &PathBuf| {
+        vec![
+            "verify".to_string(),
+            "--kernel-tree".into(),
+            t.display().to_string(),
+            "--routine".into(),
+            "memset".into(),
+            "--alternatives".into(),
+            "none".into(),
+        ]
+    };
+    let run = |t: &PathBuf| {
+        let a = args(t);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        common::hypclear(&a)
+    };
+    let o = run(&copy);
+    let out = common::text(&o);
+    println!("{out}");
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("first at offset 56"), "{out}");
+    let o = run(&tree);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    std::fs::remove_dir_all(&copy).ok();
 }

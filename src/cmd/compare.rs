@@ -5,7 +5,9 @@ use crate::error::{Error, Result};
 
 pub fn compare(a: &CompareArgs) -> Result<i32> {
     refuse_mixed(
-        &std::iter::once(&a.base).chain(a.new.iter()).collect::<Vec<_>>(),
+        &std::iter::once(&a.base)
+            .chain(a.new.iter())
+            .collect::<Vec<_>>(),
         a.allow_mixed,
     )?;
     let mut files = Vec::new();
