@@ -2,8 +2,9 @@
 # What a bare-metal KVM runner executes (x86_64 or aarch64 host):
 #   1. check /dev/kvm,
 #   2. run the test suite with HYPCLEAR_REQUIRE_KVM=1 (the README's test command),
-#   3. run `hypclear run --json` and `hypclear selftest --json`, keeping the JSON
-#      under $HYPCLEAR_ARTIFACTS (default: artifacts/).
+#   3. run `hypclear run --json` (and, with HYPCLEAR_KERNEL_TREE set, `hypclear run
+#      --kernel-tree` on that tree) and `hypclear selftest --json`, keeping the
+#      JSON under $HYPCLEAR_ARTIFACTS (default: artifacts/).
 # .ci/run uses this same script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,11 @@ cargo test --release
 
 stage "hypclear run --json $artifacts/run.json"
 cargo run --release --quiet -- run --json "$artifacts/run.json"
+
+if [[ -n "${HYPCLEAR_KERNEL_TREE:-}" ]]; then
+    stage "hypclear run --kernel-tree $HYPCLEAR_KERNEL_TREE --json $artifacts/run-kernel.json"
+    cargo run --release --quiet -- run --kernel-tree "$HYPCLEAR_KERNEL_TREE" --json "$artifacts/run-kernel.json"
+fi
 
 stage "hypclear selftest --json $artifacts/selftest.json"
 cargo run --release --quiet -- selftest --json "$artifacts/selftest.json"

@@ -9,6 +9,10 @@
 #   3. cross-build hypclear (static)
 #   4. in each mode: hypclear info, run, selftest (EL1 and EL0), a --no-dc-zva
 #      run, and one short bench
+#   5. kernel blobs cross-built on this host with `hypclear blob --arch aarch64`
+#      from linux-source-6.12 and from its seed-001 shape (ci/seed001-shape.sh,
+#      the `memset` link configuration): the full suite on each with --blob,
+#      in nVHE mode
 # Every QEMU run sits under an outer timeout; fails on the first failure.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -56,6 +60,24 @@ H='HYPCLEAR_PROGRESS=0 hypclear'
     "$H selftest --mem 64MB --cpl 3 --config vanilla" \
     "$H verify --mem 64MB --no-dc-zva --routine clear_page,clear_pages,memset --config both" \
     "$H bench clear_page -s 4MB -k 4KB,2MB -f all --sessions 1 --repeats 2 --config both"
+
+hc_stage_begin "kernel blobs for aarch64 (hypclear blob on this host)"
+HOST_BIN="$REPO/target/release/hypclear"
+[ -x "$HOST_BIN" ] || cargo build --release --quiet --bin hypclear
+KTREE="${HYPCLEAR_KERNEL_TREE:-$(bash "$REPO/ci/kernel-source.sh" 6.12 | tail -n1)}"
+SEED_TREE="$(bash "$REPO/ci/seed001-shape.sh" "$KTREE" | tail -n1)"
+KBLOB="$HC_CACHE/kernel-arm64.blob"
+SBLOB="$HC_CACHE/seed001-arm64.blob"
+"$HOST_BIN" blob --arch aarch64 --kernel-tree "$KTREE" -o "$KBLOB"
+"$HOST_BIN" blob --arch aarch64 --kernel-tree "$SEED_TREE" -o "$SBLOB"
+# run-in-qemu.sh --bin copies executable files to the guest's /bin.
+chmod +x "$KBLOB" "$SBLOB"
+hc_stage_end
+HYPCLEAR_AARCH64_MODES=nvhe "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
+    --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" -- \
+    "$H info --mem 64MB --blob /bin/$(basename "$SBLOB")" \
+    "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$KBLOB")" \
+    "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$SBLOB")"
 
 hc_stage_begin "routine tests under qemu-aarch64 user mode (collect)"
 rc=0
