@@ -441,6 +441,9 @@ pub fn load(
         }
     };
     img.strip_symbol_prefix(SYMBOL_PREFIX);
+    // Name routines by the kernel's symbols, not by hypclear's row aliases.
+    img.functions
+        .retain(|(_, _, n)| !meta.rows.iter().any(|(r, t)| r == n && r != t));
     if machine == object::elf::EM_X86_64 {
         img.patch_returns()?;
     }
