@@ -123,6 +123,32 @@ fn link_with_the_pipeline(tree: &KernelTree, arch: Arch) {
         meta.rows
     );
     let mut img = Image::from_elf(&bytes, None).expect("linked image");
+    // The image the loader builds from the ELF (the aarch64 flat Image)
+    // is what objcopy -O binary makes of it.
+    let objcopy = match (Arch::host(), arch) {
+        (Some(h), a) if h == a => "objcopy".to_string(),
+        (_, Arch::Aarch64) => "aarch64-linux-gnu-objcopy".into(),
+        (_, Arch::X86_64) => "x86_64-linux-gnu-objcopy".into(),
+    };
+    let flat = made.file.with_extension("bin");
+    let st = std::process::Command::new(&objcopy)
+        .args(["-O", "binary"])
+        .arg(&made.file)
+        .arg(&flat)
+        .status()
+        .expect("objcopy");
+    assert!(st.success());
+    let want = std::fs::read(&flat).unwrap();
+    assert!(
+        img.bytes.len() >= want.len(),
+        "image shorter than objcopy's"
+    );
+    assert_eq!(
+        &img.bytes[..want.len()],
+        &want[..],
+        "image differs from objcopy -O binary"
+    );
+    std::fs::remove_file(&flat).ok();
     img.strip_symbol_prefix("__hypclear_");
     for s in &img.sites {
         assert_ne!(

@@ -605,3 +605,41 @@ pub fn guest_view(caps: &crate::arch::CpuCaps) -> BTreeSet<String> {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alternatives_choice_parses() {
+        assert_eq!(AltChoice::parse("host"), AltChoice::Host);
+        assert_eq!(AltChoice::parse("guest"), AltChoice::Guest);
+        assert_eq!(AltChoice::parse("none"), AltChoice::None);
+        assert_eq!(
+            AltChoice::parse("ERMS, fsrm"),
+            AltChoice::List(vec!["erms".into(), "fsrm".into()])
+        );
+        assert_eq!(AltChoice::parse("erms,fsrm").name(), "erms,fsrm");
+        assert!(is_feature_name("rep_good") && !is_feature_name("rep-good"));
+    }
+
+    #[test]
+    fn non_blob_files_are_rejected_with_the_fix() {
+        let e = read_meta(Path::new("x.blob"), b"not an elf").unwrap_err();
+        assert!(e.to_string().contains("hypclear blob --kernel-tree"), "{e}");
+        // A real ELF without the metadata note (the built-in blob).
+        let elf = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let e = read_meta(Path::new("x.blob"), &elf).unwrap_err();
+        assert!(e.to_string().contains(META_SECTION), "{e}");
+    }
+
+    #[test]
+    fn guest_view_names_features_both_ways() {
+        let caps = crate::arch::CpuCaps {
+            model: "m".into(),
+            features: vec![("erms".into(), true), ("fsrm".into(), false)],
+        };
+        let v = guest_view(&caps);
+        assert!(v.contains("erms") && v.contains("has_erms") && !v.contains("fsrm"));
+    }
+}

@@ -179,6 +179,22 @@ mod tests {
     }
 
     #[test]
+    fn clear_pages_without_a_routine_is_clear_page_per_page() {
+        let v = VariantDef {
+            family: "clear_page",
+            name: "erms",
+            requires: None,
+        };
+        let mut c = call(Routine::ClearPages, 3 * 4096);
+        c.count = 2;
+        let l = lower::lower_pages_as_page(&v, &c).unwrap();
+        assert_eq!(l.alias, "clear_page_erms");
+        assert_eq!((l.a0, l.a0_step, l.count), (0x100_0000, 4096, 6));
+        c.step = -(3 * 4096);
+        assert!(lower::lower_pages_as_page(&v, &c).is_err());
+    }
+
+    #[test]
     fn page_routines_reject_partial_pages() {
         let b = Blob::get(LinkConfig::Vanilla).unwrap();
         let v = variants(Routine::ClearPages, LinkConfig::Vanilla)[0];
