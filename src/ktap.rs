@@ -73,7 +73,7 @@ impl Test {
             return self.leaf.clone();
         }
         let outcomes: Vec<Outcome> = self.subtests.iter().map(Test::outcome).collect();
-        if outcomes.iter().any(|o| *o == Outcome::Fail) {
+        if outcomes.contains(&Outcome::Fail) {
             Outcome::Fail
         } else if let Some(Outcome::Skip(reason)) = outcomes
             .first()
