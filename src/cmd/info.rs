@@ -85,7 +85,7 @@ fn summary_table(
     ]);
     t.add_row(vec![
         "privilege".to_string(),
-        format!("{} ({})", p.name, p.reason),
+        format!("{} ({}; {})", p.name, p.reason, p.source_text()),
     ]);
     t.add_row(vec!["seed".to_string(), ctx.seed.to_string()]);
     for (name, b) in blobs {
