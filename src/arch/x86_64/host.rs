@@ -307,22 +307,37 @@ pub const VARIANTS: &[crate::routines::VariantDef] = {
         },
         V {
             family: "memset",
-            name: "unrolled",
+            name: "rep_good",
+            requires: None,
+        },
+        V {
+            family: "memset",
+            name: "orig",
             requires: None,
         },
         V {
             family: "memcpy",
-            name: "erms",
+            name: "fsrm",
             requires: None,
         },
         V {
             family: "memcpy",
-            name: "unrolled",
+            name: "rep_good",
+            requires: None,
+        },
+        V {
+            family: "memcpy",
+            name: "orig",
             requires: None,
         },
         V {
             family: "copy_page",
             name: "rep",
+            requires: None,
+        },
+        V {
+            family: "copy_page",
+            name: "regs",
             requires: None,
         },
         V {
