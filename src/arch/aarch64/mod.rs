@@ -67,6 +67,11 @@ pub const VARIANTS: &[V] = &[
         name: "ldp-stnp",
         requires: None,
     },
+    V {
+        family: "copy_page",
+        name: "ldp-stnp-prfm",
+        requires: None,
+    },
 ];
 
 #[cfg(test)]
