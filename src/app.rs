@@ -161,10 +161,7 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
         timeout: Duration::from_secs_f64(common.timeout.max(0.001)),
     };
     // Usage errors first, before touching KVM (CPU features come later).
-    let no_caps = arch::CpuCaps {
-        model: String::new(),
-        features: vec![],
-    };
+    let no_caps = arch::CpuCaps::default();
     bench::cells(&plan, &no_caps)?;
     let need = bench::mem_needed(&plan);
     if let Some(m) = common.mem
@@ -202,6 +199,21 @@ fn bench(common: &Common, a: &crate::cli::BenchArgs, start: Instant) -> Result<i
     );
     for n in &notes {
         println!("note: {n}");
+    }
+    if let Some(v) = routines::kernel_default(
+        a.routine,
+        LinkConfig::Vanilla,
+        &ctx.caps,
+        arch::DEFAULT_KERNEL,
+    ) {
+        println!(
+            "note: kernel {} would run {} {} on this CPU (6.1: {})",
+            arch::DEFAULT_KERNEL,
+            a.routine,
+            v.name,
+            routines::kernel_default(a.routine, LinkConfig::Vanilla, &ctx.caps, "6.1")
+                .map_or("-", |v| v.name)
+        );
     }
     let pb = progress(specs.len() as u64 * plan.sessions);
     pb.set_prefix("bench");
@@ -261,7 +273,11 @@ fn check_filter(ctx: &Ctx, configs: &[LinkConfig], f: &Filter) -> Result<()> {
             Routine::ALL
                 .iter()
                 .filter(|r| f.routines.is_empty() || f.routines.contains(r))
-                .any(|r| routines::variants(*r, *c).iter().any(|x| x.name == v))
+                .any(|r| {
+                    routines::variants(*r, *c)
+                        .iter()
+                        .any(|x| routines::is_named(x, v))
+                })
         });
         if !known {
             let mut names: Vec<&str> = configs
@@ -380,7 +396,7 @@ fn verify(ctx: &Ctx, args: &VerifyArgs, command: &str) -> Result<i32> {
         vm.vcpu(0)?.exit(ctx.timeout)?;
     }
 
-    println!("{}", report::checks_table(&records, counter_khz));
+    println!("{}", report::checks_table(&records, counter_khz, &ctx.caps));
     let passed = records
         .iter()
         .filter(|r| r.verdict == Verdict::Pass)
@@ -545,6 +561,12 @@ fn info(ctx: &Ctx) -> Result<i32> {
     ]);
     for (k, v) in arch::cpu_details(&kvm) {
         t.add_row(vec![k, v]);
+    }
+    for kernel in [arch::DEFAULT_KERNEL, "6.1"] {
+        t.add_row(vec![
+            format!("kernel {kernel} would run"),
+            ctx.caps.kernel_picks_line(kernel),
+        ]);
     }
     t.add_row(vec![
         "counter".to_string(),

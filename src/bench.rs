@@ -224,10 +224,11 @@ pub fn cells(plan: &Plan, caps: &arch::CpuCaps) -> Result<(Vec<CellSpec>, Vec<St
         let vs = routines::variants(r, config);
         for want in &plan.variants {
             if want != "all"
-                && !plan
-                    .configs
-                    .iter()
-                    .any(|c| routines::variants(r, *c).iter().any(|v| v.name == want))
+                && !plan.configs.iter().any(|c| {
+                    routines::variants(r, *c)
+                        .iter()
+                        .any(|v| routines::is_named(v, want))
+                })
             {
                 return Err(Error::Usage(format!(
                     "unknown variant `{want}` for {r}; choose all or one of: {}",
@@ -236,7 +237,11 @@ pub fn cells(plan: &Plan, caps: &arch::CpuCaps) -> Result<(Vec<CellSpec>, Vec<St
             }
         }
         for v in vs {
-            if !plan.variants.iter().any(|w| w == "all" || w == v.name) {
+            if !plan
+                .variants
+                .iter()
+                .any(|w| w == "all" || routines::is_named(v, w))
+            {
                 continue;
             }
             if let Some(f) = v.requires.filter(|f| !caps.has(f)) {
@@ -848,7 +853,7 @@ mod tests {
     fn caps() -> arch::CpuCaps {
         arch::CpuCaps {
             model: "test".into(),
-            features: vec![],
+            ..Default::default()
         }
     }
 

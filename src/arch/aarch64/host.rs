@@ -413,6 +413,7 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
     CpuCaps {
         model,
         features: vec![("mops".into(), mops), ("dczva".into(), dczva)],
+        defaults: super::kernel_picks(midr, dczva),
     }
 }
 
@@ -465,7 +466,7 @@ pub fn privilege_name(p: Privilege) -> &'static str {
 
 /// Routine variants on aarch64; `family` + `_` + `name` (with `-` as `_`) is
 /// the alias name.
-pub use super::VARIANTS;
+pub use super::{FORMER_NAMES, VARIANTS};
 
 /// Extra architecture details for `info` (name, value).
 pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
