@@ -10,7 +10,7 @@ pub mod layout;
 pub mod paging;
 pub mod sysregs;
 
-use crate::routines::VariantDef as V;
+use super::VariantDef as V;
 
 /// Routine variants on aarch64; `family` + `_` + `name` (with `-` as `_`)
 /// is the alias name in `guest/aarch64/aliases.h`. `requires` names a
@@ -84,8 +84,8 @@ pub const FORMER_NAMES: &[(&str, &str, &str)] = &[];
 /// clear_page's STNP loop, memset's STP loop) and, in 6.1 only, copy_page's
 /// prefetch under ARM64_HAS_NO_HW_PREFETCH (Cavium ThunderX, MIDR variant
 /// 0 and 1).
-pub fn kernel_picks(midr: u64, dczva: bool) -> Vec<crate::arch::KernelPick> {
-    use crate::arch::KernelPick as P;
+pub fn kernel_picks(midr: u64, dczva: bool) -> Vec<super::KernelPick> {
+    use super::KernelPick as P;
     let thunderx =
         (midr >> 24) & 0xff == 0x43 && (midr >> 4) & 0xfff == 0x0a1 && (midr >> 20) & 0xf <= 1;
     let clear_why = if dczva {

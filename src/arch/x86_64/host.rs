@@ -4,12 +4,11 @@ use super::kernel::{CpuidView, KernelVersion, kernel_pick};
 use super::layout::*;
 use super::paging;
 use super::regs::{self, Cpl};
-use crate::abi;
+use crate::arch::Privilege;
 use crate::arch::{CpuCaps, KernelPick};
-use crate::blob::Loaded;
+use crate::arch::{Loaded, RamAccess};
+use crate::blob::abi;
 use crate::error::{Error, Result};
-use crate::memory::GuestRam;
-use crate::vm::Privilege;
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
@@ -36,14 +35,14 @@ pub struct MemoryState {
 }
 
 /// Write page tables, GDT, IDT and TSSs for `vcpus` vCPUs.
-pub fn prepare_memory(ram: &GuestRam, vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
+pub fn prepare_memory(ram: &impl RamAccess, vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
     let pt = paging::identity_map(
         ram.size(),
         abi::DOORBELL_GPA,
         PAGE_TABLES_GPA,
         PAGE_TABLES_END,
     )
-    .map_err(|e| Error::Usage(e.to_string()))?;
+    .map_err(|e| Error::Internal(format!("building the guest page tables: {e}")))?;
     for (gpa, table) in pt.tables() {
         let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
         ram.write_bytes(gpa, &bytes)?;
@@ -297,91 +296,6 @@ pub fn privilege_name(p: Privilege) -> &'static str {
         Privilege::User => "CPL3",
     }
 }
-
-/// Routine variants on x86_64; `family` + `_` + `name` is the alias name.
-pub const VARIANTS: &[crate::routines::VariantDef] = {
-    use crate::routines::VariantDef as V;
-    &[
-        V {
-            family: "clear_page",
-            name: "erms",
-            requires: None,
-        },
-        V {
-            family: "clear_page",
-            name: "rep",
-            requires: None,
-        },
-        V {
-            family: "clear_page",
-            name: "orig",
-            requires: None,
-        },
-        V {
-            family: "clear_page",
-            name: "nt",
-            requires: None,
-        },
-        V {
-            family: "clear_page",
-            name: "clzero",
-            requires: Some("clzero"),
-        },
-        V {
-            family: "memset",
-            name: "erms",
-            requires: None,
-        },
-        V {
-            family: "memset",
-            name: "rep_good",
-            requires: None,
-        },
-        V {
-            family: "memset",
-            name: "orig",
-            requires: None,
-        },
-        V {
-            family: "memcpy",
-            name: "fsrm",
-            requires: None,
-        },
-        V {
-            family: "memcpy",
-            name: "rep_good",
-            requires: None,
-        },
-        V {
-            family: "memcpy",
-            name: "orig",
-            requires: None,
-        },
-        V {
-            family: "copy_page",
-            name: "rep",
-            requires: None,
-        },
-        V {
-            family: "copy_page",
-            name: "regs",
-            requires: None,
-        },
-        V {
-            family: "copy_page",
-            name: "unrolled",
-            requires: None,
-        },
-    ]
-};
-
-/// Former variant names still accepted on the command line:
-/// (family, old name, current name).
-pub const FORMER_NAMES: &[(&str, &str, &str)] = &[
-    ("memset", "unrolled", "orig"),
-    ("memcpy", "unrolled", "orig"),
-    ("memcpy", "erms", "fsrm"),
-];
 
 /// Extra architecture details for `info` (name, value).
 pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
