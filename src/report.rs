@@ -72,7 +72,11 @@ pub fn totals(records: &[CheckRecord]) -> BTreeMap<(LinkConfig, Routine, String)
 }
 
 /// The verification table printed by `run` and `verify`.
-pub fn checks_table(records: &[CheckRecord], counter_khz: u64) -> Table {
+pub fn checks_table(
+    records: &[CheckRecord],
+    counter_khz: u64,
+    caps: &crate::arch::CpuCaps,
+) -> Table {
     let mut t = table(&[
         "config",
         "routine",
@@ -105,6 +109,7 @@ pub fn checks_table(records: &[CheckRecord], counter_khz: u64) -> Table {
             .first_failure
             .clone()
             .or_else(|| x.skip_reason.clone().map(|r| format!("skipped: {r}")))
+            .or_else(|| crate::routines::default_note(routine, config, &variant, caps))
             .unwrap_or_default();
         t.add_row(vec![
             Cell::new(config.name()),

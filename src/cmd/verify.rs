@@ -25,10 +25,11 @@ fn check_variants(configs: &[LinkConfig], f: &Filter) -> Result<()> {
     let selected = |r: &Routine| f.routines.is_empty() || f.routines.contains(r);
     for v in &f.variants {
         let known = configs.iter().any(|c| {
-            Routine::ALL
-                .iter()
-                .filter(|r| selected(r))
-                .any(|r| routines::variants(*r, *c).iter().any(|x| x.name == v))
+            Routine::ALL.iter().filter(|r| selected(r)).any(|r| {
+                routines::variants(*r, *c)
+                    .iter()
+                    .any(|x| routines::is_named(x, v))
+            })
         });
         if !known {
             let mut names: Vec<&str> = configs
@@ -174,7 +175,7 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         let doc = report::checks_ktap(&o.records, o.failure.as_ref());
         report::print_bytes(doc.render().as_bytes());
     } else {
-        ctx.say(report::checks_table(&o.records, o.counter_khz));
+        ctx.say(report::checks_table(&o.records, o.counter_khz, &ctx.caps));
     }
     let (passed, failed, skipped) = (
         o.count(Verdict::Pass),
