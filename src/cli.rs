@@ -57,8 +57,48 @@ pub struct Common {
     /// Watchdog: seconds without a hypercall before the guest is declared stuck
     #[arg(long, global = true, default_value_t = 5.0)]
     pub timeout: f64,
+    /// Output format: text tables; ktap (run, verify, selftest: KTAP version 1
+    /// for kernel CI); markdown or rst (compare)
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub format: Format,
     #[command(flatten)]
     pub kernel: KernelArgs,
+}
+
+/// How results are printed on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Ktap,
+    Markdown,
+    Rst,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Ktap => "ktap",
+            Format::Markdown => "markdown",
+            Format::Rst => "rst",
+        }
+    }
+
+    /// Usage error unless this command supports the format.
+    pub fn check(self, command: &str, supported: &[Format]) -> crate::error::Result<()> {
+        if supported.contains(&self) {
+            return Ok(());
+        }
+        Err(crate::error::Error::Usage(format!(
+            "`{command}` does not print --format {}; use one of: {}",
+            self.name(),
+            supported
+                .iter()
+                .map(|f| f.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
+    }
 }
 
 /// Running a kernel tree's own routines instead of the built-ins.
@@ -155,6 +195,13 @@ pub enum Cmd {
     Compare(CompareArgs),
     /// Build a kernel blob file from --kernel-tree (cross-compiles with --arch)
     Blob(BlobArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout, e.g. `hypclear man > hypclear.1`
+    Man,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -233,21 +280,12 @@ pub struct CompareArgs {
     /// Significance level of the Welch t-test
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
-    /// Output format
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: CompareFormat,
     /// Compare results from different hosts anyway
     #[arg(long)]
     pub allow_different_hosts: bool,
     /// Compare built-in routines with a kernel tree's (--kernel-tree/--blob) anyway
     #[arg(long)]
     pub allow_mixed: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CompareFormat {
-    Text,
-    Markdown,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -638,6 +638,7 @@ mod tests {
         let caps = crate::arch::CpuCaps {
             model: "m".into(),
             features: vec![("erms".into(), true), ("fsrm".into(), false)],
+            defaults: vec![],
         };
         let v = guest_view(&caps);
         assert!(v.contains("erms") && v.contains("has_erms") && !v.contains("fsrm"));
