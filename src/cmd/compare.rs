@@ -33,12 +33,13 @@ pub fn compare(common: &Common, a: &CompareArgs) -> Result<i32> {
 fn refuse_mixed(paths: &[&std::path::PathBuf], allow: bool) -> Result<()> {
     let mut kinds = Vec::new();
     for p in paths {
-        let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
-            path: p.display().to_string(),
-            source,
-        })?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| Error::Usage(format!("{}: not a bench JSON file: {e}", p.display())))?;
+        // Unreadable or malformed files are reported by the loader below.
+        let Ok(text) = std::fs::read_to_string(p) else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
         let kind = match v.get("kernel") {
             Some(k) if !k.is_null() => format!(
                 "kernel tree {} ({})",
