@@ -54,9 +54,14 @@ pub struct Common {
     /// SCTLR_EL1.DZE clear, so DCZID_EL0.DZP reads 1): the seed's "no DC ZVA" columns
     #[arg(long, global = true)]
     pub no_dc_zva: bool,
-    /// Watchdog: seconds without a hypercall before the guest is declared stuck
+    /// Watchdog: seconds one command (or the boot) may take before the guest is
+    /// declared stuck; logs do not extend it (0 < s <= 86400)
     #[arg(long, global = true, default_value_t = 5.0)]
     pub timeout: f64,
+    /// What a check verifies: the target and its guards, or all guest RAM
+    /// outside the harness areas ("nothing more"; slower: use a small --mem)
+    #[arg(long, global = true, value_enum, default_value = "target")]
+    pub check: crate::check::checker::Scope,
 }
 
 /// Guest RAM when --mem is not given.
@@ -92,7 +97,7 @@ pub enum Cmd {
     /// Run verification checks only for some routines / variants
     Verify(VerifyArgs),
     /// Prove the checker can fail: run deliberately broken routines
-    Selftest,
+    Selftest(SelftestArgs),
     /// Show host, KVM and CPU capabilities, privilege, load address and alias table
     Info,
     /// perf-bench-style throughput inside the guest, with a host baseline
@@ -178,6 +183,17 @@ pub struct CompareArgs {
     pub allow_different_hosts: bool,
 }
 
+#[derive(Debug, Clone, Default, Args)]
+pub struct SelftestArgs {
+    /// Run the hostile-guest suite instead: guests that flood logs, forge
+    /// results, ring odd doorbells, corrupt the harness or spin
+    #[arg(long)]
+    pub hostile: bool,
+    /// With --hostile: only these cases (comma-separated)
+    #[arg(long, value_delimiter = ',', requires = "hostile")]
+    pub case: Vec<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CompareFormat {
     Text,
@@ -227,7 +243,7 @@ impl BenchArgs {
             vcpus: a.vcpus,
             host_baseline: !a.no_host,
             prefault: common.prefault,
-            timeout: std::time::Duration::from_secs_f64(common.timeout.max(0.001)),
+            timeout: crate::cmd::timeout(common.timeout)?,
         };
         plan.validate(common.mem)?;
         Ok(plan)

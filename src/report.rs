@@ -133,3 +133,33 @@ pub fn write_json(path: &Path, value: &serde_json::Value) -> crate::error::Resul
         source,
     })
 }
+
+/// Write to stdout; a full or failing stdout is an I/O error (exit 1, said
+/// on stderr), never a panic. A closed pipe ends the process by SIGPIPE
+/// (restored to its default in `main`), quietly, like any Unix filter.
+pub fn out(args: std::fmt::Arguments<'_>) -> crate::error::Result<()> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    o.write_fmt(args)
+        .and_then(|()| o.flush())
+        .map_err(|source| crate::error::Error::Io {
+            path: "standard output".into(),
+            source,
+        })
+}
+
+/// `println!` through [`out`], returning its error with `?`.
+#[macro_export]
+macro_rules! outln {
+    ($($t:tt)*) => {
+        $crate::report::out(format_args!("{}\n", format_args!($($t)*)))?
+    };
+}
+
+/// `print!` through [`out`], returning its error with `?`.
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::report::out(format_args!($($t)*))?
+    };
+}

@@ -75,6 +75,8 @@ pub struct TableRow {
 pub struct Blob {
     pub config: LinkConfig,
     pub symbols: BTreeMap<String, u64>,
+    /// Symbols that are absolute values, not addresses in the image.
+    pub absolute: std::collections::BTreeSet<String>,
     pub aliases: Vec<TableRow>,
     pub selftests: Vec<TableRow>,
     pub relocs: Vec<u32>,
@@ -92,11 +94,15 @@ impl Blob {
     pub fn parse(config: LinkConfig, elf: &[u8]) -> Result<Blob> {
         let file = object::File::parse(elf).map_err(|e| Error::Blob(e.to_string()))?;
         let mut symbols = BTreeMap::new();
+        let mut absolute = std::collections::BTreeSet::new();
         for s in file.symbols() {
             if let Ok(name) = s.name()
                 && let Some(short) = name.strip_prefix(SYMBOL_PREFIX)
                 && !s.is_undefined()
             {
+                if s.section() == object::SymbolSection::Absolute {
+                    absolute.insert(short.to_string());
+                }
                 symbols.insert(short.to_string(), s.address());
             }
         }
@@ -133,7 +139,11 @@ impl Blob {
                     .iter()
                     .filter(|(_, a)| **a == fun)
                     .map(|(n, _)| n.clone())
-                    .find(|n| n.starts_with("__pi_") || n.starts_with("selftest_"))
+                    .find(|n| {
+                        n.starts_with("__pi_")
+                            || n.starts_with("selftest_")
+                            || n.starts_with("hostile_")
+                    })
                     .unwrap_or_else(|| format!("{fun:#x}"));
                 rows.push(TableRow {
                     name,
@@ -149,6 +159,7 @@ impl Blob {
         Ok(Blob {
             config,
             symbols,
+            absolute,
             aliases,
             selftests,
             relocs,
@@ -277,7 +288,10 @@ mod tests {
                 assert_eq!(r.target, format!("__pi_{}", r.name), "alias {r:?}");
             }
             for r in &b.selftests {
-                assert!(r.target.starts_with("selftest_"), "{r:?}");
+                assert!(
+                    r.target.starts_with("selftest_") || r.target.starts_with("hostile_"),
+                    "{r:?}"
+                );
                 assert!(!b.aliases.iter().any(|a| a.offset == r.offset));
             }
             // Every table row holds two absolute words, both relocated.

@@ -278,9 +278,14 @@ pub fn run_check(
     pats: &Patterns,
     timeout: Duration,
     table: Option<(u64, u64)>,
+    scope: checker::Scope,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let p = placement(spec);
     checker::prepare(&vm.ram, &p, pats)?;
+    let snap = match scope {
+        checker::Scope::Whole => Some(checker::snapshot(&vm.ram)?),
+        checker::Scope::Target => None,
+    };
     let call = Call {
         routine: spec.routine,
         dst: p.dst,
@@ -297,9 +302,18 @@ pub fn run_check(
     }
     let r = vm.vcpu(0)?.call(&cmd, timeout)?;
     let t = Instant::now();
-    let out = checker::check(&vm.ram, &p, spec.routine.kind(), pats)?;
+    let mut out = checker::check(&vm.ram, &p, spec.routine.kind(), pats)?;
+    let mut bytes = p.len + 2 * GUARD + if p.src.is_some() { p.len } else { 0 };
+    if let Some(snap) = &snap {
+        let (n, first) = checker::changed_outside(&vm.ram, snap, &p)?;
+        out.breakdown.outside = n;
+        out.bad_bytes = out.breakdown.total();
+        if out.first_bad.is_none() {
+            out.first_bad = first;
+        }
+        bytes = vm.ram.end() - arch::BLOB_WINDOW;
+    }
     let dt = t.elapsed();
-    let bytes = p.len + 2 * GUARD + if p.src.is_some() { p.len } else { 0 };
     let mut rec = record(
         vm.blob.config,
         spec,
@@ -331,11 +345,12 @@ pub fn run(
     specs: &[CheckSpec],
     pats: &Patterns,
     timeout: Duration,
+    scope: checker::Scope,
     progress: &indicatif::ProgressBar,
 ) -> Result<SuiteRun> {
     let mut out = SuiteRun::default();
     for spec in specs {
-        match run_check(vm, spec, pats, timeout, None) {
+        match run_check(vm, spec, pats, timeout, None, scope) {
             Ok((rec, dt, bytes)) => {
                 out.records.push(rec);
                 out.check_time += dt;

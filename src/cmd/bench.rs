@@ -18,7 +18,7 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need))?;
     let (specs, notes) = plan.expand(&ctx.caps)?;
     let p = &ctx.privilege;
-    println!(
+    crate::outln!(
         "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} warm-up + {} measured), guest at {} ({})",
         a.routine,
         ctx.caps.model,
@@ -30,14 +30,14 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         p.reason
     );
     for n in &notes {
-        println!("note: {n}");
+        crate::outln!("note: {n}");
     }
     let pb = progress(specs.len() as u64 * plan.sessions);
     pb.set_prefix("bench");
     let result = bench::run(&plan, &specs, ctx.seed, p, &ctx.caps, &pb)?;
     pb.finish_and_clear();
-    println!("{}", bench::report::cells_table(&result));
-    println!(
+    crate::outln!("{}", bench::report::cells_table(&result));
+    crate::outln!(
         "bytes/sec from guest {} ticks at {} kHz; guest/host = median guest GB/s / median host GB/s \
          of the same object on a host buffer, measured in the same process; {:.1} seconds",
         arch::COUNTER_NAME,

@@ -12,7 +12,7 @@ pub fn compare(a: &CompareArgs) -> Result<i32> {
         CompareFormat::Text => Format::Text,
         CompareFormat::Markdown => Format::Markdown,
     };
-    print!(
+    crate::out!(
         "{}",
         compare::compare(&files, a.alpha, a.allow_different_hosts, format)?
     );

@@ -35,12 +35,7 @@ impl Ctx {
     /// capabilities, pick the seed and the guest privilege (`--cpl auto`
     /// may run a calibration VM). `mem` is the guest RAM size to use.
     pub fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Ctx> {
-        if !(common.timeout.is_finite() && common.timeout > 0.0) {
-            return Err(Error::Usage(format!(
-                "--timeout {} is not a positive number of seconds",
-                common.timeout
-            )));
-        }
+        let timeout = timeout(common.timeout)?;
         let cpl = cpl_choice(common)?;
         let seed = common.seed.unwrap_or_else(random_seed);
         vmm::validate_mem(mem)?;
@@ -54,7 +49,7 @@ impl Ctx {
             seed,
             privilege: privilege::choose(cpl)?,
             mem,
-            timeout: Duration::from_secs_f64(common.timeout),
+            timeout,
         })
     }
 
@@ -74,6 +69,21 @@ impl Ctx {
     pub fn configs(&self) -> Vec<LinkConfig> {
         self.common.config.configs()
     }
+}
+
+/// Longest accepted `--timeout`.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// `--timeout` as a Duration: finite, above 0, at most a day (usage error,
+/// exit 2, otherwise; never a panic or a wrapped deadline).
+pub fn timeout(secs: f64) -> Result<Duration> {
+    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_S) {
+        return Err(Error::Usage(format!(
+            "--timeout {secs} is not usable: give seconds above 0 and at most {MAX_TIMEOUT_S} (one day)"
+        )));
+    }
+    Duration::try_from_secs_f64(secs)
+        .map_err(|e| Error::Usage(format!("--timeout {secs}: {e}")))
 }
 
 fn random_seed() -> u64 {
@@ -111,7 +121,10 @@ pub fn main(cli: Cli, start: Instant) -> Result<i32> {
         Cmd::Bench(a) => bench::bench(common, &a, start),
         Cmd::Run => run::run(common, start),
         Cmd::Verify(a) => verify::verify(common, &a, start, "verify"),
-        Cmd::Selftest => selftest::selftest(&Ctx::resolve(common, start, common.mem())?),
+        Cmd::Selftest(a) if a.hostile => {
+            selftest::hostile(&Ctx::resolve(common, start, common.mem())?, &a.case)
+        }
+        Cmd::Selftest(_) => selftest::selftest(&Ctx::resolve(common, start, common.mem())?),
         Cmd::Info => info::info(&Ctx::resolve(common, start, common.mem())?),
     }
 }

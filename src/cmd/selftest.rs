@@ -30,10 +30,10 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
             comfy_table::Cell::new(&r.observed),
         ]);
     }
-    println!("{t}");
+    crate::outln!("{t}");
     let n = results.len();
     let ok = results.iter().filter(|(_, r)| r.detected).count();
-    println!("{ok}/{n} injected faults detected (guest at {})", p.name);
+    crate::outln!("{ok}/{n} injected faults detected (guest at {})", p.name);
     if let Some(path) = &ctx.common.json {
         let doc = json!({
             "tool": "hypclear",
@@ -41,6 +41,37 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
             "host": HostInfo::collect(&ctx.caps, 0),
             "guest": { "privilege": p, "seed": ctx.seed },
             "cases": results.iter().map(|(c, r)| json!({"config": c, "case": r})).collect::<Vec<_>>(),
+            "summary": { "passed": ok, "failed": n - ok },
+        });
+        report::write_json(path, &doc)?;
+    }
+    Ok(if ok == n { 0 } else { EXIT_FAILED })
+}
+
+/// `hypclear selftest --hostile`: every hostile guest must end the way its
+/// case expects (exit 0), or the harness has a hole (exit 1).
+pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
+    let opts = crate::check::selftest::vm_options(&ctx.vm_options(crate::blob::LinkConfig::Vanilla));
+    let results = crate::check::hostile::run(&opts, only)?;
+    let mut t = report::table(&["hostile guest", "expected", "handled", "observed", "s"]);
+    for r in &results {
+        t.add_row(vec![
+            comfy_table::Cell::new(&r.name),
+            comfy_table::Cell::new(format!("{:?}", r.expected)),
+            comfy_table::Cell::new(if r.detected { "yes" } else { "NO" }),
+            comfy_table::Cell::new(&r.observed),
+            comfy_table::Cell::new(format!("{:.2}", r.seconds)),
+        ]);
+    }
+    crate::outln!("{t}");
+    let n = results.len();
+    let ok = results.iter().filter(|r| r.detected).count();
+    crate::outln!("{ok}/{n} hostile guests handled (guest at {})", ctx.privilege.name);
+    if let Some(path) = &ctx.common.json {
+        let doc = json!({
+            "tool": "hypclear",
+            "command": "selftest --hostile",
+            "cases": results,
             "summary": { "passed": ok, "failed": n - ok },
         });
         report::write_json(path, &doc)?;

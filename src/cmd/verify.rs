@@ -14,6 +14,7 @@ use crate::units::format_size;
 use crate::vmm::host::HostInfo;
 use crate::vmm::{self, GuestFailure, Vm};
 use serde_json::json;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 fn arena(mem: u64) -> u64 {
@@ -122,7 +123,7 @@ fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outco
         o.counter_khz = vm.counter_khz;
         vm.vcpu(0)?.start(ctx.timeout)?;
         o.first_hypercall.get_or_insert(ctx.start.elapsed());
-        println!(
+        crate::outln!(
             "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
             vm.blob.aliases.len(),
             vm.blob.relocs.len(),
@@ -136,7 +137,7 @@ fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outco
         o.loads.insert(config.name().into(), json!(vm.loaded.base));
         let pb = progress(specs.len() as u64);
         pb.set_prefix(config.name());
-        let run = suite::run(&mut vm, &specs, &pats, ctx.timeout, &pb)?;
+        let run = suite::run(&mut vm, &specs, &pats, ctx.timeout, ctx.common.check, &pb)?;
         pb.finish_and_clear();
         o.records.extend(run.records);
         o.checked_bytes += run.checked_bytes;
@@ -160,7 +161,7 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
     };
     check_filter(&ctx, &configs, &filter)?;
     let p = &ctx.privilege;
-    println!(
+    crate::outln!(
         "hypclear {}: {} {}, KVM {}, guest at {} ({})",
         env!("CARGO_PKG_VERSION"),
         std::env::consts::ARCH,
@@ -170,7 +171,7 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         p.reason
     );
     let o = run_suite(&ctx, &configs, &filter)?;
-    println!("{}", report::checks_table(&o.records, o.counter_khz));
+    crate::outln!("{}", report::checks_table(&o.records, o.counter_khz));
     let (passed, failed, skipped) = (
         o.count(Verdict::Pass),
         o.count(Verdict::Fail),
@@ -179,11 +180,11 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
     let elapsed = ctx.start.elapsed();
     let checker_gbps = o.checked_bytes as f64 / o.check_time.as_secs_f64().max(1e-9) / 1e9;
     if let Some(f) = &o.failure {
-        eprintln!("{f}");
+        let _ = writeln!(std::io::stderr(), "{f}");
     }
     let ok = failed == 0 && o.failure.is_none();
     let first_ms = o.first_hypercall.unwrap_or_default().as_secs_f64() * 1e3;
-    println!(
+    crate::outln!(
         "hypclear {command}: {} — {passed} passed, {failed} failed, {skipped} skipped ({}) in {:.2} s; \
          first hypercall after {:.1} ms; checker {:.1} GB/s",
         if ok { "PASS" } else { "FAIL" },

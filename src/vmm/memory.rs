@@ -75,8 +75,8 @@ pub struct GuestRam {
 // SAFETY: the raw pointer is the start of a mapping owned by `mem`, which is
 // Send + Sync; GuestRam hands out access only through bounds-checked methods.
 unsafe impl Send for GuestRam {}
-// SAFETY: as for Send; shared access is bounds checked, and mutable views
-// exist only through the unsafe `slice_mut` and its contract.
+// SAFETY: as for Send; shared access is bounds checked and copies, and
+// views exist only through the unsafe `slice`/`slice_mut` and their contracts.
 unsafe impl Sync for GuestRam {}
 
 impl GuestRam {
@@ -171,15 +171,34 @@ impl GuestRam {
         Ok((gpa - self.base) as usize)
     }
 
-    /// Guest RAM as a byte slice.
+    /// Guest RAM as a byte slice (bounds checked).
     ///
-    /// Only call while no vCPU can write the range (all vCPUs stopped in the
-    /// host, or the range owned by the calling vCPU's thread).
-    pub fn slice(&self, gpa: u64, len: u64) -> Result<&[u8]> {
+    /// # Safety
+    ///
+    /// While the returned slice lives, no vCPU may run (vCPUs run only
+    /// inside `Vcpu` methods, which return with the guest stopped in the
+    /// host) and nothing may write the range: the guest can write any of
+    /// its RAM, and a shared slice that changes underneath is undefined
+    /// behaviour. To read memory a running guest may write, use
+    /// [`GuestRam::read_into`], which copies.
+    pub unsafe fn slice(&self, gpa: u64, len: u64) -> Result<&[u8]> {
         let off = self.check(gpa, len)?;
-        // SAFETY: bounds checked against the mapping owned by self; see above
-        // for the aliasing rule the callers follow.
+        // SAFETY: bounds checked against the mapping owned by self; the
+        // caller guarantees no concurrent writer (see the contract above).
         Ok(unsafe { std::slice::from_raw_parts(self.host.add(off), len as usize) })
+    }
+
+    /// Copy `[gpa, gpa + buf.len())` into a host buffer. Safe while the
+    /// guest runs: vm-memory copies with volatile accesses, and the caller
+    /// decides on the copy only (a concurrent writer can only make it stale).
+    pub fn read_into(&self, gpa: u64, buf: &mut [u8]) -> Result<()> {
+        self.mem
+            .read_slice(buf, GuestAddress(gpa))
+            .map_err(|e| Error::GuestMemory {
+                gpa,
+                len: buf.len() as u64,
+                detail: e.to_string(),
+            })
     }
 
     /// Mutable view of guest RAM (bounds checked).
