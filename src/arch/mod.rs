@@ -86,16 +86,16 @@ pub use self::aarch64::VARIANTS;
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
-    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz, cpu_caps,
-    cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory, privilege_name,
-    registers, setup_vcpu, setup_vm,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
+    cpu_caps, cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory,
+    privilege_name, registers, setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::VARIANTS;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
-    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz, cpu_caps,
-    cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory, privilege_name,
-    registers, setup_vcpu, setup_vm,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
+    cpu_caps, cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory,
+    privilege_name, registers, setup_vcpu, setup_vm,
 };

@@ -252,7 +252,11 @@ pub fn snapshot(ram: &GuestRam) -> Result<Snapshot> {
 
 /// Bytes of the snapshot's range that changed, outside `[dst - GUARD, dst +
 /// len + GUARD)` (covered by [`check`]); and the first, relative to `dst`.
-pub fn changed_outside(ram: &GuestRam, snap: &Snapshot, p: &Placement) -> Result<(u64, Option<i64>)> {
+pub fn changed_outside(
+    ram: &GuestRam,
+    snap: &Snapshot,
+    p: &Placement,
+) -> Result<(u64, Option<i64>)> {
     // SAFETY: as in `check`: called between commands from
     // `suite::run_check`, which holds the `&mut Vm` owning every vCPU.
     let now = unsafe { ram.slice(snap.base, snap.bytes.len() as u64) }?;
@@ -260,7 +264,10 @@ pub fn changed_outside(ram: &GuestRam, snap: &Snapshot, p: &Placement) -> Result
     let skip_hi = (p.dst + p.len + GUARD).saturating_sub(snap.base) as usize;
     let mut n = 0u64;
     let mut first = None;
-    for (lo, hi) in [(0, skip_lo.min(now.len())), (skip_hi.min(now.len()), now.len())] {
+    for (lo, hi) in [
+        (0, skip_lo.min(now.len())),
+        (skip_hi.min(now.len()), now.len()),
+    ] {
         let (a, b) = (&now[lo..hi], &snap.bytes[lo..hi]);
         if a == b {
             continue;
@@ -288,11 +295,13 @@ pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Resu
         }
     };
 
-    // SAFETY (every `ram.slice` below): the checker runs between commands,
-    // called from `suite::run_check`, which holds the `&mut Vm` that owns
-    // every vCPU of this RAM; vCPUs run only inside `Vcpu` methods, so none
-    // runs while these slices live.
-    let view = |gpa: u64, len: u64| unsafe { ram.slice(gpa, len) };
+    let view = |gpa: u64, len: u64| {
+        // SAFETY: the checker runs between commands, called from
+        // `suite::run_check`, which holds the `&mut Vm` that owns every
+        // vCPU of this RAM; vCPUs run only inside `Vcpu` methods, so none
+        // runs while these slices live.
+        unsafe { ram.slice(gpa, len) }
+    };
     let lo = p.dst - GUARD;
     let t_lo = template(lo, pats.guard);
     let (f, n) = scan(view(lo, GUARD)?, |_, n| &t_lo[..n], |_, _| {});

@@ -82,8 +82,7 @@ pub fn timeout(secs: f64) -> Result<Duration> {
             "--timeout {secs} is not usable: give seconds above 0 and at most {MAX_TIMEOUT_S} (one day)"
         )));
     }
-    Duration::try_from_secs_f64(secs)
-        .map_err(|e| Error::Usage(format!("--timeout {secs}: {e}")))
+    Duration::try_from_secs_f64(secs).map_err(|e| Error::Usage(format!("--timeout {secs}: {e}")))
 }
 
 fn random_seed() -> u64 {

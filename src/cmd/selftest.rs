@@ -51,7 +51,8 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
 /// `hypclear selftest --hostile`: every hostile guest must end the way its
 /// case expects (exit 0), or the harness has a hole (exit 1).
 pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
-    let opts = crate::check::selftest::vm_options(&ctx.vm_options(crate::blob::LinkConfig::Vanilla));
+    let opts =
+        crate::check::selftest::vm_options(&ctx.vm_options(crate::blob::LinkConfig::Vanilla));
     let results = crate::check::hostile::run(&opts, only)?;
     let mut t = report::table(&["hostile guest", "expected", "handled", "observed", "s"]);
     for r in &results {
@@ -66,7 +67,10 @@ pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
     crate::outln!("{t}");
     let n = results.len();
     let ok = results.iter().filter(|r| r.detected).count();
-    crate::outln!("{ok}/{n} hostile guests handled (guest at {})", ctx.privilege.name);
+    crate::outln!(
+        "{ok}/{n} hostile guests handled (guest at {})",
+        ctx.privilege.name
+    );
     if let Some(path) = &ctx.common.json {
         let doc = json!({
             "tool": "hypclear",

@@ -2,8 +2,8 @@
 //! ([`Exit`]), and the command protocol (start, call, exit).
 use super::kvmstats::{self, KvmStats};
 use super::memory::GuestRam;
-use super::watchdog::Watchdog;
 use super::protocol::{Mailbox, Protocol, Step, Waiting};
+use super::watchdog::Watchdog;
 use super::{CallResult, Command, FailureKind, GuestFailure, Symbolizer};
 use crate::arch;
 use crate::blob::abi;
@@ -15,7 +15,7 @@ use std::thread::ThreadId;
 use std::time::Duration;
 
 /// One KVM_RUN exit as the hypercall loop sees it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Exit {
     /// A store to a guest-physical address with no memslot (the doorbell
     /// when `addr` is `abi::DOORBELL_GPA`).
@@ -113,7 +113,7 @@ impl Vcpu {
             Ok(VcpuExit::FailEntry(reason, cpu)) => Ok(Exit::Other(format!(
                 "FAILENTRY: hardware entry failure reason {reason:#x} on CPU {cpu}"
             ))),
-            Ok(other) => Ok(Exit::Other(format!("unexpected exit {other:?}"))),
+            Ok(other) => Ok(Exit::Other(format!("{other:?}"))),
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
                 Ok(Exit::Interrupted)
             }

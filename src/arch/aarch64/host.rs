@@ -39,7 +39,10 @@ pub const UNDEFINED_INSTRUCTION_CLASS: u64 = 0x00;
 /// (name, guest-physical address, bytes).
 pub fn corruptible_areas(loaded: &Loaded) -> [(&'static str, u64, u64); 2] {
     let _ = loaded;
-    [("page tables", PAGE_TABLES_GPA, abi::PAGE_SIZE), ("VBAR_EL1 vectors", loaded.vectors, 2048)]
+    [
+        ("page tables", PAGE_TABLES_GPA, abi::PAGE_SIZE),
+        ("VBAR_EL1 vectors", loaded.vectors, 2048),
+    ]
 }
 
 pub fn setup_vm(_vm: &VmFd) -> Result<()> {

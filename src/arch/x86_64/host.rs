@@ -27,7 +27,10 @@ pub const COUNTER_NAME: &str = "TSC";
 /// (name, guest-physical address, bytes).
 pub fn corruptible_areas(loaded: &Loaded) -> [(&'static str, u64, u64); 2] {
     let _ = loaded;
-    [("page tables", PAGE_TABLES_GPA, abi::PAGE_SIZE), ("IDT", IDT_GPA, IDT_VECTORS * 16)]
+    [
+        ("page tables", PAGE_TABLES_GPA, abi::PAGE_SIZE),
+        ("IDT", IDT_GPA, IDT_VECTORS * 16),
+    ]
 }
 
 pub fn setup_vm(_vm: &VmFd) -> Result<()> {
