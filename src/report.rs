@@ -123,6 +123,23 @@ pub fn checks_table(records: &[CheckRecord], counter_khz: u64) -> Table {
 }
 
 /// Write `value` as pretty JSON to `path`.
+/// Check, before any VM runs, that an output file can be written: open it
+/// for writing, creating it (empty) if missing, without truncating what is
+/// there. Exit 2 naming the path and the OS error otherwise, so a long run
+/// never ends with its results lost.
+pub fn precheck_output(path: &Path) -> crate::error::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map(drop)
+        .map_err(|source| crate::error::Error::Output {
+            path: path.display().to_string(),
+            source,
+        })
+}
+
 pub fn write_json(path: &Path, value: &serde_json::Value) -> crate::error::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(|e| crate::error::Error::Io {
         path: path.display().to_string(),

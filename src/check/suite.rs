@@ -269,6 +269,8 @@ pub struct SuiteRun {
     /// Bytes the checker compared and the time it took.
     pub checked_bytes: u64,
     pub check_time: Duration,
+    /// SIGINT stopped the run early.
+    pub interrupted: bool,
 }
 
 /// Run one check: prepare, call, verify.
@@ -364,6 +366,10 @@ pub fn run(
                     Some(f.detail.clone()),
                 ));
                 out.failure = Some(*f);
+                break;
+            }
+            Err(Error::Interrupted) => {
+                out.interrupted = true;
                 break;
             }
             Err(e) => return Err(e),

@@ -36,6 +36,9 @@ impl Ctx {
     /// may run a calibration VM). `mem` is the guest RAM size to use.
     pub fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Ctx> {
         let timeout = timeout(common.timeout)?;
+        if let Some(path) = &common.json {
+            crate::report::precheck_output(path)?;
+        }
         let cpl = cpl_choice(common)?;
         let seed = common.seed.unwrap_or_else(random_seed);
         vmm::validate_mem(mem)?;

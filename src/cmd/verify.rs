@@ -95,6 +95,8 @@ struct Outcome {
     checked_bytes: u64,
     check_time: Duration,
     counter_khz: u64,
+    /// SIGINT stopped the run: what is here is partial.
+    interrupted: bool,
 }
 
 impl Outcome {
@@ -103,17 +105,46 @@ impl Outcome {
     }
 }
 
-/// Run the filtered suite in one VM per configuration, stopping at the
-/// first guest failure.
-fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outcome> {
-    let max_copy = suite::LARGE_SIZES
+/// The largest check and the copy source pattern (host) the suite needs.
+fn sizes(filter: &Filter) -> (u64, u64) {
+    let largest = suite::LARGE_SIZES
         .iter()
         .chain(filter.sizes.iter())
         .copied()
         .max()
-        .unwrap_or(0)
-        .max(4 << 20);
-    let pats = Patterns::new(ctx.seed, max_copy as usize);
+        .unwrap_or(0);
+    let copies = filter.routines.is_empty()
+        || filter
+            .routines
+            .iter()
+            .any(|r| r.kind() == crate::routines::Kind::Copy);
+    let pattern = if copies {
+        largest.max(4 << 20)
+    } else {
+        4 << 20
+    };
+    (largest, pattern)
+}
+
+/// Check, before any VM, that the host can hold what the run touches: the
+/// largest target and its copy source in guest RAM, plus the host pattern.
+fn check_memory(ctx: &Ctx, filter: &Filter) -> Result<()> {
+    let (largest, pattern) = sizes(filter);
+    let guest = (arch::ARENA_BASE - arch::RAM_BASE + 2 * largest + (4 << 20)).min(ctx.mem);
+    if ctx.common.backing != crate::vmm::memory::Backing::Hugetlb {
+        crate::vmm::memory::check_host_memory(
+            guest + pattern,
+            "verify (guest RAM it touches plus the copy pattern)",
+        )?;
+    }
+    Ok(())
+}
+
+/// Run the filtered suite in one VM per configuration, stopping at the
+/// first guest failure.
+fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outcome> {
+    let (_, pattern) = sizes(filter);
+    let pats = Patterns::new(ctx.seed, pattern as usize);
     let mut o = Outcome::default();
     for config in configs {
         let opts = ctx.vm_options(*config);
@@ -146,6 +177,10 @@ fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outco
             o.failure = Some(f);
             break;
         }
+        if run.interrupted {
+            o.interrupted = true;
+            break;
+        }
         vm.vcpu(0)?.exit(ctx.timeout)?;
     }
     Ok(o)
@@ -160,6 +195,8 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         sizes: args.size.clone(),
     };
     check_filter(&ctx, &configs, &filter)?;
+    check_memory(&ctx, &filter)?;
+    crate::vmm::interrupt::install()?;
     let p = &ctx.privilege;
     crate::outln!(
         "hypclear {}: {} {}, KVM {}, guest at {} ({})",
@@ -182,12 +219,18 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
     if let Some(f) = &o.failure {
         let _ = writeln!(std::io::stderr(), "{f}");
     }
-    let ok = failed == 0 && o.failure.is_none();
+    let ok = failed == 0 && o.failure.is_none() && !o.interrupted;
     let first_ms = o.first_hypercall.unwrap_or_default().as_secs_f64() * 1e3;
     crate::outln!(
         "hypclear {command}: {} — {passed} passed, {failed} failed, {skipped} skipped ({}) in {:.2} s; \
          first hypercall after {:.1} ms; checker {:.1} GB/s",
-        if ok { "PASS" } else { "FAIL" },
+        if o.interrupted {
+            "PARTIAL (interrupted)"
+        } else if ok {
+            "PASS"
+        } else {
+            "FAIL"
+        },
         configs
             .iter()
             .map(|c| c.name())
@@ -208,6 +251,13 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
             "checked_bytes": o.checked_bytes,
         });
         report::write_json(path, &json_doc(&ctx, command, &configs, &o, summary))?;
+    }
+    if o.interrupted {
+        let _ = writeln!(
+            std::io::stderr(),
+            "hypclear {command}: interrupted (SIGINT); the results above are partial"
+        );
+        return Ok(crate::error::EXIT_INTERRUPTED);
     }
     Ok(if ok { 0 } else { EXIT_FAILED })
 }
@@ -239,6 +289,7 @@ fn json_doc(
             "prefault": ctx.common.prefault,
             "seed": ctx.seed,
         },
+        "partial": o.interrupted,
         "checks": o.records,
         "failure": o.failure,
         "summary": summary,

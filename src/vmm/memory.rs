@@ -63,6 +63,73 @@ pub fn precheck(size: u64, backing: Backing) -> Result<()> {
     Ok(())
 }
 
+/// Memory this process may still use: `MemAvailable`, and the room left
+/// under the memory.max of its cgroup (v2) and every ancestor; with the
+/// source of the smallest. None when nothing can be read.
+pub fn host_available() -> Option<(u64, String)> {
+    let mut best: Option<(u64, String)> = None;
+    let mut offer = |v: u64, what: String| {
+        if best.as_ref().is_none_or(|(b, _)| v < *b) {
+            best = Some((v, what));
+        }
+    };
+    if let Ok(m) = std::fs::read_to_string("/proc/meminfo")
+        && let Some(kb) = m
+            .lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    {
+        offer(
+            kb.saturating_mul(1024),
+            "MemAvailable in /proc/meminfo".into(),
+        );
+    }
+    let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    if let Some(path) = cg.lines().find_map(|l| l.strip_prefix("0::")) {
+        let mut dir = std::path::PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+        loop {
+            let read = |f: &str| {
+                std::fs::read_to_string(dir.join(f))
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+            };
+            if let Some(max) = read("memory.max") {
+                let used = read("memory.current").unwrap_or(0);
+                offer(
+                    max.saturating_sub(used),
+                    format!(
+                        "cgroup limit {}/memory.max minus memory.current",
+                        dir.display()
+                    ),
+                );
+            }
+            if !dir.pop() || !dir.starts_with("/sys/fs/cgroup") {
+                break;
+            }
+        }
+    }
+    best
+}
+
+/// Check, before anything is allocated, that `need` bytes for `what` fit
+/// in the host memory this process may use (exit 2 naming the need).
+pub fn check_host_memory(need: u64, what: &str) -> Result<()> {
+    let Some((available, detail)) = host_available() else {
+        return Ok(());
+    };
+    if need > available {
+        return Err(Error::HostMemory {
+            what: what.into(),
+            need,
+            need_h: crate::units::format_size(need),
+            available,
+            detail,
+        });
+    }
+    Ok(())
+}
+
 /// Guest RAM at `[base, base + size)`.
 pub struct GuestRam {
     mem: GuestMemoryMmap,

@@ -3,6 +3,7 @@
 //! Everything here is architecture neutral; `crate::arch` provides the
 //! layout, register setup and exception decoding.
 pub mod host;
+pub mod interrupt;
 pub mod kvmstats;
 pub mod memory;
 pub mod privilege;

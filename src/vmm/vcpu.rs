@@ -153,6 +153,7 @@ impl Vcpu {
     fn run_armed(&mut self, waiting: Waiting, timeout: Duration) -> Result<Step> {
         let mut proto = Protocol::new(waiting);
         loop {
+            super::interrupt::check()?;
             let exit = self.next_exit()?;
             let fired = self.watchdog.as_ref().is_some_and(|(_, w)| w.fired());
             let step = proto.step(&exit, fired, timeout.as_secs_f64(), &|| {
