@@ -106,7 +106,8 @@ fn hostile_timeouts_are_usage_errors_not_panics() {
         "NaN",
         "86401",
     ] {
-        let out = hypclear(&["verify", "-r", "memset", "--timeout", t]);
+        let arg = format!("--timeout={t}");
+        let out = hypclear(&["verify", "-r", "memset", &arg]);
         assert_eq!(out.status.code(), Some(2), "--timeout {t}: {}", text(&out));
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(e.contains("--timeout"), "--timeout {t}: {e}");
