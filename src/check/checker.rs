@@ -234,55 +234,72 @@ pub enum Scope {
     Whole,
 }
 
-/// A host copy of guest RAM from the blob window to the end, taken after
-/// a check is prepared and before the guest runs.
+/// A host copy of guest RAM from the blob window to the end, kept across
+/// the checks of one VM: taken once, then refreshed only where the harness
+/// itself writes (each check's target, guards and source, before and after
+/// the guest runs), so each check costs one comparison pass, not a copy.
 pub struct Snapshot {
     base: u64,
     bytes: Vec<u8>,
 }
 
-/// Copy `[arch::BLOB_WINDOW, end of RAM)` for a `--check whole` comparison.
-pub fn snapshot(ram: &GuestRam) -> Result<Snapshot> {
-    let base = crate::arch::BLOB_WINDOW;
-    let len = ram.end().saturating_sub(base);
-    let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-    ram.read_into(base, &mut bytes)?;
-    Ok(Snapshot { base, bytes })
-}
+impl Snapshot {
+    /// Copy `[arch::BLOB_WINDOW, end of RAM)`.
+    pub fn take(ram: &GuestRam) -> Result<Snapshot> {
+        let base = crate::arch::BLOB_WINDOW;
+        let len = ram.end().saturating_sub(base);
+        let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+        ram.read_into(base, &mut bytes)?;
+        Ok(Snapshot { base, bytes })
+    }
 
-/// Bytes of the snapshot's range that changed, outside `[dst - GUARD, dst +
-/// len + GUARD)` (covered by [`check`]); and the first, relative to `dst`.
-pub fn changed_outside(
-    ram: &GuestRam,
-    snap: &Snapshot,
-    p: &Placement,
-) -> Result<(u64, Option<i64>)> {
-    // SAFETY: as in `check`: called between commands from
-    // `suite::run_check`, which holds the `&mut Vm` owning every vCPU.
-    let now = unsafe { ram.slice(snap.base, snap.bytes.len() as u64) }?;
-    let skip_lo = p.dst.saturating_sub(GUARD).saturating_sub(snap.base) as usize;
-    let skip_hi = (p.dst + p.len + GUARD).saturating_sub(snap.base) as usize;
-    let mut n = 0u64;
-    let mut first = None;
-    for (lo, hi) in [
-        (0, skip_lo.min(now.len())),
-        (skip_hi.min(now.len()), now.len()),
-    ] {
-        let (a, b) = (&now[lo..hi], &snap.bytes[lo..hi]);
-        if a == b {
-            continue;
+    /// Re-read the areas of `p` the harness owns: the target with its
+    /// guards, and the source.
+    pub fn refresh(&mut self, ram: &GuestRam, p: &Placement) -> Result<()> {
+        let mut areas = vec![(p.dst.saturating_sub(GUARD), p.len + 2 * GUARD)];
+        if let Some(src) = p.src {
+            areas.push((src, p.len));
         }
-        for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            if x != y {
-                n += 1;
-                let off = (snap.base + (lo + i) as u64) as i64 - p.dst as i64;
-                if first.is_none() {
-                    first = Some(off);
+        for (gpa, len) in areas {
+            let lo = gpa.max(self.base);
+            let hi = (gpa + len).min(self.base + self.bytes.len() as u64);
+            if lo < hi {
+                let (a, b) = ((lo - self.base) as usize, (hi - self.base) as usize);
+                ram.read_into(lo, &mut self.bytes[a..b])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes that changed outside `[dst - GUARD, dst + len + GUARD)` (that
+    /// range is judged by [`check`]), and the first, relative to `dst`.
+    pub fn changed_outside(&self, ram: &GuestRam, p: &Placement) -> Result<(u64, Option<i64>)> {
+        // SAFETY: as in `check`: called between commands from
+        // `suite::run_check`, which holds the `&mut Vm` owning every vCPU.
+        let now = unsafe { ram.slice(self.base, self.bytes.len() as u64) }?;
+        let skip_lo = p.dst.saturating_sub(GUARD).saturating_sub(self.base) as usize;
+        let skip_hi = (p.dst + p.len + GUARD).saturating_sub(self.base) as usize;
+        let mut n = 0u64;
+        let mut first = None;
+        for (lo, hi) in [
+            (0, skip_lo.min(now.len())),
+            (skip_hi.min(now.len()), now.len()),
+        ] {
+            let (a, b) = (&now[lo..hi], &self.bytes[lo..hi]);
+            if a == b {
+                continue;
+            }
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                if x != y {
+                    n += 1;
+                    if first.is_none() {
+                        first = Some((self.base + (lo + i) as u64) as i64 - p.dst as i64);
+                    }
                 }
             }
         }
+        Ok((n, first))
     }
-    Ok((n, first))
 }
 
 /// Check the result of a `kind` operation on `p`.

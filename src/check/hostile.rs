@@ -6,7 +6,7 @@
 //! bounded and sanitized (the test in `tests/hostile.rs` checks the output).
 use crate::arch;
 use crate::blob::abi;
-use crate::check::checker::{Patterns, Scope};
+use crate::check::checker::{Patterns, Snapshot};
 use crate::check::selftest::{DST_OFFSET, LEN};
 use crate::check::suite::{self, CheckSpec};
 use crate::error::{Error, Result};
@@ -245,13 +245,14 @@ fn memset_case(vm: &mut Vm, index: u64, seed: u64) -> Result<String> {
         src_offset: None,
     };
     let pats = Patterns::new(seed, 0);
+    let mut snap = Snapshot::take(&vm.ram)?;
     let (rec, _, _) = suite::run_check(
         vm,
         &spec,
         &pats,
         TIMEOUT,
         Some((abi::TABLE_SELFTEST, index)),
-        Scope::Whole,
+        Some(&mut snap),
     )?;
     vm.vcpu(0)?.exit(TIMEOUT)?;
     Ok(match rec.reason {

@@ -98,7 +98,7 @@ pub fn run_case(
         &pats,
         t,
         Some((abi::TABLE_SELFTEST, index)),
-        crate::check::checker::Scope::Target,
+        None,
     );
     let (detected, observed) = match res {
         Ok((rec, _, _)) => {

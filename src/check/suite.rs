@@ -280,14 +280,13 @@ pub fn run_check(
     pats: &Patterns,
     timeout: Duration,
     table: Option<(u64, u64)>,
-    scope: checker::Scope,
+    mut whole: Option<&mut checker::Snapshot>,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let p = placement(spec);
     checker::prepare(&vm.ram, &p, pats)?;
-    let snap = match scope {
-        checker::Scope::Whole => Some(checker::snapshot(&vm.ram)?),
-        checker::Scope::Target => None,
-    };
+    if let Some(snap) = whole.as_deref_mut() {
+        snap.refresh(&vm.ram, &p)?;
+    }
     let call = Call {
         routine: spec.routine,
         dst: p.dst,
@@ -306,8 +305,11 @@ pub fn run_check(
     let t = Instant::now();
     let mut out = checker::check(&vm.ram, &p, spec.routine.kind(), pats)?;
     let mut bytes = p.len + 2 * GUARD + if p.src.is_some() { p.len } else { 0 };
-    if let Some(snap) = &snap {
-        let (n, first) = checker::changed_outside(&vm.ram, snap, &p)?;
+    if let Some(snap) = whole {
+        let (n, first) = snap.changed_outside(&vm.ram, &p)?;
+        // What the routine wrote in its own area is judged above; take it
+        // in so the next check compares against it.
+        snap.refresh(&vm.ram, &p)?;
         out.breakdown.outside = n;
         out.bad_bytes = out.breakdown.total();
         if out.first_bad.is_none() {
@@ -351,8 +353,12 @@ pub fn run(
     progress: &indicatif::ProgressBar,
 ) -> Result<SuiteRun> {
     let mut out = SuiteRun::default();
+    let mut snap = match scope {
+        checker::Scope::Whole => Some(checker::Snapshot::take(&vm.ram)?),
+        checker::Scope::Target => None,
+    };
     for spec in specs {
-        match run_check(vm, spec, pats, timeout, None, scope) {
+        match run_check(vm, spec, pats, timeout, None, snap.as_mut()) {
             Ok((rec, dt, bytes)) => {
                 out.records.push(rec);
                 out.check_time += dt;
