@@ -129,3 +129,26 @@ fn a_file_that_is_not_kvm_is_named_as_such() {
         text(&out)
     );
 }
+
+#[test]
+fn unwritable_output_paths_fail_before_the_run_naming_the_path_once() {
+    for opt in ["--json", "--csv", "--plot"] {
+        let out = hypclear(&[
+            "bench",
+            "memset",
+            "-s",
+            "4MB",
+            opt,
+            "/nonexistent-dir/out.file",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{opt}: {}", text(&out));
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains("/nonexistent-dir/out.file"), "{opt}: {e}");
+        assert_eq!(e.matches("os error 2").count(), 1, "{opt}: {e}");
+        assert!(
+            out.stdout.is_empty(),
+            "{opt}: the run started: {}",
+            text(&out)
+        );
+    }
+}
