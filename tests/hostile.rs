@@ -76,6 +76,13 @@ fn every_hostile_guest_is_caught_with_bounded_output_and_time() {
         let case = &doc["cases"][0];
         assert_eq!(case["name"], *name);
         assert_eq!(case["detected"], true, "{name}: {case}");
+        // What the CPU makes of zeroed tables is architecture specific:
+        // x86_64 (measured here) triple-faults; elsewhere any guest failure.
+        let corrupt = matches!(*name, "page_tables" | "vectors");
+        if corrupt && !cfg!(target_arch = "x86_64") {
+            assert!(!case["kind"].is_null(), "{name}: {case}");
+            continue;
+        }
         match kind {
             Some(k) => assert_eq!(case["kind"], *k, "{name}: {case}"),
             None => assert!(case["kind"].is_null(), "{name}: {case}"),
