@@ -277,6 +277,15 @@ mod tests {
         let f = blob.symbol("selftest_fault").unwrap();
         assert_eq!(s.name(base + f), "selftest_fault+0x0");
         assert_eq!(s.name(base - 1), "outside the blob");
+        // Past the image, and absolute symbols, name nothing.
+        assert_eq!(s.name(base + blob.size), "outside the blob");
+        assert_eq!(s.name(base + (1 << 40)), "outside the blob");
+        for abs in &blob.absolute {
+            let a = blob.symbols[abs];
+            if a < blob.size {
+                assert!(!s.name(base + a).starts_with(&format!("{abs}+")), "{abs}");
+            }
+        }
     }
 
     #[test]
