@@ -75,7 +75,9 @@ fn run() -> BuildResult<()> {
     write_abi_header(&inc.join("hypclear_abi.h"))?;
 
     let lib = sources(&arch_dir.join("lib"))?;
-    let selftest = sources(&arch_dir.join("selftest"))?;
+    let mut selftest = sources(&arch_dir.join("selftest"))?;
+    // Hostile guests (`hypclear selftest --hostile`): the same table.
+    selftest.extend(sources(&arch_dir.join("hostile"))?);
     let mut entry = sources(&arch_dir)?;
     entry.retain(|p| p.extension().is_some_and(|e| e == "S"));
     if lib.is_empty() || entry.is_empty() {

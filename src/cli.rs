@@ -54,9 +54,14 @@ pub struct Common {
     /// SCTLR_EL1.DZE clear, so DCZID_EL0.DZP reads 1): the seed's "no DC ZVA" columns
     #[arg(long, global = true)]
     pub no_dc_zva: bool,
-    /// Watchdog: seconds without a hypercall before the guest is declared stuck
+    /// Watchdog: seconds one command (or the boot) may take before the guest is
+    /// declared stuck; logs do not extend it (0 < s <= 86400)
     #[arg(long, global = true, default_value_t = 5.0)]
     pub timeout: f64,
+    /// What a check verifies: the target and its guards, or all guest RAM
+    /// outside the harness areas ("nothing more"; slower: use a small --mem)
+    #[arg(long, global = true, value_enum, default_value = "target")]
+    pub check: crate::check::checker::Scope,
     /// Output format: text tables; ktap (run, verify, selftest: KTAP version 1
     /// for kernel CI); markdown or rst (compare)
     #[arg(long, global = true, value_enum, default_value = "text")]
@@ -186,7 +191,7 @@ pub enum Cmd {
     /// Run verification checks only for some routines / variants
     Verify(VerifyArgs),
     /// Prove the checker can fail: run deliberately broken routines
-    Selftest,
+    Selftest(SelftestArgs),
     /// Show host, KVM and CPU capabilities, privilege, load address and alias table
     Info,
     /// perf-bench-style throughput inside the guest, with a host baseline
@@ -289,6 +294,17 @@ pub struct CompareArgs {
 }
 
 #[derive(Debug, Clone, Default, Args)]
+pub struct SelftestArgs {
+    /// Run the hostile-guest suite instead: guests that flood logs, forge
+    /// results, ring odd doorbells, corrupt the harness or spin
+    #[arg(long)]
+    pub hostile: bool,
+    /// With --hostile: only these cases (comma-separated)
+    #[arg(long, value_delimiter = ',', requires = "hostile")]
+    pub case: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Args)]
 pub struct VerifyArgs {
     /// Routine(s) to check (repeat or comma-separate); default all
     #[arg(long, short = 'r', value_enum, value_delimiter = ',')]
@@ -333,7 +349,7 @@ impl BenchArgs {
             // kernel blob's routines exist only in the guest image.
             host_baseline: !a.no_host && crate::blob::external().is_none(),
             prefault: common.prefault,
-            timeout: std::time::Duration::from_secs_f64(common.timeout.max(0.001)),
+            timeout: crate::cmd::timeout(common.timeout)?,
         };
         plan.validate(common.mem)?;
         Ok(plan)

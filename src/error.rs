@@ -6,6 +6,8 @@ use thiserror::Error;
 
 /// Exit status for usage and environment errors (clap uses 2 as well).
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status after SIGINT (128 + 2, as shells report it).
+pub const EXIT_INTERRUPTED: i32 = 130;
 /// Exit status when any check failed or the guest misbehaved.
 pub const EXIT_FAILED: i32 = 1;
 
@@ -25,6 +27,18 @@ pub enum Error {
     Memory {
         size: u64,
         backing: String,
+        detail: String,
+    },
+
+    #[error(
+        "not enough host memory: {what} needs {need} bytes ({need_h}), but only {available} bytes \
+         are available ({detail}); use a smaller size or --mem, or free memory first"
+    )]
+    HostMemory {
+        what: String,
+        need: u64,
+        need_h: String,
+        available: u64,
         detail: String,
     },
 
@@ -58,7 +72,17 @@ pub enum Error {
     #[error(transparent)]
     Kernel(#[from] crate::kernel::blob::KernelBlobError),
 
-    #[error("I/O error on {path}: {source}")]
+    #[error("cannot write {path} (fix the path or its permissions; checked before the run)")]
+    Output {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("interrupted (SIGINT): stopped early; results so far are marked partial")]
+    Interrupted,
+
+    #[error("I/O error on {path}")]
     Io {
         path: String,
         #[source]
@@ -70,11 +94,14 @@ impl Error {
     /// Process exit status for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
+            Error::Interrupted => EXIT_INTERRUPTED,
             Error::KvmUnavailable(_)
             | Error::Usage(_)
             | Error::Unsupported { .. }
             | Error::Memory { .. }
             | Error::Kernel(_)
+            | Error::Output { .. }
+            | Error::HostMemory { .. }
             | Error::Internal(_) => EXIT_USAGE,
             _ => EXIT_FAILED,
         }

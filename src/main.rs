@@ -6,13 +6,24 @@ use clap::Parser;
 use std::time::Instant;
 
 fn main() {
+    // Output to a closed pipe (`hypclear ... | head -1`) ends the process
+    // quietly, as for any Unix filter, instead of panicking in println!.
+    // SAFETY: called first in main, before any other thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let start = Instant::now();
     let cli = hypclear::cli::Cli::parse();
     match hypclear::cmd::main(cli, start) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             let code = e.exit_code();
-            eprintln!("hypclear: error: {:#}", anyhow::Error::from(e));
+            use std::io::Write;
+            // A full or closed stderr must not turn the error into a panic.
+            let _ = writeln!(
+                std::io::stderr(),
+                "hypclear: error: {:#}",
+                anyhow::Error::from(e)
+            );
             std::process::exit(code);
         }
     }

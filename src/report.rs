@@ -127,6 +127,23 @@ pub fn checks_table(
     t
 }
 
+/// Check, before any VM runs, that an output file can be written: open it
+/// for writing, creating it (empty) if missing, without truncating what is
+/// there. Exit 2 naming the path and the OS error otherwise, so a long run
+/// never ends with its results lost.
+pub fn precheck_output(path: &Path) -> crate::error::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map(drop)
+        .map_err(|source| crate::error::Error::Output {
+            path: path.display().to_string(),
+            source,
+        })
+}
+
 /// Version of every JSON document hypclear writes (the `schema_version`
 /// field). Bump it when a field changes meaning or disappears; adding fields
 /// keeps it. Documents without the field are version 0 (before it existed)
@@ -147,6 +164,36 @@ pub fn write_json(path: &Path, value: &serde_json::Value) -> crate::error::Resul
         path: path.display().to_string(),
         source,
     })
+}
+
+/// Write to stdout; a full or failing stdout is an I/O error (exit 1, said
+/// on stderr), never a panic. A closed pipe ends the process by SIGPIPE
+/// (restored to its default in `main`), quietly, like any Unix filter.
+pub fn out(args: std::fmt::Arguments<'_>) -> crate::error::Result<()> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    o.write_fmt(args)
+        .and_then(|()| o.flush())
+        .map_err(|source| crate::error::Error::Io {
+            path: "standard output".into(),
+            source,
+        })
+}
+
+/// `println!` through [`out`], returning its error with `?`.
+#[macro_export]
+macro_rules! outln {
+    ($($t:tt)*) => {
+        $crate::report::out(format_args!("{}\n", format_args!($($t)*)))?
+    };
+}
+
+/// `print!` through [`out`], returning its error with `?`.
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::report::out(format_args!($($t)*))?
+    };
 }
 
 /// Bytes on stdout; a closed pipe (`| head`) or a full device ends the

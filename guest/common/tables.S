@@ -22,3 +22,4 @@
 
 #include "aliases.h"
 #include "selftests.h"
+#include "hostile.h"

@@ -23,6 +23,7 @@
 //! | `UNDEFINED_INSTRUCTION_CLASS` | exception class of an undefined instruction |
 //! | `setup_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup |
 //! | `registers(vcpu)`, `describe_exception` | failure reports |
+//! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `VARIANTS` | the routine variants of `guest/<arch>/lib` with the CPU feature each requires |
 //! | `FORMER_NAMES` | renamed variants: (family, old name, current name), old names still accepted |
@@ -117,18 +118,18 @@ impl CpuCaps {
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
-    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, counter_khz, cpu_caps,
-    cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory, privilege_name,
-    registers, setup_vcpu, setup_vm,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
+    cpu_caps, cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory,
+    privilege_name, registers, setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::{FORMER_NAMES, VARIANTS};
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
-    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, counter_khz, cpu_caps,
-    cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory, privilege_name,
-    registers, setup_vcpu, setup_vm,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
+    cpu_caps, cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory,
+    privilege_name, registers, setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::{FORMER_NAMES, VARIANTS};

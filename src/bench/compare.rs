@@ -15,12 +15,35 @@ use std::path::{Path, PathBuf};
 pub fn load(path: &Path) -> Result<BenchResult> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::Usage(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
+    let r: BenchResult = serde_json::from_str(&text).map_err(|e| {
         Error::Usage(format!(
             "{} is not a hypclear bench JSON ({e}); write one with `hypclear bench ... --json FILE`",
             path.display()
         ))
-    })
+    })?;
+    validate_throughput(&r, path)?;
+    Ok(r)
+}
+
+/// Every throughput must be a positive finite number: a zero, negative or
+/// NaN sample would turn the change into NaN% or a sign flip.
+fn validate_throughput(r: &BenchResult, path: &Path) -> Result<()> {
+    for c in &r.cells {
+        for (side, samples) in [("guest", &c.guest), ("host", &c.host)] {
+            if let Some(s) = samples
+                .iter()
+                .find(|s| !(s.bytes_per_sec.is_finite() && s.bytes_per_sec > 0.0))
+            {
+                return Err(Error::Usage(format!(
+                    "{} has a {side} sample with throughput {} bytes/s; throughput must be a \
+                     positive finite number (a damaged or hand-edited file?)",
+                    path.display(),
+                    s.bytes_per_sec
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Axes as the comparison key; `config` is left out when every file holds
@@ -276,7 +299,21 @@ mod tests {
             warmup: 1,
             repeats: 3,
             sessions: 1,
+            partial: false,
             cells: vec![Cell::new(axes, samples, vec![])],
+        }
+    }
+
+    #[test]
+    fn zero_negative_or_non_finite_throughput_is_rejected_at_load() {
+        let p = Path::new("x.json");
+        assert!(validate_throughput(&result("vanilla", 4096, &[100.0, 99.0], "cpu"), p).is_ok());
+        for v in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let r = result("vanilla", 4096, &[100.0, v], "cpu");
+            assert!(
+                matches!(validate_throughput(&r, p), Err(Error::Usage(_))),
+                "{v} accepted"
+            );
         }
     }
 

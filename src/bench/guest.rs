@@ -150,6 +150,19 @@ pub(super) fn run_cell(
     Ok(samples)
 }
 
+/// Guest counters are guest data: a sum that overflows is a protocol error.
+fn overflow(what: &str) -> crate::error::Error {
+    crate::error::Error::Guest(Box::new(crate::vmm::GuestFailure {
+        kind: crate::vmm::FailureKind::Protocol,
+        vcpu: 0,
+        detail: format!("guest timestamps do not add up: {what} overflows"),
+        pc: None,
+        pc_symbol: None,
+        registers: None,
+        vector: None,
+    }))
+}
+
 /// `-l` passes of one run: total ticks (first start to last end over the
 /// vCPUs), ticks per vCPU, and the summed KVM statistics.
 fn timed_passes(
@@ -172,9 +185,14 @@ fn timed_passes(
         let rs = guest_pass(vm, cmds, timeout)?;
         let t0 = rs.iter().map(|r| r.t0).min().unwrap_or(0);
         let t1 = rs.iter().map(|r| r.t1).max().unwrap_or(0);
-        ticks += t1.wrapping_sub(t0);
+        ticks = t1
+            .checked_sub(t0)
+            .and_then(|d| ticks.checked_add(d))
+            .ok_or_else(|| overflow("the pass's start/end timestamps"))?;
         for (i, r) in rs.iter().enumerate() {
-            per_vcpu_ticks[i] += r.ticks();
+            per_vcpu_ticks[i] = per_vcpu_ticks[i]
+                .checked_add(r.ticks())
+                .ok_or_else(|| overflow("the per-vCPU tick sum"))?;
             sum_stats(&mut stats, &r.stats);
         }
     }

@@ -171,6 +171,9 @@ pub struct BenchResult {
     pub warmup: u64,
     pub repeats: u64,
     pub sessions: u64,
+    /// SIGINT stopped the run: the cells hold the samples taken so far.
+    #[serde(default)]
+    pub partial: bool,
     pub cells: Vec<Cell>,
 }
 
@@ -223,7 +226,8 @@ pub fn run(
         .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
         .collect();
     let mut counter_khz = 0;
-    for session in 0..plan.sessions {
+    let mut partial = false;
+    'sessions: for session in 0..plan.sessions {
         for &backing in &plan.backings {
             for &config in &plan.configs {
                 let idx: Vec<usize> = (0..specs.len())
@@ -241,10 +245,20 @@ pub fn run(
                     vcpus: plan.vcpus,
                     seed: seed.wrapping_add(session),
                 };
+                if crate::vmm::interrupt::requested() {
+                    partial = true;
+                    break 'sessions;
+                }
                 let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
                 counter_khz = vm.counter_khz;
                 for i in idx {
-                    let g = guest::run_cell(&mut vm, &specs[i], plan, &pats, session)?;
+                    let g = match guest::run_cell(&mut vm, &specs[i], plan, &pats, session) {
+                        Err(crate::error::Error::Interrupted) => {
+                            partial = true;
+                            break 'sessions;
+                        }
+                        other => other?,
+                    };
                     cells[i].guest.extend(g);
                     if plan.host_baseline {
                         let h = host::run_cell(&specs[i], plan, &pats, session, vm.counter_khz)?;
@@ -266,6 +280,7 @@ pub fn run(
         warmup: plan.warmup,
         repeats: plan.repeats,
         sessions: plan.sessions,
+        partial,
         cells,
     })
 }

@@ -76,6 +76,8 @@ pub struct TableRow {
 pub struct Blob {
     pub config: LinkConfig,
     pub symbols: BTreeMap<String, u64>,
+    /// Symbols that are absolute values, not addresses in the image.
+    pub absolute: std::collections::BTreeSet<String>,
     pub aliases: Vec<TableRow>,
     pub selftests: Vec<TableRow>,
     pub relocs: Vec<u32>,
@@ -143,11 +145,15 @@ impl Blob {
         let elf: &[u8] = &bytes;
         let file = object::File::parse(elf).map_err(|e| Error::Blob(e.to_string()))?;
         let mut symbols = BTreeMap::new();
+        let mut absolute = std::collections::BTreeSet::new();
         for s in file.symbols() {
             if let Ok(name) = s.name()
                 && let Some(short) = name.strip_prefix(SYMBOL_PREFIX)
                 && !s.is_undefined()
             {
+                if s.section() == object::SymbolSection::Absolute {
+                    absolute.insert(short.to_string());
+                }
                 symbols.insert(short.to_string(), s.address());
             }
         }
@@ -184,7 +190,11 @@ impl Blob {
                     .iter()
                     .filter(|(_, a)| **a == fun)
                     .map(|(n, _)| n.clone())
-                    .find(|n| n.starts_with("__pi_") || n.starts_with("selftest_"))
+                    .find(|n| {
+                        n.starts_with("__pi_")
+                            || n.starts_with("selftest_")
+                            || n.starts_with("hostile_")
+                    })
                     .or_else(|| {
                         // A kernel blob: the kernel's own name for it.
                         symbols
@@ -208,6 +218,7 @@ impl Blob {
         Ok(Blob {
             config,
             symbols,
+            absolute,
             aliases,
             selftests,
             relocs,
@@ -342,7 +353,10 @@ mod tests {
                 assert_eq!(r.target, format!("__pi_{}", r.name), "alias {r:?}");
             }
             for r in &b.selftests {
-                assert!(r.target.starts_with("selftest_"), "{r:?}");
+                assert!(
+                    r.target.starts_with("selftest_") || r.target.starts_with("hostile_"),
+                    "{r:?}"
+                );
                 assert!(!b.aliases.iter().any(|a| a.offset == r.offset));
             }
             // Every table row holds two absolute words, both relocated.

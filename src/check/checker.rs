@@ -128,11 +128,19 @@ pub struct Breakdown {
     pub underrun: u64,
     /// Source bytes that changed.
     pub source_modified: u64,
+    /// `--check whole`: bytes changed anywhere else in guest RAM outside
+    /// the harness areas (stray writes far from the target).
+    pub outside: u64,
 }
 
 impl Breakdown {
     pub fn total(&self) -> u64 {
-        self.not_written + self.wrong_value + self.overrun + self.underrun + self.source_modified
+        self.not_written
+            + self.wrong_value
+            + self.overrun
+            + self.underrun
+            + self.source_modified
+            + self.outside
     }
 
     /// The dominant kind, for the one-word verdict.
@@ -143,6 +151,7 @@ impl Breakdown {
             (self.wrong_value, "wrong value"),
             (self.not_written, "short"),
             (self.source_modified, "source modified"),
+            (self.outside, "stray write"),
         ];
         v.iter()
             .filter(|(n, _)| *n > 0)
@@ -210,6 +219,89 @@ pub fn prepare(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
     prepare_source(ram, p, pats)
 }
 
+/// How much guest RAM a check verifies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// The target, a guard on each side, and the copy source.
+    #[default]
+    Target,
+    /// Also every other byte of guest RAM from the blob window to the end
+    /// (blob, arena): "nothing more" was written. The harness areas below
+    /// the blob window (page tables, descriptor tables, mailboxes, stacks)
+    /// change legitimately and are not compared. Costs a host copy of that
+    /// RAM and two passes over it per check.
+    Whole,
+}
+
+/// A host copy of guest RAM from the blob window to the end, kept across
+/// the checks of one VM: taken once, then refreshed only where the harness
+/// itself writes (each check's target, guards and source, before and after
+/// the guest runs), so each check costs one comparison pass, not a copy.
+pub struct Snapshot {
+    base: u64,
+    bytes: Vec<u8>,
+}
+
+impl Snapshot {
+    /// Copy `[arch::BLOB_WINDOW, end of RAM)`.
+    pub fn take(ram: &GuestRam) -> Result<Snapshot> {
+        let base = crate::arch::BLOB_WINDOW;
+        let len = ram.end().saturating_sub(base);
+        let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+        ram.read_into(base, &mut bytes)?;
+        Ok(Snapshot { base, bytes })
+    }
+
+    /// Re-read the areas of `p` the harness owns: the target with its
+    /// guards, and the source.
+    pub fn refresh(&mut self, ram: &GuestRam, p: &Placement) -> Result<()> {
+        let mut areas = vec![(p.dst.saturating_sub(GUARD), p.len + 2 * GUARD)];
+        if let Some(src) = p.src {
+            areas.push((src, p.len));
+        }
+        for (gpa, len) in areas {
+            let lo = gpa.max(self.base);
+            let hi = (gpa + len).min(self.base + self.bytes.len() as u64);
+            if lo < hi {
+                let (a, b) = ((lo - self.base) as usize, (hi - self.base) as usize);
+                ram.read_into(lo, &mut self.bytes[a..b])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes that changed outside `[dst - GUARD, dst + len + GUARD)` (that
+    /// range is judged by [`check`]), and the first, relative to `dst`.
+    pub fn changed_outside(&self, ram: &GuestRam, p: &Placement) -> Result<(u64, Option<i64>)> {
+        // SAFETY: as in `check`: called between commands from
+        // `suite::run_check`, which holds the `&mut Vm` owning every vCPU.
+        let now = unsafe { ram.slice(self.base, self.bytes.len() as u64) }?;
+        let skip_lo = p.dst.saturating_sub(GUARD).saturating_sub(self.base) as usize;
+        let skip_hi = (p.dst + p.len + GUARD).saturating_sub(self.base) as usize;
+        let mut n = 0u64;
+        let mut first = None;
+        for (lo, hi) in [
+            (0, skip_lo.min(now.len())),
+            (skip_hi.min(now.len()), now.len()),
+        ] {
+            let (a, b) = (&now[lo..hi], &self.bytes[lo..hi]);
+            if a == b {
+                continue;
+            }
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                if x != y {
+                    n += 1;
+                    if first.is_none() {
+                        first = Some((self.base + (lo + i) as u64) as i64 - p.dst as i64);
+                    }
+                }
+            }
+        }
+        Ok((n, first))
+    }
+}
+
 /// Check the result of a `kind` operation on `p`.
 pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Result<Outcome> {
     let mut b = Breakdown::default();
@@ -220,15 +312,22 @@ pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Resu
         }
     };
 
+    let view = |gpa: u64, len: u64| {
+        // SAFETY: the checker runs between commands, called from
+        // `suite::run_check`, which holds the `&mut Vm` that owns every
+        // vCPU of this RAM; vCPUs run only inside `Vcpu` methods, so none
+        // runs while these slices live.
+        unsafe { ram.slice(gpa, len) }
+    };
     let lo = p.dst - GUARD;
     let t_lo = template(lo, pats.guard);
-    let (f, n) = scan(ram.slice(lo, GUARD)?, |_, n| &t_lo[..n], |_, _| {});
+    let (f, n) = scan(view(lo, GUARD)?, |_, n| &t_lo[..n], |_, _| {});
     if let Some(f) = f {
         note(f as i64 - GUARD as i64);
         b.underrun = n;
     }
 
-    let target = ram.slice(p.dst, p.len)?;
+    let target = view(p.dst, p.len)?;
     let pre = |i: usize| pats.target[((p.dst + i as u64) % 8) as usize];
     let mut not_written = 0;
     let mut wrong = 0;
@@ -263,14 +362,14 @@ pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Resu
 
     let hi = p.dst + p.len;
     let t_hi = template(hi, pats.guard);
-    let (f, n) = scan(ram.slice(hi, GUARD)?, |_, n| &t_hi[..n], |_, _| {});
+    let (f, n) = scan(view(hi, GUARD)?, |_, n| &t_hi[..n], |_, _| {});
     if let Some(f) = f {
         note((p.len + f as u64) as i64);
         b.overrun = n;
     }
 
     if let Some(src) = p.src {
-        let s = ram.slice(src, p.len)?;
+        let s = view(src, p.len)?;
         if s != &pats.source[..p.len as usize] {
             b.source_modified = s.iter().zip(&pats.source).filter(|(a, b)| a != b).count() as u64;
         }

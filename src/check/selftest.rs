@@ -92,7 +92,14 @@ pub fn run_case(
     } else {
         timeout
     };
-    let res = suite::run_check(&mut vm, &spec, &pats, t, Some((abi::TABLE_SELFTEST, index)));
+    let res = suite::run_check(
+        &mut vm,
+        &spec,
+        &pats,
+        t,
+        Some((abi::TABLE_SELFTEST, index)),
+        None,
+    );
     let (detected, observed) = match res {
         Ok((rec, _, _)) => {
             let b = rec.breakdown;

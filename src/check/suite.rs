@@ -269,6 +269,8 @@ pub struct SuiteRun {
     /// Bytes the checker compared and the time it took.
     pub checked_bytes: u64,
     pub check_time: Duration,
+    /// SIGINT stopped the run early.
+    pub interrupted: bool,
 }
 
 /// Run one check: prepare, call, verify.
@@ -278,9 +280,13 @@ pub fn run_check(
     pats: &Patterns,
     timeout: Duration,
     table: Option<(u64, u64)>,
+    mut whole: Option<&mut checker::Snapshot>,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let p = placement(spec);
     checker::prepare(&vm.ram, &p, pats)?;
+    if let Some(snap) = whole.as_deref_mut() {
+        snap.refresh(&vm.ram, &p)?;
+    }
     let call = Call {
         routine: spec.routine,
         dst: p.dst,
@@ -297,9 +303,21 @@ pub fn run_check(
     }
     let r = vm.vcpu(0)?.call(&cmd, timeout)?;
     let t = Instant::now();
-    let out = checker::check(&vm.ram, &p, spec.routine.kind(), pats)?;
+    let mut out = checker::check(&vm.ram, &p, spec.routine.kind(), pats)?;
+    let mut bytes = p.len + 2 * GUARD + if p.src.is_some() { p.len } else { 0 };
+    if let Some(snap) = whole {
+        let (n, first) = snap.changed_outside(&vm.ram, &p)?;
+        // What the routine wrote in its own area is judged above; take it
+        // in so the next check compares against it.
+        snap.refresh(&vm.ram, &p)?;
+        out.breakdown.outside = n;
+        out.bad_bytes = out.breakdown.total();
+        if out.first_bad.is_none() {
+            out.first_bad = first;
+        }
+        bytes = vm.ram.end() - arch::BLOB_WINDOW;
+    }
     let dt = t.elapsed();
-    let bytes = p.len + 2 * GUARD + if p.src.is_some() { p.len } else { 0 };
     let mut rec = record(
         vm.blob.config,
         spec,
@@ -331,11 +349,16 @@ pub fn run(
     specs: &[CheckSpec],
     pats: &Patterns,
     timeout: Duration,
+    scope: checker::Scope,
     progress: &indicatif::ProgressBar,
 ) -> Result<SuiteRun> {
     let mut out = SuiteRun::default();
+    let mut snap = match scope {
+        checker::Scope::Whole => Some(checker::Snapshot::take(&vm.ram)?),
+        checker::Scope::Target => None,
+    };
     for spec in specs {
-        match run_check(vm, spec, pats, timeout, None) {
+        match run_check(vm, spec, pats, timeout, None, snap.as_mut()) {
             Ok((rec, dt, bytes)) => {
                 out.records.push(rec);
                 out.check_time += dt;
@@ -349,6 +372,10 @@ pub fn run(
                     Some(f.detail.clone()),
                 ));
                 out.failure = Some(*f);
+                break;
+            }
+            Err(Error::Interrupted) => {
+                out.interrupted = true;
                 break;
             }
             Err(e) => return Err(e),

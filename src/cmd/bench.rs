@@ -12,15 +12,31 @@ use std::time::Instant;
 
 pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     let plan = a.plan(common)?;
+    for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {
+        report::precheck_output(path)?;
+    }
     let need = plan.mem_needed();
     for b in &plan.backings {
         // Guest RAM and the host baseline buffer both come from the pool.
         crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need) + need, *b)?;
     }
+    // What the run touches: each guest region, and as much again for the
+    // host baseline buffer (hugetlb comes from its pool, checked above).
+    let touched = need * if plan.host_baseline { 2 } else { 1 };
+    if plan
+        .backings
+        .iter()
+        .any(|b| *b != crate::vmm::memory::Backing::Hugetlb)
+    {
+        crate::vmm::memory::check_host_memory(
+            touched,
+            "bench (guest regions plus the host baseline buffer)",
+        )?;
+    }
     let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need))?;
     let (specs, notes) = plan.expand(&ctx.caps)?;
     let p = &ctx.privilege;
-    println!(
+    crate::outln!(
         "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} warm-up + {} measured), guest at {} ({})",
         a.routine,
         ctx.caps.model,
@@ -40,8 +56,9 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         );
     }
     for n in &notes {
-        println!("note: {n}");
+        crate::outln!("note: {n}");
     }
+    crate::vmm::interrupt::install()?;
     if let Some(v) = routines::kernel_default(
         a.routine,
         LinkConfig::Vanilla,
@@ -61,18 +78,28 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     pb.set_prefix("bench");
     let result = bench::run(&plan, &specs, ctx.seed, p, &ctx.caps, &pb)?;
     pb.finish_and_clear();
-    println!("{}", bench::report::cells_table(&result));
-    println!(
+    crate::outln!("{}", bench::report::cells_table(&result));
+    crate::outln!(
         "bytes/sec from guest {} ticks at {} kHz; guest/host = median guest GB/s / median host GB/s \
          of the same object on a host buffer, measured in the same process; {:.1} seconds",
         arch::COUNTER_NAME,
         result.host.counter_khz,
         ctx.start.elapsed().as_secs_f64()
     );
-    write_outputs(&ctx, a, &result)
+    write_outputs(&ctx, a, &result)?;
+    if result.partial {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "hypclear bench: interrupted (SIGINT); the table and files above are partial \
+             (\"partial\": true in the JSON)"
+        );
+        return Ok(crate::error::EXIT_INTERRUPTED);
+    }
+    Ok(0)
 }
 
-fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<i32> {
+fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<()> {
     if let Some(path) = &ctx.common.json {
         let mut v = serde_json::to_value(result).map_err(|e| Error::Io {
             path: path.display().to_string(),
@@ -92,5 +119,5 @@ fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<i32> 
     if let Some(path) = &a.plot {
         bench::report::write_plot(result, path)?;
     }
-    Ok(0)
+    Ok(())
 }

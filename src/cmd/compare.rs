@@ -21,7 +21,7 @@ pub fn compare(common: &Common, a: &CompareArgs) -> Result<i32> {
         OutputFormat::Markdown => Format::Markdown,
         _ => Format::Text,
     };
-    print!(
+    crate::out!(
         "{}",
         compare::compare(&files, a.alpha, a.allow_different_hosts, format)?
     );

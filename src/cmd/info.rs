@@ -148,9 +148,9 @@ pub fn info(ctx: &Ctx) -> Result<i32> {
     let kvm = vmm::open_kvm()?;
     let mut host = HostInfo::collect(&ctx.caps, 0);
     let blobs = blobs(ctx, &mut host)?;
-    println!("{}", summary_table(ctx, &kvm, &host, &blobs));
+    crate::outln!("{}", summary_table(ctx, &kvm, &host, &blobs));
     for config in ctx.configs() {
-        println!("{config} configuration:\n{}", alias_table(config)?);
+        crate::outln!("{config} configuration:\n{}", alias_table(config)?);
     }
     if let Some(path) = &ctx.common.json {
         let doc = json!({

@@ -36,11 +36,9 @@ impl Ctx {
     /// capabilities, pick the seed and the guest privilege (`--cpl auto`
     /// may run a calibration VM). `mem` is the guest RAM size to use.
     pub fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Ctx> {
-        if !(common.timeout.is_finite() && common.timeout > 0.0) {
-            return Err(Error::Usage(format!(
-                "--timeout {} is not a positive number of seconds",
-                common.timeout
-            )));
+        let timeout = timeout(common.timeout)?;
+        if let Some(path) = &common.json {
+            crate::report::precheck_output(path)?;
         }
         let cpl = cpl_choice(common)?;
         let seed = common.seed.unwrap_or_else(random_seed);
@@ -55,7 +53,7 @@ impl Ctx {
             seed,
             privilege: privilege::choose(cpl)?,
             mem,
-            timeout: Duration::from_secs_f64(common.timeout),
+            timeout,
         })
     }
 
@@ -85,6 +83,20 @@ impl Ctx {
             crate::report::print_bytes(format!("{line}\n").as_bytes());
         }
     }
+}
+
+/// Longest accepted `--timeout`.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// `--timeout` as a Duration: finite, above 0, at most a day (usage error,
+/// exit 2, otherwise; never a panic or a wrapped deadline).
+pub fn timeout(secs: f64) -> Result<Duration> {
+    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_S) {
+        return Err(Error::Usage(format!(
+            "--timeout {secs} is not usable: give seconds above 0 and at most {MAX_TIMEOUT_S} (one day)"
+        )));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| Error::Usage(format!("--timeout {secs}: {e}")))
 }
 
 fn random_seed() -> u64 {
@@ -135,7 +147,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
     let common = &cli.common;
     let text_or_ktap = [Format::Text, Format::Ktap];
     match &cli.command {
-        Some(Cmd::Run | Cmd::Verify(_) | Cmd::Selftest) | None => common
+        Some(Cmd::Run | Cmd::Verify(_) | Cmd::Selftest(_)) | None => common
             .format
             .check("run, verify and selftest", &text_or_ktap)?,
         Some(Cmd::Info) => common.format.check("info", &[Format::Text])?,
@@ -176,7 +188,10 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         Cmd::Bench(a) => bench::bench(common, &a, start),
         Cmd::Run => run::run(common, start),
         Cmd::Verify(a) => verify::verify(common, &a, start, "verify"),
-        Cmd::Selftest => selftest::selftest(&Ctx::resolve(common, start, common.mem())?),
+        Cmd::Selftest(a) if a.hostile => {
+            selftest::hostile(&Ctx::resolve(common, start, common.mem())?, &a.case)
+        }
+        Cmd::Selftest(_) => selftest::selftest(&Ctx::resolve(common, start, common.mem())?),
         Cmd::Info => info::info(&Ctx::resolve(common, start, common.mem())?),
     }
 }

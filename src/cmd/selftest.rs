@@ -85,3 +85,38 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
     }
     Ok(if ok == n { 0 } else { EXIT_FAILED })
 }
+
+/// `hypclear selftest --hostile`: every hostile guest must end the way its
+/// case expects (exit 0), or the harness has a hole (exit 1).
+pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
+    let opts =
+        crate::check::selftest::vm_options(&ctx.vm_options(crate::blob::LinkConfig::Vanilla));
+    let results = crate::check::hostile::run(&opts, only)?;
+    let mut t = report::table(&["hostile guest", "expected", "handled", "observed", "s"]);
+    for r in &results {
+        t.add_row(vec![
+            comfy_table::Cell::new(&r.name),
+            comfy_table::Cell::new(format!("{:?}", r.expected)),
+            comfy_table::Cell::new(if r.detected { "yes" } else { "NO" }),
+            comfy_table::Cell::new(&r.observed),
+            comfy_table::Cell::new(format!("{:.2}", r.seconds)),
+        ]);
+    }
+    crate::outln!("{t}");
+    let n = results.len();
+    let ok = results.iter().filter(|r| r.detected).count();
+    crate::outln!(
+        "{ok}/{n} hostile guests handled (guest at {})",
+        ctx.privilege.name
+    );
+    if let Some(path) = &ctx.common.json {
+        let doc = json!({
+            "tool": "hypclear",
+            "command": "selftest --hostile",
+            "cases": results,
+            "summary": { "passed": ok, "failed": n - ok },
+        });
+        report::write_json(path, &doc)?;
+    }
+    Ok(if ok == n { 0 } else { EXIT_FAILED })
+}

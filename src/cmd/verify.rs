@@ -14,6 +14,7 @@ use crate::units::format_size;
 use crate::vmm::host::HostInfo;
 use crate::vmm::{self, GuestFailure, Vm};
 use serde_json::json;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 fn arena(mem: u64) -> u64 {
@@ -95,6 +96,8 @@ struct Outcome {
     checked_bytes: u64,
     check_time: Duration,
     counter_khz: u64,
+    /// SIGINT stopped the run: what is here is partial.
+    interrupted: bool,
 }
 
 impl Outcome {
@@ -103,52 +106,230 @@ impl Outcome {
     }
 }
 
-/// Run the filtered suite in one VM per configuration, stopping at the
+/// What one link configuration's VM produced.
+struct ConfigRun {
+    config: LinkConfig,
+    banner: String,
+    load: u64,
+    counter_khz: u64,
+    first_hypercall: Duration,
+    run: suite::SuiteRun,
+    skipped: Vec<CheckRecord>,
+}
+
+/// The suite of one link configuration in its own VM, stopping at the
 /// first guest failure.
+fn run_config(
+    ctx: &Ctx,
+    config: LinkConfig,
+    filter: &Filter,
+    pats: &PatternsOnce,
+    bars: &indicatif::MultiProgress,
+) -> Result<ConfigRun> {
+    let opts = ctx.vm_options(config);
+    let (specs, skipped) = suite::plan(config, &ctx.caps, filter, arena(opts.mem));
+    let mut vm = Vm::new(vmm::open_kvm()?, &opts)?;
+    vm.vcpu(0)?.start(ctx.timeout)?;
+    let first_hypercall = ctx.start.elapsed();
+    let banner = format!(
+        "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
+        vm.blob.aliases.len(),
+        vm.blob.relocs.len(),
+        vm.loaded.base,
+        ctx.seed,
+        format_size(opts.mem),
+        opts.backing,
+        arch::COUNTER_NAME,
+        vm.counter_khz
+    );
+    let pb = bars.add(progress(specs.len() as u64));
+    pb.set_prefix(config.name());
+    let run = suite::run(
+        &mut vm,
+        &specs,
+        pats.get(),
+        ctx.timeout,
+        ctx.common.check,
+        &pb,
+    )?;
+    pb.finish_and_clear();
+    if run.failure.is_none() && !run.interrupted {
+        vm.vcpu(0)?.exit(ctx.timeout)?;
+    }
+    Ok(ConfigRun {
+        config,
+        banner,
+        load: vm.loaded.base,
+        counter_khz: vm.counter_khz,
+        first_hypercall,
+        run,
+        skipped,
+    })
+}
+
+/// Whether the configurations' VMs may run side by side: a second core,
+/// and guest RAM for all of them well inside MemAvailable (hugetlb pages
+/// are reserved per VM, so that backing stays one at a time).
+fn concurrent(ctx: &Ctx, configs: &[LinkConfig]) -> bool {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb.saturating_mul(1024));
+    let need = ctx.mem.saturating_mul(configs.len() as u64);
+    configs.len() > 1
+        && cores > 1
+        && ctx.common.backing != crate::vmm::memory::Backing::Hugetlb
+        && need <= available / 2
+}
+
+/// The run's patterns, made once, by whichever thread needs them first.
+struct PatternsOnce {
+    seed: u64,
+    max_copy: usize,
+    cell: std::sync::OnceLock<Patterns>,
+}
+
+impl PatternsOnce {
+    fn new(seed: u64, max_copy: usize) -> PatternsOnce {
+        PatternsOnce {
+            seed,
+            max_copy,
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> &Patterns {
+        self.cell
+            .get_or_init(|| Patterns::new(self.seed, self.max_copy))
+    }
+}
+
+/// One VM per configuration: side by side on scoped threads when
+/// [`concurrent`] allows, else one after the other, stopping at the first
+/// guest failure.
+fn run_configs(
+    ctx: &Ctx,
+    configs: &[LinkConfig],
+    filter: &Filter,
+    pats: &PatternsOnce,
+    bars: &indicatif::MultiProgress,
+) -> Vec<Result<ConfigRun>> {
+    if concurrent(ctx, configs) {
+        return std::thread::scope(|s| {
+            let handles: Vec<_> = configs
+                .iter()
+                .map(|c| s.spawn(|| run_config(ctx, *c, filter, pats, bars)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Internal(
+                            "a verification thread panicked; please report this as a hypclear bug"
+                                .into(),
+                        ))
+                    })
+                })
+                .collect()
+        });
+    }
+    let mut runs = Vec::new();
+    for c in configs {
+        let r = run_config(ctx, *c, filter, pats, bars);
+        let stop = r
+            .as_ref()
+            .map_or(true, |r| r.run.failure.is_some() || r.run.interrupted);
+        runs.push(r);
+        if stop {
+            break;
+        }
+    }
+    runs
+}
+
+/// Run the filtered suite in one VM per configuration. The configurations
+/// run side by side on their own threads where the machine allows (see
+/// [`concurrent`]): the host's fills and checks of one overlap the other's
+/// guest work. Results are reported in configuration order either way.
 fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outcome> {
-    let max_copy = suite::LARGE_SIZES
+    let (_, pattern) = sizes(filter);
+    let pats = PatternsOnce::new(ctx.seed, pattern as usize);
+    let bars = indicatif::MultiProgress::new();
+    let runs: Vec<Result<ConfigRun>> = std::thread::scope(|s| {
+        // The seeded copy source (tens of MB) is generated while the VMs
+        // boot, off the path to the first hypercall.
+        s.spawn(|| {
+            pats.get();
+        });
+        run_configs(ctx, configs, filter, &pats, &bars)
+    });
+    let mut o = Outcome::default();
+    for r in runs {
+        let r = r?;
+        ctx.say(&r.banner);
+        o.counter_khz = r.counter_khz;
+        o.first_hypercall = Some(
+            o.first_hypercall
+                .map_or(r.first_hypercall, |f| f.min(r.first_hypercall)),
+        );
+        o.loads.insert(r.config.name().into(), json!(r.load));
+        o.records.extend(r.skipped);
+        o.records.extend(r.run.records);
+        o.checked_bytes += r.run.checked_bytes;
+        o.check_time += r.run.check_time;
+        if o.failure.is_none() {
+            o.failure = r.run.failure;
+        }
+        o.interrupted |= r.run.interrupted;
+    }
+    Ok(o)
+}
+
+/// The largest check and the copy source pattern (host) the suite needs.
+fn sizes(filter: &Filter) -> (u64, u64) {
+    let largest = suite::LARGE_SIZES
         .iter()
         .chain(filter.sizes.iter())
         .copied()
         .max()
-        .unwrap_or(0)
-        .max(4 << 20);
-    let pats = Patterns::new(ctx.seed, max_copy as usize);
-    let mut o = Outcome::default();
-    for config in configs {
-        let opts = ctx.vm_options(*config);
-        let (specs, skipped) = suite::plan(*config, &ctx.caps, filter, arena(opts.mem));
-        o.records.extend(skipped);
-        let mut vm = Vm::new(vmm::open_kvm()?, &opts)?;
-        o.counter_khz = vm.counter_khz;
-        vm.vcpu(0)?.start(ctx.timeout)?;
-        o.first_hypercall.get_or_insert(ctx.start.elapsed());
-        ctx.say(format_args!(
-            "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
-            vm.blob.aliases.len(),
-            vm.blob.relocs.len(),
-            vm.loaded.base,
-            ctx.seed,
-            format_size(opts.mem),
-            opts.backing,
-            arch::COUNTER_NAME,
-            vm.counter_khz
-        ));
-        o.loads.insert(config.name().into(), json!(vm.loaded.base));
-        let pb = progress(specs.len() as u64);
-        pb.set_prefix(config.name());
-        let run = suite::run(&mut vm, &specs, &pats, ctx.timeout, &pb)?;
-        pb.finish_and_clear();
-        o.records.extend(run.records);
-        o.checked_bytes += run.checked_bytes;
-        o.check_time += run.check_time;
-        if let Some(f) = run.failure {
-            o.failure = Some(f);
-            break;
-        }
-        vm.vcpu(0)?.exit(ctx.timeout)?;
+        .unwrap_or(0);
+    let copies = filter.routines.is_empty()
+        || filter
+            .routines
+            .iter()
+            .any(|r| r.kind() == crate::routines::Kind::Copy);
+    let pattern = if copies {
+        largest.max(4 << 20)
+    } else {
+        4 << 20
+    };
+    (largest, pattern)
+}
+
+/// Check, before any VM, that the host can hold what the run touches: the
+/// largest target and its copy source in guest RAM, plus the host pattern
+/// (per link configuration: they may run side by side).
+fn check_memory(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<()> {
+    let (largest, pattern) = sizes(filter);
+    let guest = (arch::ARENA_BASE - arch::RAM_BASE + 2 * largest + (4 << 20)).min(ctx.mem);
+    let vms = if concurrent(ctx, configs) {
+        configs.len() as u64
+    } else {
+        1
+    };
+    if ctx.common.backing != crate::vmm::memory::Backing::Hugetlb {
+        crate::vmm::memory::check_host_memory(
+            guest * vms + pattern,
+            "verify (guest RAM it touches plus the copy pattern)",
+        )?;
     }
-    Ok(o)
+    Ok(())
 }
 
 pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str) -> Result<i32> {
@@ -160,6 +341,8 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         sizes: args.size.clone(),
     };
     check_filter(&ctx, &configs, &filter)?;
+    check_memory(&ctx, &configs, &filter)?;
+    crate::vmm::interrupt::install()?;
     let p = &ctx.privilege;
     ctx.say(format_args!(
         "hypclear {}: {} {}, KVM {}, guest at {} ({})",
@@ -197,14 +380,20 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
     let elapsed = ctx.start.elapsed();
     let checker_gbps = o.checked_bytes as f64 / o.check_time.as_secs_f64().max(1e-9) / 1e9;
     if let Some(f) = &o.failure {
-        eprintln!("{f}");
+        let _ = writeln!(std::io::stderr(), "{f}");
     }
-    let ok = failed == 0 && o.failure.is_none();
+    let ok = failed == 0 && o.failure.is_none() && !o.interrupted;
     let first_ms = o.first_hypercall.unwrap_or_default().as_secs_f64() * 1e3;
     ctx.say(format_args!(
         "hypclear {command}: {} — {passed} passed, {failed} failed, {skipped} skipped ({}) in {:.2} s; \
          first hypercall after {:.1} ms; checker {:.1} GB/s",
-        if ok { "PASS" } else { "FAIL" },
+        if o.interrupted {
+            "PARTIAL (interrupted)"
+        } else if ok {
+            "PASS"
+        } else {
+            "FAIL"
+        },
         configs
             .iter()
             .map(|c| c.name())
@@ -225,6 +414,13 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
             "checked_bytes": o.checked_bytes,
         });
         report::write_json(path, &json_doc(&ctx, command, &configs, &o, summary))?;
+    }
+    if o.interrupted {
+        let _ = writeln!(
+            std::io::stderr(),
+            "hypclear {command}: interrupted (SIGINT); the results above are partial"
+        );
+        return Ok(crate::error::EXIT_INTERRUPTED);
     }
     Ok(if ok { 0 } else { EXIT_FAILED })
 }
@@ -256,6 +452,7 @@ fn json_doc(
             "prefault": ctx.common.prefault,
             "seed": ctx.seed,
         },
+        "partial": o.interrupted,
         "kernel": crate::blob::external().map(|e| e.report.clone()),
         "checks": o.records,
         "failure": o.failure,

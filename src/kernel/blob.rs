@@ -64,7 +64,8 @@ pub enum KernelBlobError {
     Tree(#[from] TreeError),
     #[error(transparent)]
     Kbuild(#[from] KbuildError),
-    #[error("linking the kernel blob failed: {0}")]
+    /// The link pipeline's error names the command and its output.
+    #[error(transparent)]
     Link(#[from] LinkError),
     #[error(
         "{tool} is missing ({why}); install the Debian package {package} (apt-get install {package})"

@@ -38,6 +38,10 @@ pub fn files(arch: Arch) -> Vec<(&'static str, &'static str)> {
             "kernel/selftests.h",
             "/* no selftests in a kernel blob */\n",
         ),
+        (
+            "kernel/hostile.h",
+            "/* no hostile guests in a kernel blob */\n",
+        ),
     ]
 }
 

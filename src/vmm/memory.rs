@@ -63,6 +63,73 @@ pub fn precheck(size: u64, backing: Backing) -> Result<()> {
     Ok(())
 }
 
+/// Memory this process may still use: `MemAvailable`, and the room left
+/// under the memory.max of its cgroup (v2) and every ancestor; with the
+/// source of the smallest. None when nothing can be read.
+pub fn host_available() -> Option<(u64, String)> {
+    let mut best: Option<(u64, String)> = None;
+    let mut offer = |v: u64, what: String| {
+        if best.as_ref().is_none_or(|(b, _)| v < *b) {
+            best = Some((v, what));
+        }
+    };
+    if let Ok(m) = std::fs::read_to_string("/proc/meminfo")
+        && let Some(kb) = m
+            .lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    {
+        offer(
+            kb.saturating_mul(1024),
+            "MemAvailable in /proc/meminfo".into(),
+        );
+    }
+    let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    if let Some(path) = cg.lines().find_map(|l| l.strip_prefix("0::")) {
+        let mut dir = std::path::PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+        loop {
+            let read = |f: &str| {
+                std::fs::read_to_string(dir.join(f))
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+            };
+            if let Some(max) = read("memory.max") {
+                let used = read("memory.current").unwrap_or(0);
+                offer(
+                    max.saturating_sub(used),
+                    format!(
+                        "cgroup limit {}/memory.max minus memory.current",
+                        dir.display()
+                    ),
+                );
+            }
+            if !dir.pop() || !dir.starts_with("/sys/fs/cgroup") {
+                break;
+            }
+        }
+    }
+    best
+}
+
+/// Check, before anything is allocated, that `need` bytes for `what` fit
+/// in the host memory this process may use (exit 2 naming the need).
+pub fn check_host_memory(need: u64, what: &str) -> Result<()> {
+    let Some((available, detail)) = host_available() else {
+        return Ok(());
+    };
+    if need > available {
+        return Err(Error::HostMemory {
+            what: what.into(),
+            need,
+            need_h: crate::units::format_size(need),
+            available,
+            detail,
+        });
+    }
+    Ok(())
+}
+
 /// Guest RAM at `[base, base + size)`.
 pub struct GuestRam {
     mem: GuestMemoryMmap,
@@ -75,8 +142,8 @@ pub struct GuestRam {
 // SAFETY: the raw pointer is the start of a mapping owned by `mem`, which is
 // Send + Sync; GuestRam hands out access only through bounds-checked methods.
 unsafe impl Send for GuestRam {}
-// SAFETY: as for Send; shared access is bounds checked, and mutable views
-// exist only through the unsafe `slice_mut` and its contract.
+// SAFETY: as for Send; shared access is bounds checked and copies, and
+// views exist only through the unsafe `slice`/`slice_mut` and their contracts.
 unsafe impl Sync for GuestRam {}
 
 impl GuestRam {
@@ -171,15 +238,34 @@ impl GuestRam {
         Ok((gpa - self.base) as usize)
     }
 
-    /// Guest RAM as a byte slice.
+    /// Guest RAM as a byte slice (bounds checked).
     ///
-    /// Only call while no vCPU can write the range (all vCPUs stopped in the
-    /// host, or the range owned by the calling vCPU's thread).
-    pub fn slice(&self, gpa: u64, len: u64) -> Result<&[u8]> {
+    /// # Safety
+    ///
+    /// While the returned slice lives, no vCPU may run (vCPUs run only
+    /// inside `Vcpu` methods, which return with the guest stopped in the
+    /// host) and nothing may write the range: the guest can write any of
+    /// its RAM, and a shared slice that changes underneath is undefined
+    /// behaviour. To read memory a running guest may write, use
+    /// [`GuestRam::read_into`], which copies.
+    pub unsafe fn slice(&self, gpa: u64, len: u64) -> Result<&[u8]> {
         let off = self.check(gpa, len)?;
-        // SAFETY: bounds checked against the mapping owned by self; see above
-        // for the aliasing rule the callers follow.
+        // SAFETY: bounds checked against the mapping owned by self; the
+        // caller guarantees no concurrent writer (see the contract above).
         Ok(unsafe { std::slice::from_raw_parts(self.host.add(off), len as usize) })
+    }
+
+    /// Copy `[gpa, gpa + buf.len())` into a host buffer. Safe while the
+    /// guest runs: vm-memory copies with volatile accesses, and the caller
+    /// decides on the copy only (a concurrent writer can only make it stale).
+    pub fn read_into(&self, gpa: u64, buf: &mut [u8]) -> Result<()> {
+        self.mem
+            .read_slice(buf, GuestAddress(gpa))
+            .map_err(|e| Error::GuestMemory {
+                gpa,
+                len: buf.len() as u64,
+                detail: e.to_string(),
+            })
     }
 
     /// Mutable view of guest RAM (bounds checked).

@@ -3,9 +3,11 @@
 //! Everything here is architecture neutral; `crate::arch` provides the
 //! layout, register setup and exception decoding.
 pub mod host;
+pub mod interrupt;
 pub mod kvmstats;
 pub mod memory;
 pub mod privilege;
+pub mod protocol;
 pub mod vcpu;
 pub mod watchdog;
 use crate::arch;
@@ -44,6 +46,12 @@ pub fn open_kvm() -> Result<Kvm> {
     let kvm =
         Kvm::new_with_path(&cpath).map_err(|e| Error::KvmUnavailable(format!("{path}: {e}")))?;
     let v = kvm.get_api_version();
+    if v < 0 {
+        return Err(Error::KvmUnavailable(format!(
+            "{path}: not a KVM device (KVM_GET_API_VERSION failed: {})",
+            std::io::Error::last_os_error()
+        )));
+    }
     if v != 12 {
         return Err(Error::Unsupported {
             what: "the stable KVM API".into(),
@@ -84,22 +92,34 @@ pub fn validate(opts: &VmOptions) -> Result<()> {
 #[derive(Debug, Clone)]
 pub struct Symbolizer {
     base: u64,
+    end: u64,
     syms: Vec<(u64, String)>,
 }
 
 impl Symbolizer {
     pub fn new(blob: &Blob, base: u64) -> Symbolizer {
+        // Only symbols inside the image name addresses: absolute assembler
+        // symbols (e.g. `__hypclear_vector`, a constant) and markers past
+        // the end would otherwise name far-away addresses.
         let mut syms: Vec<(u64, String)> = blob
             .symbols
             .iter()
+            .filter(|(_, a)| **a < blob.size)
             .map(|(n, a)| (*a + base, n.clone()))
+            .filter(|(_, n)| !blob.absolute.contains(n))
             .collect();
         syms.sort();
-        Symbolizer { base, syms }
+        Symbolizer {
+            base,
+            end: base.saturating_add(blob.size),
+            syms,
+        }
     }
 
+    /// `symbol+offset` for an address inside the blob image, otherwise
+    /// "outside the blob".
     pub fn name(&self, addr: u64) -> String {
-        if addr < self.base {
+        if addr < self.base || addr >= self.end {
             return "outside the blob".into();
         }
         match self.syms.iter().rev().find(|(a, _)| *a <= addr) {
@@ -133,8 +153,9 @@ pub struct CallResult {
 }
 
 impl CallResult {
+    /// Ticks of the command (the protocol guarantees `t0 <= t1`).
     pub fn ticks(&self) -> u64 {
-        self.t1.wrapping_sub(self.t0)
+        self.t1.saturating_sub(self.t0)
     }
 }
 
@@ -256,6 +277,15 @@ mod tests {
         let f = blob.symbol("selftest_fault").unwrap();
         assert_eq!(s.name(base + f), "selftest_fault+0x0");
         assert_eq!(s.name(base - 1), "outside the blob");
+        // Past the image, and absolute symbols, name nothing.
+        assert_eq!(s.name(base + blob.size), "outside the blob");
+        assert_eq!(s.name(base + (1 << 40)), "outside the blob");
+        for abs in &blob.absolute {
+            let a = blob.symbols[abs];
+            if a < blob.size {
+                assert!(!s.name(base + a).starts_with(&format!("{abs}+")), "{abs}");
+            }
+        }
     }
 
     #[test]

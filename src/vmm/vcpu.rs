@@ -2,6 +2,7 @@
 //! ([`Exit`]), and the command protocol (start, call, exit).
 use super::kvmstats::{self, KvmStats};
 use super::memory::GuestRam;
+use super::protocol::{Mailbox, Protocol, Step, Waiting};
 use super::watchdog::Watchdog;
 use super::{CallResult, Command, FailureKind, GuestFailure, Symbolizer};
 use crate::arch;
@@ -13,21 +14,13 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
-/// A hypercall the guest made.
-#[derive(Debug)]
-enum Hypercall {
-    Ready,
-    Result,
-    Done,
-    Fail,
-}
-
 /// One KVM_RUN exit as the hypercall loop sees it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Exit {
     /// A store to a guest-physical address with no memslot (the doorbell
     /// when `addr` is `abi::DOORBELL_GPA`).
-    Store { addr: u64, value: u64 },
+    /// `len` is the store width in bytes (a hypercall is exactly 8).
+    Store { addr: u64, len: usize, value: u64 },
     /// A load from a guest-physical address with no memslot.
     Load { addr: u64 },
     /// KVM_RUN returned for a signal (the watchdog, or EINTR/EAGAIN).
@@ -75,10 +68,6 @@ impl Vcpu {
         }
     }
 
-    fn mb(&self, off: u64) -> Result<u64> {
-        self.ram.read_u64(self.mailbox + off)
-    }
-
     fn set_mb(&self, off: u64, v: u64) -> Result<()> {
         self.ram.write_u64(self.mailbox + off, v)
     }
@@ -101,12 +90,8 @@ impl Vcpu {
         self.stats.as_ref().map(KvmStats::read).unwrap_or_default()
     }
 
-    /// Run until the next hypercall, handling LOG on the way.
-    /// One KVM_RUN, with the watchdog armed around it.
-    fn next_exit(&mut self, timeout: Duration) -> Result<Exit> {
-        if let Some((_, w)) = &self.watchdog {
-            w.arm(timeout);
-        }
+    /// One KVM_RUN (the watchdog is armed by the caller, per wait).
+    fn next_exit(&mut self) -> Result<Exit> {
         let exit = match self.fd.run() {
             Ok(VcpuExit::MmioWrite(addr, data)) => {
                 let mut v = [0u8; 8];
@@ -114,6 +99,7 @@ impl Vcpu {
                 v[..n].copy_from_slice(&data[..n]);
                 Ok(Exit::Store {
                     addr,
+                    len: data.len(),
                     value: u64::from_le_bytes(v),
                 })
             }
@@ -127,101 +113,73 @@ impl Vcpu {
             Ok(VcpuExit::FailEntry(reason, cpu)) => Ok(Exit::Other(format!(
                 "FAILENTRY: hardware entry failure reason {reason:#x} on CPU {cpu}"
             ))),
-            Ok(other) => Ok(Exit::Other(format!("unexpected exit {other:?}"))),
+            Ok(other) => Ok(Exit::Other(format!("{other:?}"))),
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
                 Ok(Exit::Interrupted)
             }
             Err(e) => Err(e),
         };
-        if let Some((_, w)) = &self.watchdog {
-            w.disarm();
-        }
         exit.map_err(Error::kvm("KVM_RUN"))
     }
 
-    /// Run until the guest rings a hypercall the caller must handle
-    /// (logs are printed here); every other exit is a guest failure.
-    fn run(&mut self, timeout: Duration) -> Result<Hypercall> {
+    /// A host copy of the mailbox page (the guest may be writing it).
+    fn snapshot(&self) -> Result<Mailbox> {
+        let mut m = Mailbox::zeroed();
+        self.ram.read_into(self.mailbox, &mut m.0[..])?;
+        Ok(m)
+    }
+
+    /// Run until the guest rings the hypercall `waiting` names (or
+    /// HC_FAIL). The watchdog measures progress: it is armed once for the
+    /// whole wait, so logs or spurious exits do not extend it, and logs are
+    /// bounded per wait (see `protocol`).
+    fn run(&mut self, waiting: Waiting, timeout: Duration) -> Result<Step> {
         let me = std::thread::current().id();
         if self.watchdog.as_ref().is_none_or(|(t, _)| *t != me) {
+            // Drop (join) the old watchdog before creating the new one.
+            self.watchdog = None;
             self.watchdog = Some((me, Watchdog::for_current_thread()));
         }
+        if let Some((_, w)) = &self.watchdog {
+            w.arm(timeout);
+        }
+        let r = self.run_armed(waiting, timeout);
+        if let Some((_, w)) = &self.watchdog {
+            w.disarm();
+        }
+        r
+    }
+
+    fn run_armed(&mut self, waiting: Waiting, timeout: Duration) -> Result<Step> {
+        let mut proto = Protocol::new(waiting);
         loop {
-            let exit = self.next_exit(timeout)?;
+            super::interrupt::check()?;
+            let exit = self.next_exit()?;
             let fired = self.watchdog.as_ref().is_some_and(|(_, w)| w.fired());
-            let (kind, detail) = match exit {
-                Exit::Interrupted if fired => (
-                    FailureKind::Timeout,
-                    format!(
-                        "no hypercall for {:.1} s: the guest stopped making progress \
-                         (raise --timeout if the work is just slow)",
-                        timeout.as_secs_f64()
-                    ),
-                ),
-                Exit::Interrupted => continue,
-                Exit::Shutdown => (
-                    FailureKind::Shutdown,
-                    "shutdown (triple fault): the guest took an exception it could not \
-                     handle"
-                        .into(),
-                ),
-                Exit::InternalError => (
-                    FailureKind::InternalError,
-                    "KVM internal error (e.g. an instruction KVM could not emulate)".into(),
-                ),
-                Exit::Store { addr, value } if addr == abi::DOORBELL_GPA => {
-                    match self.hypercall(value)? {
-                        Some(h) => return Ok(h),
-                        None => continue,
-                    }
+            let step = proto.step(&exit, fired, timeout.as_secs_f64(), &|| {
+                self.snapshot().unwrap_or_else(|_| Mailbox::zeroed())
+            });
+            match step {
+                Ok(Step::Continue) => continue,
+                Ok(Step::Log(text)) => {
+                    use std::io::Write;
+                    // A closed or full stderr must not stop (or kill) the run.
+                    let _ = writeln!(std::io::stderr(), "guest vCPU {} log: {text}", self.id);
+                    continue;
                 }
-                Exit::Store { addr, value } => (
-                    FailureKind::UnexpectedExit,
-                    format!("store of {value:#x} to unbacked guest address {addr:#x}"),
-                ),
-                Exit::Load { addr } => (
-                    FailureKind::UnexpectedExit,
-                    format!("load from unbacked guest address {addr:#x}"),
-                ),
-                Exit::Other(what) => (FailureKind::UnexpectedExit, what),
-            };
-            return Err(self.failure(kind, detail));
+                Ok(step) => return Ok(step),
+                Err(v) => return Err(self.failure(v.kind, v.detail)),
+            }
         }
     }
 
-    /// A doorbell value: the hypercall to hand back, or None when it was
-    /// handled here (HC_LOG).
-    fn hypercall(&mut self, value: u64) -> Result<Option<Hypercall>> {
-        Ok(Some(match value {
-            abi::HC_READY => Hypercall::Ready,
-            abi::HC_RESULT => Hypercall::Result,
-            abi::HC_DONE => Hypercall::Done,
-            abi::HC_FAIL => Hypercall::Fail,
-            abi::HC_LOG => {
-                let len = self.mb(abi::MB_LOG_LEN)?.min(abi::LOG_BUF_SIZE);
-                let text = self.ram.slice(self.mailbox + abi::MB_LOG_BUF, len)?;
-                eprintln!(
-                    "guest vCPU {}: {}",
-                    self.id,
-                    String::from_utf8_lossy(text).trim_end()
-                );
-                return Ok(None);
-            }
-            other => {
-                return Err(self.failure(
-                    FailureKind::UnknownHypercall,
-                    format!("unknown hypercall number {other:#x} at the doorbell"),
-                ));
-            }
-        }))
-    }
-
-    /// Turn a HC_FAIL into an error.
+    /// Turn a HC_FAIL into an error (from a host copy of the mailbox).
     fn fail_report(&self) -> Result<Error> {
-        let code = self.mb(abi::MB_FAIL_CODE)?;
+        let m = self.snapshot()?;
+        let code = m.u64(abi::MB_FAIL_CODE);
         let mut d = [0u64; 6];
         for (i, x) in d.iter_mut().enumerate() {
-            *x = self.mb(abi::MB_FAIL_D0 + 8 * i as u64)?;
+            *x = m.u64(abi::MB_FAIL_D0 + 8 * i as u64);
         }
         Ok(match code {
             abi::FAIL_EXCEPTION => {
@@ -252,19 +210,20 @@ impl Vcpu {
         })
     }
 
+    /// The step a wait ended with; HC_FAIL becomes its error.
+    fn expect(&self, step: Step) -> Result<Step> {
+        match step {
+            Step::Fail => Err(self.fail_report()?),
+            other => Ok(other),
+        }
+    }
+
     /// Run from reset to the guest's HC_READY.
     pub fn start(&mut self, timeout: Duration) -> Result<()> {
-        match self.run(timeout)? {
-            Hypercall::Ready => {
-                self.started = true;
-                Ok(())
-            }
-            Hypercall::Fail => Err(self.fail_report()?),
-            other => Err(self.failure(
-                FailureKind::Protocol,
-                format!("expected HC_READY first, got {other:?}"),
-            )),
-        }
+        let step = self.run(Waiting::Ready, timeout)?;
+        self.expect(step)?;
+        self.started = true;
+        Ok(())
     }
 
     /// Run one command and return its timestamps.
@@ -285,29 +244,18 @@ impl Vcpu {
         self.set_mb(abi::MB_CMD_COUNT, cmd.count)?;
         self.set_mb(abi::MB_CMD_ID, id)?;
         let before = self.stats();
-        let hc = self.run(timeout)?;
+        let step = self.run(Waiting::Result { id }, timeout)?;
         let after = self.stats();
-        match hc {
-            Hypercall::Result => {
-                let got = self.mb(abi::MB_RES_ID)?;
-                if got != id {
-                    return Err(self.failure(
-                        FailureKind::Protocol,
-                        format!("result for command {got}, expected {id}"),
-                    ));
-                }
-                Ok(CallResult {
-                    t0: self.mb(abi::MB_RES_T0)?,
-                    t1: self.mb(abi::MB_RES_T1)?,
-                    ret: self.mb(abi::MB_RES_RET)?,
-                    stats: kvmstats::delta(&before, &after),
-                })
-            }
-            Hypercall::Fail => Err(self.fail_report()?),
-            other => Err(self.failure(
-                FailureKind::Protocol,
-                format!("expected HC_RESULT, got {other:?}"),
-            )),
+        match self.expect(step)? {
+            Step::Result(t) => Ok(CallResult {
+                t0: t.t0,
+                t1: t.t1,
+                ret: t.ret,
+                stats: kvmstats::delta(&before, &after),
+            }),
+            other => Err(Error::Internal(format!(
+                "the protocol handed back {other:?} for a command"
+            ))),
         }
     }
 
@@ -317,13 +265,8 @@ impl Vcpu {
             return Ok(());
         }
         self.set_mb(abi::MB_CMD_OP, abi::CMD_EXIT)?;
-        match self.run(timeout)? {
-            Hypercall::Done => Ok(()),
-            Hypercall::Fail => Err(self.fail_report()?),
-            other => Err(self.failure(
-                FailureKind::Protocol,
-                format!("expected HC_DONE, got {other:?}"),
-            )),
-        }
+        let step = self.run(Waiting::Done, timeout)?;
+        self.expect(step)?;
+        Ok(())
     }
 }

@@ -4,12 +4,18 @@
 //! signal makes `KVM_RUN` return `EINTR`, and the vCPU loop reports a timeout
 //! together with the guest's registers.
 //!
-//! Arming and disarming are two atomic stores (they happen around every
-//! KVM_RUN, so they must be cheap); the watchdog thread polls every
-//! [`POLL`], which is the resolution of the timeout.
+//! The vCPU loop arms it once per wait (boot, command, exit), so it measures
+//! progress, not exits. The watchdog thread polls every [`POLL`], which is
+//! the resolution of the timeout.
+//!
+//! Soundness of `pthread_kill`: the signal is sent only while holding
+//! `Shared::armed` locked and armed; the vCPU thread disarms under the same
+//! lock before it leaves the wait (and so before it can exit), so no signal
+//! can be in flight to a thread that has exited.
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,8 +34,9 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 struct Shared {
     epoch: Instant,
-    /// Deadline in ns since `epoch`; 0 when disarmed.
-    deadline: AtomicU64,
+    /// Deadline in ns since `epoch`; 0 when disarmed. A kick is sent only
+    /// with this lock held (see the module docs).
+    deadline: Mutex<u64>,
     fired: AtomicBool,
     shutdown: AtomicBool,
 }
@@ -54,7 +61,7 @@ impl Watchdog {
         let target = unsafe { libc::pthread_self() };
         let shared = Arc::new(Shared {
             epoch: Instant::now(),
-            deadline: AtomicU64::new(0),
+            deadline: Mutex::new(0),
             fired: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
         });
@@ -66,17 +73,23 @@ impl Watchdog {
         Watchdog { shared, thread }
     }
 
-    /// Start (or restart) the countdown.
+    /// Start (or restart) the countdown. A deadline that does not fit
+    /// (centuries away) saturates: it never fires.
     pub fn arm(&self, timeout: Duration) {
         self.shared.fired.store(false, Ordering::SeqCst);
-        let d = self.shared.epoch.elapsed() + timeout;
-        self.shared
-            .deadline
-            .store(d.as_nanos().max(1) as u64, Ordering::SeqCst);
+        let ns = self
+            .shared
+            .epoch
+            .elapsed()
+            .checked_add(timeout)
+            .and_then(|d| u64::try_from(d.as_nanos()).ok())
+            .unwrap_or(u64::MAX);
+        *lock(&self.shared.deadline) = ns.max(1);
     }
 
+    /// Stop the countdown; when this returns no kick is in flight.
     pub fn disarm(&self) {
-        self.shared.deadline.store(0, Ordering::SeqCst);
+        *lock(&self.shared.deadline) = 0;
     }
 
     /// Whether the deadline passed since the last `arm`.
@@ -95,17 +108,26 @@ impl Drop for Watchdog {
     }
 }
 
+fn lock(m: &Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+    // The value is a plain number: a poisoned lock still holds a valid one.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn watch(s: &Shared, target: libc::pthread_t) {
     while !s.shutdown.load(Ordering::SeqCst) {
         std::thread::park_timeout(POLL);
-        let d = s.deadline.load(Ordering::SeqCst);
-        if d != 0 && s.epoch.elapsed().as_nanos() as u64 >= d && INSTALLED.load(Ordering::SeqCst) {
+        let d = lock(&s.deadline);
+        let now = u64::try_from(s.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if *d != 0 && now >= *d && INSTALLED.load(Ordering::SeqCst) {
             s.fired.store(true, Ordering::SeqCst);
             // Keep kicking until disarmed: a signal may land just before the
-            // thread enters KVM_RUN. SAFETY: target is alive: its owner joins
-            // this thread (Drop) before it can exit.
+            // thread enters KVM_RUN.
+            // SAFETY: `target` is alive: it is armed only inside the vCPU
+            // thread's wait, and that thread disarms under this lock (held
+            // here until after the call) before leaving the wait.
             unsafe { libc::pthread_kill(target, kick_signal()) };
         }
+        drop(d);
     }
 }
 

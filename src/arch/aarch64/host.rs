@@ -34,6 +34,17 @@ pub const UNDEFINED_INSTRUCTION_CLASS: u64 = 0x00;
 
 /// Extra KVM-level setup of a fresh VM: none (no vGIC, no devices; the
 /// default 40-bit IPA space holds RAM and the doorbell).
+/// Harness areas a hostile guest may try to corrupt (`selftest
+/// --hostile`): the root page table and the exception vectors, as
+/// (name, guest-physical address, bytes).
+pub fn corruptible_areas(loaded: &Loaded) -> [(&'static str, u64, u64); 2] {
+    let _ = loaded;
+    [
+        ("page tables", PAGE_TABLES_GPA, abi::PAGE_SIZE),
+        ("VBAR_EL1 vectors", loaded.vectors, 2048),
+    ]
+}
+
 pub fn setup_vm(_vm: &VmFd) -> Result<()> {
     Ok(())
 }

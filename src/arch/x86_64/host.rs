@@ -23,6 +23,17 @@ pub const LOAD_ALIGN: u64 = abi::PAGE_SIZE;
 pub const COUNTER_NAME: &str = "TSC";
 
 /// Extra KVM-level setup of a fresh VM (none needed on x86_64).
+/// Harness areas a hostile guest may try to corrupt (`selftest
+/// --hostile`): the root page table and the exception vectors, as
+/// (name, guest-physical address, bytes).
+pub fn corruptible_areas(loaded: &Loaded) -> [(&'static str, u64, u64); 2] {
+    let _ = loaded;
+    [
+        ("page tables", PAGE_TABLES_GPA, abi::PAGE_SIZE),
+        ("IDT", IDT_GPA, IDT_VECTORS * 16),
+    ]
+}
+
 pub fn setup_vm(_vm: &VmFd) -> Result<()> {
     Ok(())
 }

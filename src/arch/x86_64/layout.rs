@@ -33,8 +33,11 @@ pub const ARENA_BASE: u64 = 0x100_0000;
 pub const RAM_ALIGN: u64 = 2 << 20;
 /// The smallest useful guest: the fixed areas plus 16 MiB of arena.
 pub const MIN_RAM: u64 = 32 << 20;
-/// The identity map covers at most this much RAM (and stays below the doorbell).
-pub const MAX_RAM: u64 = 512 << 30;
+/// The identity map covers at most this much RAM: one page directory per
+/// GiB must fit the page-table area next to the root, the low PDPT and 4 KiB
+/// table, and the doorbell's PDPT, PD and PT (6 tables); the test in
+/// `paging.rs` builds the map at this size and one 2 MiB step above it.
+pub const MAX_RAM: u64 = ((PAGE_TABLES_END - PAGE_TABLES_GPA) / abi::PAGE_SIZE - 6) << 30;
 
 // GDT selectors (Linux-like: user data 0x2b, user code 0x33).
 pub const SEL_KERNEL_CODE: u16 = 0x08;
@@ -74,4 +77,5 @@ const _: () = {
     assert!(STACKS_BASE + abi::MAX_VCPUS * (STACK_SIZE + EXC_STACK_SIZE) <= BLOB_WINDOW);
     assert!(SEL_TSS0 as u64 + 16 * abi::MAX_VCPUS <= abi::PAGE_SIZE);
     assert!(MAX_RAM <= abi::DOORBELL_GPA);
+    assert!(MAX_RAM.is_multiple_of(RAM_ALIGN));
 };

@@ -139,6 +139,25 @@ pub fn identity_map(
 
 #[cfg(test)]
 mod tests {
+    use crate::arch::x86_64::layout;
+
+    #[test]
+    fn max_ram_is_exactly_what_the_page_table_area_can_map() {
+        let map = |ram| {
+            identity_map(
+                ram,
+                crate::blob::abi::DOORBELL_GPA,
+                layout::PAGE_TABLES_GPA,
+                layout::PAGE_TABLES_END,
+            )
+        };
+        assert!(map(layout::MAX_RAM).is_ok());
+        assert!(matches!(
+            map(layout::MAX_RAM + layout::RAM_ALIGN),
+            Err(PagingError::OutOfTables { .. })
+        ));
+    }
+
     use super::*;
     use crate::blob::abi::DOORBELL_GPA;
 

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/* Hostile guests for `hypclear selftest --hostile` (guest/aarch64/hostile/); not in the alias table. */
+HYP_SELFTEST(hostile_done_early, hostile_done_early)
+HYP_SELFTEST(hostile_doorbell_1, hostile_doorbell_1)
+HYP_SELFTEST(hostile_doorbell_2, hostile_doorbell_2)
+HYP_SELFTEST(hostile_doorbell_4, hostile_doorbell_4)
+HYP_SELFTEST(hostile_forged_timestamps, hostile_forged_timestamps)
+HYP_SELFTEST(hostile_log_escape, hostile_log_escape)
+HYP_SELFTEST(hostile_log_flood, hostile_log_flood)
+HYP_SELFTEST(hostile_log_forge, hostile_log_forge)
+HYP_SELFTEST(hostile_log_huge, hostile_log_huge)
+HYP_SELFTEST(hostile_ready_again, hostile_ready_again)
+HYP_SELFTEST(hostile_scribble, hostile_scribble)
+HYP_SELFTEST(hostile_stray_write, hostile_stray_write)
+HYP_SELFTEST(hostile_unknown_hypercall, hostile_unknown_hypercall)

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hostile guest for `hypclear selftest --hostile`:
+ * rings HC_DONE while a command is running (out of protocol).
+ *
+ * void *hostile_done_early(void *dst, int c, size_t n)   (memset arguments; the
+ * host may pass other addresses, see src/check/hostile.rs)
+ *
+ * Algorithm: stores HC_DONE to the doorbell; never returns normally.
+ * x9 = mailbox (TPIDRRO_EL0), x16 = doorbell, x17 = hypercall number.
+ */
+#include "linkage.h"
+#include "hypclear_abi.h"
+
+SYM_FUNC_START_SELFTEST(hostile_done_early)
+	dsb	ish
+	ldr	x16, =DOORBELL_GPA
+	ldr	x17, =HC_DONE
+	str	x17, [x16]
+	udf	#0
+	.ltorg
+SYM_FUNC_END(hostile_done_early)

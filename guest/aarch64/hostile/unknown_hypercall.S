@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hostile guest for `hypclear selftest --hostile`:
+ * rings a hypercall number the ABI does not define.
+ *
+ * void *hostile_unknown_hypercall(void *dst, int c, size_t n)   (memset arguments; the
+ * host may pass other addresses, see src/check/hostile.rs)
+ *
+ * Algorithm: stores 0x484300ff to the doorbell; never returns normally.
+ * x9 = mailbox (TPIDRRO_EL0), x16 = doorbell, x17 = hypercall number.
+ */
+#include "linkage.h"
+#include "hypclear_abi.h"
+
+SYM_FUNC_START_SELFTEST(hostile_unknown_hypercall)
+	dsb	ish
+	ldr	x16, =DOORBELL_GPA
+	ldr	x17, =0x484300ff
+	str	x17, [x16]
+	udf	#0
+	.ltorg
+SYM_FUNC_END(hostile_unknown_hypercall)

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hostile guest for `hypclear selftest --hostile`:
+ * rings HC_DONE while a command is running (out of protocol).
+ *
+ * void *hostile_done_early(void *dst, int c, size_t n)   (memset arguments; the
+ * host may pass other addresses, see src/check/hostile.rs)
+ *
+ * Algorithm: stores HC_DONE to the doorbell; never returns normally.
+ */
+#include "linkage.h"
+#include "hypclear_abi.h"
+
+SYM_FUNC_START_SELFTEST(hostile_done_early)
+	movabs	$DOORBELL_GPA, %rax
+	movq	$HC_DONE, (%rax)
+	ud2
+SYM_FUNC_END(hostile_done_early)

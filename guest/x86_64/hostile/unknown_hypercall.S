@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hostile guest for `hypclear selftest --hostile`:
+ * rings a hypercall number the ABI does not define.
+ *
+ * void *hostile_unknown_hypercall(void *dst, int c, size_t n)   (memset arguments; the
+ * host may pass other addresses, see src/check/hostile.rs)
+ *
+ * Algorithm: stores 0x484300ff to the doorbell; never returns normally.
+ */
+#include "linkage.h"
+#include "hypclear_abi.h"
+
+SYM_FUNC_START_SELFTEST(hostile_unknown_hypercall)
+	movabs	$DOORBELL_GPA, %rax
+	movq	$0x484300ff, (%rax)
+	ud2
+SYM_FUNC_END(hostile_unknown_hypercall)
