@@ -12,6 +12,7 @@ pub mod error;
 pub mod host;
 pub mod hostbench;
 pub mod hyprel;
+pub mod inference;
 pub mod kvmstats;
 pub mod memory;
 pub mod privilege;
