@@ -84,6 +84,14 @@ pub struct Config {
     pub seed: u64,
     /// Resamples of the bootstrap / Monte Carlo permutation test.
     pub resamples: usize,
+    /// Third level for separate invocations: the variance of a side's mean
+    /// log throughput between invocations (machine drift between runs of
+    /// the binary), added to both sides of a Welch comparison of
+    /// `Design::Independent` sessions. 0 pretends invocations do not
+    /// drift; estimate it with `components::invocation_component` from
+    /// repeated identical invocations. Ignored by the paired test (pairs
+    /// share the invocation) and by the resampling methods.
+    pub invocation_var: f64,
 }
 
 impl Default for Config {
@@ -96,6 +104,7 @@ impl Default for Config {
             power: 0.8,
             seed: 0x6879_7063,
             resamples: 2000,
+            invocation_var: 0.0,
         }
     }
 }
@@ -108,14 +117,16 @@ impl Config {
             && self.margin < 1.0
             && self.power > 0.0
             && self.power < 1.0
-            && self.resamples >= 100;
+            && self.resamples >= 100
+            && self.invocation_var >= 0.0
+            && self.invocation_var.is_finite();
         if ok {
             Ok(())
         } else {
             Err(Error::Parameter(format!(
                 "comparison parameters out of range: alpha {} (0..0.5), margin {} (0..1), \
-                 power {} (0..1), resamples {} (>= 100)",
-                self.alpha, self.margin, self.power, self.resamples
+                 power {} (0..1), resamples {} (>= 100), invocation variance {} (>= 0)",
+                self.alpha, self.margin, self.power, self.resamples, self.invocation_var
             )))
         }
     }
@@ -281,25 +292,16 @@ pub fn compare(a: &[Session], b: &[Session], cfg: &Config) -> Result<Comparison,
     };
     let (va, vb) = (variance(&la), variance(&lb));
     let (na, nb) = (la.len() as f64, lb.len() as f64);
-    // MDE: SD of the unit the design tests.
-    let mde = if paired {
-        min_detectable_effect(
-            variance(&d).sqrt(),
-            d.len(),
-            cfg.design,
-            cfg.alpha,
-            cfg.power,
-        )
+    let inv = if paired { 0.0 } else { cfg.invocation_var };
+    // MDE: SD of the unit the design tests (the invocation variance folded
+    // in so that 2·sd²/n = 2·σ²/n + 2·inv).
+    let (sd, n) = if paired {
+        (variance(&d).sqrt(), d.len())
     } else {
         let n = la.len().min(lb.len());
-        min_detectable_effect(
-            ((va + vb) / 2.0).sqrt(),
-            n,
-            cfg.design,
-            cfg.alpha,
-            cfg.power,
-        )
+        (((va + vb) / 2.0 + n as f64 * inv).sqrt(), n)
     };
+    let mde = min_detectable_effect(sd, n, cfg.design, cfg.alpha, cfg.power);
     let degenerate =
         || Error::Parameter("the t distribution is undefined for these samples (df <= 0)".into());
     let (p, ci) = match method {
@@ -314,8 +316,10 @@ pub fn compare(a: &[Session], b: &[Session], cfg: &Config) -> Result<Comparison,
         }
         Method::WelchSessions => {
             let (sa, sb) = (va / na, vb / nb);
-            let se2 = sa + sb;
-            let df = if se2 > 0.0 {
+            // The invocation term is a known variance: no degrees of
+            // freedom of its own in Welch–Satterthwaite.
+            let se2 = sa + sb + 2.0 * inv;
+            let df = if sa + sb > 0.0 {
                 let (ra, rb) = (sa / se2, sb / se2);
                 1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0))
             } else {
@@ -697,6 +701,51 @@ mod tests {
             ..Config::default()
         };
         assert!(compare(&two, &two, &cfg).is_err());
+    }
+
+    #[test]
+    fn invocation_variance_widens_separate_comparisons_only() {
+        let a = sessions(&[100.0, 102.0, 99.0, 101.0]);
+        let b = sessions(&[97.0, 98.5, 96.0, 99.0]);
+        let ind = Config {
+            design: Design::Independent,
+            ..Config::default()
+        };
+        let plain = compare(&a, &b, &ind).unwrap();
+        let wide = compare(
+            &a,
+            &b,
+            &Config {
+                invocation_var: 0.02f64.powi(2),
+                ..ind
+            },
+        )
+        .unwrap();
+        assert!(
+            wide.p > plain.p && wide.ci_pct.0 < plain.ci_pct.0,
+            "{plain:?} {wide:?}"
+        );
+        assert!(wide.mde_pct > plain.mde_pct);
+        assert_eq!(wide.change_pct, plain.change_pct);
+        let paired = Config {
+            invocation_var: 0.02f64.powi(2),
+            ..Config::default()
+        };
+        assert_eq!(
+            compare(&a, &b, &paired).unwrap(),
+            compare(&a, &b, &Config::default()).unwrap()
+        );
+        assert!(
+            compare(
+                &a,
+                &b,
+                &Config {
+                    invocation_var: -1.0,
+                    ..ind
+                }
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -157,6 +157,32 @@ impl VarianceComponents {
     }
 }
 
+/// The third level, invocations of the binary: from repeated identical
+/// invocations (each a list of sessions), the variance of an invocation's
+/// mean log session mean beyond what its sessions explain,
+/// `T3² = max(S3² − mean_i(S2,i² / n2,i), 0)`. Feed it to
+/// `compare::Config::invocation_var` for separate-invocation comparisons.
+/// Needs at least 2 invocations with at least 2 sessions each.
+pub fn invocation_component(invocations: &[Vec<Session>]) -> Result<f64, Error> {
+    let mut means = Vec::new();
+    let mut within = Vec::new();
+    for inv in invocations {
+        let l = super::log_session_means("(invocation component)", inv)?;
+        if l.len() >= 2 {
+            means.push(mean(&l));
+            within.push(variance(&l) / l.len() as f64);
+        }
+    }
+    if means.len() < 2 {
+        return Err(Error::TooFewSessions {
+            side: "(invocation component: invocations with 2+ sessions)",
+            have: means.len(),
+            need: 2,
+        });
+    }
+    Ok((variance(&means) - mean(&within)).max(0.0))
+}
+
 impl fmt::Display for VarianceComponents {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -241,6 +267,19 @@ mod tests {
         let r = v.recommend(c, 0.02, 0.05, 0.8, 50, 100);
         assert!(!r.reached && r.sessions == 100 && r.mde_pct > 2.0, "{r:?}");
         assert!(v.to_string().contains("between-session 7.00%"), "{v}");
+    }
+
+    #[test]
+    fn invocation_component_hand_computed() {
+        // Invocation log means 0.01 and 0.11 (S3² = 0.005); sessions within
+        // each: ±0.01 around the mean (variance 0.0002, /2 = 0.0001).
+        let inv = vec![
+            vec![sess(&[0.0]), sess(&[0.02])],
+            vec![sess(&[0.1]), sess(&[0.12])],
+        ];
+        let t3 = invocation_component(&inv).unwrap();
+        assert!((t3 - 0.0049).abs() < 1e-12, "{t3}");
+        assert!(invocation_component(&inv[..1]).is_err());
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub use compare::{
     Comparison, Config, Design, Method, Verdict, benjamini_hochberg, compare, decide_rows,
     min_detectable_effect,
 };
-pub use components::{Costs, VarianceComponents};
+pub use components::{Costs, Recommendation, VarianceComponents, invocation_component};
 pub use drift::{HostDrift, host_drift};
 pub use steady::{Steadiness, SteadyConfig, WarmupController, WarmupDecision, mann_kendall};
 
