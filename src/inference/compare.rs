@@ -206,6 +206,14 @@ impl Comparison {
         )
     }
 
+    /// `"-3.10% [-4.00%, -2.20%] (R)"`: the change, its interval and the
+    /// mark (nothing for an inconclusive row).
+    pub fn cell_text(&self) -> String {
+        format!("{} {}", self.change_text(), self.verdict.mark())
+            .trim_end()
+            .to_string()
+    }
+
     fn finish(&mut self, alpha: f64, margin: f64) {
         let (lo, hi) = self.ci_pct;
         self.significant = self.q < alpha && (lo > 0.0 || hi < 0.0);
@@ -328,7 +336,7 @@ pub fn compare(a: &[Session], b: &[Session], cfg: &Config) -> Result<Comparison,
             t_result(diff, se2.sqrt(), df, cfg.alpha).ok_or_else(degenerate)?
         }
         Method::Permutation => permutation(&la, &lb, paired, diff, cfg),
-        Method::HierarchicalBootstrap => bootstrap(a, b, paired, diff, cfg),
+        Method::HierarchicalBootstrap => bootstrap(a, b, paired, cfg),
     };
     let mut c = Comparison {
         method,
@@ -463,13 +471,7 @@ fn permutation(la: &[f64], lb: &[f64], paired: bool, diff: f64, cfg: &Config) ->
 /// then runs within each drawn session; the statistic is the difference of
 /// mean log session means. Percentile interval; p = twice the smaller tail
 /// beyond 0, counting the observed value (so never 0).
-fn bootstrap(
-    a: &[Session],
-    b: &[Session],
-    paired: bool,
-    diff: f64,
-    cfg: &Config,
-) -> (f64, (f64, f64)) {
+fn bootstrap(a: &[Session], b: &[Session], paired: bool, cfg: &Config) -> (f64, (f64, f64)) {
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let a: Vec<&Session> = a.iter().filter(|s| !s.runs.is_empty()).collect();
     let b: Vec<&Session> = b.iter().filter(|s| !s.runs.is_empty()).collect();
@@ -511,7 +513,6 @@ fn bootstrap(
     let below = stats.iter().filter(|v| **v <= 0.0).count();
     let above = stats.iter().filter(|v| **v >= 0.0).count();
     let p = (2.0 * (below.min(above) + 1) as f64 / (stats.len() + 1) as f64).min(1.0);
-    let _ = diff;
     (p, (q(cfg.alpha / 2.0), q(1.0 - cfg.alpha / 2.0)))
 }
 
