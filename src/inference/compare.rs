@@ -678,6 +678,11 @@ mod tests {
             "{}",
             rows[0].change_text()
         );
+        assert!(
+            rows[0].cell_text().ends_with("] (R)"),
+            "{}",
+            rows[0].cell_text()
+        );
     }
 
     #[test]
