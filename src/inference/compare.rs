@@ -273,6 +273,25 @@ pub fn min_detectable_effect(
 /// must be positive and finite (drop disturbed runs before, not NaNs).
 pub fn compare(a: &[Session], b: &[Session], cfg: &Config) -> Result<Comparison, Error> {
     cfg.validate()?;
+    let paired = cfg.design == Design::Interleaved;
+    if paired && a.len() != b.len() {
+        return Err(Error::Unpaired {
+            a: a.len(),
+            b: b.len(),
+        });
+    }
+    // Pairs stay aligned: a pair is dropped when either session has no
+    // runs left (e.g. all disturbed); unpaired sides drop empty sessions.
+    let (a, b): (Vec<Session>, Vec<Session>) = if paired {
+        a.iter()
+            .zip(b)
+            .filter(|(x, y)| !x.runs.is_empty() && !y.runs.is_empty())
+            .map(|(x, y)| (x.clone(), y.clone()))
+            .unzip()
+    } else {
+        (a.to_vec(), b.to_vec())
+    };
+    let (a, b) = (&a[..], &b[..]);
     let la = log_session_means("A", a)?;
     let lb = log_session_means("B", b)?;
     for (side, l) in [("A", &la), ("B", &lb)] {
@@ -284,14 +303,7 @@ pub fn compare(a: &[Session], b: &[Session], cfg: &Config) -> Result<Comparison,
             });
         }
     }
-    if cfg.design == Design::Interleaved && (la.len() != lb.len() || a.len() != b.len()) {
-        return Err(Error::Unpaired {
-            a: la.len(),
-            b: lb.len(),
-        });
-    }
     let method = cfg.method.unwrap_or(Method::default_for(cfg.design));
-    let paired = cfg.design == Design::Interleaved;
     let d: Vec<f64> = la.iter().zip(&lb).map(|(x, y)| y - x).collect();
     let diff = if paired {
         mean(&d)
@@ -686,11 +698,33 @@ mod tests {
     }
 
     #[test]
+    fn pairs_stay_aligned_when_a_session_is_empty() {
+        // Session 1 of A and session 2 of B lost all runs: only pairs 0
+        // and 3 remain, with ratios 1.01 and 1.03 (not shifted partners).
+        let mut a = sessions(&[100.0, 200.0, 50.0, 80.0]);
+        let mut b = sessions(&[101.0, 206.0, 51.0, 82.4]);
+        a[1].runs.clear();
+        b[2].runs.clear();
+        let c = compare(&a, &b, &Config::default()).unwrap();
+        assert_eq!(c.sessions, (2, 2));
+        let want = pct((1.01f64.ln() + 1.03f64.ln()) / 2.0);
+        assert!((c.change_pct - want).abs() < 1e-9, "{c:?}");
+    }
+
+    #[test]
     fn input_errors() {
         let two = sessions(&[1.0, 2.0]);
         let one = sessions(&[1.0]);
+        let ind = Config {
+            design: Design::Independent,
+            ..Config::default()
+        };
         assert!(matches!(
-            compare(&one, &two, &Config::default()),
+            compare(&one, &two, &ind),
+            Err(Error::TooFewSessions { side: "A", .. })
+        ));
+        assert!(matches!(
+            compare(&one, &one, &Config::default()),
             Err(Error::TooFewSessions { side: "A", .. })
         ));
         assert!(matches!(
