@@ -13,6 +13,12 @@
 //! permutation test and the hierarchical bootstrap are available; the
 //! bootstrap is anti-conservative with few sessions.
 //!
+//! Sessions of one invocation share that invocation's machine state, so two
+//! separate invocations differ by more than their sessions show (a third
+//! level): set [`Config::invocation_var`] (estimated by
+//! `components::invocation_component`) or interleave the sides. Pairs of
+//! an interleaved invocation share it and need no correction.
+//!
 //! Verdict (see [`Verdict`]): `(=)` when the interval lies inside
 //! ±margin; otherwise `(R)`/`(I)` when the Benjamini–Hochberg q value across
 //! the rows is below alpha and the interval excludes 0; otherwise nothing.

@@ -37,7 +37,10 @@ pub use compare::{
 };
 pub use components::{Costs, Recommendation, VarianceComponents, invocation_component};
 pub use drift::{HostDrift, host_drift};
-pub use steady::{Steadiness, SteadyConfig, WarmupController, WarmupDecision, mann_kendall};
+pub use steady::{
+    MannKendall, Steadiness, SteadyConfig, WarmupController, WarmupDecision, mann_kendall,
+    steady_state,
+};
 
 use serde::{Deserialize, Serialize};
 
