@@ -3,20 +3,26 @@
 //!
 //! 1. assemble one object per routine (`guest/<arch>/lib/*.S`), the entry /
 //!    dispatcher, the selftest routines and the alias tables;
-//! 2. partial link (`-r`) into `hyp.o` and prefix every symbol with
-//!    `__hypclear_` (`objcopy --prefix-symbols`, like `__kvm_nvhe_`);
-//! 3. final link at address 0 with a preprocessed linker script that defines
-//!    the aliases, keeping relocations (`--emit-relocs`);
-//! 4. police the relocations and store the relocation list in `.hyp.reloc`
-//!    (see `src/hyprel.rs`, the analogue of `gen-hyprel`).
+//! 2. link them with the one link pipeline, `src/blob/link.rs` (partial link,
+//!    `objcopy --prefix-symbols=__hypclear_`, preprocessed linker script plus
+//!    the alias list `guest/<arch>/aliases.h`, `--emit-relocs`, and the
+//!    relocation policy of `src/blob/hyprel.rs`, the analogue of `gen-hyprel`),
+//!    which the library also calls at run time.
 //!
-//! It also writes `hypclear_abi.h` from `src/abi.rs`, and compiles the same
+//! It also writes `hypclear_abi.h` from `src/blob/abi.rs`, and compiles the same
 //! routine objects into the host binary for the native baseline.
 
-#[path = "src/abi.rs"]
+// Shared with the library: build.rs uses only part of each (the ABI
+// numbers for the header, the link pipeline and the relocation policy).
+#[allow(dead_code)]
+#[path = "src/blob/abi.rs"]
 mod abi;
-#[path = "src/hyprel.rs"]
+#[allow(dead_code)]
+#[path = "src/blob/hyprel.rs"]
 mod hyprel;
+#[allow(dead_code)]
+#[path = "src/blob/link.rs"]
+mod link;
 
 use std::env;
 use std::fs;
@@ -34,6 +40,8 @@ fn main() {
     }
 }
 
+// Over 80 lines: the build steps in order (environment, header, sources,
+// host objects, then per configuration objects + the link pipeline).
 fn run() -> BuildResult<()> {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").map_err(|e| e.to_string())?;
     if arch != "x86_64" && arch != "aarch64" {
@@ -46,8 +54,9 @@ fn run() -> BuildResult<()> {
     let guest = root.join("guest");
     let arch_dir = guest.join(&arch);
     println!("cargo:rerun-if-changed=guest");
-    println!("cargo:rerun-if-changed=src/abi.rs");
-    println!("cargo:rerun-if-changed=src/hyprel.rs");
+    println!("cargo:rerun-if-changed=src/blob/abi.rs");
+    println!("cargo:rerun-if-changed=src/blob/hyprel.rs");
+    println!("cargo:rerun-if-changed=src/blob/link.rs");
     let commit = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .current_dir(&root)
@@ -100,9 +109,7 @@ fn run() -> BuildResult<()> {
         .compile("hypclear_routines");
     write_host_table(&arch_dir.join("aliases.h"), &out.join("host_routines.rs"))?;
 
-    let cc_path = base("probe").get_compiler().path().to_path_buf();
-    let objcopy = sibling_tool(&cc_path, "objcopy");
-
+    let tc = link::Toolchain::from_cc(base("probe").get_compiler().path());
     for (config, clear_page) in [("vanilla", true), ("memset", false)] {
         let mut tables = base(&format!("{config}-tables"));
         if clear_page {
@@ -110,7 +117,6 @@ fn run() -> BuildResult<()> {
         }
         tables.file(guest.join("common/tables.S"));
         let mut objs = tables.compile_intermediates();
-
         let lib_cfg: Vec<PathBuf> = lib
             .iter()
             .filter(|p| clear_page || !file_name(p).starts_with("clear_page"))
@@ -119,69 +125,51 @@ fn run() -> BuildResult<()> {
         let mut rest = base(&format!("{config}-objs"));
         rest.files(&entry).files(&lib_cfg).files(&selftest);
         objs.extend(rest.compile_intermediates());
-
-        let hyp_o = out.join(format!("hyp-{config}.o"));
-        let mut ld_r = Command::new(&cc_path);
-        ld_r.args(["-nostdlib", "-r", "-o"]).arg(&hyp_o).args(&objs);
-        exec(ld_r)?;
-        let mut prefix = Command::new(&objcopy);
-        prefix.arg("--prefix-symbols=__hypclear_").arg(&hyp_o);
-        exec(prefix)?;
-
-        let lds = out.join(format!("hyp-{config}.lds"));
-        let mut cpp = Command::new(&cc_path);
-        cpp.args(["-E", "-P", "-undef", "-x", "c"])
-            .arg("-I")
-            .arg(guest.join("include"))
-            .arg("-I")
-            .arg(&arch_dir);
-        if clear_page {
-            cpp.arg("-DCONFIG_CLEAR_PAGE_ALIAS");
-        }
-        cpp.arg(guest.join("common/hyp.lds.S")).arg("-o").arg(&lds);
-        exec(cpp)?;
-
-        let elf = out.join(format!("blob-{config}.elf"));
-        let mut link = Command::new(&cc_path);
-        link.args([
-            "-nostdlib",
-            "-static",
-            "-no-pie",
-            "-Wl,--emit-relocs",
-            "-Wl,--build-id=none",
-            "-Wl,-z,max-page-size=4096",
-            "-Wl,-z,noexecstack",
-            "-Wl,--no-warn-rwx-segments",
-        ])
-        .arg(format!("-Wl,-T,{}", lds.display()))
-        .arg("-o")
-        .arg(&elf)
-        .arg(&hyp_o);
-        exec(link)?;
-
-        let bytes = fs::read(&elf).map_err(|e| format!("{}: {e}", elf.display()))?;
-        let relocs = hyprel::police(&bytes)
-            .map_err(|e| format!("{} ({config} configuration): {e}", elf.display()))?;
-        let list = out.join(format!("hyp-{config}.reloc"));
-        fs::write(&list, hyprel::encode(&relocs)).map_err(|e| e.to_string())?;
-        let mut add = Command::new(&objcopy);
-        add.arg(format!(
-            "--add-section={}={}",
-            hyprel::RELOC_SECTION,
-            list.display()
-        ))
-        .arg(&elf);
-        exec(add)?;
-
-        if arch == "aarch64" {
-            // linux-loader's PE loader takes the flat Image (header at offset 0).
-            let mut bin = Command::new(&objcopy);
-            bin.args(["-O", "binary"])
-                .arg(&elf)
-                .arg(out.join(format!("blob-{config}.bin")));
-            exec(bin)?;
-        }
+        link_config(&tc, &arch, &guest, &out, config, clear_page, &objs)?;
     }
+    Ok(())
+}
+
+/// Link one configuration's objects into `blob-<config>.elf` (and `.bin`).
+fn link_config(
+    tc: &link::Toolchain,
+    arch: &str,
+    guest: &Path,
+    out: &Path,
+    config: &str,
+    clear_page: bool,
+    objs: &[PathBuf],
+) -> BuildResult<()> {
+    let arch_dir = guest.join(arch);
+    let defines: Vec<String> = if clear_page {
+        vec!["CONFIG_CLEAR_PAGE_ALIAS".into()]
+    } else {
+        vec![]
+    };
+    let aliases = link::read_aliases(
+        tc,
+        &arch_dir.join("aliases.h"),
+        &defines,
+        &out.join(format!("aliases-{config}.txt")),
+    )
+    .map_err(|e| e.to_string())?;
+    let image = out.join(format!("blob-{config}.bin"));
+    link::link(
+        tc,
+        &link::LinkSpec {
+            objects: objs,
+            aliases: &aliases,
+            script: &guest.join("common/hyp.lds.S"),
+            includes: &[guest.join("include"), arch_dir.clone()],
+            defines: &defines,
+            work_dir: out,
+            name: &format!("hyp-{config}"),
+            out: &out.join(format!("blob-{config}.elf")),
+            // linux-loader's PE loader takes the flat Image (header at offset 0).
+            flat_image: (arch == "aarch64").then_some(image.as_path()),
+        },
+    )
+    .map_err(|e| format!("{config} configuration: {e}"))?;
     Ok(())
 }
 
@@ -220,7 +208,7 @@ fn write_host_table(aliases: &Path, out: &Path) -> BuildResult<()> {
 
 fn write_abi_header(path: &Path) -> BuildResult<()> {
     let mut s = String::from(
-        "/* Generated by build.rs from src/abi.rs: do not edit. */\n\
+        "/* Generated by build.rs from src/blob/abi.rs: do not edit. */\n\
          #ifndef HYPCLEAR_ABI_H\n#define HYPCLEAR_ABI_H\n",
     );
     for (name, value) in abi::ALL {
@@ -251,35 +239,4 @@ fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// `aarch64-linux-gnu-gcc` -> `aarch64-linux-gnu-objcopy`, `cc` -> `objcopy`.
-fn sibling_tool(cc: &Path, tool: &str) -> PathBuf {
-    let name = file_name(cc);
-    let prefix = name
-        .strip_suffix("gcc")
-        .or_else(|| name.strip_suffix("cc"))
-        .unwrap_or("");
-    let cand = cc.with_file_name(format!("{prefix}{tool}"));
-    if cand.exists() {
-        cand
-    } else {
-        PathBuf::from(format!("{prefix}{tool}"))
-    }
-}
-
-fn exec(mut cmd: Command) -> BuildResult<()> {
-    let shown = format!("{cmd:?}");
-    let out = cmd.output().map_err(|e| {
-        format!("cannot run {shown}: {e} (is a C toolchain with binutils installed?)")
-    })?;
-    if !out.status.success() {
-        return Err(format!(
-            "{shown} failed ({}):\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(())
 }

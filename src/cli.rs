@@ -1,9 +1,10 @@
 //! Command-line interface (clap). `hypclear` with no subcommand runs `run`.
+use crate::bench::plan::{Plan, Variants};
 use crate::blob::LinkConfig;
-use crate::memory::Backing;
-use crate::privilege::CplChoice;
 use crate::routines::Routine;
 use crate::units::clap_size;
+use crate::vmm::memory::Backing;
+use crate::vmm::privilege::CplChoice;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -194,4 +195,41 @@ pub struct VerifyArgs {
     /// Check only these sizes (B/KB/MB/GB) instead of the built-in list
     #[arg(long, short = 's', value_parser = clap_size, value_delimiter = ',')]
     pub size: Vec<u64>,
+}
+
+impl BenchArgs {
+    /// The bench plan of this command line, validated (usage errors before
+    /// KVM). A new bench axis is its option above, its field here and its
+    /// expansion in `bench/plan.rs`.
+    pub fn plan(&self, common: &Common) -> crate::error::Result<Plan> {
+        let a = self;
+        let plan = Plan {
+            routine: a.routine,
+            size: a.size,
+            chunks: if a.chunk.is_empty() {
+                vec![a.routine.fixed_size().unwrap_or(a.size)]
+            } else {
+                a.chunk.clone()
+            },
+            variants: Variants::from_names(&a.function),
+            loops: a.loops,
+            orders: a.order.clone(),
+            fills: a.fill.clone(),
+            backings: if a.backings.is_empty() {
+                vec![common.backing]
+            } else {
+                a.backings.clone()
+            },
+            configs: common.config.configs(),
+            warmup: a.warmup,
+            repeats: a.repeats,
+            sessions: a.sessions,
+            vcpus: a.vcpus,
+            host_baseline: !a.no_host,
+            prefault: common.prefault,
+            timeout: std::time::Duration::from_secs_f64(common.timeout.max(0.001)),
+        };
+        plan.validate(common.mem)?;
+        Ok(plan)
+    }
 }

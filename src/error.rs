@@ -1,5 +1,7 @@
 //! Typed errors of the hypclear library. Each message says what happened and,
 //! where there is one, what to do about it.
+use serde::Serialize;
+use std::fmt;
 use thiserror::Error;
 
 /// Exit status for usage and environment errors (clap uses 2 as well).
@@ -42,7 +44,15 @@ pub enum Error {
 
     // ---- the guest misbehaved ----
     #[error("{0}")]
-    Guest(Box<crate::vm::GuestFailure>),
+    Guest(Box<GuestFailure>),
+
+    // ---- a routine produced wrong memory (exit 1) ----
+    #[error("verification failed: {0}")]
+    Verification(String),
+
+    // ---- a fault of hypclear itself (exit 2, as such faults always had) ----
+    #[error("internal error: {0}; please report it with the command line")]
+    Internal(String),
 
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -59,7 +69,8 @@ impl Error {
             Error::KvmUnavailable(_)
             | Error::Usage(_)
             | Error::Unsupported { .. }
-            | Error::Memory { .. } => EXIT_USAGE,
+            | Error::Memory { .. }
+            | Error::Internal(_) => EXIT_USAGE,
             _ => EXIT_FAILED,
         }
     }
@@ -70,3 +81,57 @@ impl Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// What went wrong in the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// A CPU exception reported by the blob's vectors.
+    Exception,
+    /// No hypercall within the watchdog timeout.
+    Timeout,
+    /// Triple fault / shutdown.
+    Shutdown,
+    /// KVM could not handle an exit (emulation failure and the like).
+    InternalError,
+    /// A doorbell value that is not a hypercall number.
+    UnknownHypercall,
+    /// An exit that is not a hypercall (port I/O, MMIO elsewhere, HLT, ...).
+    UnexpectedExit,
+    /// The guest rejected a command.
+    BadCommand,
+    /// The guest answered out of protocol (wrong id, early DONE, ...).
+    Protocol,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GuestFailure {
+    pub kind: FailureKind,
+    pub vcpu: u64,
+    pub detail: String,
+    /// Program counter when the failure was seen (or the faulting PC).
+    pub pc: Option<u64>,
+    pub pc_symbol: Option<String>,
+    pub registers: Option<String>,
+    /// Exception class: the vector on x86_64, ESR_EL1.EC on aarch64.
+    pub vector: Option<u64>,
+}
+
+impl fmt::Display for GuestFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "guest vCPU {} failed ({:?}): {}",
+            self.vcpu, self.kind, self.detail
+        )?;
+        if let (Some(pc), Some(sym)) = (self.pc, &self.pc_symbol) {
+            write!(f, "\n  at {pc:#x} ({sym})")?;
+        }
+        if let Some(r) = &self.registers {
+            for line in r.lines() {
+                write!(f, "\n  {line}")?;
+            }
+        }
+        Ok(())
+    }
+}

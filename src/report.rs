@@ -1,7 +1,7 @@
 //! Human-readable tables and the JSON document.
 use crate::blob::LinkConfig;
+use crate::check::suite::{CheckRecord, Verdict};
 use crate::routines::Routine;
-use crate::suite::{CheckRecord, Verdict};
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Byte sizes and transfer rates in `perf bench` style.
+//! Byte sizes in `perf bench` style.
 //!
 //! * [`parse_size`] turns user input such as `"4096"`, `"4KB"`, `"2M"` or
 //!   `"1 GB"` into a byte count. Units are case-insensitive and use *binary*
@@ -11,8 +11,6 @@
 //! * [`format_size`] is the exact inverse for display: it picks the largest
 //!   unit that represents the value without a fraction (`4096` -> `"4KB"`,
 //!   `2097153` -> `"2097153B"`), so `parse_size(&format_size(x)) == Ok(x)`.
-//! * [`format_rate`] prints a throughput with two decimals using *decimal*
-//!   units (`1 GB/s = 1e9 bytes/s`), as `perf bench` prints `GB/sec`.
 //! * [`clap_size`] adapts [`parse_size`] for use as a `clap` `value_parser`.
 
 use thiserror::Error;
@@ -207,34 +205,6 @@ pub fn format_size(bytes: u64) -> String {
         }
     }
     format!("{bytes}B")
-}
-
-/// Format a throughput in bytes per second with two decimals and decimal
-/// units, e.g. `23.41e9` -> `"23.41 GB/s"`, `512.5e6` -> `"512.50 MB/s"`.
-///
-/// Units are `GB/s` (1e9), `MB/s` (1e6), `KB/s` (1e3) and `B/s`; the unit is
-/// chosen *after* rounding, so `999.999e6` prints as `"1.00 GB/s"` rather
-/// than `"1000.00 MB/s"`. Values of 1000 GB/s and more stay in GB/s.
-/// Negative rates keep their sign; NaN and infinities print as `"n/a"`.
-pub fn format_rate(bytes_per_sec: f64) -> String {
-    /// Smaller units, tried in order; anything larger is printed in GB/s.
-    const SMALLER_UNITS: [(&str, f64); 3] = [("B/s", 1.0), ("KB/s", 1e3), ("MB/s", 1e6)];
-    if !bytes_per_sec.is_finite() {
-        return "n/a".to_string();
-    }
-    let magnitude = bytes_per_sec.abs();
-    let rounded_in = |scale: f64| (magnitude / scale * 100.0).round() / 100.0;
-    let (value, name) = SMALLER_UNITS
-        .into_iter()
-        .map(|(name, scale)| (rounded_in(scale), name))
-        .find(|(value, _)| *value < 1000.0)
-        .unwrap_or_else(|| (rounded_in(1e9), "GB/s"));
-    let value = if bytes_per_sec < 0.0 && value != 0.0 {
-        -value
-    } else {
-        value
-    };
-    format!("{value:.2} {name}")
 }
 
 /// [`parse_size`] with a `String` error, for `clap`'s `value_parser`:
@@ -513,35 +483,6 @@ mod tests {
         for v in values {
             assert_eq!(parse_size(&format_size(v)), Ok(v), "value {v}");
         }
-    }
-
-    #[test]
-    fn formats_rates() {
-        assert_eq!(format_rate(23.41e9), "23.41 GB/s");
-        assert_eq!(format_rate(23.414_999e9), "23.41 GB/s");
-        assert_eq!(format_rate(1e9), "1.00 GB/s");
-        assert_eq!(format_rate(1234.5e9), "1234.50 GB/s");
-        assert_eq!(format_rate(512.5e6), "512.50 MB/s");
-        assert_eq!(format_rate(1e6), "1.00 MB/s");
-        assert_eq!(format_rate(2.5e3), "2.50 KB/s");
-        assert_eq!(format_rate(12.0), "12.00 B/s");
-        assert_eq!(format_rate(0.0), "0.00 B/s");
-        assert_eq!(format_rate(-0.0), "0.00 B/s");
-        assert_eq!(format_rate(-3.0e9), "-3.00 GB/s");
-    }
-
-    #[test]
-    fn rate_unit_is_chosen_after_rounding() {
-        assert_eq!(format_rate(999.999e6), "1.00 GB/s");
-        assert_eq!(format_rate(999.994e6), "999.99 MB/s");
-        assert_eq!(format_rate(999.996), "1.00 KB/s");
-    }
-
-    #[test]
-    fn rate_of_non_finite_values() {
-        assert_eq!(format_rate(f64::NAN), "n/a");
-        assert_eq!(format_rate(f64::INFINITY), "n/a");
-        assert_eq!(format_rate(f64::NEG_INFINITY), "n/a");
     }
 
     #[test]

@@ -3,10 +3,10 @@
 mod common;
 use common::*;
 use hypclear::blob::LinkConfig;
-use hypclear::memory::Backing;
-use hypclear::privilege::{self, CplChoice};
-use hypclear::selftest::{self, Expect};
-use hypclear::vm::VmOptions;
+use hypclear::check::selftest::{self, Expect};
+use hypclear::vmm::VmOptions;
+use hypclear::vmm::memory::Backing;
+use hypclear::vmm::privilege::{self, CplChoice};
 use std::time::Duration;
 
 fn case(name: &str, expected: Expect) {

@@ -7,7 +7,7 @@
  * memset(addr, 0, PAGE_SIZE) at the call site.
  *
  * Alias names are <family>_<variant> with '-' replaced by '_' (see
- * src/routines.rs and the VARIANTS list in src/arch/aarch64/mod.rs). In each
+ * src/routines/lower.rs and the VARIANTS list in src/arch/aarch64/mod.rs). In each
  * family the variants that run on every CPU come first (the MOPS ones need
  * FEAT_MOPS), so "the first memset" is always safe to call natively.
  */

@@ -8,7 +8,7 @@
  * DAIF masked, and:
  *   SP            top of this vCPU's stack (SP_EL1 at EL1, SP_EL0 at EL0;
  *                 SP_EL1 is then the exception stack), 16-byte aligned
- *   TPIDRRO_EL0   this vCPU's mailbox page (see src/abi.rs)
+ *   TPIDRRO_EL0   this vCPU's mailbox page (see src/blob/abi.rs)
  *   VBAR_EL1      hyp_vectors
  *
  * Everything here is position independent: blob symbols are reached only

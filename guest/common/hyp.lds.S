@@ -46,6 +46,7 @@ SECTIONS
 	/DISCARD/ : { *(.note .note.*) *(.comment) *(.eh_frame) *(.eh_frame_hdr) }
 }
 
-/* The alias table in the blob's namespace: __hypclear_<alias> = __hypclear_<target>. */
-#define HYP_ALIAS(alias, target) HYP_SYM(alias) = HYP_SYM(target);
-#include "aliases.h"
+/*
+ * The aliases in the blob's namespace (__hypclear_<alias> = __hypclear_<target>)
+ * are appended by the link pipeline (src/blob/link.rs) from the alias list.
+ */

@@ -4,7 +4,7 @@
  *
  * Entered by the host in 64-bit mode (CPL 3 or 0) with:
  *   rsp     = top of this vCPU's stack (16-byte aligned)
- *   GS base = this vCPU's mailbox page (see src/abi.rs)
+ *   GS base = this vCPU's mailbox page (see src/blob/abi.rs)
  *   rflags  = 0x2 (interrupts off)
  *
  * Loop: ring HC_READY, then for every CMD_CALL look up the routine in the

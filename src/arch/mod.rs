@@ -1,10 +1,70 @@
-//! Architecture-specific code. Pure builders (page tables, descriptor and
-//! system-register encodings) compile on every host so their unit tests run
-//! anywhere; the parts that talk to KVM exist only for the host architecture,
-//! which re-exports them as `arch::*`.
+//! Architecture-specific code, behind one documented contract.
+//!
+//! Pure builders (page tables, descriptor and system-register encodings,
+//! exception decoding) compile on every host so their unit tests run
+//! anywhere; the parts that talk to KVM exist only for the host
+//! architecture. Nothing here imports from the rest of hypclear except the
+//! ABI constants (`blob::abi`) and the error type: the VMM hands in plain
+//! data ([`Privilege`], [`Loaded`], a [`RamAccess`]) and gets plain data back.
+//!
+//! THE CONTRACT: every architecture module `<arch>/` provides exactly the
+//! names re-exported below (compare Firecracker's `arch/mod.rs`). A new
+//! architecture is `src/arch/<arch>/` (layout, paging, registers, vCPU
+//! setup, CPU capabilities, exception decoding, variant table), `guest/<arch>/`
+//! and the `cfg` lines below, plus its name in build.rs.
+//!
+//! | name | what |
+//! |---|---|
+//! | `RAM_BASE`, `MIN_RAM`, `MAX_RAM`, `RAM_ALIGN` | guest RAM placement and size limits |
+//! | `ARENA_BASE` | first guest-physical byte the checks may use |
+//! | `BLOB_WINDOW`, `BLOB_WINDOW_END`, `LOAD_ALIGN` | where the blob may be loaded |
+//! | `mailbox_gpa(vcpu)` | each vCPU's mailbox page |
+//! | `COUNTER_NAME`, `counter_khz(vcpu)` | the guest timestamp counter |
+//! | `UNDEFINED_INSTRUCTION_CLASS` | exception class of an undefined instruction |
+//! | `setup_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup |
+//! | `registers(vcpu)`, `describe_exception` | failure reports |
+//! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `privilege_name` | what the CPU and KVM offer |
+//! | `VARIANTS` | the routine variants of `guest/<arch>/lib` with the CPU feature each requires |
 pub mod aarch64;
 pub mod x86_64;
 
+/// Privilege the guest code runs at: CPL0/EL1 or CPL3/EL0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Privilege {
+    Kernel,
+    User,
+}
+
+/// Where the blob landed in guest RAM (guest-physical = guest-virtual).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Loaded {
+    pub base: u64,
+    pub entry: u64,
+    pub vectors: u64,
+}
+
+/// A variant of a routine family on this architecture: `family` + `_` +
+/// `name` (with `-` as `_`) is its alias in `guest/<arch>/aliases.h`.
+#[derive(Debug, Clone, Copy)]
+pub struct VariantDef {
+    pub family: &'static str,
+    pub name: &'static str,
+    /// CPU feature (as named by [`CpuCaps`]) the variant needs.
+    pub requires: Option<&'static str>,
+}
+
+/// What architecture setup needs of guest RAM.
+pub trait RamAccess {
+    /// Guest-physical address of the first byte.
+    fn base(&self) -> u64;
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// Copy `bytes` to guest-physical `gpa`.
+    fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> crate::error::Result<()>;
+    /// The vm-memory view (for linux-loader and typed accesses).
+    fn mem(&self) -> &vm_memory::GuestMemoryMmap;
+}
 /// CPU model and the features routines depend on (named as in the
 /// architecture's `VARIANTS[].requires`), as the guest sees them. An emulated
 /// CPU says so in `model`: its results are functional only.
@@ -21,6 +81,20 @@ impl CpuCaps {
 }
 
 #[cfg(target_arch = "aarch64")]
-pub use self::aarch64::host::*;
+pub use self::aarch64::VARIANTS;
+#[cfg(target_arch = "aarch64")]
+pub use self::aarch64::host::{
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, counter_khz, cpu_caps,
+    cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory, privilege_name,
+    registers, setup_vcpu, setup_vm,
+};
 #[cfg(target_arch = "x86_64")]
-pub use self::x86_64::host::*;
+pub use self::x86_64::VARIANTS;
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::host::{
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, counter_khz, cpu_caps,
+    cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory, privilege_name,
+    registers, setup_vcpu, setup_vm,
+};

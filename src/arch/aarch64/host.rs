@@ -10,12 +10,11 @@
 use super::layout::*;
 use super::paging;
 use super::sysregs::{self as sr};
-use crate::abi;
 use crate::arch::CpuCaps;
-use crate::blob::Loaded;
+use crate::arch::Privilege;
+use crate::arch::{Loaded, RamAccess};
+use crate::blob::abi;
 use crate::error::{Error, Result};
-use crate::memory::GuestRam;
-use crate::vm::Privilege;
 use kvm_bindings::{KVM_ARM_VCPU_PSCI_0_2, kvm_vcpu_init};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
@@ -49,7 +48,7 @@ pub struct MemoryState {
 }
 
 /// Write both sets of stage-1 page tables (EL1 and EL0 permissions).
-pub fn prepare_memory(ram: &GuestRam, _vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
+pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
     if ram.base() != RAM_BASE {
         return Err(Error::Load(format!(
             "guest RAM starts at {:#x}, the aarch64 layout expects {RAM_BASE:#x}",
@@ -71,7 +70,7 @@ pub fn prepare_memory(ram: &GuestRam, _vcpus: u64, loaded: &Loaded) -> Result<Me
     let regions = regions(ram.size());
     let tables = |p: Privilege, from: u64| {
         paging::identity_map(&regions, p, from, PAGE_TABLES_END)
-            .map_err(|e| Error::Usage(e.to_string()))
+            .map_err(|e| Error::Internal(format!("building the guest page tables: {e}")))
     };
     let kernel = tables(Privilege::Kernel, PAGE_TABLES_GPA)?;
     let user = tables(Privilege::User, kernel.next_free())?;
@@ -293,6 +292,8 @@ const MOPS_PROBE_VECTOR: [u32; 3] = [
     0x1400_0000, // b    .
 ];
 
+// Over 80 lines: a self-contained probe VM (memory, vCPU, registers, run,
+// decode) that must not depend on the VMM it decides for.
 /// Whether the MOPS instructions actually work in a KVM guest at EL1:
 /// `Ok(None)` if they do, `Ok(Some(esr))` with the syndrome if they trap
 /// (e.g. when KVM advertises FEAT_MOPS in ID_AA64ISAR2_EL1 but leaves
@@ -361,7 +362,7 @@ pub fn probe_mops(kvm: &Kvm) -> std::result::Result<Option<u64>, String> {
     ] {
         set_reg(&fd, id, v, "KVM_SET_ONE_REG").map_err(|e| e.to_string())?;
     }
-    let watchdog = crate::watchdog::Watchdog::for_current_thread();
+    let watchdog = crate::vmm::watchdog::Watchdog::for_current_thread();
     let mut fd = fd;
     let result = loop {
         watchdog.arm(std::time::Duration::from_secs(5));
@@ -465,7 +466,6 @@ pub fn privilege_name(p: Privilege) -> &'static str {
 
 /// Routine variants on aarch64; `family` + `_` + `name` (with `-` as `_`) is
 /// the alias name.
-pub use super::VARIANTS;
 
 /// Extra architecture details for `info` (name, value).
 pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
@@ -520,8 +520,9 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::aarch64::VARIANTS;
     use crate::blob::{Blob, LinkConfig};
-    use crate::memory::{Backing, GuestRam};
+    use crate::vmm::memory::{Backing, GuestRam};
 
     fn le64(b: &[u8], off: usize) -> u64 {
         u64::from_le_bytes(b[off..off + 8].try_into().unwrap())

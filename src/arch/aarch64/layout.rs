@@ -17,7 +17,7 @@
 //! ```
 //!
 //! All constants below are absolute guest-physical addresses.
-use crate::abi;
+use crate::blob::abi;
 
 /// Guest-physical start of RAM.
 pub const RAM_BASE: u64 = 0x4000_0000;

@@ -10,7 +10,7 @@ pub mod layout;
 pub mod paging;
 pub mod sysregs;
 
-use crate::routines::VariantDef as V;
+use super::VariantDef as V;
 
 /// Routine variants on aarch64; `family` + `_` + `name` (with `-` as `_`)
 /// is the alias name in `guest/aarch64/aliases.h`. `requires` names a

@@ -18,7 +18,7 @@
 //!   tables and exception stacks stay EL1-only.
 use super::layout::Use;
 use super::sysregs::{MT_DEVICE_NGNRE, MT_NORMAL};
-use crate::vm::Privilege;
+use crate::arch::Privilege;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -367,7 +367,7 @@ pub fn identity_map(
 mod tests {
     use super::super::layout::{self, *};
     use super::*;
-    use crate::abi::DOORBELL_GPA;
+    use crate::blob::abi::DOORBELL_GPA;
 
     fn both(ram: u64) -> (PageTables, PageTables) {
         let r = layout::regions(ram);

@@ -6,7 +6,7 @@
 //! KVM_REG_ARM64_SYSREG | op0:op1:CRn:CRm:op2`, and `KVM_REG_ARM_CORE` with
 //! the `struct kvm_regs` offset in 32-bit words for the core registers);
 //! on aarch64 hosts a test cross-checks them against `kvm-bindings`.
-use crate::vm::Privilege;
+use crate::arch::Privilege;
 
 // ---- ONE_REG id layout (include/uapi/linux/kvm.h, arch/arm64/include/uapi/asm/kvm.h) ----
 pub const KVM_REG_ARM64: u64 = 0x6000_0000_0000_0000;

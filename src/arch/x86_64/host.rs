@@ -3,12 +3,11 @@
 use super::layout::*;
 use super::paging;
 use super::regs::{self, Cpl};
-use crate::abi;
 use crate::arch::CpuCaps;
-use crate::blob::Loaded;
+use crate::arch::Privilege;
+use crate::arch::{Loaded, RamAccess};
+use crate::blob::abi;
 use crate::error::{Error, Result};
-use crate::memory::GuestRam;
-use crate::vm::Privilege;
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
@@ -35,14 +34,14 @@ pub struct MemoryState {
 }
 
 /// Write page tables, GDT, IDT and TSSs for `vcpus` vCPUs.
-pub fn prepare_memory(ram: &GuestRam, vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
+pub fn prepare_memory(ram: &impl RamAccess, vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
     let pt = paging::identity_map(
         ram.size(),
         abi::DOORBELL_GPA,
         PAGE_TABLES_GPA,
         PAGE_TABLES_END,
     )
-    .map_err(|e| Error::Usage(e.to_string()))?;
+    .map_err(|e| Error::Internal(format!("building the guest page tables: {e}")))?;
     for (gpa, table) in pt.tables() {
         let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
         ram.write_bytes(gpa, &bytes)?;
@@ -270,68 +269,6 @@ pub fn privilege_name(p: Privilege) -> &'static str {
         Privilege::User => "CPL3",
     }
 }
-
-/// Routine variants on x86_64; `family` + `_` + `name` is the alias name.
-pub const VARIANTS: &[crate::routines::VariantDef] = {
-    use crate::routines::VariantDef as V;
-    &[
-        V {
-            family: "clear_page",
-            name: "erms",
-            requires: None,
-        },
-        V {
-            family: "clear_page",
-            name: "rep",
-            requires: None,
-        },
-        V {
-            family: "clear_page",
-            name: "orig",
-            requires: None,
-        },
-        V {
-            family: "clear_page",
-            name: "nt",
-            requires: None,
-        },
-        V {
-            family: "clear_page",
-            name: "clzero",
-            requires: Some("clzero"),
-        },
-        V {
-            family: "memset",
-            name: "erms",
-            requires: None,
-        },
-        V {
-            family: "memset",
-            name: "unrolled",
-            requires: None,
-        },
-        V {
-            family: "memcpy",
-            name: "erms",
-            requires: None,
-        },
-        V {
-            family: "memcpy",
-            name: "unrolled",
-            requires: None,
-        },
-        V {
-            family: "copy_page",
-            name: "rep",
-            requires: None,
-        },
-        V {
-            family: "copy_page",
-            name: "unrolled",
-            requires: None,
-        },
-    ]
-};
 
 /// Extra architecture details for `info` (name, value).
 pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {

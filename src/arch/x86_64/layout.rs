@@ -12,7 +12,7 @@
 //! 0x0040_0000  blob window: the blob is loaded at a random page in here
 //! 0x0100_0000  arena: the memory the routines clear/fill/copy
 //! ```
-use crate::abi;
+use crate::blob::abi;
 
 pub const RAM_BASE: u64 = 0;
 pub const GDT_GPA: u64 = 0x1000;

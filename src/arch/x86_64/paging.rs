@@ -140,7 +140,7 @@ pub fn identity_map(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::DOORBELL_GPA;
+    use crate::blob::abi::DOORBELL_GPA;
 
     #[test]
     fn identity_map_translates_ram_and_doorbell() {

@@ -1,7 +1,7 @@
 //! x86_64 descriptor tables and vCPU register state for 64-bit mode, entered
 //! directly at CPL 3 (user code 0x33 / data 0x2b) or CPL 0 (0x08 / 0x10).
 use super::layout::*;
-use crate::abi;
+use crate::blob::abi;
 use kvm_bindings::{kvm_regs, kvm_segment, kvm_sregs};
 
 pub const CR0_PE: u64 = 1 << 0;

@@ -7,7 +7,7 @@
 //! Tests (see [`Method`]): the default for interleaved (ABAB) sessions is
 //! the paired t-test on the per-pair log ratios `ln(B_i) − ln(A_i)`; for
 //! separate sessions Welch's t-test on the log session means. Both hold
-//! their false-positive rate in the simulations of `inference::sim` (a
+//! their false-positive rate in the simulations of `bench::inference::sim` (a
 //! session effect and a warm-up trend); the run-level test of
 //! `stats::classify` does not (it treats runs as independent). The exact
 //! permutation test and the hierarchical bootstrap are available; the
@@ -581,7 +581,7 @@ mod tests {
             .map(|v| v.ln())
             .collect();
         let lb: Vec<f64> = [97.0f64, 98.5, 96.0, 99.0].iter().map(|v| v.ln()).collect();
-        let w = crate::stats::welch_t_test(&lb, &la).unwrap();
+        let w = crate::bench::stats::welch_t_test(&lb, &la).unwrap();
         assert!((c.p - w.p_two_sided).abs() < 1e-12, "{c:?} {w:?}");
         assert_eq!(c.method, Method::WelchSessions);
         assert!(c.change_pct < 0.0 && c.ci_pct.0 < c.change_pct && c.change_pct < c.ci_pct.1);

@@ -1,4 +1,6 @@
-//! Guest RAM: one anonymous mapping registered with vm-memory and KVM.
+//! Guest RAM: one anonymous mapping registered with vm-memory (and, for a
+//! VM, with KVM). The host baseline buffer of `bench` is the same type, so
+//! guest and host runs get the same backing and the same page handling.
 //!
 //! `--backing anon` uses 4 KiB pages (THP explicitly off), `thp` asks for
 //! transparent huge pages with `MADV_HUGEPAGE`, `hugetlb` maps 2 MiB pages
@@ -73,6 +75,8 @@ pub struct GuestRam {
 // SAFETY: the raw pointer is the start of a mapping owned by `mem`, which is
 // Send + Sync; GuestRam hands out access only through bounds-checked methods.
 unsafe impl Send for GuestRam {}
+// SAFETY: as for Send; shared access is bounds checked, and mutable views
+// exist only through the unsafe `slice_mut` and its contract.
 unsafe impl Sync for GuestRam {}
 
 impl GuestRam {
@@ -178,12 +182,46 @@ impl GuestRam {
         Ok(unsafe { std::slice::from_raw_parts(self.host.add(off), len as usize) })
     }
 
-    /// Mutable view of guest RAM; same rule as [`GuestRam::slice`].
+    /// Mutable view of guest RAM (bounds checked).
+    ///
+    /// # Safety
+    ///
+    /// While the returned slice lives, nothing else may read or write
+    /// `[gpa, gpa + len)`: no vCPU may be running (vCPUs run only inside
+    /// `Vcpu` methods, which return with the guest stopped in the host), and
+    /// the caller holds no other slice of the range.
     #[allow(clippy::mut_from_ref)]
-    pub fn slice_mut(&self, gpa: u64, len: u64) -> Result<&mut [u8]> {
+    pub unsafe fn slice_mut(&self, gpa: u64, len: u64) -> Result<&mut [u8]> {
         let off = self.check(gpa, len)?;
-        // SAFETY: as for `slice`; callers never hold two overlapping views.
+        // SAFETY: bounds checked against the mapping owned by self; the
+        // caller guarantees exclusive access (see the contract above).
         Ok(unsafe { std::slice::from_raw_parts_mut(self.host.add(off), len as usize) })
+    }
+
+    /// Give the pages of `[gpa, gpa + len)` back (`MADV_DONTNEED`, widened
+    /// to whole 4 KiB pages) so the next touch faults them in again; they
+    /// read as zero afterwards.
+    pub fn discard(&self, gpa: u64, len: u64) -> Result<()> {
+        let off = self.check(gpa, len)? as u64;
+        let start = off & !4095;
+        let end = (off + len).next_multiple_of(4096).min(self.size);
+        // SAFETY: [start, end) lies inside the private anonymous mapping
+        // owned by self (bounds checked above); DONTNEED only drops its
+        // contents, which no Rust reference observes as a typed value.
+        let rc = unsafe {
+            libc::madvise(
+                self.host.add(start as usize).cast(),
+                (end - start) as usize,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::Usage(format!(
+                "madvise(MADV_DONTNEED) failed: {} (demand fill needs a backing that can drop pages)",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(())
     }
 
     pub fn write_u64(&self, gpa: u64, v: u64) -> Result<()> {
@@ -214,5 +252,23 @@ impl GuestRam {
                 len: b.len() as u64,
                 detail: e.to_string(),
             })
+    }
+}
+
+impl crate::arch::RamAccess for GuestRam {
+    fn base(&self) -> u64 {
+        self.base
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> Result<()> {
+        GuestRam::write_bytes(self, gpa, bytes)
+    }
+
+    fn mem(&self) -> &GuestMemoryMmap {
+        GuestRam::mem(self)
     }
 }

@@ -153,8 +153,8 @@ fn naive_rate(m: &Model, design: Design, n: usize, seed: u64) -> f64 {
     for _ in 0..n {
         let (a, b) = g.experiment(m, 1.0, design);
         let runs = |s: &[Session]| s.iter().flat_map(|x| x.runs.clone()).collect::<Vec<_>>();
-        let c = crate::stats::classify(&runs(&a), &runs(&b), 0.05, true);
-        if c.verdict != crate::stats::Verdict::NoChange {
+        let c = crate::bench::stats::classify(&runs(&a), &runs(&b), 0.05, true);
+        if c.verdict != crate::bench::stats::Verdict::NoChange {
             flagged += 1;
         }
     }

@@ -7,9 +7,9 @@
 //! reads the vCPU's `insn_emulation` KVM statistic.
 use crate::blob::LinkConfig;
 use crate::error::{Error, Result};
-use crate::memory::Backing;
 use crate::routines::{self, Call, Routine};
-use crate::vm::{Privilege, Vm, VmOptions};
+use crate::vmm::memory::Backing;
+use crate::vmm::{Privilege, Vm, VmOptions};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -82,7 +82,7 @@ pub fn choose(choice: CplChoice) -> Result<PrivilegeChoice> {
 
 /// Emulated instructions during a short kernel-level run, if KVM says.
 fn calibrate() -> Result<Option<u64>> {
-    let kvm2 = crate::vm::open_kvm()?;
+    let kvm2 = crate::vmm::open_kvm()?;
     let opts = VmOptions {
         mem: crate::arch::MIN_RAM,
         backing: Backing::Anon,

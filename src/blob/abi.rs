@@ -18,9 +18,6 @@
 //! until the host writes `CMD_EXIT`, answered by `HC_DONE`. `HC_LOG` and
 //! `HC_FAIL` may be rung at any time.
 
-// This file is also compiled by build.rs, where not every item is used.
-#![allow(dead_code)]
-
 /// Size of a page everywhere in the ABI.
 pub const PAGE_SIZE: u64 = 4096;
 

@@ -5,15 +5,17 @@
 //! `vanilla` has out-of-line `clear_page` routines aliased to
 //! `__pi_clear_page_*`; `memset` has none, so `clear_page` becomes
 //! `memset(addr, 0, PAGE_SIZE)` at the call site.
+pub mod abi;
+pub mod hyprel;
+pub mod link;
+use crate::arch::RamAccess;
 use crate::error::{Error, Result};
-use crate::hyprel;
-use crate::memory::GuestRam;
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use vm_memory::{Bytes, GuestAddress};
 
-/// Namespace prefix of every blob symbol (the analogue of `__kvm_nvhe_`).
-pub const SYMBOL_PREFIX: &str = "__hypclear_";
+pub use link::SYMBOL_PREFIX;
 /// Size of one alias/selftest table row: `{ u64 routine, u64 name }`.
 pub const ROW_SIZE: u64 = 16;
 
@@ -80,14 +82,8 @@ pub struct Blob {
     pub size: u64,
 }
 
-/// Where a blob was loaded.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Loaded {
-    pub base: u64,
-    pub entry: u64,
-    pub vectors: u64,
-}
-
+/// Where a blob was loaded (plain data, defined by the arch contract).
+pub use crate::arch::Loaded;
 impl Blob {
     pub fn get(config: LinkConfig) -> Result<Blob> {
         Self::parse(config, config.elf())
@@ -182,8 +178,8 @@ impl Blob {
     }
 
     /// Load at `base` (page aligned), apply `.hyp.reloc`, return entry points.
-    pub fn load(&self, ram: &GuestRam, base: u64) -> Result<Loaded> {
-        if !base.is_multiple_of(crate::abi::PAGE_SIZE) {
+    pub fn load(&self, ram: &impl RamAccess, base: u64) -> Result<Loaded> {
+        if !base.is_multiple_of(crate::blob::abi::PAGE_SIZE) {
             return Err(Error::Load(format!(
                 "load address {base:#x} is not page aligned"
             )));
@@ -191,8 +187,15 @@ impl Blob {
         self.load_image(ram, base)?;
         for off in &self.relocs {
             let at = base + u64::from(*off);
-            let v = ram.read_u64(at)?;
-            ram.write_u64(at, v.wrapping_add(base))?;
+            let bad = |e: vm_memory::GuestMemoryError| Error::GuestMemory {
+                gpa: at,
+                len: 8,
+                detail: e.to_string(),
+            };
+            let v: u64 = ram.mem().read_obj(GuestAddress(at)).map_err(bad)?;
+            ram.mem()
+                .write_obj(v.wrapping_add(base), GuestAddress(at))
+                .map_err(bad)?;
         }
         Ok(Loaded {
             base,
@@ -202,7 +205,7 @@ impl Blob {
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn load_image(&self, ram: &GuestRam, base: u64) -> Result<()> {
+    fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
         use linux_loader::loader::{KernelLoader, elf::Elf};
         let mut cursor = std::io::Cursor::new(self.config.elf());
         let r = Elf::load(
@@ -212,7 +215,7 @@ impl Blob {
             None,
         )
         .map_err(|e| Error::Load(format!("linux-loader ELF loader: {e}")))?;
-        if r.kernel_end > base + self.size.max(1) + crate::abi::PAGE_SIZE {
+        if r.kernel_end > base + self.size.max(1) + crate::blob::abi::PAGE_SIZE {
             return Err(Error::Load(format!(
                 "blob ends at {:#x}, beyond its declared size {:#x}",
                 r.kernel_end, self.size
@@ -222,7 +225,7 @@ impl Blob {
     }
 
     #[cfg(target_arch = "aarch64")]
-    fn load_image(&self, ram: &GuestRam, base: u64) -> Result<()> {
+    fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
         use linux_loader::loader::{KernelLoader, pe::PE};
         let mut cursor = std::io::Cursor::new(self.config.image());
         let r = PE::load(

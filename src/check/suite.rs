@@ -1,11 +1,11 @@
 //! The verification suite: which checks to run, and running them on a VM.
-use crate::abi::PAGE_SIZE;
 use crate::arch;
 use crate::blob::LinkConfig;
+use crate::blob::abi::PAGE_SIZE;
+use crate::check::checker::{self, Breakdown, GUARD, Patterns, Placement};
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
-use crate::verify::{self, Breakdown, GUARD, Patterns, Placement};
-use crate::vm::{GuestFailure, Vm};
+use crate::vmm::{GuestFailure, Vm};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -124,6 +124,8 @@ pub fn placement(spec: &CheckSpec) -> Placement {
     }
 }
 
+// Over 80 lines: the check matrix written out as one list (routine x
+// variant x size x offset) so it reads as the specification of the suite.
 /// Plan the suite for `config`. Variants the CPU cannot run and sizes that
 /// do not fit the arena come back as skipped records with the reason.
 pub fn plan(
@@ -278,7 +280,7 @@ pub fn run_check(
     table: Option<(u64, u64)>,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let p = placement(spec);
-    verify::prepare(&vm.ram, &p, pats)?;
+    checker::prepare(&vm.ram, &p, pats)?;
     let call = Call {
         routine: spec.routine,
         dst: p.dst,
@@ -295,7 +297,7 @@ pub fn run_check(
     }
     let r = vm.vcpu(0)?.call(&cmd, timeout)?;
     let t = Instant::now();
-    let out = verify::check(&vm.ram, &p, spec.routine.kind(), pats)?;
+    let out = checker::check(&vm.ram, &p, spec.routine.kind(), pats)?;
     let dt = t.elapsed();
     let bytes = p.len + 2 * GUARD + if p.src.is_some() { p.len } else { 0 };
     let mut rec = record(

@@ -15,8 +15,8 @@
 //! target pattern, the guard pattern, zero and the fill byte never share a
 //! byte value at the same position.
 use crate::error::Result;
-use crate::memory::GuestRam;
 use crate::routines::Kind;
+use crate::vmm::memory::GuestRam;
 use rand_core::{Rng, SeedableRng};
 use serde::Serialize;
 
@@ -176,21 +176,38 @@ pub struct Placement {
     pub src: Option<u64>,
 }
 
+/// Write `pattern` (seeded by guest address) over `[gpa, gpa + len)`.
+///
+/// Callers run between guest commands: a vCPU runs only inside a `Vcpu`
+/// method, which returns with the guest stopped in the host, and the host
+/// thread that prepares a region is the one that then runs the command.
+fn fill_guest(ram: &GuestRam, gpa: u64, len: u64, pattern: [u8; 8]) -> Result<()> {
+    // SAFETY: no vCPU runs while the host prepares (see above), and the
+    // slice is dropped before this function returns.
+    fill_pattern(unsafe { ram.slice_mut(gpa, len)? }, gpa, pattern);
+    Ok(())
+}
+
+/// Write the guard pattern on both sides of the target only (the target
+/// itself stays untouched, e.g. for a first-touch measurement).
+pub fn prepare_guards(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
+    fill_guest(ram, p.dst - GUARD, GUARD, pats.guard)?;
+    fill_guest(ram, p.dst + p.len, GUARD, pats.guard)
+}
+
+/// Write the source of a copy (if `p` has one).
+pub fn prepare_source(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
+    match p.src {
+        Some(src) => ram.write_bytes(src, &pats.source[..p.len as usize]),
+        None => Ok(()),
+    }
+}
+
 /// Write the patterns around and into the target (and the source).
 pub fn prepare(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
-    let lo = p.dst - GUARD;
-    fill_pattern(ram.slice_mut(lo, GUARD)?, lo, pats.guard);
-    fill_pattern(ram.slice_mut(p.dst, p.len)?, p.dst, pats.target);
-    fill_pattern(
-        ram.slice_mut(p.dst + p.len, GUARD)?,
-        p.dst + p.len,
-        pats.guard,
-    );
-    if let Some(src) = p.src {
-        ram.slice_mut(src, p.len)?
-            .copy_from_slice(&pats.source[..p.len as usize]);
-    }
-    Ok(())
+    prepare_guards(ram, p, pats)?;
+    fill_guest(ram, p.dst, p.len, pats.target)?;
+    prepare_source(ram, p, pats)
 }
 
 /// Check the result of a `kind` operation on `p`.

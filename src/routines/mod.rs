@@ -6,11 +6,14 @@
 //! `memset(addr, 0, PAGE_SIZE)` and `clear_pages(addr, n)` is
 //! `memset(addr, 0, n * PAGE_SIZE)`, so the clear_page variants there are the
 //! memset variants.
-use crate::abi;
 use crate::arch;
-use crate::blob::{Blob, LinkConfig};
+pub mod lower;
+
+pub use lower::{Call, Lowered, command, lower};
+
+use crate::blob::LinkConfig;
+use crate::blob::abi;
 use crate::error::{Error, Result};
-use crate::vm::Command;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]
@@ -44,7 +47,7 @@ impl Routine {
     }
 
     /// The family whose variant list applies (clear_pages shares clear_page's).
-    fn family(self, config: LinkConfig) -> &'static str {
+    pub(crate) fn family(self, config: LinkConfig) -> &'static str {
         match (self, config) {
             (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => "memset",
             (Routine::ClearPage | Routine::ClearPages, LinkConfig::Vanilla) => "clear_page",
@@ -92,14 +95,9 @@ pub enum Kind {
     Copy,
 }
 
-/// A variant of a routine family on this architecture.
-#[derive(Debug, Clone, Copy)]
-pub struct VariantDef {
-    pub family: &'static str,
-    pub name: &'static str,
-    /// CPU feature (as named by `arch::CpuCaps`) the variant needs.
-    pub requires: Option<&'static str>,
-}
+/// A variant of a routine family (the per-architecture table is
+/// `arch::VARIANTS`).
+pub use crate::arch::VariantDef;
 
 /// Variant names of `routine` in link configuration `config`.
 pub fn variants(routine: Routine, config: LinkConfig) -> Vec<&'static VariantDef> {
@@ -121,87 +119,10 @@ pub fn find_variant(
     })
 }
 
-/// Alias-table name of a variant (`ldp-stnp` -> `copy_page_ldp_stnp`).
-fn alias_name(family: &str, variant: &str) -> String {
-    format!("{family}_{}", variant.replace('-', "_"))
-}
-
-/// One call: `routine(dst, src|fill, len)`, repeated `count` times over
-/// consecutive (or, with a negative step, descending) chunks.
-#[derive(Debug, Clone, Copy)]
-pub struct Call {
-    pub routine: Routine,
-    pub dst: u64,
-    pub src: u64,
-    pub fill: u8,
-    /// Bytes per call (whole pages for page routines).
-    pub len: u64,
-    pub count: u64,
-    /// Byte step between calls (usually `len`, negative for reverse order).
-    pub step: i64,
-}
-
-/// Build the guest command for `call` with variant `variant`.
-pub fn command(blob: &Blob, variant: &VariantDef, call: &Call) -> Result<Command> {
-    let config = blob.config;
-    let name = alias_name(call.routine.family(config), variant.name);
-    let name = match (call.routine, config) {
-        (Routine::ClearPages, LinkConfig::Vanilla) => alias_name("clear_pages", variant.name),
-        _ => name,
-    };
-    let index = blob
-        .alias_index(&name)
-        .ok_or_else(|| Error::Blob(format!("the {config} blob has no alias `{name}`")))?;
-    if call.routine.page_granular() && !call.len.is_multiple_of(abi::PAGE_SIZE) {
-        return Err(Error::Usage(format!(
-            "{} works on whole pages: {} bytes is not a multiple of {}",
-            call.routine,
-            call.len,
-            abi::PAGE_SIZE
-        )));
-    }
-    if let Some(f) = call.routine.fixed_size()
-        && call.len != f
-    {
-        return Err(Error::Usage(format!(
-            "{} always works on {f} bytes, not {}",
-            call.routine, call.len
-        )));
-    }
-    let step = call.step as u64;
-    let pages = call.len / abi::PAGE_SIZE;
-    let mut c = Command {
-        table: abi::TABLE_ALIAS,
-        index,
-        a0: call.dst,
-        a0_step: step,
-        count: call.count,
-        ..Default::default()
-    };
-    match (call.routine, config) {
-        (Routine::ClearPage, LinkConfig::Vanilla) => {}
-        (Routine::ClearPages, LinkConfig::Vanilla) => c.a1 = pages,
-        (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => c.a2 = call.len,
-        (Routine::Memset, _) => {
-            c.a1 = u64::from(call.fill);
-            c.a2 = call.len;
-        }
-        (Routine::Memcpy, _) => {
-            c.a1 = call.src;
-            c.a1_step = step;
-            c.a2 = call.len;
-        }
-        (Routine::CopyPage, _) => {
-            c.a1 = call.src;
-            c.a1_step = step;
-        }
-    }
-    Ok(c)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blob::Blob;
 
     fn call(routine: Routine, len: u64) -> Call {
         Call {

@@ -4,14 +4,14 @@
 //! (`guest/<arch>/selftest/`). Each is run like a memset and must be caught
 //! as the right kind of failure; a fresh VM is used for each, since a fault
 //! or a hang ends a VM.
-use crate::abi;
 use crate::arch;
 use crate::blob::LinkConfig;
+use crate::blob::abi;
+use crate::check::checker::Patterns;
+use crate::check::suite::{self, CheckSpec};
 use crate::error::{Error, Result};
 use crate::routines::{self, Routine};
-use crate::suite::{self, CheckSpec};
-use crate::verify::Patterns;
-use crate::vm::{FailureKind, Vm, VmOptions};
+use crate::vmm::{FailureKind, Vm, VmOptions};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -73,7 +73,7 @@ pub fn run_case(
         .next()
         .ok_or_else(|| Error::Blob("no memset variant".into()))?;
     let pats = Patterns::new(opts.seed, 0);
-    let mut vm = Vm::new(crate::vm::open_kvm()?, opts)?;
+    let mut vm = Vm::new(crate::vmm::open_kvm()?, opts)?;
     let index = vm
         .blob
         .selftest_index(name)

@@ -69,7 +69,7 @@ pub fn host_drift(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::Design;
+    use crate::bench::inference::Design;
 
     fn side(means: &[f64], scale: f64) -> Vec<Session> {
         means

@@ -5,10 +5,6 @@
 //! * [`welch_t_test`] — Welch's unequal-variance t-test with the
 //!   Welch–Satterthwaite degrees of freedom and a two-sided p-value from the
 //!   Student's t distribution (`statrs`).
-//! * [`mann_whitney_u`] — the Mann–Whitney U (Wilcoxon rank-sum) test with
-//!   average ranks for ties and a normal approximation that includes the tie
-//!   correction and a continuity correction (same as SciPy's
-//!   `mannwhitneyu(method="asymptotic", use_continuity=True)`).
 //! * [`classify`] — compares a baseline run against a new run and decides
 //!   whether the change is a [`Verdict::Regression`], an
 //!   [`Verdict::Improvement`] or [`Verdict::NoChange`] at significance level
@@ -21,46 +17,37 @@
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
-use statrs::function::erf::erfc;
+use statrs::statistics::{Data, OrderStatistics, Statistics};
 
 /// True when every sample is a finite number (no NaN, no ±infinity).
 fn all_finite(samples: &[f64]) -> bool {
     samples.iter().all(|x| x.is_finite())
 }
 
-/// Arithmetic mean; `samples` must be non-empty.
+/// Arithmetic mean (statrs); `samples` must be non-empty.
 fn mean(samples: &[f64]) -> f64 {
-    samples.iter().sum::<f64>() / samples.len() as f64
+    Statistics::mean(samples)
 }
 
-/// Unbiased (n-1) sample variance around `mean`, computed in two passes
-/// for accuracy; 0 for fewer than two samples.
-fn sample_variance(samples: &[f64], mean: f64) -> f64 {
+/// Unbiased (n-1) sample variance (statrs); 0 for fewer than two samples.
+fn sample_variance(samples: &[f64]) -> f64 {
     if samples.len() < 2 {
         return 0.0;
     }
-    let ss: f64 = samples.iter().map(|x| (x - mean) * (x - mean)).sum();
-    ss / (samples.len() - 1) as f64
+    Statistics::variance(samples)
 }
 
-/// Median of already sorted, non-empty samples; the mean of the two middle
-/// values when the count is even.
-fn median_of_sorted(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    let mid = n / 2;
+/// THE median of hypclear (order statistics from statrs): the mean of the
+/// two middle values when the count is even, halved before adding so two
+/// huge values cannot overflow. `samples` must be finite and non-empty.
+pub fn median(samples: &[f64]) -> f64 {
+    let mut data = Data::new(samples.to_vec());
+    let n = samples.len();
     if n % 2 == 1 {
-        sorted[mid]
+        data.order_statistic(n / 2 + 1)
     } else {
-        // Halve before adding so two huge values cannot overflow.
-        sorted[mid - 1] / 2.0 + sorted[mid] / 2.0
+        data.order_statistic(n / 2) / 2.0 + data.order_statistic(n / 2 + 1) / 2.0
     }
-}
-
-/// Median of finite, non-empty samples.
-fn median(samples: &[f64]) -> f64 {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    median_of_sorted(&sorted)
 }
 
 /// Descriptive statistics of a set of benchmark samples.
@@ -96,11 +83,9 @@ impl Summary {
         if samples.is_empty() || !all_finite(samples) {
             return None;
         }
-        let mut sorted = samples.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let mean = mean(&sorted);
-        let stddev = sample_variance(&sorted, mean).sqrt();
+        let n = samples.len();
+        let mean = mean(samples);
+        let stddev = sample_variance(samples).sqrt();
         let cv = if mean == 0.0 {
             0.0
         } else {
@@ -109,10 +94,10 @@ impl Summary {
         Some(Summary {
             n,
             mean,
-            median: median_of_sorted(&sorted),
+            median: median(samples),
             stddev,
-            min: sorted[0],
-            max: sorted[n - 1],
+            min: Statistics::min(samples),
+            max: Statistics::max(samples),
             cv,
         })
     }
@@ -147,8 +132,8 @@ pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
     }
     let (na, nb) = (a.len() as f64, b.len() as f64);
     let (mean_a, mean_b) = (mean(a), mean(b));
-    let sa = sample_variance(a, mean_a) / na;
-    let sb = sample_variance(b, mean_b) / nb;
+    let sa = sample_variance(a) / na;
+    let sb = sample_variance(b) / nb;
     let se2 = sa + sb;
     let diff = mean_a - mean_b;
 
@@ -187,92 +172,6 @@ pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
     Some(TTest {
         t,
         df,
-        p_two_sided: p,
-    })
-}
-
-/// Result of the Mann–Whitney U test.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MannWhitney {
-    /// U statistic of the *first* sample: `R_a - n_a(n_a+1)/2`, where `R_a`
-    /// is the rank sum of `a` (ties get the average rank). This is the
-    /// number of pairs `(x in a, y in b)` with `x > y`, ties counting 1/2;
-    /// it matches SciPy's `mannwhitneyu(a, b).statistic`. The other sample's
-    /// U is `n_a * n_b - u`.
-    pub u: f64,
-    /// Normal-approximation z score with tie and continuity corrections;
-    /// negative when `a` tends to be smaller than `b`, 0 when `|U - μ| <= 0.5`
-    /// or all values are tied.
-    pub z: f64,
-    /// Two-sided p-value from the normal approximation, capped at 1.
-    pub p_two_sided: f64,
-}
-
-/// Mann–Whitney U test of `a` against `b` (two-sided, normal
-/// approximation).
-///
-/// Ties receive the average of the ranks they span. With `μ = n_a n_b / 2`,
-/// `σ² = n_a n_b / 12 · ((n + 1) − Σ(t³ − t) / (n (n − 1)))` (tie-corrected,
-/// `t` = size of each tie group, `n = n_a + n_b`) and a continuity
-/// correction of 0.5 toward μ: `z = sign(U − μ) · max(|U − μ| − 0.5, 0) / σ`
-/// and `p = erfc(|z| / √2)`. If every value is tied (`σ = 0`), `z = 0` and
-/// `p = 1`.
-///
-/// The normal approximation is rough for very small samples (say fewer than
-/// 8 per side); the p-value is then only indicative.
-///
-/// Returns `None` when either sample is empty or contains NaN or ±infinity.
-pub fn mann_whitney_u(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
-    if a.is_empty() || b.is_empty() || !all_finite(a) || !all_finite(b) {
-        return None;
-    }
-    // (value, belongs to a)
-    let mut pooled: Vec<(f64, bool)> = a
-        .iter()
-        .map(|&x| (x, true))
-        .chain(b.iter().map(|&x| (x, false)))
-        .collect();
-    pooled.sort_by(|x, y| x.0.total_cmp(&y.0));
-
-    let n = pooled.len();
-    let mut rank_sum_a = 0.0;
-    let mut tie_term = 0.0;
-    let mut i = 0;
-    while i < n {
-        // `==` rather than total_cmp so that -0.0 and 0.0 tie.
-        let j = i + pooled[i..]
-            .iter()
-            .take_while(|(v, _)| *v == pooled[i].0)
-            .count();
-        let group = (j - i) as f64;
-        // Ranks i+1 ..= j, averaged.
-        let avg_rank = (i + 1 + j) as f64 / 2.0;
-        let from_a = pooled[i..j].iter().filter(|(_, in_a)| *in_a).count() as f64;
-        rank_sum_a += avg_rank * from_a;
-        tie_term += group * group * group - group;
-        i = j;
-    }
-
-    let (na, nb, nf) = (a.len() as f64, b.len() as f64, n as f64);
-    let u = rank_sum_a - na * (na + 1.0) / 2.0;
-    let mu = na * nb / 2.0;
-    let var = na * nb / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
-
-    let (z, p) = if var > 0.0 {
-        let d = u - mu;
-        let corrected = (d.abs() - 0.5).max(0.0);
-        let z = if corrected == 0.0 {
-            0.0
-        } else {
-            corrected.copysign(d) / var.sqrt()
-        };
-        (z, erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0))
-    } else {
-        (0.0, 1.0)
-    };
-    Some(MannWhitney {
-        u,
-        z,
         p_two_sided: p,
     })
 }
@@ -508,7 +407,6 @@ mod tests {
         is_serde::<Summary>();
         is_serde::<Verdict>();
         is_serde::<TTest>();
-        is_serde::<MannWhitney>();
     }
 
     // ----------------------------------------------------------- Welch t-test
@@ -614,101 +512,6 @@ mod tests {
         let r = welch_t_test(&[1.0, 1.1, 0.9, 1.05], &[10.0, 10.1, 9.9, 10.05]).unwrap();
         assert!(r.t < -100.0);
         assert!(r.p_two_sided < 1e-8 && r.p_two_sided >= 0.0);
-    }
-
-    // ---------------------------------------------------------- Mann-Whitney
-
-    #[test]
-    fn mann_whitney_fully_separated() {
-        // a below every b: U_a = 0. mu = 4.5, sigma^2 = 9/12 * 7 = 5.25,
-        // z = -(4.5 - 0.5)/sqrt(5.25) = -1.7457431218879391,
-        // p = erfc(|z|/sqrt 2) = 0.080855598370052291 (scipy: 0.08085559837005224).
-        let r = mann_whitney_u(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]).unwrap();
-        assert_eq!(r.u, 0.0);
-        assert_close!(r.z, -4.0 / 5.25f64.sqrt(), 1e-12);
-        assert_close!(r.p_two_sided, 0.080_855_598_370_052_3, 1e-9);
-
-        let rev = mann_whitney_u(&[4.0, 5.0, 6.0], &[1.0, 2.0, 3.0]).unwrap();
-        assert_eq!(rev.u, 9.0);
-        assert_close!(rev.z, -r.z, 1e-12);
-        assert_close!(rev.p_two_sided, r.p_two_sided, 1e-12);
-    }
-
-    #[test]
-    fn mann_whitney_with_ties_hand_computed() {
-        // pooled, sorted:  1a 2a 2a 2b 3a 3b 4b 5b
-        // ranks:           1  3  3  3  5.5 5.5 7 8   (ties averaged)
-        // R_a = 1 + 3 + 3 + 5.5 = 12.5, U_a = 12.5 - 4*5/2 = 2.5
-        // mu = 4*4/2 = 8; tie groups: size 3 (3^3-3 = 24), size 2 (6) -> 30
-        // sigma^2 = 16/12 * (9 - 30/56) = 79/7
-        // z = -(|2.5 - 8| - 0.5) / sqrt(79/7) = -1.4883513944689680
-        // p = 0.13665824773814751 (scipy mannwhitneyu asymptotic: 0.1366582477381475)
-        let r = mann_whitney_u(&[1.0, 2.0, 2.0, 3.0], &[2.0, 3.0, 4.0, 5.0]).unwrap();
-        assert_eq!(r.u, 2.5);
-        assert_close!(r.z, -5.0 / (79.0f64 / 7.0).sqrt(), 1e-12);
-        assert_close!(r.z, -1.488_351_394_468_968, 1e-12);
-        assert_close!(r.p_two_sided, 0.136_658_247_738_147_5, 1e-9);
-    }
-
-    #[test]
-    fn mann_whitney_reference_data_set() {
-        // scipy.stats.mannwhitneyu(A, B, alternative="two-sided",
-        //     method="asymptotic", use_continuity=True)
-        //   -> statistic=55.5, pvalue=0.05279379552204588
-        // z (mpmath) = -1.9366037802650306
-        let r = mann_whitney_u(&A, &B).unwrap();
-        assert_eq!(r.u, 55.5);
-        assert_close!(r.z, -1.936_603_780_265_030_6, 1e-9);
-        assert_close!(r.p_two_sided, 0.052_793_795_522_045_9, 1e-9);
-    }
-
-    #[test]
-    fn mann_whitney_all_tied() {
-        let r = mann_whitney_u(&[5.0, 5.0, 5.0], &[5.0, 5.0, 5.0]).unwrap();
-        assert_eq!(r.u, 4.5);
-        assert_eq!(r.z, 0.0);
-        assert_eq!(r.p_two_sided, 1.0);
-    }
-
-    #[test]
-    fn mann_whitney_continuity_caps_p_at_one() {
-        // U = mu exactly: |U - mu| - 0.5 < 0 -> z = 0, p = 1.
-        let r = mann_whitney_u(&[1.0, 4.0], &[2.0, 3.0]).unwrap();
-        assert_eq!(r.u, 2.0);
-        assert_eq!(r.z, 0.0);
-        assert_eq!(r.p_two_sided, 1.0);
-    }
-
-    #[test]
-    fn mann_whitney_signed_zero_ties() {
-        let r = mann_whitney_u(&[-0.0], &[0.0]).unwrap();
-        assert_eq!(r.u, 0.5);
-    }
-
-    #[test]
-    fn mann_whitney_rejects_bad_input() {
-        assert_eq!(mann_whitney_u(&[], &[1.0]), None);
-        assert_eq!(mann_whitney_u(&[1.0], &[]), None);
-        assert_eq!(mann_whitney_u(&[f64::NAN], &[1.0]), None);
-        assert_eq!(mann_whitney_u(&[1.0], &[f64::INFINITY]), None);
-    }
-
-    #[test]
-    fn mann_whitney_u_counts_pairs() {
-        // Brute force: U_a = #{x > y} + 0.5 #{x == y}.
-        let a = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0];
-        let b = [6.0, 5.0, 3.0, 5.0, 8.0];
-        let mut want = 0.0;
-        for x in a {
-            for y in b {
-                if x > y {
-                    want += 1.0;
-                } else if x == y {
-                    want += 0.5;
-                }
-            }
-        }
-        assert_eq!(mann_whitney_u(&a, &b).unwrap().u, want);
     }
 
     // ------------------------------------------------------------ classify

@@ -5,9 +5,27 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
 
+use kvm_bindings::{kvm_stats_desc, kvm_stats_header};
+
 const KVM_GET_STATS_FD: libc::c_ulong = 0xaece; // _IO(KVMIO, 0xce)
-const HEADER_SIZE: usize = 24;
-const DESC_FIXED: usize = 16;
+/// Fixed part of a descriptor; its name follows (`name_size` bytes).
+const DESC_FIXED: usize = std::mem::size_of::<kvm_stats_desc>();
+
+/// The header at the start of a stats file, as kvm-bindings lays it out.
+fn read_header(file: &File) -> Option<kvm_stats_header> {
+    let mut hdr = kvm_stats_header::default();
+    // SAFETY: kvm_stats_header is repr(C) and made of u32 fields only, so
+    // every byte pattern is a valid value; the slice covers exactly it and
+    // lives only for this read.
+    let bytes = unsafe {
+        std::slice::from_raw_parts_mut(
+            (&mut hdr as *mut kvm_stats_header).cast::<u8>(),
+            std::mem::size_of::<kvm_stats_header>(),
+        )
+    };
+    file.read_exact_at(bytes, 0).ok()?;
+    Some(hdr)
+}
 
 /// An open statistics file of a VM or vCPU.
 pub struct KvmStats {
@@ -28,19 +46,19 @@ impl KvmStats {
         }
         // SAFETY: raw is a fresh fd we own.
         let file = unsafe { File::from_raw_fd(raw) };
-        let mut hdr = [0u8; HEADER_SIZE];
-        file.read_exact_at(&mut hdr, 0).ok()?;
+        let hdr = read_header(&file)?;
+        let name_size = hdr.name_size as usize;
+        let num = hdr.num_desc as usize;
+        let desc_off = u64::from(hdr.desc_offset);
+        let data_off = u64::from(hdr.data_offset);
         let u32_at = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-        let name_size = u32_at(&hdr, 4) as usize;
-        let num = u32_at(&hdr, 8) as usize;
-        let desc_off = u64::from(u32_at(&hdr, 16));
-        let data_off = u64::from(u32_at(&hdr, 20));
         let dsz = DESC_FIXED + name_size;
         let mut raw_descs = vec![0u8; dsz * num];
         file.read_exact_at(&mut raw_descs, desc_off).ok()?;
         let descs = raw_descs
             .chunks_exact(dsz)
             .map(|d| {
+                // kvm_stats_desc: flags u32, exponent i16, size u16, offset u32, ...
                 let size = u16::from_le_bytes([d[6], d[7]]) as usize;
                 let offset = u64::from(u32_at(d, 8));
                 let name = &d[DESC_FIXED..];

@@ -1,0 +1,272 @@
+//! `hypclear bench`: perf-bench-style throughput of the blob's routines
+//! inside the guest, side by side with the same objects on the host.
+//!
+//! Method (as in the seed discussion): `--warmup` unmeasured runs, then
+//! `--repeats` measured runs, in each of `--sessions` fresh VMs. Guest
+//! timestamps come from the guest counter around the call loop and are
+//! converted with the vCPU's counter frequency. Every cell's first and last
+//! measured regions are verified, so a fast but wrong routine never produces
+//! a number; each run carries its KVM binary-stats deltas and runs disturbed
+//! by instruction emulation are flagged and left out of the statistics.
+pub mod compare;
+pub mod guest;
+pub mod host;
+pub mod inference;
+pub mod plan;
+pub mod report;
+pub mod stats;
+
+pub use plan::{CellSpec, Plan};
+
+use crate::arch::CpuCaps;
+use crate::bench::stats::Summary;
+use crate::check::checker::Patterns;
+use crate::error::Result;
+use crate::routines::Kind;
+use crate::vmm::host::HostInfo;
+use crate::vmm::privilege::PrivilegeChoice;
+use crate::vmm::{Vm, VmOptions};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// One call over the whole size.
+    Oneshot,
+    /// Chunk by chunk, ascending addresses.
+    Forward,
+    /// Chunk by chunk, descending addresses.
+    Reverse,
+}
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Fill {
+    /// First touch inside the measurement: the pages are dropped before
+    /// every pass (MADV_DONTNEED), so KVM and the host fault them back in.
+    Demand,
+    /// Pre-faulted: the memory is warm from the warm-up runs.
+    Populate,
+}
+
+/// The axes of one benchmark cell (each a column in the output).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Axes {
+    pub routine: String,
+    pub variant: String,
+    pub config: String,
+    pub chunk: u64,
+    pub order: Order,
+    pub fill: Fill,
+    pub backing: String,
+    pub size: u64,
+    pub loops: u64,
+    pub vcpus: u64,
+}
+
+impl Axes {
+    /// One-line name, like a perf bench benchmark name.
+    pub fn label(&self) -> String {
+        let mut parts = vec![self.routine.clone(), self.variant.clone()];
+        if !self.config.is_empty() {
+            parts.push(self.config.clone());
+        }
+        parts.push(format!(
+            "-s {} -k {}",
+            crate::units::format_size(self.size),
+            crate::units::format_size(self.chunk)
+        ));
+        if self.loops > 1 {
+            parts.push(format!("-l {}", self.loops));
+        }
+        parts.push(format!("{:?}", self.order).to_lowercase());
+        parts.push(format!("{:?}", self.fill).to_lowercase());
+        parts.push(self.backing.clone());
+        if self.vcpus > 1 {
+            parts.push(format!("x{} vCPUs", self.vcpus));
+        }
+        parts.join(" ")
+    }
+}
+
+/// One measured (or warm-up) run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sample {
+    pub session: u64,
+    pub run: u64,
+    pub bytes: u64,
+    pub ns: f64,
+    pub bytes_per_sec: f64,
+    /// Counter ticks (TSC / CNTVCT) per byte.
+    pub ticks_per_byte: f64,
+    pub verified: bool,
+    pub disturbed: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_vcpu_bytes_per_sec: Vec<f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kvm_stats: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cell {
+    pub axes: Axes,
+    pub guest: Vec<Sample>,
+    pub host: Vec<Sample>,
+    pub guest_bytes_per_sec: Option<Summary>,
+    pub guest_ticks_per_byte: Option<Summary>,
+    pub host_bytes_per_sec: Option<Summary>,
+    /// median guest bytes/s / median host bytes/s
+    pub guest_host_ratio: Option<f64>,
+    pub disturbed_runs: u64,
+    pub verified_runs: u64,
+}
+
+impl Cell {
+    /// A cell with samples and no summaries yet (see [`summarize`]).
+    pub fn new(axes: Axes, guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+        Cell {
+            axes,
+            guest,
+            host,
+            guest_bytes_per_sec: None,
+            guest_ticks_per_byte: None,
+            host_bytes_per_sec: None,
+            guest_host_ratio: None,
+            disturbed_runs: 0,
+            verified_runs: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchResult {
+    pub tool: String,
+    pub command: String,
+    pub host: HostInfo,
+    pub privilege: String,
+    pub warmup: u64,
+    pub repeats: u64,
+    pub sessions: u64,
+    pub cells: Vec<Cell>,
+}
+
+/// Summaries over the undisturbed samples (all of them if every run was disturbed).
+pub fn summarize(cell: &mut Cell) {
+    let clean: Vec<&Sample> = cell.guest.iter().filter(|s| !s.disturbed).collect();
+    let use_: Vec<&Sample> = if clean.is_empty() {
+        cell.guest.iter().collect()
+    } else {
+        clean
+    };
+    cell.guest_bytes_per_sec =
+        Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
+    cell.guest_ticks_per_byte =
+        Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
+    cell.host_bytes_per_sec = Summary::of(
+        &cell
+            .host
+            .iter()
+            .map(|s| s.bytes_per_sec)
+            .collect::<Vec<_>>(),
+    );
+    cell.disturbed_runs = cell.guest.iter().filter(|s| s.disturbed).count() as u64;
+    cell.verified_runs = cell.guest.iter().filter(|s| s.verified).count() as u64;
+    cell.guest_host_ratio = match (&cell.guest_bytes_per_sec, &cell.host_bytes_per_sec) {
+        (Some(g), Some(h)) if h.median > 0.0 => Some(g.median / h.median),
+        _ => None,
+    };
+}
+
+/// Run the whole plan: every session boots one VM per backing and link
+/// configuration and runs its cells, guest then host. `seed` seeds the
+/// patterns and (plus the session) each VM's load address.
+pub fn run(
+    plan: &Plan,
+    specs: &[CellSpec],
+    seed: u64,
+    privilege: &PrivilegeChoice,
+    caps: &CpuCaps,
+    progress: &indicatif::ProgressBar,
+) -> Result<BenchResult> {
+    let copy_len = if plan.routine.kind() == Kind::Copy {
+        plan.size as usize
+    } else {
+        0
+    };
+    let pats = Patterns::new(seed, copy_len);
+    let mut cells: Vec<Cell> = specs
+        .iter()
+        .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
+        .collect();
+    let mut counter_khz = 0;
+    for session in 0..plan.sessions {
+        for &backing in &plan.backings {
+            for &config in &plan.configs {
+                let idx: Vec<usize> = (0..specs.len())
+                    .filter(|&i| specs[i].backing == backing && specs[i].config == config)
+                    .collect();
+                if idx.is_empty() {
+                    continue;
+                }
+                let opts = VmOptions {
+                    mem: plan.mem_needed(),
+                    backing,
+                    prefault: plan.prefault,
+                    privilege: privilege.privilege,
+                    config,
+                    vcpus: plan.vcpus,
+                    seed: seed.wrapping_add(session),
+                };
+                let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
+                counter_khz = vm.counter_khz;
+                for i in idx {
+                    let g = guest::run_cell(&mut vm, &specs[i], plan, &pats, session)?;
+                    cells[i].guest.extend(g);
+                    if plan.host_baseline {
+                        let h = host::run_cell(&specs[i], plan, &pats, session, vm.counter_khz)?;
+                        cells[i].host.extend(h);
+                    }
+                    progress.inc(1);
+                }
+            }
+        }
+    }
+    for c in &mut cells {
+        summarize(c);
+    }
+    Ok(BenchResult {
+        tool: "hypclear".into(),
+        command: "bench".into(),
+        host: HostInfo::collect(caps, counter_khz),
+        privilege: privilege.name.into(),
+        warmup: plan.warmup,
+        repeats: plan.repeats,
+        sessions: plan.sessions,
+        cells,
+    })
+}

@@ -1,0 +1,65 @@
+//! `hypclear bench`: the plan from the command line (usage errors before
+//! KVM), then the context, the run and the reports.
+use super::{Ctx, progress};
+use crate::arch;
+use crate::bench::{self, BenchResult};
+use crate::cli::{BenchArgs, Common};
+use crate::error::{Error, Result};
+use crate::report;
+use std::time::Instant;
+
+pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
+    let plan = a.plan(common)?;
+    let need = plan.mem_needed();
+    for b in &plan.backings {
+        // Guest RAM and the host baseline buffer both come from the pool.
+        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need) + need, *b)?;
+    }
+    let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need))?;
+    let (specs, notes) = plan.expand(&ctx.caps)?;
+    let p = &ctx.privilege;
+    println!(
+        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} warm-up + {} measured), guest at {} ({})",
+        a.routine,
+        ctx.caps.model,
+        specs.len(),
+        plan.sessions,
+        plan.warmup,
+        plan.repeats,
+        p.name,
+        p.reason
+    );
+    for n in &notes {
+        println!("note: {n}");
+    }
+    let pb = progress(specs.len() as u64 * plan.sessions);
+    pb.set_prefix("bench");
+    let result = bench::run(&plan, &specs, ctx.seed, p, &ctx.caps, &pb)?;
+    pb.finish_and_clear();
+    println!("{}", bench::report::cells_table(&result));
+    println!(
+        "bytes/sec from guest {} ticks at {} kHz; guest/host = median guest GB/s / median host GB/s \
+         of the same object on a host buffer, measured in the same process; {:.1} seconds",
+        arch::COUNTER_NAME,
+        result.host.counter_khz,
+        ctx.start.elapsed().as_secs_f64()
+    );
+    write_outputs(&ctx, a, &result)
+}
+
+fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<i32> {
+    if let Some(path) = &ctx.common.json {
+        let v = serde_json::to_value(result).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        report::write_json(path, &v)?;
+    }
+    if let Some(path) = &a.csv {
+        bench::report::write_csv(result, path)?;
+    }
+    if let Some(path) = &a.plot {
+        bench::report::write_plot(result, path)?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,143 @@
+//! `hypclear info`: host, KVM, CPU features, privilege and the blobs.
+use super::Ctx;
+use crate::arch;
+use crate::blob::{Blob, LinkConfig, TableRow};
+use crate::error::Result;
+use crate::report;
+use crate::vmm::host::HostInfo;
+use crate::vmm::{self, Vm};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// One configuration's blob as loaded into a VM.
+#[derive(Serialize)]
+struct BlobInfo {
+    load_address: u64,
+    entry: u64,
+    size: u64,
+    relocations: usize,
+    aliases: Vec<TableRow>,
+    selftests: Vec<TableRow>,
+}
+
+/// Boot (without running) one VM per configuration to see each blob loaded.
+fn blobs(ctx: &Ctx, host: &mut HostInfo) -> Result<BTreeMap<String, BlobInfo>> {
+    let mut blobs = BTreeMap::new();
+    for (i, config) in ctx.configs().into_iter().enumerate() {
+        let vm = Vm::new(vmm::open_kvm()?, &ctx.vm_options(config))?;
+        if i == 0 {
+            host.counter_khz = vm.counter_khz;
+        }
+        let blob: &Blob = &vm.blob;
+        blobs.insert(
+            config.name().to_string(),
+            BlobInfo {
+                load_address: vm.loaded.base,
+                entry: vm.loaded.entry,
+                size: blob.size,
+                relocations: blob.relocs.len(),
+                aliases: blob.aliases.clone(),
+                selftests: blob.selftests.clone(),
+            },
+        );
+    }
+    Ok(blobs)
+}
+
+fn summary_table(
+    ctx: &Ctx,
+    kvm: &kvm_ioctls::Kvm,
+    host: &HostInfo,
+    blobs: &BTreeMap<String, BlobInfo>,
+) -> comfy_table::Table {
+    let p = &ctx.privilege;
+    let mut t = report::table(&["item", "value"]);
+    t.add_row(vec![
+        "host".to_string(),
+        format!("{} {} ({} CPUs)", host.arch, host.cpu_model, host.cpus),
+    ]);
+    t.add_row(vec!["kernel".to_string(), host.kernel.clone()]);
+    t.add_row(vec![
+        "KVM".to_string(),
+        format!(
+            "{} (API {}, max vCPUs {})",
+            host.kvm_flavour,
+            kvm.get_api_version(),
+            kvm.get_max_vcpus()
+        ),
+    ]);
+    t.add_row(vec![
+        "guest CPUID features".to_string(),
+        ctx.caps
+            .features
+            .iter()
+            .map(|(n, v)| format!("{n}={}", if *v { "yes" } else { "no" }))
+            .collect::<Vec<_>>()
+            .join(" "),
+    ]);
+    for (k, v) in arch::cpu_details(kvm) {
+        t.add_row(vec![k, v]);
+    }
+    t.add_row(vec![
+        "counter".to_string(),
+        format!("{} at {} kHz", host.counter, host.counter_khz),
+    ]);
+    t.add_row(vec![
+        "privilege".to_string(),
+        format!("{} ({})", p.name, p.reason),
+    ]);
+    t.add_row(vec!["seed".to_string(), ctx.seed.to_string()]);
+    for (name, b) in blobs {
+        t.add_row(vec![
+            format!("{name} blob"),
+            format!(
+                "loaded at {:#x}, entry {:#x}, {} bytes, {} relocations",
+                b.load_address, b.entry, b.size, b.relocations
+            ),
+        ]);
+    }
+    t
+}
+
+fn alias_table(config: LinkConfig) -> Result<comfy_table::Table> {
+    let blob = Blob::get(config)?;
+    let mut a = report::table(&["alias (__hypclear_)", "-> routine", "offset", "table"]);
+    let rows = blob
+        .aliases
+        .iter()
+        .map(|r| (r, "alias"))
+        .chain(blob.selftests.iter().map(|r| (r, "selftest")));
+    for (r, table) in rows {
+        a.add_row(vec![
+            r.name.clone(),
+            r.target.clone(),
+            format!("{:#x}", r.offset),
+            table.into(),
+        ]);
+    }
+    Ok(a)
+}
+
+pub fn info(ctx: &Ctx) -> Result<i32> {
+    let kvm = vmm::open_kvm()?;
+    let mut host = HostInfo::collect(&ctx.caps, 0);
+    let blobs = blobs(ctx, &mut host)?;
+    println!("{}", summary_table(ctx, &kvm, &host, &blobs));
+    for config in ctx.configs() {
+        println!("{config} configuration:\n{}", alias_table(config)?);
+    }
+    if let Some(path) = &ctx.common.json {
+        let doc = json!({
+            "tool": "hypclear",
+            "command": "info",
+            "host": host,
+            "cpu": ctx.caps,
+            "cpu_details": arch::cpu_details(&kvm),
+            "guest": { "privilege": ctx.privilege, "seed": ctx.seed, "blobs": blobs,
+                       "load_address": blobs.values().next().map(|b| b.load_address) },
+        });
+        report::write_json(path, &doc)?;
+    }
+    Ok(0)
+}

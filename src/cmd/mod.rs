@@ -1,0 +1,135 @@
+//! The subcommands. Each resolves a [`Ctx`] once (options validated, CPU
+//! capabilities read, seed and guest privilege decided, guest RAM size
+//! fixed) and then only reads it. A new option for run/verify/bench/info
+//! goes into `cli.rs` (`Common`, or the subcommand's `*Args`) and, when
+//! several commands need its resolved value, into [`Ctx::resolve`].
+mod bench;
+mod compare;
+mod info;
+mod run;
+mod selftest;
+mod verify;
+
+use crate::arch;
+use crate::blob::LinkConfig;
+use crate::cli::{Cli, Cmd, Common};
+use crate::error::{Error, Result};
+use crate::vmm::privilege::{self, CplChoice, PrivilegeChoice};
+use crate::vmm::{self, VmOptions};
+use std::time::{Duration, Instant};
+
+/// Everything decided before the first VM is created, decided once.
+pub struct Ctx {
+    pub start: Instant,
+    pub common: Common,
+    pub caps: arch::CpuCaps,
+    pub seed: u64,
+    pub privilege: PrivilegeChoice,
+    /// Guest RAM size for every VM of this command.
+    pub mem: u64,
+    pub timeout: Duration,
+}
+
+impl Ctx {
+    /// Validate the options and the environment, read the CPU
+    /// capabilities, pick the seed and the guest privilege (`--cpl auto`
+    /// may run a calibration VM). `mem` is the guest RAM size to use.
+    pub fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Ctx> {
+        if !(common.timeout.is_finite() && common.timeout > 0.0) {
+            return Err(Error::Usage(format!(
+                "--timeout {} is not a positive number of seconds",
+                common.timeout
+            )));
+        }
+        let cpl = cpl_choice(common)?;
+        let seed = common.seed.unwrap_or_else(random_seed);
+        vmm::validate_mem(mem)?;
+        crate::vmm::memory::precheck(mem, common.backing)?;
+        let kvm = vmm::open_kvm()?;
+        let caps = arch::cpu_caps(&kvm);
+        Ok(Ctx {
+            start,
+            common: common.clone(),
+            caps,
+            seed,
+            privilege: privilege::choose(cpl)?,
+            mem,
+            timeout: Duration::from_secs_f64(common.timeout),
+        })
+    }
+
+    /// Options of one VM in link configuration `config`.
+    pub fn vm_options(&self, config: LinkConfig) -> VmOptions {
+        VmOptions {
+            mem: self.mem,
+            backing: self.common.backing,
+            prefault: self.common.prefault,
+            privilege: self.privilege.privilege,
+            config,
+            vcpus: 1,
+            seed: self.seed,
+        }
+    }
+
+    pub fn configs(&self) -> Vec<LinkConfig> {
+        self.common.config.configs()
+    }
+}
+
+fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// The privilege request, with `--no-dc-zva` folded in.
+fn cpl_choice(common: &Common) -> Result<CplChoice> {
+    if !common.no_dc_zva {
+        return Ok(common.cpl);
+    }
+    if !cfg!(target_arch = "aarch64") {
+        return Err(Error::Usage(
+            "--no-dc-zva is an arm64 option (DC ZVA does not exist on x86_64)".into(),
+        ));
+    }
+    if common.cpl == CplChoice::Kernel {
+        return Err(Error::Usage(
+            "--no-dc-zva runs the guest at EL0 (SCTLR_EL1.DZE clear); it cannot be combined with --cpl 0"
+                .into(),
+        ));
+    }
+    Ok(CplChoice::User)
+}
+
+/// Dispatch a parsed command line; returns the process exit status.
+pub fn main(cli: Cli, start: Instant) -> Result<i32> {
+    let common = &cli.common;
+    match cli.command.unwrap_or(Cmd::Run) {
+        Cmd::Compare(a) => compare::compare(&a),
+        Cmd::Bench(a) => bench::bench(common, &a, start),
+        Cmd::Run => run::run(common, start),
+        Cmd::Verify(a) => verify::verify(common, &a, start, "verify"),
+        Cmd::Selftest => selftest::selftest(&Ctx::resolve(common, start, common.mem())?),
+        Cmd::Info => info::info(&Ctx::resolve(common, start, common.mem())?),
+    }
+}
+
+/// A progress bar on stderr, only on a terminal (not for `TERM=dumb` or
+/// `HYPCLEAR_PROGRESS=0`, e.g. a serial console that is logged).
+fn progress(len: u64) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let off = std::env::var("HYPCLEAR_PROGRESS").is_ok_and(|v| v == "0")
+        || std::env::var("TERM").is_ok_and(|t| t == "dumb");
+    if off || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(len);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} checks {elapsed}")
+    {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb
+}

@@ -1,0 +1,245 @@
+//! `hypclear verify`: the verification suite, filtered by routine, variant
+//! and size.
+use super::{Ctx, progress};
+use crate::arch;
+use crate::blob::LinkConfig;
+use crate::blob::abi::PAGE_SIZE;
+use crate::check::checker::Patterns;
+use crate::check::suite::{self, CheckRecord, Filter, Verdict};
+use crate::cli::{Common, VerifyArgs};
+use crate::error::{EXIT_FAILED, Error, Result};
+use crate::report;
+use crate::routines::{self, Routine};
+use crate::units::format_size;
+use crate::vmm::host::HostInfo;
+use crate::vmm::{self, GuestFailure, Vm};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn arena(mem: u64) -> u64 {
+    (arch::RAM_BASE + mem).saturating_sub(arch::ARENA_BASE)
+}
+
+/// Usage errors in the variant filter, found before any VM is created.
+fn check_variants(configs: &[LinkConfig], f: &Filter) -> Result<()> {
+    let selected = |r: &Routine| f.routines.is_empty() || f.routines.contains(r);
+    for v in &f.variants {
+        let known = configs.iter().any(|c| {
+            Routine::ALL
+                .iter()
+                .filter(|r| selected(r))
+                .any(|r| routines::variants(*r, *c).iter().any(|x| x.name == v))
+        });
+        if !known {
+            let mut names: Vec<&str> = configs
+                .iter()
+                .flat_map(|c| {
+                    Routine::ALL
+                        .iter()
+                        .flat_map(move |r| routines::variants(*r, *c))
+                })
+                .map(|x| x.name)
+                .collect();
+            names.sort();
+            names.dedup();
+            return Err(Error::Usage(format!(
+                "unknown variant `{v}` for the selected routines; known variants: {}",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Usage errors in verify's filters, found before any VM is created.
+fn check_filter(ctx: &Ctx, configs: &[LinkConfig], f: &Filter) -> Result<()> {
+    check_variants(configs, f)?;
+    for &size in &f.sizes {
+        for r in Routine::ALL {
+            if !(f.routines.is_empty() || f.routines.contains(&r)) {
+                continue;
+            }
+            if r.page_granular() && (size == 0 || size % PAGE_SIZE != 0) {
+                return Err(Error::Usage(format!(
+                    "{r} works on whole pages: --size {size} is not a multiple of 4096 \
+                     (try {} or pick --routine memset/memcpy)",
+                    format_size(size.div_ceil(4096).max(1) * 4096)
+                )));
+            }
+        }
+    }
+    for c in configs {
+        let (specs, _) = suite::plan(*c, &ctx.caps, f, u64::MAX);
+        let need = specs.iter().map(suite::footprint).max().unwrap_or(0);
+        if !f.sizes.is_empty() && need > arena(ctx.mem) {
+            let mem = (arch::ARENA_BASE - arch::RAM_BASE + need).next_multiple_of(arch::RAM_ALIGN);
+            return Err(Error::Usage(format!(
+                "--mem {} is too small for the requested sizes: they need {} of arena; use --mem {} or more",
+                format_size(ctx.mem),
+                format_size(need),
+                format_size(mem)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What the suite produced over all link configurations.
+#[derive(Default)]
+struct Outcome {
+    records: Vec<CheckRecord>,
+    failure: Option<GuestFailure>,
+    loads: serde_json::Map<String, serde_json::Value>,
+    first_hypercall: Option<Duration>,
+    checked_bytes: u64,
+    check_time: Duration,
+    counter_khz: u64,
+}
+
+impl Outcome {
+    fn count(&self, v: Verdict) -> usize {
+        self.records.iter().filter(|r| r.verdict == v).count()
+    }
+}
+
+/// Run the filtered suite in one VM per configuration, stopping at the
+/// first guest failure.
+fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outcome> {
+    let max_copy = suite::LARGE_SIZES
+        .iter()
+        .chain(filter.sizes.iter())
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(4 << 20);
+    let pats = Patterns::new(ctx.seed, max_copy as usize);
+    let mut o = Outcome::default();
+    for config in configs {
+        let opts = ctx.vm_options(*config);
+        let (specs, skipped) = suite::plan(*config, &ctx.caps, filter, arena(opts.mem));
+        o.records.extend(skipped);
+        let mut vm = Vm::new(vmm::open_kvm()?, &opts)?;
+        o.counter_khz = vm.counter_khz;
+        vm.vcpu(0)?.start(ctx.timeout)?;
+        o.first_hypercall.get_or_insert(ctx.start.elapsed());
+        println!(
+            "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
+            vm.blob.aliases.len(),
+            vm.blob.relocs.len(),
+            vm.loaded.base,
+            ctx.seed,
+            format_size(opts.mem),
+            opts.backing,
+            arch::COUNTER_NAME,
+            vm.counter_khz
+        );
+        o.loads.insert(config.name().into(), json!(vm.loaded.base));
+        let pb = progress(specs.len() as u64);
+        pb.set_prefix(config.name());
+        let run = suite::run(&mut vm, &specs, &pats, ctx.timeout, &pb)?;
+        pb.finish_and_clear();
+        o.records.extend(run.records);
+        o.checked_bytes += run.checked_bytes;
+        o.check_time += run.check_time;
+        if let Some(f) = run.failure {
+            o.failure = Some(f);
+            break;
+        }
+        vm.vcpu(0)?.exit(ctx.timeout)?;
+    }
+    Ok(o)
+}
+
+pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str) -> Result<i32> {
+    let ctx = Ctx::resolve(common, start, common.mem())?;
+    let configs = ctx.configs();
+    let filter = Filter {
+        routines: args.routine.clone(),
+        variants: args.variant.clone(),
+        sizes: args.size.clone(),
+    };
+    check_filter(&ctx, &configs, &filter)?;
+    let p = &ctx.privilege;
+    println!(
+        "hypclear {}: {} {}, KVM {}, guest at {} ({})",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH,
+        ctx.caps.model,
+        arch::kvm_flavour(),
+        p.name,
+        p.reason
+    );
+    let o = run_suite(&ctx, &configs, &filter)?;
+    println!("{}", report::checks_table(&o.records, o.counter_khz));
+    let (passed, failed, skipped) = (
+        o.count(Verdict::Pass),
+        o.count(Verdict::Fail),
+        o.count(Verdict::Skipped),
+    );
+    let elapsed = ctx.start.elapsed();
+    let checker_gbps = o.checked_bytes as f64 / o.check_time.as_secs_f64().max(1e-9) / 1e9;
+    if let Some(f) = &o.failure {
+        eprintln!("{f}");
+    }
+    let ok = failed == 0 && o.failure.is_none();
+    let first_ms = o.first_hypercall.unwrap_or_default().as_secs_f64() * 1e3;
+    println!(
+        "hypclear {command}: {} — {passed} passed, {failed} failed, {skipped} skipped ({}) in {:.2} s; \
+         first hypercall after {:.1} ms; checker {:.1} GB/s",
+        if ok { "PASS" } else { "FAIL" },
+        configs
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        elapsed.as_secs_f64(),
+        first_ms,
+        checker_gbps
+    );
+    if let Some(path) = &ctx.common.json {
+        let summary = json!({
+            "passed": passed,
+            "failed": failed,
+            "skipped": skipped,
+            "elapsed_s": elapsed.as_secs_f64(),
+            "first_hypercall_ms": first_ms,
+            "checker_gb_per_s": checker_gbps,
+            "checked_bytes": o.checked_bytes,
+        });
+        report::write_json(path, &json_doc(&ctx, command, &configs, &o, summary))?;
+    }
+    Ok(if ok { 0 } else { EXIT_FAILED })
+}
+
+/// The JSON report of run/verify.
+fn json_doc(
+    ctx: &Ctx,
+    command: &str,
+    configs: &[LinkConfig],
+    o: &Outcome,
+    summary: serde_json::Value,
+) -> serde_json::Value {
+    let first_load = configs
+        .first()
+        .and_then(|c| o.loads.get(c.name()))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    json!({
+        "tool": "hypclear",
+        "command": command,
+        "host": HostInfo::collect(&ctx.caps, o.counter_khz),
+        "cpu": ctx.caps,
+        "guest": {
+            "load_address": first_load,
+            "load_addresses": o.loads,
+            "privilege": ctx.privilege,
+            "mem": ctx.mem,
+            "backing": ctx.common.backing,
+            "prefault": ctx.common.prefault,
+            "seed": ctx.seed,
+        },
+        "checks": o.records,
+        "failure": o.failure,
+        "summary": summary,
+    })
+}

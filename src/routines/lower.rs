@@ -1,0 +1,122 @@
+//! THE calling convention: how one call of a routine becomes the
+//! dispatcher's `fn(a0, a1, a2)` through an alias, in each link
+//! configuration. The guest command ([`command`]) and the host baseline
+//! (`bench::host`) both use [`lower`], so they cannot drift apart.
+use super::{Routine, VariantDef};
+use crate::blob::abi;
+use crate::blob::{Blob, LinkConfig};
+use crate::error::{Error, Result};
+use crate::vmm::Command;
+
+/// One call: `routine(dst, src|fill, len)`, repeated `count` times over
+/// consecutive (or, with a negative step, descending) chunks.
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    pub routine: Routine,
+    pub dst: u64,
+    pub src: u64,
+    pub fill: u8,
+    /// Bytes per call (whole pages for page routines).
+    pub len: u64,
+    pub count: u64,
+    /// Byte step between calls (usually `len`, negative for reverse order).
+    pub step: i64,
+}
+
+/// A call lowered to the dispatcher's convention: call the routine behind
+/// `alias` `count` times as `fn(a0 + i*a0_step, a1 + i*a1_step, a2)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lowered {
+    /// Alias-table name, e.g. `clear_pages_erms` or `memset_mops`.
+    pub alias: String,
+    pub a0: u64,
+    pub a0_step: u64,
+    pub a1: u64,
+    pub a1_step: u64,
+    pub a2: u64,
+    pub count: u64,
+}
+
+/// Alias-table name of a variant (`ldp-stnp` -> `copy_page_ldp_stnp`).
+fn alias_name(family: &str, variant: &str) -> String {
+    format!("{family}_{}", variant.replace('-', "_"))
+}
+
+/// Lower `call` with `variant` in link configuration `config`.
+///
+/// In the `memset` configuration `clear_page(addr)` is
+/// `memset(addr, 0, PAGE_SIZE)` and `clear_pages(addr, n)` is
+/// `memset(addr, 0, n * PAGE_SIZE)`; in `vanilla` clear_pages takes a page
+/// count. Usage errors for lengths a routine cannot take.
+pub fn lower(config: LinkConfig, variant: &VariantDef, call: &Call) -> Result<Lowered> {
+    let alias = match (call.routine, config) {
+        (Routine::ClearPages, LinkConfig::Vanilla) => alias_name("clear_pages", variant.name),
+        (r, c) => alias_name(r.family(c), variant.name),
+    };
+    if call.routine.page_granular() && !call.len.is_multiple_of(abi::PAGE_SIZE) {
+        return Err(Error::Usage(format!(
+            "{} works on whole pages: {} bytes is not a multiple of {}",
+            call.routine,
+            call.len,
+            abi::PAGE_SIZE
+        )));
+    }
+    if let Some(f) = call.routine.fixed_size()
+        && call.len != f
+    {
+        return Err(Error::Usage(format!(
+            "{} always works on {f} bytes, not {}",
+            call.routine, call.len
+        )));
+    }
+    let step = call.step as u64;
+    let mut l = Lowered {
+        alias,
+        a0: call.dst,
+        a0_step: step,
+        a1: 0,
+        a1_step: 0,
+        a2: 0,
+        count: call.count,
+    };
+    match (call.routine, config) {
+        (Routine::ClearPage, LinkConfig::Vanilla) => {}
+        (Routine::ClearPages, LinkConfig::Vanilla) => l.a1 = call.len / abi::PAGE_SIZE,
+        (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => l.a2 = call.len,
+        (Routine::Memset, _) => {
+            l.a1 = u64::from(call.fill);
+            l.a2 = call.len;
+        }
+        (Routine::Memcpy, _) => {
+            l.a1 = call.src;
+            l.a1_step = step;
+            l.a2 = call.len;
+        }
+        (Routine::CopyPage, _) => {
+            l.a1 = call.src;
+            l.a1_step = step;
+        }
+    }
+    Ok(l)
+}
+
+/// The guest dispatcher command for `call` with `variant` in `blob`.
+pub fn command(blob: &Blob, variant: &VariantDef, call: &Call) -> Result<Command> {
+    let l = lower(blob.config, variant, call)?;
+    let index = blob.alias_index(&l.alias).ok_or_else(|| {
+        Error::Blob(format!(
+            "the {} blob has no alias `{}`",
+            blob.config, l.alias
+        ))
+    })?;
+    Ok(Command {
+        table: abi::TABLE_ALIAS,
+        index,
+        a0: l.a0,
+        a0_step: l.a0_step,
+        a1: l.a1,
+        a1_step: l.a1_step,
+        a2: l.a2,
+        count: l.count,
+    })
+}
