@@ -137,9 +137,17 @@ pub struct BenchArgs {
     /// Backing(s) to compare [default: --backing]
     #[arg(long = "backings", value_enum, value_delimiter = ',')]
     pub backings: Vec<Backing>,
-    /// Unmeasured warm-up runs per session
+    /// Unmeasured warm-up runs per session (at least; see --max-warmup)
     #[arg(long, default_value_t = 1)]
     pub warmup: u64,
+    /// Extend the warm-up until the runs are steady (no Mann-Kendall trend,
+    /// last 5 within 2%), at most this many runs; 0: exactly --warmup runs
+    #[arg(long, default_value_t = 20)]
+    pub max_warmup: u64,
+    /// Precondition of every timed pass, guest and host: cold evicts the
+    /// target (and a copy's source) from the caches first
+    #[arg(long, value_enum, default_value = "cold")]
+    pub cache: crate::bench::Cache,
     /// Measured runs per session
     #[arg(long, default_value_t = 3)]
     pub repeats: u64,
@@ -222,9 +230,11 @@ impl BenchArgs {
             },
             configs: common.config.configs(),
             warmup: a.warmup,
+            max_warmup: a.max_warmup,
             repeats: a.repeats,
             sessions: a.sessions,
             vcpus: a.vcpus,
+            cache: a.cache,
             host_baseline: !a.no_host,
             prefault: common.prefault,
             timeout: std::time::Duration::from_secs_f64(common.timeout.max(0.001)),

@@ -24,6 +24,7 @@
 //! | `setup_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup |
 //! | `registers(vcpu)`, `describe_exception` | failure reports |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `privilege_name` | what the CPU and KVM offer |
+//! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
 //! | `VARIANTS` | the routine variants of `guest/<arch>/lib` with the CPU feature each requires |
 pub mod aarch64;
 pub mod x86_64;
@@ -83,6 +84,8 @@ impl CpuCaps {
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::VARIANTS;
 #[cfg(target_arch = "aarch64")]
+pub use self::aarch64::cache::evict;
+#[cfg(target_arch = "aarch64")]
 pub use self::aarch64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
     MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, counter_khz, cpu_caps,
@@ -91,6 +94,8 @@ pub use self::aarch64::host::{
 };
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::VARIANTS;
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::cache::evict;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,

@@ -276,6 +276,8 @@ mod tests {
             warmup: 1,
             repeats: 3,
             sessions: 1,
+            cache: None,
+            max_warmup: 0,
             cells: vec![Cell::new(axes, samples, vec![])],
         }
     }

@@ -1,12 +1,17 @@
 //! `hypclear bench`: perf-bench-style throughput of the blob's routines
 //! inside the guest, side by side with the same objects on the host.
 //!
-//! Method (as in the seed discussion): `--warmup` unmeasured runs, then
-//! `--repeats` measured runs, in each of `--sessions` fresh VMs. Guest
+//! Method (as in the seed discussion, made rigorous after Kalibera & Jones):
+//! in each of `--sessions` fresh VMs, at least `--warmup` unmeasured runs,
+//! extended until the throughput is steady (up to `--max-warmup`), then
+//! `--repeats` measured runs; every timed pass starts from the `--cache`
+//! precondition, guest and host alike. Link configurations alternate their
+//! order by session (ABBA). Guest
 //! timestamps come from the guest counter around the call loop and are
-//! converted with the vCPU's counter frequency. Every cell's first and last
-//! measured regions are verified, so a fast but wrong routine never produces
-//! a number; each run carries its KVM binary-stats deltas and runs disturbed
+//! converted with the vCPU's counter frequency. An untimed verification
+//! pass before and after every session's runs checks the routine, so a fast
+//! but wrong routine never produces a number (and no timed run starts from
+//! a state the check left behind); each run carries its KVM binary-stats deltas and runs disturbed
 //! by instruction emulation are flagged and left out of the statistics.
 pub mod compare;
 pub mod guest;
@@ -14,9 +19,11 @@ pub mod host;
 pub mod inference;
 pub mod plan;
 pub mod report;
+pub mod sequence;
 pub mod stats;
 
 pub use plan::{CellSpec, Plan};
+pub use sequence::Steady;
 
 use crate::arch::CpuCaps;
 use crate::bench::stats::Summary;
@@ -72,6 +79,40 @@ pub enum Fill {
     Demand,
     /// Pre-faulted: the memory is warm from the warm-up runs.
     Populate,
+}
+
+/// The state every timed pass starts from (`--cache`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Cache {
+    /// The target (and a copy's source) written back and evicted from every
+    /// cache level before each timed pass, guest and host alike (the
+    /// kernel clears pages that are not in the cache).
+    Cold,
+    /// No eviction: the steady state of the routine running back to back.
+    Warm,
+}
+
+impl Cache {
+    /// How the precondition reads in a table header.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Cache::Cold => "cold cache (target evicted before every timed pass, guest and host)",
+            Cache::Warm => "warm cache (passes back to back, no eviction)",
+        }
+    }
 }
 
 /// The axes of one benchmark cell (each a column in the output).
@@ -143,7 +184,19 @@ pub struct Cell {
     /// median guest bytes/s / median host bytes/s
     pub guest_host_ratio: Option<f64>,
     pub disturbed_runs: u64,
+    /// Untimed verification passes (one before and one after the timed
+    /// runs of every session).
     pub verified_runs: u64,
+    /// The warm-up runs (unmeasured), in order; empty in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guest_warmup: Vec<Sample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_warmup: Vec<Sample>,
+    /// Warm-up used and whether the runs settled, per session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guest_steady: Vec<Steady>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_steady: Vec<Steady>,
 }
 
 impl Cell {
@@ -159,6 +212,10 @@ impl Cell {
             guest_host_ratio: None,
             disturbed_runs: 0,
             verified_runs: 0,
+            guest_warmup: vec![],
+            host_warmup: vec![],
+            guest_steady: vec![],
+            host_steady: vec![],
         }
     }
 }
@@ -172,6 +229,13 @@ pub struct BenchResult {
     pub warmup: u64,
     pub repeats: u64,
     pub sessions: u64,
+    /// The precondition of every timed pass; `None` in files written before
+    /// it was stated.
+    #[serde(default)]
+    pub cache: Option<Cache>,
+    /// Cap of the adaptive warm-up (0: exactly `warmup` runs); 0 in older files.
+    #[serde(default)]
+    pub max_warmup: u64,
     pub cells: Vec<Cell>,
 }
 
@@ -195,7 +259,6 @@ pub fn summarize(cell: &mut Cell) {
             .collect::<Vec<_>>(),
     );
     cell.disturbed_runs = cell.guest.iter().filter(|s| s.disturbed).count() as u64;
-    cell.verified_runs = cell.guest.iter().filter(|s| s.verified).count() as u64;
     cell.guest_host_ratio = match (&cell.guest_bytes_per_sec, &cell.host_bytes_per_sec) {
         (Some(g), Some(h)) if h.median > 0.0 => Some(g.median / h.median),
         _ => None,
@@ -226,7 +289,13 @@ pub fn run(
     let mut counter_khz = 0;
     for session in 0..plan.sessions {
         for &backing in &plan.backings {
-            for &config in &plan.configs {
+            // ABBA: the link configurations alternate their order from
+            // session to session, so a drift hits both sides alike.
+            let mut configs = plan.configs.clone();
+            if session % 2 == 1 {
+                configs.reverse();
+            }
+            for &config in &configs {
                 let idx: Vec<usize> = (0..specs.len())
                     .filter(|&i| specs[i].backing == backing && specs[i].config == config)
                     .collect();
@@ -246,10 +315,18 @@ pub fn run(
                 counter_khz = vm.counter_khz;
                 for i in idx {
                     let g = guest::run_cell(&mut vm, &specs[i], plan, &pats, session)?;
-                    cells[i].guest.extend(g);
-                    if plan.host_baseline {
-                        let h = host::run_cell(&specs[i], plan, &pats, session, vm.counter_khz)?;
-                        cells[i].host.extend(h);
+                    let c = &mut cells[i];
+                    c.verified_runs += g.verified;
+                    c.guest.extend(g.measured);
+                    c.guest_warmup.extend(g.warmup);
+                    c.guest_steady.push(g.steady);
+                    if plan.host_baseline
+                        && let Some(h) =
+                            host::run_cell(&specs[i], plan, &pats, session, vm.counter_khz)?
+                    {
+                        c.host.extend(h.measured);
+                        c.host_warmup.extend(h.warmup);
+                        c.host_steady.push(h.steady);
                     }
                     progress.inc(1);
                 }
@@ -267,6 +344,8 @@ pub fn run(
         warmup: plan.warmup,
         repeats: plan.repeats,
         sessions: plan.sessions,
+        cache: Some(plan.cache),
+        max_warmup: plan.max_warmup,
         cells,
     })
 }

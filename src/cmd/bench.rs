@@ -19,16 +19,20 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     let (specs, notes) = plan.expand(&ctx.caps)?;
     let p = &ctx.privilege;
     println!(
-        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} warm-up + {} measured), guest at {} ({})",
+        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} + {} measured), guest at {} ({})",
         a.routine,
         ctx.caps.model,
         specs.len(),
         plan.sessions,
-        plan.warmup,
+        match plan.max_warmup {
+            0 => format!("{} warm-up", plan.warmup),
+            m => format!("{}..{m} warm-up until steady", plan.warmup),
+        },
         plan.repeats,
         p.name,
         p.reason
     );
+    println!("precondition: {}", plan.cache.describe());
     for n in &notes {
         println!("note: {n}");
     }

@@ -224,6 +224,15 @@ impl GuestRam {
         Ok(())
     }
 
+    /// Write back and evict `[gpa, gpa + len)` from every cache level
+    /// (`arch::evict` over the host mapping): the cold-cache precondition of
+    /// a bench run, for guest RAM and the host baseline buffer alike. Only
+    /// call while no vCPU runs (the contract of [`GuestRam::slice`]).
+    pub fn evict(&self, gpa: u64, len: u64) -> Result<()> {
+        crate::arch::evict(self.slice(gpa, len)?);
+        Ok(())
+    }
+
     pub fn write_u64(&self, gpa: u64, v: u64) -> Result<()> {
         self.mem
             .write_obj(v, GuestAddress(gpa))

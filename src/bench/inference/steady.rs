@@ -5,7 +5,10 @@
 //! distribution up to [`EXACT_MAX_N`] runs) and practically relevant (the
 //! Theil–Sen slope times the window length exceeds `tolerance` of the
 //! window's median). Requiring both keeps noisy but flat sequences from
-//! warming up forever and ignores tiny statistically visible drifts.
+//! warming up forever and ignores tiny statistically visible drifts. Online
+//! ([`WarmupController`], a window of 5), a drift beyond `max_drift` is
+//! unsettled even when not significant (so short a window cannot reject a
+//! ramp buried in noise).
 //!
 //! Mann–Kendall needs at least 5 runs to reject at 0.05 (the smallest
 //! two-sided exact p-value with 4 runs is 2/24), hence the default window.
@@ -26,6 +29,11 @@ pub struct SteadyConfig {
     /// Largest drift across the window (relative to its median) that is
     /// accepted even when the trend is significant, e.g. 0.02.
     pub tolerance: f64,
+    /// Online: largest drift across the window accepted at all, significant
+    /// or not: a 5-run window has little power, so a large Theil–Sen drift
+    /// (a ramp hidden in noise) is not steady even when Mann–Kendall
+    /// cannot reject, e.g. 0.10.
+    pub max_drift: f64,
     /// Online cap: warm-up runs after which the controller gives up.
     pub max_warmup: usize,
 }
@@ -36,6 +44,7 @@ impl Default for SteadyConfig {
             window: 5,
             alpha: 0.05,
             tolerance: 0.02,
+            max_drift: 0.10,
             max_warmup: 20,
         }
     }
@@ -50,10 +59,11 @@ impl SteadyConfig {
             )));
         }
         let alpha_ok = self.alpha > 0.0 && self.alpha < 1.0;
-        if !alpha_ok || self.tolerance.is_nan() || self.tolerance < 0.0 {
+        if !(alpha_ok && self.tolerance >= 0.0 && self.max_drift >= self.tolerance) {
             return Err(Error::Parameter(format!(
-                "steady-state alpha {} must be in (0, 1) and tolerance {} at least 0",
-                self.alpha, self.tolerance
+                "steady-state alpha {} must be in (0, 1), tolerance {} at least 0 and \
+                 max drift {} at least the tolerance",
+                self.alpha, self.tolerance, self.max_drift
             )));
         }
         Ok(())
@@ -324,7 +334,8 @@ impl WarmupController {
         if n >= self.min_warmup
             && n >= k
             && !broken
-            && judge(&self.runs[n - k..], &self.cfg).is_some_and(|(steady, _, _)| steady)
+            && judge(&self.runs[n - k..], &self.cfg)
+                .is_some_and(|(steady, _, drift)| steady && drift.abs() <= self.cfg.max_drift)
         {
             return WarmupDecision::Settled { runs: n };
         }
@@ -448,5 +459,20 @@ mod tests {
         }
         assert_eq!(last, WarmupDecision::Capped { runs: 8 });
         assert!(WarmupController::new(SteadyConfig { window: 4, ..cfg }, 1).is_err());
+    }
+
+    #[test]
+    fn controller_does_not_settle_on_a_noisy_ramp() {
+        // Host warm-up runs measured here (GB/s): not monotone, so the
+        // 5-run Mann-Kendall test cannot reject, but the drift is huge.
+        let mut c = WarmupController::new(SteadyConfig::default(), 1).unwrap();
+        for x in [1.5, 9.0, 6.7, 5.6] {
+            assert_eq!(c.push(x), WarmupDecision::Continue);
+        }
+        assert_eq!(c.push(22.2), WarmupDecision::Continue);
+        // Noise without a trend settles.
+        let mut c = WarmupController::new(SteadyConfig::default(), 1).unwrap();
+        let d: Vec<_> = [9.5, 9.4, 9.6, 9.45, 9.55].map(|x| c.push(x)).to_vec();
+        assert_eq!(d[4], WarmupDecision::Settled { runs: 5 });
     }
 }
