@@ -220,6 +220,51 @@ impl Cell {
     }
 }
 
+/// Runs grouped by session (sessions in order, runs in order), for the
+/// session-level statistics of `inference`.
+pub fn by_session(samples: &[&Sample]) -> Vec<inference::Session> {
+    let mut m: BTreeMap<u64, Vec<(u64, f64)>> = BTreeMap::new();
+    for s in samples {
+        m.entry(s.session)
+            .or_default()
+            .push((s.run, s.bytes_per_sec));
+    }
+    m.into_values()
+        .map(|mut v| {
+            v.sort_by_key(|x| x.0);
+            inference::Session::new(v.into_iter().map(|x| x.1).collect())
+        })
+        .collect()
+}
+
+impl Cell {
+    /// The guest runs the statistics use: undisturbed ones (all of them if
+    /// every run was disturbed), as in [`summarize`].
+    pub fn guest_used(&self) -> Vec<&Sample> {
+        let clean: Vec<&Sample> = self.guest.iter().filter(|s| !s.disturbed).collect();
+        if clean.is_empty() {
+            self.guest.iter().collect()
+        } else {
+            clean
+        }
+    }
+
+    /// Guest sessions (see [`Cell::guest_used`]).
+    pub fn guest_sessions(&self) -> Vec<inference::Session> {
+        by_session(&self.guest_used())
+    }
+
+    pub fn host_sessions(&self) -> Vec<inference::Session> {
+        by_session(&self.host.iter().collect::<Vec<_>>())
+    }
+
+    /// Sessions whose warm-up hit the cap without settling, guest and host.
+    pub fn unsettled(&self) -> (usize, usize) {
+        let n = |v: &[Steady]| v.iter().filter(|s| s.settled == Some(false)).count();
+        (n(&self.guest_steady), n(&self.host_steady))
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchResult {
     pub tool: String,
@@ -236,21 +281,20 @@ pub struct BenchResult {
     /// Cap of the adaptive warm-up (0: exactly `warmup` runs); 0 in older files.
     #[serde(default)]
     pub max_warmup: u64,
+    /// Mean seconds to create a session's VM (the fixed cost of a session
+    /// beyond its runs); 0 in older files.
+    #[serde(default)]
+    pub session_setup_seconds: f64,
     pub cells: Vec<Cell>,
 }
 
 /// Summaries over the undisturbed samples (all of them if every run was disturbed).
 pub fn summarize(cell: &mut Cell) {
-    let clean: Vec<&Sample> = cell.guest.iter().filter(|s| !s.disturbed).collect();
-    let use_: Vec<&Sample> = if clean.is_empty() {
-        cell.guest.iter().collect()
-    } else {
-        clean
-    };
-    cell.guest_bytes_per_sec =
-        Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
-    cell.guest_ticks_per_byte =
-        Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
+    let use_ = cell.guest_used();
+    let bps = Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
+    let tpb = Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
+    cell.guest_bytes_per_sec = bps;
+    cell.guest_ticks_per_byte = tpb;
     cell.host_bytes_per_sec = Summary::of(
         &cell
             .host
@@ -287,6 +331,7 @@ pub fn run(
         .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
         .collect();
     let mut counter_khz = 0;
+    let mut setup = Vec::new();
     for session in 0..plan.sessions {
         for &backing in &plan.backings {
             // ABBA: the link configurations alternate their order from
@@ -311,7 +356,9 @@ pub fn run(
                     vcpus: plan.vcpus,
                     seed: seed.wrapping_add(session),
                 };
+                let t = std::time::Instant::now();
                 let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
+                setup.push(t.elapsed().as_secs_f64());
                 counter_khz = vm.counter_khz;
                 for i in idx {
                     let g = guest::run_cell(&mut vm, &specs[i], plan, &pats, session)?;
@@ -346,6 +393,7 @@ pub fn run(
         sessions: plan.sessions,
         cache: Some(plan.cache),
         max_warmup: plan.max_warmup,
+        session_setup_seconds: inference::mean_of(&setup),
         cells,
     })
 }

@@ -95,6 +95,17 @@ pub fn flags(c: &Cell) -> String {
         ));
     }
     f.push(format!("{} verified", c.verified_runs));
+    let (g, h) = c.unsettled();
+    for (side, n, of) in [
+        ("guest", g, c.guest_steady.len()),
+        ("host", h, c.host_steady.len()),
+    ] {
+        if n > 0 {
+            f.push(format!(
+                "{side} NOT settled in {n}/{of} session(s) (warm-up capped)"
+            ));
+        }
+    }
     if c.axes.vcpus > 1 {
         let per: Vec<f64> = c
             .guest
@@ -110,6 +121,57 @@ pub fn flags(c: &Cell) -> String {
         }
     }
     f.join("; ")
+}
+
+/// The variance components (Kalibera & Jones) of each result class over
+/// the cells (median cell), and the sessions x runs that would detect a
+/// `margin` change; a few lines for the end of `bench`.
+pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
+    use crate::bench::inference::{Costs, VarianceComponents};
+    let mut out = vec![format!(
+        "variance components (Kalibera & Jones; relative SD; median over cells) and the design to detect {:.0}% (alpha 0.05, power 0.8):",
+        margin * 100.0
+    )];
+    for (class, get) in [
+        ("guest", Cell::guest_sessions as fn(&Cell) -> Vec<_>),
+        ("host", Cell::host_sessions as fn(&Cell) -> Vec<_>),
+    ] {
+        let mut comps: Vec<(VarianceComponents, f64)> = r
+            .cells
+            .iter()
+            .filter_map(|c| {
+                let side = if class == "guest" { &c.guest } else { &c.host };
+                let run_s = crate::bench::stats::median(
+                    &side.iter().map(|s| s.ns / 1e9).collect::<Vec<_>>(),
+                );
+                VarianceComponents::estimate(&get(c))
+                    .ok()
+                    .map(|v| (v, run_s))
+            })
+            .collect();
+        if comps.is_empty() {
+            out.push(format!("  {class}: needs at least 2 sessions with runs"));
+            continue;
+        }
+        comps.sort_by(|a, b| {
+            let t = |v: &VarianceComponents| v.between + v.within;
+            t(&a.0).total_cmp(&t(&b.0))
+        });
+        let (v, run_s) = &comps[comps.len() / 2];
+        // A session costs its VM and its warm-up runs.
+        let warmup = if r.max_warmup > 0 {
+            5.0
+        } else {
+            r.warmup as f64
+        };
+        let costs = Costs {
+            session: r.session_setup_seconds + warmup * run_s,
+            run: run_s.max(1e-9),
+        };
+        let rec = v.recommend(costs, margin, 0.05, 0.8, 20, 50);
+        out.push(format!("  {class}: {v}; {rec}"));
+    }
+    out
 }
 
 /// Every raw sample (guest and host) as one CSV row, with the fingerprint.

@@ -48,6 +48,9 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         result.host.counter_khz,
         ctx.start.elapsed().as_secs_f64()
     );
+    for l in bench::report::variance_lines(&result, 0.02) {
+        println!("{l}");
+    }
     write_outputs(&ctx, a, &result)
 }
 

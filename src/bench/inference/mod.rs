@@ -96,6 +96,11 @@ impl Session {
     }
 }
 
+/// Mean of a slice (0 for an empty one).
+pub fn mean_of(x: &[f64]) -> f64 {
+    mean(x)
+}
+
 /// Mean of a non-empty slice (0 for an empty one).
 pub(crate) fn mean(x: &[f64]) -> f64 {
     if x.is_empty() {
