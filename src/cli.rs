@@ -97,7 +97,7 @@ pub enum Cmd {
     Info,
     /// perf-bench-style throughput inside the guest, with a host baseline
     Bench(BenchArgs),
-    /// Compare bench JSON files: change % with significance, like the seed's table
+    /// Compare bench JSON: change with CI, q and equivalence marks, like the seed's table
     Compare(CompareArgs),
 }
 
@@ -170,14 +170,17 @@ pub struct BenchArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
-    /// Baseline bench JSON
+    /// Baseline bench JSON; alone: its two link configurations (from
+    /// `bench --config both`) against each other, sessions paired
     pub base: PathBuf,
-    /// Bench JSON files to compare against the baseline
-    #[arg(required = true)]
+    /// Bench JSON files to compare against the baseline (separate invocations)
     pub new: Vec<PathBuf>,
-    /// Significance level of the Welch t-test
+    /// Significance level (q values, Benjamini-Hochberg) and 1 - confidence of the intervals
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
+    /// Equivalence margin as a fraction: (=) when the interval lies inside +-margin
+    #[arg(long, default_value_t = 0.02)]
+    pub margin: f64,
     /// Output format
     #[arg(long, value_enum, default_value = "text")]
     pub format: CompareFormat,

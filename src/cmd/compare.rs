@@ -1,3 +1,4 @@
+//! `hypclear compare FILE` (its two link configurations) or
 //! `hypclear compare BASE.json NEW.json...`: the seed's comparison table.
 use crate::bench::compare::{self, Format};
 use crate::cli::{CompareArgs, CompareFormat};
@@ -14,7 +15,7 @@ pub fn compare(a: &CompareArgs) -> Result<i32> {
     };
     print!(
         "{}",
-        compare::compare(&files, a.alpha, a.allow_different_hosts, format)?
+        compare::compare(&files, a.alpha, a.margin, a.allow_different_hosts, format)?
     );
     Ok(0)
 }
