@@ -111,3 +111,108 @@ pub fn precondition(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::plan::Variants;
+    use crate::bench::{Fill, Order};
+    use crate::blob::LinkConfig;
+    use crate::routines::Routine;
+    use crate::vmm::memory::Backing;
+
+    fn plan(warmup: u64, max_warmup: u64) -> Plan {
+        Plan {
+            routine: Routine::ClearPages,
+            size: 1 << 20,
+            chunks: vec![1 << 20],
+            variants: Variants::All,
+            loops: 1,
+            orders: vec![Order::Forward],
+            fills: vec![Fill::Populate],
+            backings: vec![Backing::Anon],
+            configs: vec![LinkConfig::Vanilla],
+            warmup,
+            max_warmup,
+            repeats: 3,
+            sessions: 1,
+            vcpus: 1,
+            cache: Cache::Cold,
+            host_baseline: true,
+            prefault: false,
+            timeout: std::time::Duration::from_secs(1),
+        }
+    }
+
+    fn sample(bps: f64) -> Sample {
+        Sample {
+            session: 99,
+            run: 99,
+            bytes: 1,
+            ns: 1.0,
+            bytes_per_sec: bps,
+            ticks_per_byte: 1.0,
+            verified: false,
+            disturbed: false,
+            per_vcpu_bytes_per_sec: vec![],
+            kvm_stats: Default::default(),
+        }
+    }
+
+    #[test]
+    fn warm_up_lasts_until_the_ramp_is_over() {
+        // A ramp (the LLC filling) for 6 runs, then flat.
+        let seq = [
+            9.0, 12.0, 15.0, 18.0, 21.0, 24.0, 25.0, 25.1, 24.9, 25.0, 25.05, 24.95,
+        ];
+        let mut i = 0;
+        let s = run(&plan(1, 20), 7, || {
+            let v = seq[i.min(seq.len() - 1)];
+            i += 1;
+            Ok(sample(v))
+        })
+        .unwrap();
+        assert_eq!(s.steady.settled, Some(true), "{s:?}");
+        assert!(s.steady.warmup_used >= 7, "{s:?}");
+        assert_eq!(s.warmup.len() as u64, s.steady.warmup_used);
+        assert_eq!(s.measured.len(), 3);
+        assert!(s.measured.iter().all(|m| m.bytes_per_sec >= 24.0), "{s:?}");
+        assert_eq!(
+            s.measured
+                .iter()
+                .map(|m| (m.session, m.run))
+                .collect::<Vec<_>>(),
+            vec![(7, 0), (7, 1), (7, 2)]
+        );
+    }
+
+    #[test]
+    fn capped_and_fixed_warm_ups() {
+        let mut x = 1.0;
+        let s = run(&plan(1, 6), 0, || {
+            x *= 1.2;
+            Ok(sample(x))
+        })
+        .unwrap();
+        assert_eq!((s.steady.warmup_used, s.steady.settled), (6, Some(false)));
+        let s = run(&plan(2, 0), 0, || Ok(sample(1.0))).unwrap();
+        assert_eq!((s.steady.warmup_used, s.steady.settled), (2, None));
+        assert_eq!(s.measured.len(), 3);
+    }
+
+    #[test]
+    fn eviction_keeps_the_contents() {
+        let ram = GuestRam::new(0, 2 << 20, crate::vmm::memory::Backing::Anon, false).unwrap();
+        ram.write_bytes(4096, &[0x5a; 8192]).unwrap();
+        let p = Placement {
+            dst: 4096,
+            len: 8192,
+            src: Some(0),
+        };
+        precondition(&ram, &[p], false, Cache::Cold).unwrap();
+        assert!(ram.slice(4096, 8192).unwrap().iter().all(|b| *b == 0x5a));
+        // Demand fill drops the target instead.
+        precondition(&ram, &[p], true, Cache::Cold).unwrap();
+        assert!(ram.slice(4096, 8192).unwrap().iter().all(|b| *b == 0));
+    }
+}
