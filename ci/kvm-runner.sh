@@ -29,6 +29,13 @@ if [[ -w /proc/sys/vm/nr_hugepages ]] && (( $(cat /proc/sys/vm/nr_hugepages) < 6
     echo 64 > /proc/sys/vm/nr_hugepages || true
 fi
 
+stage "kernel sources (Debian linux-source, cached): kunit.py for the KTAP tests, trees for --kernel-tree"
+if [[ -z "${HYPCLEAR_KERNEL_TREE:-}" ]]; then
+    HYPCLEAR_KERNEL_TREE=$(bash ci/kernel-source.sh 6.12 | tail -n1)
+fi
+export HYPCLEAR_KERNEL_TREE
+echo "HYPCLEAR_KERNEL_TREE=$HYPCLEAR_KERNEL_TREE"
+
 stage "tests (HYPCLEAR_REQUIRE_KVM=1 cargo test --release)"
 export HYPCLEAR_REQUIRE_KVM=1
 cargo test --release
@@ -38,6 +45,19 @@ cargo run --release --quiet -- run --json "$artifacts/run.json"
 
 stage "hypclear selftest --json $artifacts/selftest.json"
 cargo run --release --quiet -- selftest --json "$artifacts/selftest.json"
+
+stage "KTAP: hypclear run --format ktap | kunit.py parse"
+cargo run --release --quiet -- run --format ktap >"$artifacts/run.ktap"
+python3 "$HYPCLEAR_KERNEL_TREE/tools/testing/kunit/kunit.py" parse "$artifacts/run.ktap" | tail -n 3
+grep '^# Totals:' "$artifacts/run.ktap"
+
+stage "cargo install --locked --path . (the installed binary carries its blobs; run from another directory)"
+root=$(mktemp -d)
+cargo install --locked --quiet --path . --root "$root" --target-dir target
+art=$(cd "$artifacts" && pwd)
+(cd / && "$root/bin/hypclear" --format ktap selftest --config vanilla >"$art/selftest.ktap")
+tail -n 2 "$artifacts/selftest.ktap"
+rm -rf "$root"
 
 stage "done in $((SECONDS - t0)) s; artifacts in $artifacts/"
 ls -l "$artifacts"

@@ -57,6 +57,46 @@ pub struct Common {
     /// Watchdog: seconds without a hypercall before the guest is declared stuck
     #[arg(long, global = true, default_value_t = 5.0)]
     pub timeout: f64,
+    /// Output format: text tables; ktap (run, verify, selftest: KTAP version 1
+    /// for kernel CI); markdown or rst (compare)
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+/// How results are printed on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Ktap,
+    Markdown,
+    Rst,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Ktap => "ktap",
+            Format::Markdown => "markdown",
+            Format::Rst => "rst",
+        }
+    }
+
+    /// Usage error unless this command supports the format.
+    pub fn check(self, command: &str, supported: &[Format]) -> crate::error::Result<()> {
+        if supported.contains(&self) {
+            return Ok(());
+        }
+        Err(crate::error::Error::Usage(format!(
+            "`{command}` does not print --format {}; use one of: {}",
+            self.name(),
+            supported
+                .iter()
+                .map(|f| f.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
+    }
 }
 
 /// Guest RAM when --mem is not given.
@@ -99,6 +139,13 @@ pub enum Cmd {
     Bench(BenchArgs),
     /// Compare bench JSON: change with CI, q and equivalence marks, like the seed's table
     Compare(CompareArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout, e.g. `hypclear man > hypclear.1`
+    Man,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -181,18 +228,9 @@ pub struct CompareArgs {
     /// Equivalence margin as a fraction: (=) when the interval lies inside +-margin
     #[arg(long, default_value_t = 0.02)]
     pub margin: f64,
-    /// Output format
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: CompareFormat,
     /// Compare results from different hosts anyway
     #[arg(long)]
     pub allow_different_hosts: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CompareFormat {
-    Text,
-    Markdown,
 }
 
 #[derive(Debug, Clone, Default, Args)]

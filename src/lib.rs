@@ -20,6 +20,7 @@ pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod error;
+pub mod ktap;
 pub mod report;
 pub mod routines;
 pub mod units;

@@ -72,7 +72,11 @@ pub fn totals(records: &[CheckRecord]) -> BTreeMap<(LinkConfig, Routine, String)
 }
 
 /// The verification table printed by `run` and `verify`.
-pub fn checks_table(records: &[CheckRecord], counter_khz: u64) -> Table {
+pub fn checks_table(
+    records: &[CheckRecord],
+    counter_khz: u64,
+    caps: &crate::arch::CpuCaps,
+) -> Table {
     let mut t = table(&[
         "config",
         "routine",
@@ -105,6 +109,7 @@ pub fn checks_table(records: &[CheckRecord], counter_khz: u64) -> Table {
             .first_failure
             .clone()
             .or_else(|| x.skip_reason.clone().map(|r| format!("skipped: {r}")))
+            .or_else(|| crate::routines::default_note(routine, config, &variant, caps))
             .unwrap_or_default();
         t.add_row(vec![
             Cell::new(config.name()),
@@ -122,9 +127,19 @@ pub fn checks_table(records: &[CheckRecord], counter_khz: u64) -> Table {
     t
 }
 
-/// Write `value` as pretty JSON to `path`.
+/// Version of every JSON document hypclear writes (the `schema_version`
+/// field). Bump it when a field changes meaning or disappears; adding fields
+/// keeps it. Documents without the field are version 0 (before it existed)
+/// and still load.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// Write `value` as pretty JSON to `path`, stamped with [`SCHEMA_VERSION`].
 pub fn write_json(path: &Path, value: &serde_json::Value) -> crate::error::Result<()> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| crate::error::Error::Io {
+    let mut value = value.clone();
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert("schema_version".into(), SCHEMA_VERSION.into());
+    }
+    let text = serde_json::to_string_pretty(&value).map_err(|e| crate::error::Error::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e),
     })?;
@@ -132,4 +147,138 @@ pub fn write_json(path: &Path, value: &serde_json::Value) -> crate::error::Resul
         path: path.display().to_string(),
         source,
     })
+}
+
+/// Bytes on stdout; a closed pipe (`| head`) or a full device ends the
+/// output quietly instead of panicking.
+pub fn print_bytes(bytes: &[u8]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(bytes).and_then(|()| out.flush());
+}
+
+/// The verification results as KTAP: one test per link configuration, one
+/// subtest per routine, one leaf per variant (its checks summed up, the
+/// first failure and the guest's registers as diagnostics).
+pub fn checks_ktap(
+    records: &[CheckRecord],
+    failure: Option<&crate::error::GuestFailure>,
+) -> crate::ktap::Document {
+    use crate::ktap::{Outcome, Test};
+    let last = records
+        .last()
+        .map(|r| (r.config, r.routine, r.variant.clone()));
+    type Routines = Vec<(Routine, Vec<Test>)>;
+    let mut configs: Vec<(LinkConfig, Routines)> = Vec::new();
+    for ((config, routine, variant), x) in totals(records) {
+        let mut diagnostics = Vec::new();
+        let outcome = if x.failed > 0 {
+            diagnostics.push(format!(
+                "{config}/{routine}/{variant}: {} of {} checks failed; first: {}",
+                x.failed,
+                x.checks,
+                x.first_failure.clone().unwrap_or_default()
+            ));
+            Outcome::Fail
+        } else if x.skipped == x.checks {
+            Outcome::Skip(x.skip_reason.clone().unwrap_or_else(|| "skipped".into()))
+        } else {
+            Outcome::Pass
+        };
+        if let Some(f) =
+            failure.filter(|_| last.as_ref() == Some(&(config, routine, variant.clone())))
+        {
+            diagnostics.extend(f.to_string().lines().map(str::to_string));
+        }
+        let leaf = Test::leaf(variant, outcome).with_diagnostics(diagnostics);
+        if configs.last().is_none_or(|(c, _)| *c != config) {
+            configs.push((config, Vec::new()));
+        }
+        if let Some((_, routines)) = configs.last_mut() {
+            match routines.last_mut() {
+                Some((r, leaves)) if *r == routine => leaves.push(leaf),
+                _ => routines.push((routine, vec![leaf])),
+            }
+        }
+    }
+    crate::ktap::Document::Tests(
+        configs
+            .into_iter()
+            .map(|(c, routines)| {
+                Test::parent(
+                    c.name(),
+                    routines
+                        .into_iter()
+                        .map(|(r, leaves)| Test::parent(r.name(), leaves))
+                        .collect(),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::checker::Breakdown;
+    use crate::ktap::Counts;
+
+    fn rec(config: LinkConfig, routine: Routine, variant: &str, verdict: Verdict) -> CheckRecord {
+        CheckRecord {
+            config,
+            routine,
+            variant: variant.into(),
+            size: 4096,
+            count: 1,
+            dst_offset: 3,
+            src_offset: None,
+            verdict,
+            first_bad_offset: (verdict == Verdict::Fail).then_some(7),
+            bad_bytes: u64::from(verdict == Verdict::Fail),
+            breakdown: Breakdown::default(),
+            ticks: 1,
+            reason: match verdict {
+                Verdict::Fail => Some("short: 1 bad bytes, first at offset 7".into()),
+                Verdict::Skipped => Some("no CLZERO".into()),
+                Verdict::Pass => None,
+            },
+        }
+    }
+
+    #[test]
+    fn ktap_tree_per_config_routine_variant() {
+        let v = LinkConfig::Vanilla;
+        let records = vec![
+            rec(v, Routine::ClearPage, "clzero", Verdict::Skipped),
+            rec(v, Routine::ClearPage, "erms", Verdict::Pass),
+            rec(v, Routine::Memset, "orig", Verdict::Pass),
+            rec(v, Routine::Memset, "orig", Verdict::Fail),
+            rec(LinkConfig::Memset, Routine::Memset, "erms", Verdict::Pass),
+        ];
+        let doc = checks_ktap(&records, None);
+        assert_eq!(
+            doc.counts(),
+            Counts {
+                pass: 2,
+                fail: 1,
+                skip: 1
+            }
+        );
+        let text = doc.render();
+        assert!(
+            text.contains("    ok 1 clzero # SKIP no CLZERO\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    # vanilla/memset/orig: 1 of 2 checks failed; first: size 4096 dst+3: short"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("    not ok 1 orig\n  not ok 2 memset\nnot ok 1 vanilla\n"),
+            "{text}"
+        );
+        assert!(text.contains("ok 2 memset\n# Totals"), "{text}");
+    }
 }

@@ -5,7 +5,7 @@ use common::*;
 
 /// A portable (no CPU feature needed) memset variant of this architecture.
 #[cfg(target_arch = "x86_64")]
-const PORTABLE: &str = "unrolled";
+const PORTABLE: &str = "orig";
 #[cfg(target_arch = "aarch64")]
 const PORTABLE: &str = "generic";
 

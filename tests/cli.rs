@@ -63,6 +63,7 @@ fn run_json_has_the_documented_fields() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let d = read_json(&json);
+    assert_eq!(d["schema_version"], 1, "schema_version missing: {d}");
     for k in [
         "arch",
         "cpu_model",

@@ -10,6 +10,13 @@
  * src/routines/lower.rs and the VARIANTS list in src/arch/aarch64/mod.rs). In each
  * family the variants that run on every CPU come first (the MOPS ones need
  * FEAT_MOPS), so "the first memset" is always safe to call natively.
+ *
+ * Kernel paths (arch/arm64/lib, 6.1 and 6.12; see guest/README.md):
+ * clear_page dczva (DC ZVA, STNP when DZP = 1), stnp (that STNP path
+ * forced); memset generic; memcpy generic (also memmove); copy_page
+ * ldp-stnp (6.12, and 6.1 without NO_HW_PREFETCH), ldp-stnp-prfm (6.1 with
+ * ARM64_HAS_NO_HW_PREFETCH). stp and every mops variant are not kernel
+ * code in 6.1 / 6.12.
  */
 #ifdef CONFIG_CLEAR_PAGE_ALIAS
 HYP_ALIAS(clear_page_stp, __pi_clear_page_stp)
@@ -26,4 +33,5 @@ HYP_ALIAS(memset_mops, __pi_memset_mops)
 HYP_ALIAS(memcpy_generic, __pi_memcpy_generic)
 HYP_ALIAS(memcpy_mops, __pi_memcpy_mops)
 HYP_ALIAS(copy_page_ldp_stnp, __pi_copy_page_ldp_stnp)
+HYP_ALIAS(copy_page_ldp_stnp_prfm, __pi_copy_page_ldp_stnp_prfm)
 HYP_ALIAS(copy_page_mops, __pi_copy_page_mops)

@@ -30,10 +30,11 @@ impl Variants {
         }
     }
 
-    fn includes(&self, name: &str) -> bool {
+    /// Whether `v` was asked for, by its name or a former name of it.
+    fn includes(&self, v: &routines::VariantDef) -> bool {
         match self {
             Variants::All => true,
-            Variants::Named(n) => n.iter().any(|w| w == name),
+            Variants::Named(n) => n.iter().any(|w| routines::is_named(v, w)),
         }
     }
 
@@ -151,9 +152,11 @@ impl Plan {
             return Ok(());
         };
         let known = |w: &str| {
-            self.configs
-                .iter()
-                .any(|c| routines::variants(r, *c).iter().any(|v| v.name == w))
+            self.configs.iter().any(|c| {
+                routines::variants(r, *c)
+                    .iter()
+                    .any(|v| routines::is_named(v, w))
+            })
         };
         if let (Some(want), Some(first)) = (names.iter().find(|w| !known(w)), self.configs.first())
         {
@@ -207,7 +210,7 @@ impl Plan {
         let mut seen = std::collections::BTreeSet::new();
         for &config in &self.configs {
             for v in routines::variants(r, config) {
-                if !self.variants.includes(v.name) {
+                if !self.variants.includes(v) {
                     continue;
                 }
                 if let Some(f) = caps.and_then(|c| v.requires.filter(|f| !c.has(f))) {
@@ -378,7 +381,7 @@ mod tests {
     fn caps() -> arch::CpuCaps {
         arch::CpuCaps {
             model: "test".into(),
-            features: vec![],
+            ..Default::default()
         }
     }
 

@@ -93,9 +93,9 @@ pub struct Filter {
 }
 
 impl Filter {
-    fn wants(&self, r: Routine, v: &str) -> bool {
+    fn wants(&self, r: Routine, v: &routines::VariantDef) -> bool {
         (self.routines.is_empty() || self.routines.contains(&r))
-            && (self.variants.is_empty() || self.variants.iter().any(|x| x == v))
+            && (self.variants.is_empty() || self.variants.iter().any(|x| routines::is_named(v, x)))
     }
 }
 
@@ -138,7 +138,7 @@ pub fn plan(
     let mut skipped = Vec::new();
     for routine in Routine::ALL {
         for v in routines::variants(routine, config) {
-            if !filter.wants(routine, v.name) {
+            if !filter.wants(routine, v) {
                 continue;
             }
             let mut mine = Vec::new();

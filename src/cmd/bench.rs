@@ -3,9 +3,11 @@
 use super::{Ctx, progress};
 use crate::arch;
 use crate::bench::{self, BenchResult};
+use crate::blob::LinkConfig;
 use crate::cli::{BenchArgs, Common};
 use crate::error::{Error, Result};
 use crate::report;
+use crate::routines;
 use std::time::Instant;
 
 pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
@@ -35,6 +37,21 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     println!("precondition: {}", plan.cache.describe());
     for n in &notes {
         println!("note: {n}");
+    }
+    if let Some(v) = routines::kernel_default(
+        a.routine,
+        LinkConfig::Vanilla,
+        &ctx.caps,
+        arch::DEFAULT_KERNEL,
+    ) {
+        println!(
+            "note: kernel {} would run {} {} on this CPU (6.1: {})",
+            arch::DEFAULT_KERNEL,
+            a.routine,
+            v.name,
+            routines::kernel_default(a.routine, LinkConfig::Vanilla, &ctx.caps, "6.1")
+                .map_or("-", |v| v.name)
+        );
     }
     let pb = progress(specs.len() as u64 * plan.sessions);
     pb.set_prefix("bench");

@@ -1,17 +1,20 @@
 //! `hypclear compare FILE` (its two link configurations) or
 //! `hypclear compare BASE.json NEW.json...`: the seed's comparison table.
 use crate::bench::compare::{self, Format};
-use crate::cli::{CompareArgs, CompareFormat};
+use crate::cli::{Common, CompareArgs, Format as OutputFormat};
 use crate::error::Result;
 
-pub fn compare(a: &CompareArgs) -> Result<i32> {
+pub fn compare(common: &Common, a: &CompareArgs) -> Result<i32> {
+    common
+        .format
+        .check("compare", &[OutputFormat::Text, OutputFormat::Markdown])?;
     let mut files = Vec::new();
     for p in std::iter::once(&a.base).chain(a.new.iter()) {
         files.push((p.clone(), compare::load(p)?));
     }
-    let format = match a.format {
-        CompareFormat::Text => Format::Text,
-        CompareFormat::Markdown => Format::Markdown,
+    let format = match common.format {
+        OutputFormat::Markdown => Format::Markdown,
+        _ => Format::Text,
     };
     print!(
         "{}",

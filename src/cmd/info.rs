@@ -79,13 +79,19 @@ fn summary_table(
     for (k, v) in arch::cpu_details(kvm) {
         t.add_row(vec![k, v]);
     }
+    for kernel in [arch::DEFAULT_KERNEL, "6.1"] {
+        t.add_row(vec![
+            format!("kernel {kernel} would run"),
+            ctx.caps.kernel_picks_line(kernel),
+        ]);
+    }
     t.add_row(vec![
         "counter".to_string(),
         format!("{} at {} kHz", host.counter, host.counter_khz),
     ]);
     t.add_row(vec![
         "privilege".to_string(),
-        format!("{} ({})", p.name, p.reason),
+        format!("{} ({}; {})", p.name, p.reason, p.source_text()),
     ]);
     t.add_row(vec!["seed".to_string(), ctx.seed.to_string()]);
     for (name, b) in blobs {

@@ -12,7 +12,7 @@ mod verify;
 
 use crate::arch;
 use crate::blob::LinkConfig;
-use crate::cli::{Cli, Cmd, Common};
+use crate::cli::{Cli, Cmd, Common, Format};
 use crate::error::{Error, Result};
 use crate::vmm::privilege::{self, CplChoice, PrivilegeChoice};
 use crate::vmm::{self, VmOptions};
@@ -74,6 +74,16 @@ impl Ctx {
     pub fn configs(&self) -> Vec<LinkConfig> {
         self.common.config.configs()
     }
+
+    /// A human-readable line: on stdout, or on stderr when stdout carries
+    /// a machine format (KTAP) that must hold nothing else.
+    pub fn say(&self, line: impl std::fmt::Display) {
+        if self.common.format == Format::Ktap {
+            eprintln!("{line}");
+        } else {
+            crate::report::print_bytes(format!("{line}\n").as_bytes());
+        }
+    }
 }
 
 fn random_seed() -> u64 {
@@ -104,10 +114,49 @@ fn cpl_choice(common: &Common) -> Result<CplChoice> {
 }
 
 /// Dispatch a parsed command line; returns the process exit status.
+///
+/// With `--format ktap`, a machine without a usable KVM device is a
+/// skipped test run, as kselftest reports it: a `1..0 # SKIP` plan and
+/// exit status 4 (KSFT_SKIP).
 pub fn main(cli: Cli, start: Instant) -> Result<i32> {
+    let ktap = cli.common.format == Format::Ktap;
+    match dispatch(cli, start) {
+        Err(e @ Error::KvmUnavailable(_)) if ktap => {
+            let doc = crate::ktap::Document::SkipAll(e.to_string());
+            crate::report::print_bytes(doc.render().as_bytes());
+            Ok(crate::ktap::KSFT_SKIP)
+        }
+        other => other,
+    }
+}
+
+fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
     let common = &cli.common;
+    let text_or_ktap = [Format::Text, Format::Ktap];
+    match &cli.command {
+        Some(Cmd::Run | Cmd::Verify(_) | Cmd::Selftest) | None => common
+            .format
+            .check("run, verify and selftest", &text_or_ktap)?,
+        Some(Cmd::Info) => common.format.check("info", &[Format::Text])?,
+        Some(Cmd::Bench(_)) => common.format.check("bench", &[Format::Text])?,
+        _ => {}
+    }
     match cli.command.unwrap_or(Cmd::Run) {
-        Cmd::Compare(a) => compare::compare(&a),
+        Cmd::Compare(a) => compare::compare(common, &a),
+        Cmd::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "hypclear", &mut std::io::stdout());
+            Ok(0)
+        }
+        Cmd::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            let mut out = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut out)
+                .map_err(|e| Error::Internal(format!("rendering the man page failed: {e}")))?;
+            crate::report::print_bytes(&out);
+            Ok(0)
+        }
         Cmd::Bench(a) => bench::bench(common, &a, start),
         Cmd::Run => run::run(common, start),
         Cmd::Verify(a) => verify::verify(common, &a, start, "verify"),

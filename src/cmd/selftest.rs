@@ -1,9 +1,40 @@
 //! `hypclear selftest`: prove the checker catches broken routines.
 use super::Ctx;
+use crate::blob::LinkConfig;
+use crate::check::selftest::CaseResult;
+use crate::cli::Format;
 use crate::error::{EXIT_FAILED, Result};
+use crate::ktap::{Document, Outcome, Test};
 use crate::report;
 use crate::vmm::host::HostInfo;
 use serde_json::json;
+
+/// One KTAP test per link configuration, one leaf per injected fault: `ok`
+/// when the checker caught it as the expected kind.
+fn ktap(results: &[(LinkConfig, CaseResult)]) -> Document {
+    let mut configs: Vec<(LinkConfig, Vec<Test>)> = Vec::new();
+    for (config, r) in results {
+        let outcome = if r.detected {
+            Outcome::Pass
+        } else {
+            Outcome::Fail
+        };
+        let leaf = Test::leaf(&r.name, outcome).with_diagnostics([format!(
+            "{config}/{}: expected {:?}, observed: {}",
+            r.name, r.expected, r.observed
+        )]);
+        match configs.last_mut() {
+            Some((c, leaves)) if c == config => leaves.push(leaf),
+            _ => configs.push((*config, vec![leaf])),
+        }
+    }
+    Document::Tests(
+        configs
+            .into_iter()
+            .map(|(c, leaves)| Test::parent(c.name(), leaves))
+            .collect(),
+    )
+}
 
 pub fn selftest(ctx: &Ctx) -> Result<i32> {
     let p = &ctx.privilege;
@@ -30,10 +61,17 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
             comfy_table::Cell::new(&r.observed),
         ]);
     }
-    println!("{t}");
     let n = results.len();
     let ok = results.iter().filter(|(_, r)| r.detected).count();
-    println!("{ok}/{n} injected faults detected (guest at {})", p.name);
+    if ctx.common.format == Format::Ktap {
+        report::print_bytes(ktap(&results).render().as_bytes());
+    } else {
+        ctx.say(t);
+    }
+    ctx.say(format_args!(
+        "{ok}/{n} injected faults detected (guest at {})",
+        p.name
+    ));
     if let Some(path) = &ctx.common.json {
         let doc = json!({
             "tool": "hypclear",

@@ -6,7 +6,7 @@ use crate::blob::LinkConfig;
 use crate::blob::abi::PAGE_SIZE;
 use crate::check::checker::Patterns;
 use crate::check::suite::{self, CheckRecord, Filter, Verdict};
-use crate::cli::{Common, VerifyArgs};
+use crate::cli::{Common, Format, VerifyArgs};
 use crate::error::{EXIT_FAILED, Error, Result};
 use crate::report;
 use crate::routines::{self, Routine};
@@ -25,10 +25,11 @@ fn check_variants(configs: &[LinkConfig], f: &Filter) -> Result<()> {
     let selected = |r: &Routine| f.routines.is_empty() || f.routines.contains(r);
     for v in &f.variants {
         let known = configs.iter().any(|c| {
-            Routine::ALL
-                .iter()
-                .filter(|r| selected(r))
-                .any(|r| routines::variants(*r, *c).iter().any(|x| x.name == v))
+            Routine::ALL.iter().filter(|r| selected(r)).any(|r| {
+                routines::variants(*r, *c)
+                    .iter()
+                    .any(|x| routines::is_named(x, v))
+            })
         });
         if !known {
             let mut names: Vec<&str> = configs
@@ -122,7 +123,7 @@ fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outco
         o.counter_khz = vm.counter_khz;
         vm.vcpu(0)?.start(ctx.timeout)?;
         o.first_hypercall.get_or_insert(ctx.start.elapsed());
-        println!(
+        ctx.say(format_args!(
             "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
             vm.blob.aliases.len(),
             vm.blob.relocs.len(),
@@ -132,7 +133,7 @@ fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outco
             opts.backing,
             arch::COUNTER_NAME,
             vm.counter_khz
-        );
+        ));
         o.loads.insert(config.name().into(), json!(vm.loaded.base));
         let pb = progress(specs.len() as u64);
         pb.set_prefix(config.name());
@@ -160,7 +161,7 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
     };
     check_filter(&ctx, &configs, &filter)?;
     let p = &ctx.privilege;
-    println!(
+    ctx.say(format_args!(
         "hypclear {}: {} {}, KVM {}, guest at {} ({})",
         env!("CARGO_PKG_VERSION"),
         std::env::consts::ARCH,
@@ -168,9 +169,14 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         arch::kvm_flavour(),
         p.name,
         p.reason
-    );
+    ));
     let o = run_suite(&ctx, &configs, &filter)?;
-    println!("{}", report::checks_table(&o.records, o.counter_khz));
+    if ctx.common.format == Format::Ktap {
+        let doc = report::checks_ktap(&o.records, o.failure.as_ref());
+        report::print_bytes(doc.render().as_bytes());
+    } else {
+        ctx.say(report::checks_table(&o.records, o.counter_khz, &ctx.caps));
+    }
     let (passed, failed, skipped) = (
         o.count(Verdict::Pass),
         o.count(Verdict::Fail),
@@ -183,7 +189,7 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
     }
     let ok = failed == 0 && o.failure.is_none();
     let first_ms = o.first_hypercall.unwrap_or_default().as_secs_f64() * 1e3;
-    println!(
+    ctx.say(format_args!(
         "hypclear {command}: {} — {passed} passed, {failed} failed, {skipped} skipped ({}) in {:.2} s; \
          first hypercall after {:.1} ms; checker {:.1} GB/s",
         if ok { "PASS" } else { "FAIL" },
@@ -195,7 +201,7 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         elapsed.as_secs_f64(),
         first_ms,
         checker_gbps
-    );
+    ));
     if let Some(path) = &ctx.common.json {
         let summary = json!({
             "passed": passed,

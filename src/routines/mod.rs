@@ -105,18 +105,62 @@ pub fn variants(routine: Routine, config: LinkConfig) -> Vec<&'static VariantDef
     arch::VARIANTS.iter().filter(|v| v.family == fam).collect()
 }
 
+/// Whether `want` names variant `v`: its name, or a former name of it
+/// (`arch::FORMER_NAMES`, e.g. x86 memcpy `erms` is now `fsrm`).
+pub fn is_named(v: &VariantDef, want: &str) -> bool {
+    v.name == want
+        || arch::FORMER_NAMES
+            .iter()
+            .any(|&(family, old, new)| family == v.family && old == want && new == v.name)
+}
+
 pub fn find_variant(
     routine: Routine,
     config: LinkConfig,
     name: &str,
 ) -> Result<&'static VariantDef> {
     let vs = variants(routine, config);
-    vs.iter().copied().find(|v| v.name == name).ok_or_else(|| {
+    vs.iter().copied().find(|v| is_named(v, name)).ok_or_else(|| {
         Error::Usage(format!(
             "unknown variant `{name}` for {routine} in the {config} configuration; choose one of: {}",
             vs.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
         ))
     })
+}
+
+/// The variant kernel `kernel` ("6.12", "6.1") would run for `routine` in
+/// link configuration `config` on a CPU with `caps` (its alternatives and
+/// run-time checks, decided from the guest's CPUID / ID registers). In the
+/// memset configuration clear_page is memset, so memset's pick applies.
+pub fn kernel_default(
+    routine: Routine,
+    config: LinkConfig,
+    caps: &arch::CpuCaps,
+    kernel: &str,
+) -> Option<&'static VariantDef> {
+    let fam = routine.family(config);
+    let pick = caps.kernel_pick(fam, kernel)?;
+    variants(routine, config)
+        .into_iter()
+        .find(|v| v.name == pick.variant)
+}
+
+/// "kernel 6.12 default (no FSRS); 6.1 default (REP_GOOD)" when `variant`
+/// is what those kernels run for `routine`, else `None`.
+pub fn default_note(
+    routine: Routine,
+    config: LinkConfig,
+    variant: &str,
+    caps: &arch::CpuCaps,
+) -> Option<String> {
+    let fam = routine.family(config);
+    let notes: Vec<String> = [arch::DEFAULT_KERNEL, "6.1"]
+        .iter()
+        .filter_map(|k| caps.kernel_pick(fam, k))
+        .filter(|p| p.variant == variant)
+        .map(|p| format!("{} default ({})", p.kernel, p.why))
+        .collect();
+    (!notes.is_empty()).then(|| format!("kernel {}", notes.join("; ")))
 }
 
 #[cfg(test)]
@@ -171,6 +215,64 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn caps(picks: &[(&'static str, &'static str, &'static str)]) -> arch::CpuCaps {
+        arch::CpuCaps {
+            defaults: picks
+                .iter()
+                .map(|&(family, variant, kernel)| arch::KernelPick {
+                    family,
+                    variant,
+                    kernel,
+                    why: "test",
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn kernel_default_maps_families_per_configuration() {
+        let fam = Routine::Memset.family(LinkConfig::Vanilla);
+        let pick = variants(Routine::Memset, LinkConfig::Vanilla)[1].name;
+        let clear = variants(Routine::ClearPage, LinkConfig::Vanilla)[0].name;
+        let c = caps(&[(fam, pick, "6.12"), ("clear_page", clear, "6.12")]);
+        let v = kernel_default(Routine::Memset, LinkConfig::Vanilla, &c, "6.12").unwrap();
+        assert_eq!(v.name, pick);
+        assert!(kernel_default(Routine::Memset, LinkConfig::Vanilla, &c, "6.1").is_none());
+        // clear_pages shares clear_page's pick; in the memset configuration
+        // clear_page is memset and takes memset's.
+        let v = kernel_default(Routine::ClearPages, LinkConfig::Vanilla, &c, "6.12").unwrap();
+        assert_eq!(v.name, clear);
+        let v = kernel_default(Routine::ClearPage, LinkConfig::Memset, &c, "6.12").unwrap();
+        assert_eq!(v.name, pick);
+        let n = default_note(Routine::Memset, LinkConfig::Vanilla, pick, &c).unwrap();
+        assert_eq!(n, "kernel 6.12 default (test)");
+        assert!(default_note(Routine::Memset, LinkConfig::Vanilla, "nope", &c).is_none());
+    }
+
+    #[test]
+    fn former_names_still_select_the_renamed_variant() {
+        for &(family, old, new) in arch::FORMER_NAMES {
+            let v = arch::VARIANTS
+                .iter()
+                .find(|v| v.family == family && v.name == new)
+                .unwrap_or_else(|| panic!("{family} {new} is not a variant"));
+            assert!(is_named(v, old) && is_named(v, new));
+            assert!(
+                !arch::VARIANTS
+                    .iter()
+                    .any(|v| v.family == family && v.name == old)
+            );
+            let r = Routine::ALL
+                .into_iter()
+                .find(|r| r.name() == family)
+                .unwrap();
+            assert_eq!(find_variant(r, LinkConfig::Vanilla, old).unwrap().name, new);
+        }
+        let v = &arch::VARIANTS[0];
+        assert!(!is_named(v, "nope"));
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! emulated instruction by instruction, while CPL 3 runs natively; on VMX,
 //! SVM and arm64 KVM the kernel level runs natively. `--cpl auto` measures
 //! instead of guessing: it runs a short calibration at the kernel level and
-//! reads the vCPU's `insn_emulation` KVM statistic.
+//! reads the vCPU's `insn_emulation` KVM statistic. The decision is cached
+//! per boot (see [`CacheKey`]): a later `--cpl auto` reuses it without a
+//! calibration VM, and probes again when the boot, the kernel, the KVM
+//! module or hypclear changed.
 use crate::blob::LinkConfig;
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Routine};
@@ -30,25 +33,180 @@ pub struct PrivilegeChoice {
     pub reason: String,
     /// Emulated instructions seen during calibration at the kernel level.
     pub calibration_insn_emulation: Option<u64>,
+    /// `--cpl auto` only: where the decision came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<DecisionSource>,
+}
+
+/// Whether `--cpl auto` calibrated in this process or reused the decision
+/// cached earlier in this boot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionSource {
+    Calibrated,
+    Cached { file: String },
+}
+
+impl PrivilegeChoice {
+    /// "calibrated" / "cached in FILE", for `info` and the banners.
+    pub fn source_text(&self) -> String {
+        match &self.source {
+            None => "requested".into(),
+            Some(DecisionSource::Calibrated) => "calibrated now".into(),
+            Some(DecisionSource::Cached { file }) => {
+                format!("cached for this boot in {file}; HYPCLEAR_CPL_CACHE=0 re-probes")
+            }
+        }
+    }
+}
+
+/// What a cached `--cpl auto` decision depends on: the boot, the running
+/// kernel, the KVM modules loaded (their srcversion) and hypclear itself.
+/// Any change makes the cache miss and the next `--cpl auto` calibrate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct CacheKey {
+    pub boot_id: String,
+    pub kernel_release: String,
+    pub kvm_modules: Vec<(String, String)>,
+    pub kvm_flavour: String,
+    pub hypclear: String,
+}
+
+impl CacheKey {
+    /// The key of this boot; None when the boot cannot be identified
+    /// (then nothing is cached).
+    pub fn current() -> Option<CacheKey> {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let kvm_modules = ["kvm", "kvm_intel", "kvm_amd", "kvm_pvm"]
+            .iter()
+            .filter_map(|m| {
+                let dir = format!("/sys/module/{m}");
+                std::path::Path::new(&dir).exists().then(|| {
+                    (
+                        m.to_string(),
+                        read(&format!("{dir}/srcversion")).unwrap_or_else(|| "built-in".into()),
+                    )
+                })
+            })
+            .collect();
+        Some(CacheKey {
+            boot_id: read("/proc/sys/kernel/random/boot_id")?,
+            kernel_release: read("/proc/sys/kernel/osrelease")?,
+            kvm_modules,
+            kvm_flavour: crate::arch::kvm_flavour(),
+            hypclear: format!(
+                "{} {}",
+                env!("CARGO_PKG_VERSION"),
+                option_env!("HYPCLEAR_GIT_COMMIT").unwrap_or("unknown")
+            ),
+        })
+    }
+}
+
+/// One cached decision, as stored on disk.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+struct CacheEntry {
+    key: CacheKey,
+    user: bool,
+    reason: String,
+    calibration_insn_emulation: Option<u64>,
+}
+
+/// `$XDG_CACHE_HOME/hypclear/cpl-auto.json` (or `~/.cache/...`); None when
+/// caching is off (`HYPCLEAR_CPL_CACHE=0`) or there is no cache directory.
+fn cache_file() -> Option<std::path::PathBuf> {
+    if std::env::var("HYPCLEAR_CPL_CACHE").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))?;
+    Some(base.join("hypclear").join("cpl-auto.json"))
+}
+
+/// The cached decision if its key matches this boot. A missing, unreadable
+/// or foreign file is a miss, never an error.
+fn cached(file: &std::path::Path, key: &CacheKey) -> Option<CacheEntry> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let entry: CacheEntry = serde_json::from_str(&text).ok()?;
+    (entry.key == *key).then_some(entry)
+}
+
+/// Store a decision; failing to write the cache only costs the next run a
+/// calibration, so it is not an error.
+fn store(file: &std::path::Path, entry: &CacheEntry) {
+    let Some(dir) = file.parent() else { return };
+    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+    let ok = std::fs::create_dir_all(dir).is_ok()
+        && serde_json::to_vec_pretty(entry)
+            .ok()
+            .is_some_and(|b| std::fs::write(&tmp, b).is_ok());
+    if ok {
+        let _ = std::fs::rename(&tmp, file);
+    } else {
+        let _ = std::fs::remove_file(&tmp);
+    }
 }
 
 /// Calls made at the kernel level to detect emulation.
 const CALIBRATION_CALLS: u64 = 64;
 
-pub fn choose(choice: CplChoice) -> Result<PrivilegeChoice> {
-    let mk = |p: Privilege, reason: String, n: Option<u64>| PrivilegeChoice {
+fn mk(p: Privilege, reason: String, n: Option<u64>) -> PrivilegeChoice {
+    PrivilegeChoice {
         privilege: p,
         name: crate::arch::privilege_name(p),
         reason,
         calibration_insn_emulation: n,
-    };
+        source: None,
+    }
+}
+
+pub fn choose(choice: CplChoice) -> Result<PrivilegeChoice> {
     match choice {
         CplChoice::Kernel => return Ok(mk(Privilege::Kernel, "requested".into(), None)),
         CplChoice::User => return Ok(mk(Privilege::User, "requested".into(), None)),
         CplChoice::Auto => {}
     }
-    let emulated = calibrate()?;
-    Ok(match emulated {
+    let file = cache_file();
+    let key = CacheKey::current();
+    if let (Some(file), Some(key)) = (&file, &key)
+        && let Some(e) = cached(file, key)
+    {
+        let p = if e.user {
+            Privilege::User
+        } else {
+            Privilege::Kernel
+        };
+        let mut c = mk(p, e.reason, e.calibration_insn_emulation);
+        c.source = Some(DecisionSource::Cached {
+            file: file.display().to_string(),
+        });
+        return Ok(c);
+    }
+    let mut c = decide(calibrate()?);
+    c.source = Some(DecisionSource::Calibrated);
+    if let (Some(file), Some(key)) = (file, key) {
+        store(
+            &file,
+            &CacheEntry {
+                key,
+                user: c.privilege == Privilege::User,
+                reason: c.reason.clone(),
+                calibration_insn_emulation: c.calibration_insn_emulation,
+            },
+        );
+    }
+    Ok(c)
+}
+
+/// The decision from a calibration's emulated-instruction count.
+fn decide(emulated: Option<u64>) -> PrivilegeChoice {
+    match emulated {
         Some(n) if n >= CALIBRATION_CALLS => mk(
             Privilege::User,
             format!(
@@ -77,7 +235,7 @@ pub fn choose(choice: CplChoice) -> Result<PrivilegeChoice> {
                 .into(),
             None,
         ),
-    })
+    }
 }
 
 /// Emulated instructions during a short kernel-level run, if KVM says.
@@ -114,4 +272,67 @@ fn calibrate() -> Result<Option<u64>> {
     cpu.call(&cmd, timeout)?;
     let r = cpu.call(&cmd, timeout)?;
     Ok(r.stats.get("insn_emulation").copied())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> CacheKey {
+        CacheKey {
+            boot_id: "b".into(),
+            kernel_release: "6.18".into(),
+            kvm_modules: vec![("kvm_pvm".into(), "ABC".into())],
+            kvm_flavour: "pvm".into(),
+            hypclear: "0.1.0 x".into(),
+        }
+    }
+
+    #[test]
+    fn cache_hits_only_for_the_same_boot_kernel_module_and_build() {
+        let dir = std::env::temp_dir().join(format!("hypclear-cpl-{}", std::process::id()));
+        let file = dir.join("cpl-auto.json");
+        let entry = CacheEntry {
+            key: key(),
+            user: true,
+            reason: "emulated".into(),
+            calibration_insn_emulation: Some(1067),
+        };
+        assert!(cached(&file, &key()).is_none(), "no file is a miss");
+        store(&file, &entry);
+        let hit = cached(&file, &key()).expect("same key hits");
+        assert!(hit.user && hit.calibration_insn_emulation == Some(1067));
+        for changed in [
+            CacheKey {
+                boot_id: "other".into(),
+                ..key()
+            },
+            CacheKey {
+                kernel_release: "6.19".into(),
+                ..key()
+            },
+            CacheKey {
+                kvm_modules: vec![("kvm_pvm".into(), "DEF".into())],
+                ..key()
+            },
+            CacheKey {
+                hypclear: "0.2.0".into(),
+                ..key()
+            },
+        ] {
+            assert!(
+                cached(&file, &changed).is_none(),
+                "{changed:?} must re-probe"
+            );
+        }
+        std::fs::write(&file, "not json").expect("write");
+        assert!(cached(&file, &key()).is_none(), "a corrupt file is a miss");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn decision_from_the_emulation_count() {
+        assert_eq!(decide(Some(1067)).privilege, Privilege::User);
+        assert_eq!(decide(Some(0)).privilege, Privilege::Kernel);
+    }
 }

@@ -53,3 +53,11 @@ pub fn read_json(p: &PathBuf) -> serde_json::Value {
     let s = std::fs::read_to_string(p).expect("JSON file was not written");
     serde_json::from_str(&s).expect("JSON file does not parse")
 }
+
+pub fn hypclear_env(args: &[&str], key: &str, value: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hypclear"))
+        .args(args)
+        .env(key, value)
+        .output()
+        .expect("cannot run the hypclear binary")
+}

@@ -5,6 +5,10 @@
  * void __pi_clear_pages_mops(void *addr, unsigned long npages)
  * void __pi_clear_page_mops(void *addr)
  *
+ * Not kernel code as far as 6.1 and 6.12 go: neither has a MOPS path in
+ * arch/arm64/lib (clear_page.S is DC ZVA / STNP only). It models what a
+ * FEAT_MOPS clear_page would do; not checked against a kernel tree here.
+ *
  * Input:
  *	x0	page-aligned start address
  *	x1	number of pages (clear_pages only; clear_page sets it to 1)

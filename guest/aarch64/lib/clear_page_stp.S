@@ -5,6 +5,11 @@
  * void __pi_clear_pages_stp(void *addr, unsigned long npages)
  * void __pi_clear_page_stp(void *addr)
  *
+ * Not kernel code: neither 6.1 nor 6.12 clears pages with plain STP (their
+ * clear_page uses DC ZVA, or STNP when DC ZVA is prohibited); a hypclear
+ * comparison point, e.g. for what a memset-based clear_page does without
+ * DC ZVA.
+ *
  * Input:
  *	x0	page-aligned start address
  *	x1	number of pages (clear_pages only; clear_page sets it to 1)

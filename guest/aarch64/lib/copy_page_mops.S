@@ -4,6 +4,9 @@
  *
  * void __pi_copy_page_mops(void *to, const void *from)
  *
+ * Not kernel code as far as 6.1 and 6.12 go: their arch/arm64/lib/
+ * copy_page.S has no MOPS path. Not checked against a kernel tree here.
+ *
  * Input:
  *	x0	page-aligned destination
  *	x1	page-aligned source; a different page

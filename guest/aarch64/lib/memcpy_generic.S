@@ -1,129 +1,214 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * memcpy with general-purpose load/store pairs ("LDP"/"STP").
+ * memcpy (and memmove) with general-purpose load/store pairs.
  *
  * void *__pi_memcpy_generic(void *dst, const void *src, size_t n)
  *
+ * Kernel: arch/arm64/lib/memcpy.S, __pi_memcpy (identical in 6.1 and
+ * 6.12; the only memcpy either has, no alternatives; the kernel also
+ * exports it as __pi_memmove / memmove).
+ * Differs: nothing in the instruction sequence, size classes, alignment
+ * or loop structure. Labels and comments are hypclear's.
+ *
  * Input:
  *	x0	destination, any alignment
- *	x1	source, any alignment; must not overlap the destination
+ *	x1	source, any alignment; may overlap the destination either way
  *	x2	byte count, any value including 0
  * Output:
- *	x0	dst
+ *	x0	dst (untouched)
  * Clobbers:
  *	x1-x17, NZCV
  * Uses only general-purpose registers (no FP/SIMD, like hyp code).
  *
- * Algorithm: x4 = dstend = dst + n, x5 = srcend = src + n.
- *   n <= 64 is done without a loop: every needed source byte is loaded
- *   before any store, with loads/stores from both ends that may overlap in
- *   the middle (every byte of [dst, dstend) is written, never one outside):
- *	33..64: 32 bytes (2 LDP) from the start and 32 bytes to the end
- *	17..32: 16 bytes (1 LDP) from the start and 16 bytes to the end
- *	 8..16: 8 bytes at the start and 8 bytes ending at the end
- *	 4..7:  4 bytes at the start and 4 bytes ending at the end
- *	 1..3:  the first byte, the byte at n / 2 and the last byte
- *	 0:     nothing
- *   n > 64: copy 16 unaligned bytes at the start, then let x3 = (dst & ~15)
- *   + 16 (in (dst, dst + 16], so no gap), x1 = src + (x3 - dst) and
- *   x2 = dstend - x3 (> 48). While more than 64 bytes remain, copy a
- *   64-byte block: four LDPs, then four STPs to the 16-byte aligned
- *   destination. Finally copy the last 64 bytes [srcend-64, srcend) to
- *   [dstend-64, dstend); that covers the 1..64 remaining bytes and may
- *   rewrite bytes already copied with the same values (fine because the
- *   buffers do not overlap; dstend - 64 >= dst because n > 64).
+ * Algorithm: x4 = srcend = src + n, x5 = dstend = dst + n. In every case
+ * up to 128 bytes all loads come before the stores, so overlap is safe.
+ *   0..3:    the first, middle (n / 2) and last byte (nothing for 0).
+ *   4..7:    4 bytes at each end.       8..15: 8 bytes at each end.
+ *   16..32:  16 bytes at each end.
+ *   33..64:  32 bytes at each end (two pairs from each).
+ *   65..128: the first 64 bytes and the last 32, plus for n > 96 the
+ *            32 bytes from srcend - 64; no loop.
+ *   > 128:   if dst - src (unsigned) < n the regions overlap with dst
+ *            above src: copy backwards; dst == src returns at once.
+ *     forward: copy the first 16 bytes, align x3 = dst down to 16 and
+ *       move src back by the same amount; software-pipelined loop: each
+ *       iteration stores the 64 bytes loaded in the previous one while
+ *       loading the next 64 (four LDP/STP pairs interleaved), the store
+ *       pointer being 16-byte aligned; after it, store the last loaded
+ *       64 bytes and copy the final 64 bytes ending at the ends (loaded
+ *       first, then stored).
+ *     backward: the mirror image from the ends: the last 16 bytes, align
+ *       dstend down to 16, the pipelined loop going down, then the first
+ *       64 bytes loaded early and stored last.
  * Only local PC-relative branches; no stack, no data.
  */
 #include "linkage.h"
 
 SYM_FUNC_START(__pi_memcpy_generic)
-	add	x4, x0, x2			/* x4 = dstend */
-	add	x5, x1, x2			/* x5 = srcend */
-	cmp	x2, #64
-	b.hi	.Lmc_large
-	cmp	x2, #16
-	b.ls	.Lmc_le16
-	/* 17..64 */
-	ldp	x6, x7, [x1]
-	ldp	x8, x9, [x5, #-16]
+	add	x4, x1, x2			/* srcend */
+	add	x5, x0, x2			/* dstend */
+	cmp	x2, #128
+	b.hi	.Lmcg_long
 	cmp	x2, #32
-	b.hi	.Lmc_33_64
+	b.hi	.Lmcg_33_128
+
+	/* 0..32 */
+	cmp	x2, #16
+	b.lo	.Lmcg_lt16
+	ldp	x6, x7, [x1]
+	ldp	x12, x13, [x4, #-16]
 	stp	x6, x7, [x0]
-	stp	x8, x9, [x4, #-16]
-	ret
-.Lmc_33_64:
-	ldp	x10, x11, [x1, #16]
-	ldp	x12, x13, [x5, #-32]
-	stp	x6, x7, [x0]
-	stp	x10, x11, [x0, #16]
-	stp	x12, x13, [x4, #-32]
-	stp	x8, x9, [x4, #-16]
+	stp	x12, x13, [x5, #-16]
 	ret
 
-.Lmc_le16:
-	cmp	x2, #8
-	b.lo	.Lmc_lt8
-	/* 8..16 */
+.Lmcg_lt16:
+	tbz	x2, #3, .Lmcg_lt8
 	ldr	x6, [x1]
-	ldr	x7, [x5, #-8]
+	ldr	x7, [x4, #-8]
 	str	x6, [x0]
-	str	x7, [x4, #-8]
-	ret
-.Lmc_lt8:
-	cmp	x2, #4
-	b.lo	.Lmc_lt4
-	/* 4..7 */
-	ldr	w6, [x1]
-	ldr	w7, [x5, #-4]
-	str	w6, [x0]
-	str	w7, [x4, #-4]
-	ret
-.Lmc_lt4:
-	cbz	x2, .Lmc_ret
-	/* 1..3: first, middle and last byte */
-	lsr	x3, x2, #1
-	ldrb	w6, [x1]
-	ldrb	w7, [x1, x3]
-	ldrb	w8, [x5, #-1]
-	strb	w6, [x0]
-	strb	w7, [x0, x3]
-	strb	w8, [x4, #-1]
-.Lmc_ret:
+	str	x7, [x5, #-8]
 	ret
 
-.Lmc_large:
-	ldp	x6, x7, [x1]			/* unaligned head */
-	stp	x6, x7, [x0]
-	and	x3, x0, #~15
-	add	x3, x3, #16			/* x3 = aligned dst, <= dst + 16 */
-	sub	x6, x3, x0
-	add	x1, x1, x6			/* x1 = matching src */
-	sub	x2, x4, x3			/* x2 = bytes left, > 48 */
-	cmp	x2, #64
-	b.ls	.Lmc_tail
+	.p2align 3
+.Lmcg_lt8:
+	tbz	x2, #2, .Lmcg_lt4
+	ldr	w6, [x1]
+	ldr	w8, [x4, #-4]
+	str	w6, [x0]
+	str	w8, [x5, #-4]
+	ret
+
+.Lmcg_lt4:					/* 0..3, no branches past n == 0 */
+	cbz	x2, .Lmcg_ret
+	lsr	x14, x2, #1
+	ldrb	w6, [x1]
+	ldrb	w10, [x4, #-1]
+	ldrb	w8, [x1, x14]
+	strb	w6, [x0]
+	strb	w8, [x0, x14]
+	strb	w10, [x5, #-1]
+.Lmcg_ret:
+	ret
+
 	.p2align 4
-.Lmc_loop:
+.Lmcg_33_128:
 	ldp	x6, x7, [x1]
 	ldp	x8, x9, [x1, #16]
-	ldp	x10, x11, [x1, #32]
-	ldp	x12, x13, [x1, #48]
-	add	x1, x1, #64
-	stp	x6, x7, [x3]
-	stp	x8, x9, [x3, #16]
-	stp	x10, x11, [x3, #32]
-	stp	x12, x13, [x3, #48]
-	add	x3, x3, #64
-	sub	x2, x2, #64
+	ldp	x10, x11, [x4, #-32]
+	ldp	x12, x13, [x4, #-16]
 	cmp	x2, #64
-	b.hi	.Lmc_loop
-.Lmc_tail:					/* 1..64 bytes left */
-	ldp	x6, x7, [x5, #-64]
-	ldp	x8, x9, [x5, #-48]
-	ldp	x10, x11, [x5, #-32]
-	ldp	x12, x13, [x5, #-16]
-	stp	x6, x7, [x4, #-64]
-	stp	x8, x9, [x4, #-48]
-	stp	x10, x11, [x4, #-32]
-	stp	x12, x13, [x4, #-16]
+	b.hi	.Lmcg_65_128
+	stp	x6, x7, [x0]
+	stp	x8, x9, [x0, #16]
+	stp	x10, x11, [x5, #-32]
+	stp	x12, x13, [x5, #-16]
+	ret
+
+	.p2align 4
+.Lmcg_65_128:
+	ldp	x14, x15, [x1, #32]
+	ldp	x16, x17, [x1, #48]
+	cmp	x2, #96
+	b.ls	.Lmcg_le96
+	ldp	x2, x3, [x4, #-64]		/* n and x3 are free now */
+	ldp	x1, x4, [x4, #-48]		/* so are src and srcend */
+	stp	x2, x3, [x5, #-64]
+	stp	x1, x4, [x5, #-48]
+.Lmcg_le96:
+	stp	x6, x7, [x0]
+	stp	x8, x9, [x0, #16]
+	stp	x14, x15, [x0, #32]
+	stp	x16, x17, [x0, #48]
+	stp	x10, x11, [x5, #-32]
+	stp	x12, x13, [x5, #-16]
+	ret
+
+	.p2align 4
+.Lmcg_long:
+	sub	x14, x0, x1
+	cbz	x14, .Lmcg_ret			/* dst == src */
+	cmp	x14, x2
+	b.lo	.Lmcg_backward			/* dst inside (src, srcend) */
+
+	ldp	x12, x13, [x1]			/* first 16 bytes */
+	and	x14, x0, #15
+	bic	x3, x0, #15			/* x3 = dst aligned down */
+	sub	x1, x1, x14
+	add	x2, x2, x14			/* n counted from x3: 16 too many */
+	ldp	x6, x7, [x1, #16]
+	stp	x12, x13, [x0]
+	ldp	x8, x9, [x1, #32]
+	ldp	x10, x11, [x1, #48]
+	ldp	x12, x13, [x1, #64]!
+	subs	x2, x2, #128 + 16
+	b.ls	.Lmcg_fwd_end
+
+.Lmcg_fwd:					/* store previous 64, load next 64 */
+	stp	x6, x7, [x3, #16]
+	ldp	x6, x7, [x1, #16]
+	stp	x8, x9, [x3, #32]
+	ldp	x8, x9, [x1, #32]
+	stp	x10, x11, [x3, #48]
+	ldp	x10, x11, [x1, #48]
+	stp	x12, x13, [x3, #64]!
+	ldp	x12, x13, [x1, #64]!
+	subs	x2, x2, #64
+	b.hi	.Lmcg_fwd
+
+.Lmcg_fwd_end:					/* drain, then the last 64 bytes */
+	ldp	x14, x15, [x4, #-64]
+	stp	x6, x7, [x3, #16]
+	ldp	x6, x7, [x4, #-48]
+	stp	x8, x9, [x3, #32]
+	ldp	x8, x9, [x4, #-32]
+	stp	x10, x11, [x3, #48]
+	ldp	x10, x11, [x4, #-16]
+	stp	x12, x13, [x3, #64]
+	stp	x14, x15, [x5, #-64]
+	stp	x6, x7, [x5, #-48]
+	stp	x8, x9, [x5, #-32]
+	stp	x10, x11, [x5, #-16]
+	ret
+
+	.p2align 4
+.Lmcg_backward:
+	ldp	x12, x13, [x4, #-16]		/* last 16 bytes */
+	and	x14, x5, #15
+	sub	x4, x4, x14
+	sub	x2, x2, x14
+	ldp	x6, x7, [x4, #-16]
+	stp	x12, x13, [x5, #-16]
+	ldp	x8, x9, [x4, #-32]
+	ldp	x10, x11, [x4, #-48]
+	ldp	x12, x13, [x4, #-64]!
+	sub	x5, x5, x14			/* dstend aligned down */
+	subs	x2, x2, #128
+	b.ls	.Lmcg_bwd_end
+
+.Lmcg_bwd:
+	stp	x6, x7, [x5, #-16]
+	ldp	x6, x7, [x4, #-16]
+	stp	x8, x9, [x5, #-32]
+	ldp	x8, x9, [x4, #-32]
+	stp	x10, x11, [x5, #-48]
+	ldp	x10, x11, [x4, #-48]
+	stp	x12, x13, [x5, #-64]!
+	ldp	x12, x13, [x4, #-64]!
+	subs	x2, x2, #64
+	b.hi	.Lmcg_bwd
+
+.Lmcg_bwd_end:					/* drain, then the first 64 bytes */
+	ldp	x2, x3, [x1, #48]
+	stp	x6, x7, [x5, #-16]
+	ldp	x6, x7, [x1, #32]
+	stp	x8, x9, [x5, #-32]
+	ldp	x8, x9, [x1, #16]
+	stp	x10, x11, [x5, #-48]
+	ldp	x10, x11, [x1]
+	stp	x12, x13, [x5, #-64]
+	stp	x2, x3, [x0, #48]
+	stp	x6, x7, [x0, #32]
+	stp	x8, x9, [x0, #16]
+	stp	x10, x11, [x0]
 	ret
 SYM_FUNC_END(__pi_memcpy_generic)

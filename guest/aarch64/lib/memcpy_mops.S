@@ -4,6 +4,11 @@
  *
  * void *__pi_memcpy_mops(void *dst, const void *src, size_t n)
  *
+ * Not kernel code as far as 6.1 and 6.12 go: their arch/arm64/lib/memcpy.S
+ * has no MOPS alternative. Unlike the kernel's memcpy (which is also
+ * memmove) this forward-only CPYF sequence requires non-overlapping
+ * buffers. Not checked against a kernel tree here.
+ *
  * Input:
  *	x0	destination, any alignment
  *	x1	source, any alignment; must not overlap the destination

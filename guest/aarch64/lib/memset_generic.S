@@ -1,157 +1,156 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * memset with general-purpose stores, using DC ZVA for large zero fills.
+ * memset with general-purpose stores, and DC ZVA for zero fills of 128
+ * bytes or more.
  *
  * void *__pi_memset_generic(void *dst, int c, size_t n)
+ *
+ * Kernel: arch/arm64/lib/memset.S, __pi_memset (identical in 6.1 and
+ * 6.12; the only memset either has, no alternatives).
+ * Differs: nothing in the instruction sequence, thresholds or alignment
+ * (the 64-byte store loop starts on a 64-byte boundary, L1_CACHE_SHIFT
+ * = 6); DCZID_EL0 is read through READ_DCZID so the unit tests can force
+ * DZP = 1. Labels and register comments are hypclear's.
  *
  * Input:
  *	x0	destination, any alignment
  *	w1	fill value; only the low byte is used
  *	x2	byte count, any value including 0
  * Output:
- *	x0	dst
+ *	x0	dst (untouched)
  * Clobbers:
- *	x1-x9, NZCV
- * Uses only general-purpose registers (no FP/SIMD, like hyp code), and
- * only "dc zva" beyond plain stores, and only when DCZID_EL0 allows it.
+ *	x2-x9, NZCV
+ * Uses only general-purpose registers (no FP/SIMD, like hyp code).
  *
- * Algorithm: x7 = (c & 0xff) * 0x0101010101010101, the byte in all 8
- * lanes; x4 = end = dst + n.
- *   n <= 64 is done without a loop, with stores from both ends that may
- *   overlap in the middle (every byte of [dst, end) is written, never a
- *   byte outside it):
- *	33..64: 32 bytes (2 STP) from the start and 32 bytes to the end
- *	17..32: 16 bytes (1 STP) from the start and 16 bytes to the end
- *	 8..16: 8 bytes at the start and 8 bytes ending at the end
- *	 4..7:  4 bytes at the start and 4 bytes ending at the end
- *	 2..3:  1 byte at the start and 2 bytes ending at the end
- *	 1:     1 byte;   0: nothing
- *   n > 64, zero fill, n >= 256 and DCZID_EL0.DZP == 0 with a block of
- *   16..2048 bytes (bs = 4 << DCZID_EL0.BS): x3 = dst rounded up to bs,
- *   x6 = end rounded down to bs. If x6 <= x3 (no whole block inside) use
- *   the STP path. Otherwise: head [dst, x3) with one unaligned 16-byte
- *   STP at dst and aligned 16-byte STPs up to x3 (bs >= 16 keeps x3
- *   16-aligned); blocks [x3, x6) with "dc zva", one block per iteration;
- *   tail [x6, end) with aligned 16-byte STPs while more than 16 bytes
- *   remain, then one STP of the last 16 bytes [end-16, end) (end-16 >= dst
- *   since n > 64; rewriting zeroes is harmless).
- *   n > 64 otherwise (STP path): one unaligned 16-byte STP at dst, then
- *   x3 = (dst & ~15) + 16 (in (dst, dst+16], so no gap) and x2 = end - x3
- *   (> 48). While more than 64 bytes remain, store a 64-byte block with
- *   four aligned STPs. Finally store the last 64 bytes [end-64, end) with
- *   four STPs; that covers the 1..64 remaining bytes and may rewrite
- *   bytes already set (end - 64 >= dst because n > 64).
+ * Algorithm: x8 walks the destination; x7 = the byte in all 8 lanes
+ * (built with three shifted ORs).
+ *  n <= 15: store 8, 4, 2 and 1 bytes for the bits 3, 2, 1, 0 of n.
+ *  n >= 16: if dst is not 16-byte aligned, store 16 unaligned bytes at dst
+ *   and advance x8 to the next 16-byte boundary (n shrinks by as much).
+ *   Non-zero fill, or zero fill of fewer than 128 bytes (or where DC ZVA
+ *   is unusable), then:
+ *   - n >= 64: the 64-byte loop: four STPs (the last pre-indexed by 64)
+ *     and a subs/b.ge, six instructions, on a 64-byte boundary; then the
+ *     0..63 left go to the tail.
+ *   - tail (0..63): one, two or three 16-byte STPs for bits 5:4 of n, then
+ *     if n % 16 != 0 one STP of the 16 bytes ending at the end (rewriting
+ *     some already stored bytes).
+ *  Zero fill with n >= 64 after alignment: below 128 bytes, the STP loop.
+ *   Otherwise read DCZID_EL0; DC ZVA is used only if DZP = 0 and the block
+ *   (4 << BS) is a multiple of 64 bytes and n >= block. STP 64-byte chunks
+ *   up to the next block boundary (they may run past it; x8 is pulled
+ *   back to the boundary), provided at least 64 bytes and a block remain
+ *   after it; then "dc zva" one block at a time while a whole block
+ *   remains, and the rest (if any) goes back through the n >= 64 / tail
+ *   logic above. Any condition not met falls back to the STP loop.
  * Only local PC-relative branches; no stack, no data.
  */
 #include "linkage.h"
 #include "cpu.h"
 
 SYM_FUNC_START(__pi_memset_generic)
-	and	w1, w1, #0xff
-	mov	x7, #0x0101010101010101
-	mul	x7, x1, x7			/* x7 = byte broadcast */
-	add	x4, x0, x2			/* x4 = end */
+	mov	x8, x0				/* x8: cursor; x0 stays dst */
+	and	w7, w1, #255
+	orr	w7, w7, w7, lsl #8
+	orr	w7, w7, w7, lsl #16
+	orr	x7, x7, x7, lsl #32		/* x7 = byte in every lane */
 
+	cmp	x2, #15
+	b.hi	.Lmsg_16up
+	/* 0..15 bytes: one store per set bit of n, unaligned. */
+	tbz	x2, #3, 1f
+	str	x7, [x8], #8
+1:	tbz	x2, #2, 2f
+	str	w7, [x8], #4
+2:	tbz	x2, #1, 3f
+	strh	w7, [x8], #2
+3:	tbz	x2, #0, 4f
+	strb	w7, [x8]
+4:	ret
+
+.Lmsg_16up:
+	neg	x4, x8
+	ands	x4, x4, #15			/* x4 = bytes to 16-byte boundary */
+	b.eq	.Lmsg_aligned
+	stp	x7, x7, [x8]			/* covers them, unaligned */
+	sub	x2, x2, x4
+	add	x8, x8, x4
+
+.Lmsg_aligned:
+	cbz	x7, .Lmsg_zero
+
+.Lmsg_rest:
 	cmp	x2, #64
-	b.hi	.Lms_large
-	cmp	x2, #16
-	b.ls	.Lms_le16
-	/* 17..64 */
-	stp	x7, x7, [x0]
-	stp	x7, x7, [x4, #-16]
-	cmp	x2, #32
-	b.ls	.Lms_ret
-	/* 33..64 */
-	stp	x7, x7, [x0, #16]
-	stp	x7, x7, [x4, #-32]
-.Lms_ret:
-	ret
+	b.ge	.Lmsg_loop64
+.Lmsg_tail63:
+	ands	x3, x2, #0x30			/* 0, 16, 32 or 48 bytes of STPs */
+	b.eq	3f
+	cmp	w3, #0x20
+	b.eq	1f
+	b.lt	2f
+	stp	x7, x7, [x8], #16
+1:	stp	x7, x7, [x8], #16
+2:	stp	x7, x7, [x8], #16
+3:	ands	x2, x2, #15
+	cbz	x2, 4f
+	add	x8, x8, x2
+	stp	x7, x7, [x8, #-16]		/* last 16, overlapping */
+4:	ret
 
-.Lms_le16:
-	cmp	x2, #8
-	b.lo	.Lms_lt8
-	/* 8..16 */
-	str	x7, [x0]
-	str	x7, [x4, #-8]
-	ret
-.Lms_lt8:
-	cmp	x2, #4
-	b.lo	.Lms_lt4
-	/* 4..7 */
-	str	w7, [x0]
-	str	w7, [x4, #-4]
-	ret
-.Lms_lt4:
-	cbz	x2, .Lms_ret
-	/* 1..3 */
-	strb	w7, [x0]
-	cmp	x2, #2
-	b.lo	.Lms_ret
-	/* 2..3 */
-	strh	w7, [x4, #-2]
-	ret
-
-.Lms_large:
-	cbnz	w1, .Lms_stp
-	cmp	x2, #256
-	b.lo	.Lms_stp
-	READ_DCZID(x5)
-	tbnz	x5, #4, .Lms_stp		/* DZP: DC ZVA prohibited */
-	and	x5, x5, #0xf
-	cmp	x5, #2				/* block < 16 bytes: not usable */
-	b.lo	.Lms_stp
-	mov	x6, #4
-	lsl	x5, x6, x5			/* x5 = block size */
-	sub	x8, x5, #1			/* x8 = block mask */
-	add	x3, x0, x8
-	bic	x3, x3, x8			/* x3 = first block */
-	bic	x6, x4, x8			/* x6 = end of the last block */
-	cmp	x6, x3
-	b.ls	.Lms_stp			/* no whole block inside */
-
-	/* Head [dst, x3): unaligned 16 bytes, then aligned 16-byte stores. */
-	stp	xzr, xzr, [x0]
-	and	x9, x0, #~15
-	add	x9, x9, #16
-	b	2f
-1:	stp	xzr, xzr, [x9], #16
-2:	cmp	x9, x3
-	b.lo	1b
-	/* Whole blocks [x3, x6). */
-3:	dc	zva, x3
-	add	x3, x3, x5
-	cmp	x3, x6
-	b.lo	3b
-	/* Tail [x6, end). */
-	b	5f
-4:	stp	xzr, xzr, [x6], #16
-5:	sub	x9, x4, x6
-	cmp	x9, #16
-	b.hi	4b
-	stp	xzr, xzr, [x4, #-16]
-	ret
-
-.Lms_stp:
-	stp	x7, x7, [x0]			/* unaligned head */
-	and	x3, x0, #~15
-	add	x3, x3, #16			/* x3 = aligned, <= dst + 16 */
-	sub	x2, x4, x3			/* x2 = bytes left, > 48 */
-	cmp	x2, #64
-	b.ls	.Lms_tail
-	.p2align 4
-.Lms_loop:
-	stp	x7, x7, [x3]
-	stp	x7, x7, [x3, #16]
-	stp	x7, x7, [x3, #32]
-	stp	x7, x7, [x3, #48]
-	add	x3, x3, #64
+	.p2align 6
+.Lmsg_loop64:
+	sub	x8, x8, #16			/* bias for the pre-index */
 	sub	x2, x2, #64
-	cmp	x2, #64
-	b.hi	.Lms_loop
-.Lms_tail:					/* 1..64 bytes left */
-	stp	x7, x7, [x4, #-64]
-	stp	x7, x7, [x4, #-48]
-	stp	x7, x7, [x4, #-32]
-	stp	x7, x7, [x4, #-16]
+1:	stp	x7, x7, [x8, #16]
+	stp	x7, x7, [x8, #32]
+	stp	x7, x7, [x8, #48]
+	stp	x7, x7, [x8, #64]!
+	subs	x2, x2, #64
+	b.ge	1b
+	tst	x2, #0x3f			/* 0..63 left? */
+	add	x8, x8, #16
+	b.ne	.Lmsg_tail63
+	ret
+
+.Lmsg_zero:
+	cmp	x2, #63
+	b.le	.Lmsg_tail63
+	cmp	x2, #128
+	b.lt	.Lmsg_loop64			/* too short for DC ZVA */
+
+	READ_DCZID(x3)
+	tbnz	x3, #4, .Lmsg_loop64		/* DZP: prohibited */
+	mov	w9, #4
+	and	w5, w3, #15
+	lsl	w5, w9, w5			/* x5 = block size */
+	ands	w9, w5, #63
+	b.ne	.Lmsg_loop64			/* block not a multiple of 64 */
+
+	cmp	x2, x5
+	b.lt	.Lmsg_loop64
+	sub	x6, x5, #1			/* x6 = block mask */
+	neg	x4, x8
+	ands	x4, x4, x6			/* x4 = bytes to block boundary */
+	b.eq	2f
+	sub	x3, x2, x4			/* left after aligning */
+	cmp	x3, #64
+	ccmp	x3, x5, #8, ge			/* >= 64 and >= block, else N */
+	b.lt	.Lmsg_loop64
+	mov	x2, x3
+1:	stp	x7, x7, [x8]			/* 64-byte chunks to the boundary */
+	stp	x7, x7, [x8, #16]
+	stp	x7, x7, [x8, #32]
+	subs	x4, x4, #64
+	stp	x7, x7, [x8, #48]
+	add	x8, x8, #64
+	b.ge	1b
+	add	x8, x8, x4			/* back to the boundary */
+2:	sub	x2, x2, x5
+3:	dc	zva, x8
+	add	x8, x8, x5
+	subs	x2, x2, x5
+	b.ge	3b
+	ands	x2, x2, x6			/* partial block left? */
+	b.ne	.Lmsg_rest
 	ret
 SYM_FUNC_END(__pi_memset_generic)

@@ -4,6 +4,10 @@
  *
  * void *__pi_memset_mops(void *dst, int c, size_t n)
  *
+ * Not kernel code as far as 6.1 and 6.12 go: their arch/arm64/lib/memset.S
+ * has no MOPS alternative. Models a FEAT_MOPS memset; not checked against
+ * a kernel tree here.
+ *
  * Input:
  *	x0	destination, any alignment
  *	w1	fill value; only the low byte is used (SET* take bits [7:0])

@@ -5,6 +5,9 @@
  * void __pi_clear_pages_clzero(void *addr, unsigned long npages)
  * void __pi_clear_page_clzero(void *addr)
  *
+ * Not kernel code: neither 6.1 nor 6.12 clears pages with AMD clzero; this
+ * variant is a hypclear comparison point only.
+ *
  * Requires CPUID Fn8000_0008_EBX[0] (CLZERO); the caller must check it,
  * on other CPUs the instruction raises #UD.
  *

@@ -5,6 +5,14 @@
  * void __pi_clear_pages_erms(void *addr, unsigned long npages)
  * void __pi_clear_page_erms(void *addr)
  *
+ * Kernel: arch/x86/lib/clear_page_64.S, clear_page_erms (6.1 and 6.12),
+ * which clear_page() in arch/x86/include/asm/page_64.h calls through
+ * alternative_call_2 when X86_FEATURE_ERMS is set (ERMS wins over
+ * REP_GOOD).
+ * Differs: clear_page is the kernel's instruction sequence (ecx = 4096,
+ * eax = 0, rep stosb) with a plain "ret". clear_pages is a hypclear
+ * extension, not in 6.1/6.12: one rep stosb over npages * 4096 bytes.
+ *
  * Input:
  *	rdi	page-aligned start address
  *	rsi	number of pages (clear_pages only; clear_page sets it to 1)

@@ -6,6 +6,9 @@
  * void __pi_clear_pages_nt(void *addr, unsigned long npages)
  * void __pi_clear_page_nt(void *addr)
  *
+ * Not kernel code: neither 6.1 nor 6.12 clears pages with non-temporal
+ * movnti stores; this variant is a hypclear comparison point only.
+ *
  * Input:
  *	rdi	page-aligned start address
  *	rsi	number of pages (clear_pages only; clear_page sets it to 1)

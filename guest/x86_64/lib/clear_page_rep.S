@@ -5,6 +5,13 @@
  * void __pi_clear_pages_rep(void *addr, unsigned long npages)
  * void __pi_clear_page_rep(void *addr)
  *
+ * Kernel: arch/x86/lib/clear_page_64.S, clear_page_rep (6.1 and 6.12),
+ * which clear_page() in arch/x86/include/asm/page_64.h calls through
+ * alternative_call_2 when X86_FEATURE_REP_GOOD is set and ERMS is not.
+ * Differs: clear_page is the kernel's sequence (ecx = 512, eax = 0,
+ * rep stosq) with a plain "ret". clear_pages is a hypclear extension, not
+ * in 6.1/6.12: one rep stosq over npages * 512 quadwords.
+ *
  * Input:
  *	rdi	page-aligned start address
  *	rsi	number of pages (clear_pages only; clear_page sets it to 1)

@@ -4,6 +4,12 @@
  *
  * void __pi_copy_page_rep(void *dst, const void *src)
  *
+ * Kernel: arch/x86/lib/copy_page_64.S, the body of copy_page, used when
+ * X86_FEATURE_REP_GOOD is set (same in 6.1 and 6.12; without REP_GOOD the
+ * kernel jumps to copy_page_regs, see copy_page_regs.S).
+ * Differs: plain "ret" instead of RET, no patched-out alternative site at
+ * the entry. Same instructions otherwise.
+ *
  * Input:
  *	rdi	destination page (page aligned)
  *	rsi	source page (page aligned); must not overlap dst
@@ -12,7 +18,7 @@
  * Clobbers:
  *	rcx, rsi, rdi, flags (DF is assumed clear and left clear)
  *
- * Algorithm: rcx = 512 quadwords, "rep movsq".  No stack, no data,
+ * Algorithm: rcx = 512 quadwords, "rep movsq". No stack, no data,
  * no branches.
  */
 #include "linkage.h"

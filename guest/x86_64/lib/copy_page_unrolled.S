@@ -5,6 +5,11 @@
  *
  * void __pi_copy_page_unrolled(void *dst, const void *src)
  *
+ * Not kernel code: a hypclear comparison point. The kernel's register
+ * copy is copy_page_regs (copy_page_regs.S), which uses eight registers
+ * (saving rbx and r12) and prefetches; this one uses only caller-saved
+ * registers and no prefetch.
+ *
  * Input:
  *	rdi	destination page (page aligned)
  *	rsi	source page (page aligned); must not overlap dst

@@ -1,8 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * memset with "rep stosb" (needs ERMS to be fast).
+ * memset as one "rep stosb".
  *
  * void *__pi_memset_erms(void *dst, int c, size_t n)
+ *
+ * Kernel: arch/x86/lib/memset_64.S.
+ *   6.1:  memset_erms, the ALTERNATIVE_2 target taken with X86_FEATURE_ERMS
+ *         (ERMS wins over REP_GOOD when a CPU has both).
+ *   6.12: the body of __memset itself, used when X86_FEATURE_FSRS is set
+ *         (otherwise 6.12 jumps to memset_orig, see memset_orig.S).
+ * Differs: returns with a plain "ret" (the kernel's RET may be a return
+ * thunk plus int3), and there is no patched-out alternative site at the
+ * entry (6.12 leaves NOP padding there when FSRS is set). Same
+ * instructions otherwise.
  *
  * Input:
  *	rdi	destination, any alignment
@@ -13,15 +23,16 @@
  * Clobbers:
  *	rax, rcx, rdi, r9, flags (DF is assumed clear and left clear)
  *
- * Algorithm: keep dst in r9, al = c, rcx = n, "rep stosb", return r9.
- * No stack, no data, no branches.
+ * Algorithm: remember dst in r9, put the fill byte in al and the count in
+ * rcx, let "rep stosb" store all n bytes, return the remembered dst. No
+ * branches, no stack, no data.
  */
 #include "linkage.h"
 
 SYM_FUNC_START(__pi_memset_erms)
-	movq	%rdi, %r9
-	movl	%esi, %eax
-	movq	%rdx, %rcx
+	movq	%rdi, %r9		/* return value */
+	movb	%sil, %al		/* byte to store */
+	movq	%rdx, %rcx		/* byte count */
 	rep stosb
 	movq	%r9, %rax
 	ret

@@ -414,6 +414,7 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
     CpuCaps {
         model,
         features: vec![("mops".into(), mops), ("dczva".into(), dczva)],
+        defaults: super::kernel_picks(midr, dczva),
     }
 }
 
@@ -463,9 +464,6 @@ pub fn privilege_name(p: Privilege) -> &'static str {
         Privilege::User => "EL0",
     }
 }
-
-/// Routine variants on aarch64; `family` + `_` + `name` (with `-` as `_`) is
-/// the alias name.
 
 /// Extra architecture details for `info` (name, value).
 pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {

@@ -1,10 +1,11 @@
 //! x86_64 VM and vCPU setup against KVM, register dumps and exception
 //! decoding.
+use super::kernel::{CpuidView, KernelVersion, kernel_pick};
 use super::layout::*;
 use super::paging;
 use super::regs::{self, Cpl};
-use crate::arch::CpuCaps;
 use crate::arch::Privilege;
+use crate::arch::{CpuCaps, KernelPick};
 use crate::arch::{Loaded, RamAccess};
 use crate::blob::abi;
 use crate::error::{Error, Result};
@@ -211,28 +212,54 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
     (rip, vector, s)
 }
 
+/// What the guest's CPUID says about the string features, and which
+/// variants the 6.12 and 6.1 kernels would run with it (see `super::kernel`).
 pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
-    let mut erms = false;
-    let mut fsrm = false;
+    let mut view = CpuidView::default();
     let mut clzero = false;
     if let Ok(c) = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES) {
         for e in c.as_slice() {
-            if e.function == 7 && e.index == 0 {
-                erms = e.ebx & (1 << 9) != 0;
-                fsrm = e.edx & (1 << 4) != 0;
+            match (e.function, e.index) {
+                (0, _) => {
+                    for (i, r) in [e.ebx, e.edx, e.ecx].iter().enumerate() {
+                        view.vendor[4 * i..4 * i + 4].copy_from_slice(&r.to_le_bytes());
+                    }
+                }
+                (1, _) => view.leaf1_eax = e.eax,
+                (7, 0) => {
+                    view.leaf7_ebx = e.ebx;
+                    view.leaf7_edx = e.edx;
+                }
+                (7, 1) => view.leaf7_1_eax = e.eax,
+                (0x8000_0008, _) => clzero = e.ebx & 1 != 0,
+                _ => {}
             }
-            if e.function == 0x8000_0008 {
-                clzero = e.ebx & 1 != 0;
+        }
+    }
+    let f = view.features();
+    let mut defaults = Vec::new();
+    for (version, name) in [(KernelVersion::V6_12, "6.12"), (KernelVersion::V6_1, "6.1")] {
+        for family in ["clear_page", "memset", "memcpy", "copy_page"] {
+            if let Some((variant, why)) = kernel_pick(family, &f, version) {
+                defaults.push(KernelPick {
+                    family,
+                    variant,
+                    kernel: name,
+                    why,
+                });
             }
         }
     }
     CpuCaps {
         model: host_cpu_model(),
         features: vec![
-            ("erms".into(), erms),
-            ("fsrm".into(), fsrm),
+            ("erms".into(), f.erms),
+            ("fsrm".into(), f.fsrm),
+            ("fsrs".into(), f.fsrs),
+            ("rep_good".into(), f.rep_good),
             ("clzero".into(), clzero),
         ],
+        defaults,
     }
 }
 

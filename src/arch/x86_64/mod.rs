@@ -3,6 +3,7 @@
 pub mod cache;
 #[cfg(target_arch = "x86_64")]
 pub mod host;
+pub mod kernel;
 pub mod layout;
 pub mod paging;
 #[cfg(target_arch = "x86_64")]
@@ -44,17 +45,27 @@ pub const VARIANTS: &[super::VariantDef] = {
         },
         V {
             family: "memset",
-            name: "unrolled",
+            name: "rep_good",
+            requires: None,
+        },
+        V {
+            family: "memset",
+            name: "orig",
             requires: None,
         },
         V {
             family: "memcpy",
-            name: "erms",
+            name: "fsrm",
             requires: None,
         },
         V {
             family: "memcpy",
-            name: "unrolled",
+            name: "rep_good",
+            requires: None,
+        },
+        V {
+            family: "memcpy",
+            name: "orig",
             requires: None,
         },
         V {
@@ -64,8 +75,21 @@ pub const VARIANTS: &[super::VariantDef] = {
         },
         V {
             family: "copy_page",
+            name: "regs",
+            requires: None,
+        },
+        V {
+            family: "copy_page",
             name: "unrolled",
             requires: None,
         },
     ]
 };
+
+/// Former variant names still accepted on the command line:
+/// (family, old name, current name).
+pub const FORMER_NAMES: &[(&str, &str, &str)] = &[
+    ("memset", "unrolled", "orig"),
+    ("memcpy", "unrolled", "orig"),
+    ("memcpy", "erms", "fsrm"),
+];

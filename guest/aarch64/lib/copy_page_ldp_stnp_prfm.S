@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Copy one 4 KiB page with load pairs and non-temporal store pairs,
+ * software pipelined 128 bytes deep.
+ *
+ * void __pi_copy_page_ldp_stnp_prfm(void *to, const void *from)
+ *
+ * Kernel: arch/arm64/lib/copy_page.S, __pi_copy_page as 6.1 runs it on a
+ * CPU with ARM64_HAS_NO_HW_PREFETCH (the alternative_if blocks patched in;
+ * 6.1 sets it only for Cavium ThunderX, MIDR variant 0 and 1). 6.12
+ * removed those blocks; without the capability 6.1 runs copy_page_ldp_stnp.S.
+ * Differs: the prefetch hints are always executed (no run-time patching).
+ * Same instructions otherwise.
+ *
+ * Input:
+ *	x0	page-aligned destination
+ *	x1	page-aligned source; a different page
+ * Output:
+ *	none (x0 and x1 end 128 bytes past the two pages)
+ * Clobbers:
+ *	x0-x17, NZCV (x18, the platform register, is not touched)
+ * Uses only general-purpose registers (no FP/SIMD, like hyp code).
+ *
+ * Algorithm: the first 128 source bytes are loaded into x2-x17 with eight
+ * "ldp". Then x1 points at the next 128 bytes to load and x0 runs 256
+ * bytes ahead of the next 128 to store (store offsets -256..-144). Each loop
+ * iteration first tests whether x0 is page aligned (the flags are used by
+ * the b.ne at the end), then interleaves eight "stnp" of the previously
+ * loaded 128 bytes (a streaming, no-allocate hint) with eight "ldp" of the
+ * next 128, and advances both pointers by 128. After the loop the last
+ * 128 loaded bytes are stored. Before the first loads, "prfm pldl1strm"
+ * (a hint that never faults) is issued 128, 256 and 384 bytes into the
+ * source; each iteration hints 384 bytes beyond its loads (past the page
+ * near the end, harmless). Only local PC-relative branches; no stack, no
+ * data.
+ */
+#include "linkage.h"
+
+SYM_FUNC_START(__pi_copy_page_ldp_stnp_prfm)
+	prfm	pldl1strm, [x1, #128]		/* three lines ahead */
+	prfm	pldl1strm, [x1, #256]
+	prfm	pldl1strm, [x1, #384]
+	ldp	x2, x3, [x1]
+	ldp	x4, x5, [x1, #16]
+	ldp	x6, x7, [x1, #32]
+	ldp	x8, x9, [x1, #48]
+	ldp	x10, x11, [x1, #64]
+	ldp	x12, x13, [x1, #80]
+	ldp	x14, x15, [x1, #96]
+	ldp	x16, x17, [x1, #112]
+
+	add	x0, x0, #256
+	add	x1, x1, #128
+1:
+	tst	x0, #0xfff			/* last chunk loaded? */
+	prfm	pldl1strm, [x1, #384]
+
+	stnp	x2, x3, [x0, #-256]
+	ldp	x2, x3, [x1]
+	stnp	x4, x5, [x0, #16 - 256]
+	ldp	x4, x5, [x1, #16]
+	stnp	x6, x7, [x0, #32 - 256]
+	ldp	x6, x7, [x1, #32]
+	stnp	x8, x9, [x0, #48 - 256]
+	ldp	x8, x9, [x1, #48]
+	stnp	x10, x11, [x0, #64 - 256]
+	ldp	x10, x11, [x1, #64]
+	stnp	x12, x13, [x0, #80 - 256]
+	ldp	x12, x13, [x1, #80]
+	stnp	x14, x15, [x0, #96 - 256]
+	ldp	x14, x15, [x1, #96]
+	stnp	x16, x17, [x0, #112 - 256]
+	ldp	x16, x17, [x1, #112]
+
+	add	x0, x0, #128
+	add	x1, x1, #128
+
+	b.ne	1b
+
+	stnp	x2, x3, [x0, #-256]
+	stnp	x4, x5, [x0, #16 - 256]
+	stnp	x6, x7, [x0, #32 - 256]
+	stnp	x8, x9, [x0, #48 - 256]
+	stnp	x10, x11, [x0, #64 - 256]
+	stnp	x12, x13, [x0, #80 - 256]
+	stnp	x14, x15, [x0, #96 - 256]
+	stnp	x16, x17, [x0, #112 - 256]
+	ret
+SYM_FUNC_END(__pi_copy_page_ldp_stnp_prfm)

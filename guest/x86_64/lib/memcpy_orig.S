@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memcpy with plain general-purpose loads and stores (no string
+ * instructions), 32 bytes per loop iteration.
+ *
+ * void *__pi_memcpy_orig(void *dst, const void *src, size_t n)
+ *
+ * Kernel: arch/x86/lib/memcpy_64.S, memcpy_orig, identical in 6.1 and
+ * 6.12. It is the fallback of __memcpy: 6.1 takes it when the CPU has
+ * neither X86_FEATURE_REP_GOOD nor X86_FEATURE_ERMS, 6.12 whenever
+ * X86_FEATURE_FSRM is missing.
+ * Differs: plain "ret" instead of RET. Same instructions, thresholds,
+ * branch structure and loop alignment otherwise, including the backward
+ * block loop (it is a heuristic against a false store-to-load dependence,
+ * not memmove support: memcpy still requires non-overlapping buffers).
+ *
+ * Input:
+ *	rdi	destination, any alignment
+ *	rsi	source, any alignment; must not overlap the destination
+ *	rdx	byte count, may be 0
+ * Output:
+ *	rax	dst
+ * Clobbers:
+ *	rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11, flags
+ *
+ * Algorithm: rax = dst.
+ *  n >= 32: compare the low bytes of src and dst as signed 8-bit values.
+ *   - src low byte >= dst low byte: forward. Copy 32-byte blocks (four
+ *     quadword loads, then four stores) from the start while at least 32
+ *     bytes remain, then handle the 0..31 left over as a tail.
+ *   - src low byte < dst low byte: backward. Point rsi/rdi at the ends,
+ *     copy 32-byte blocks going down (loads of the four quadwords below
+ *     the pointers, then the stores) while at least 32 bytes remain, then
+ *     rewind both pointers to the start of the 0..31 bytes left and handle
+ *     them as a tail.
+ *  tail (n < 32), copies from both ends that meet or overlap in the middle:
+ *   16..31: two quadwords from the start and two ending at the end;
+ *    8..15: one quadword at each end;   4..7: one doubleword at each end;
+ *    1..3:  the first byte, and for 2..3 also the byte at offset 1 and the
+ *           last byte;  0: nothing.
+ *   All loads of a case come before its stores.
+ * Only local PC-relative branches; no stack, no data.
+ */
+#include "linkage.h"
+
+SYM_FUNC_START(__pi_memcpy_orig)
+	movq	%rdi, %rax		/* return value */
+	cmpq	$32, %rdx
+	jb	.Lmco_tail
+
+	cmpb	%dil, %sil		/* signed compare of the low bytes */
+	jl	.Lmco_backward
+	subq	$32, %rdx		/* bias: the loop stops on borrow */
+.Lmco_fwd:
+	subq	$32, %rdx
+	movq	0(%rsi), %r8
+	movq	8(%rsi), %r9
+	movq	16(%rsi), %r10
+	movq	24(%rsi), %r11
+	leaq	32(%rsi), %rsi
+	movq	%r8, 0(%rdi)
+	movq	%r9, 8(%rdi)
+	movq	%r10, 16(%rdi)
+	movq	%r11, 24(%rdi)
+	leaq	32(%rdi), %rdi
+	jae	.Lmco_fwd
+	addl	$32, %edx		/* 0..31 left */
+	jmp	.Lmco_tail
+
+.Lmco_backward:
+	addq	%rdx, %rsi		/* both pointers at the ends */
+	addq	%rdx, %rdi
+	subq	$32, %rdx		/* bias, as above */
+	.p2align 4
+.Lmco_bwd:
+	subq	$32, %rdx
+	movq	-8(%rsi), %r8
+	movq	-16(%rsi), %r9
+	movq	-24(%rsi), %r10
+	movq	-32(%rsi), %r11
+	leaq	-32(%rsi), %rsi
+	movq	%r8, -8(%rdi)
+	movq	%r9, -16(%rdi)
+	movq	%r10, -24(%rdi)
+	movq	%r11, -32(%rdi)
+	leaq	-32(%rdi), %rdi
+	jae	.Lmco_bwd
+	addl	$32, %edx		/* 0..31 left, at the start */
+	subq	%rdx, %rsi
+	subq	%rdx, %rdi
+
+.Lmco_tail:
+	cmpl	$16, %edx
+	jb	.Lmco_lt16
+	movq	0(%rsi), %r8
+	movq	8(%rsi), %r9
+	movq	-16(%rsi,%rdx), %r10
+	movq	-8(%rsi,%rdx), %r11
+	movq	%r8, 0(%rdi)
+	movq	%r9, 8(%rdi)
+	movq	%r10, -16(%rdi,%rdx)
+	movq	%r11, -8(%rdi,%rdx)
+	ret
+	.p2align 4
+.Lmco_lt16:
+	cmpl	$8, %edx
+	jb	.Lmco_lt8
+	movq	0(%rsi), %r8
+	movq	-8(%rsi,%rdx), %r9
+	movq	%r8, 0(%rdi)
+	movq	%r9, -8(%rdi,%rdx)
+	ret
+	.p2align 4
+.Lmco_lt8:
+	cmpl	$4, %edx
+	jb	.Lmco_lt4
+	movl	(%rsi), %ecx
+	movl	-4(%rsi,%rdx), %r8d
+	movl	%ecx, (%rdi)
+	movl	%r8d, -4(%rdi,%rdx)
+	ret
+	.p2align 4
+.Lmco_lt4:
+	subl	$1, %edx		/* CF: n was 0; ZF: n was 1 */
+	jb	.Lmco_done
+	movzbl	(%rsi), %ecx
+	jz	.Lmco_first
+	movzbq	1(%rsi), %r8
+	movzbq	(%rsi,%rdx), %r9	/* rdx = n - 1: the last byte */
+	movb	%r8b, 1(%rdi)
+	movb	%r9b, (%rdi,%rdx)
+.Lmco_first:
+	movb	%cl, (%rdi)
+.Lmco_done:
+	ret
+SYM_FUNC_END(__pi_memcpy_orig)

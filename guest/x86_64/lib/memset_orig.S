@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memset with plain 64-bit stores (no string instructions).
+ *
+ * void *__pi_memset_orig(void *dst, int c, size_t n)
+ *
+ * Kernel: arch/x86/lib/memset_64.S, memset_orig, identical in 6.1 and
+ * 6.12. It is the fallback of __memset: 6.1 takes it when the CPU has
+ * neither X86_FEATURE_REP_GOOD nor X86_FEATURE_ERMS, 6.12 whenever
+ * X86_FEATURE_FSRS is missing (so on most CPUs today, AMD Zen included).
+ * Differs: plain "ret" instead of RET. Same instructions, branch structure,
+ * loop alignment (16 bytes) and thresholds otherwise.
+ *
+ * Input:
+ *	rdi	destination, any alignment
+ *	esi	fill value; only the low byte is used
+ *	rdx	byte count, may be 0
+ * Output:
+ *	rax	dst
+ * Clobbers:
+ *	rax, rcx, rdx, rdi, r8, r9, r10, flags
+ *
+ * Algorithm: r10 keeps dst; rax = the fill byte times 0x0101010101010101.
+ *  1. If dst is not 8-byte aligned (r9 = dst & 7 != 0): with n <= 7 go
+ *     straight to the byte loop (step 4). Otherwise store one unaligned
+ *     quadword at dst, and advance dst by 8 - r9 (and n by as much), so dst
+ *     is now aligned; the skipped bytes were covered by that quadword.
+ *  2. rcx = n / 64: that many iterations of eight quadword stores, dst
+ *     += 64 each (counter decremented first, the loop ends on ZF).
+ *  3. ecx = (n & 56) / 8: that many single quadword stores.
+ *  4. edx = n & 7: that many single byte stores.
+ * Return r10. Only local PC-relative branches; no stack, no data.
+ */
+#include "linkage.h"
+
+SYM_FUNC_START(__pi_memset_orig)
+	movq	%rdi, %r10		/* return value */
+	movzbl	%sil, %ecx
+	movabsq	$0x0101010101010101, %rax
+	imulq	%rcx, %rax		/* byte in every lane */
+
+	movl	%edi, %r9d
+	andl	$7, %r9d		/* misalignment of dst */
+	jnz	.Lmso_unaligned
+.Lmso_aligned:
+	movq	%rdx, %rcx
+	shrq	$6, %rcx		/* 64-byte blocks */
+	jz	.Lmso_quads
+
+	.p2align 4
+.Lmso_block:
+	decq	%rcx
+	movq	%rax, (%rdi)
+	movq	%rax, 8(%rdi)
+	movq	%rax, 16(%rdi)
+	movq	%rax, 24(%rdi)
+	movq	%rax, 32(%rdi)
+	movq	%rax, 40(%rdi)
+	movq	%rax, 48(%rdi)
+	movq	%rax, 56(%rdi)
+	leaq	64(%rdi), %rdi
+	jnz	.Lmso_block
+
+	.p2align 4
+.Lmso_quads:
+	movl	%edx, %ecx
+	andl	$56, %ecx		/* bytes in whole quadwords below 64 */
+	jz	.Lmso_bytes
+	shrl	$3, %ecx
+	.p2align 4
+.Lmso_quad:
+	decl	%ecx
+	movq	%rax, (%rdi)
+	leaq	8(%rdi), %rdi
+	jnz	.Lmso_quad
+
+.Lmso_bytes:
+	andl	$7, %edx
+	jz	.Lmso_done
+	.p2align 4
+.Lmso_byte:
+	decl	%edx
+	movb	%al, (%rdi)
+	leaq	1(%rdi), %rdi
+	jnz	.Lmso_byte
+
+.Lmso_done:
+	movq	%r10, %rax
+	ret
+
+.Lmso_unaligned:
+	cmpq	$7, %rdx
+	jbe	.Lmso_bytes		/* too short to align: bytes only */
+	movq	%rax, (%rdi)		/* covers up to the boundary */
+	movq	$8, %r8
+	subq	%r9, %r8		/* bytes to the boundary */
+	addq	%r8, %rdi
+	subq	%r8, %rdx
+	jmp	.Lmso_aligned
+SYM_FUNC_END(__pi_memset_orig)
