@@ -47,14 +47,15 @@ stage "hypclear selftest --json $artifacts/selftest.json"
 cargo run --release --quiet -- selftest --json "$artifacts/selftest.json"
 
 stage "KTAP: hypclear run --format ktap | kunit.py parse"
-cargo run --release --quiet -- run --format ktap >"$artifacts/run.ktap"
-python3 "$HYPCLEAR_KERNEL_TREE/tools/testing/kunit/kunit.py" parse "$artifacts/run.ktap" | tail -n 3
-grep '^# Totals:' "$artifacts/run.ktap"
+# kunit.py changes directory: give it an absolute path.
+art=$(cd "$artifacts" && pwd)
+cargo run --release --quiet -- run --format ktap >"$art/run.ktap"
+python3 "$HYPCLEAR_KERNEL_TREE/tools/testing/kunit/kunit.py" parse "$art/run.ktap" | tail -n 3
+grep '^# Totals:' "$art/run.ktap"
 
 stage "cargo install --locked --path . (the installed binary carries its blobs; run from another directory)"
 root=$(mktemp -d)
 cargo install --locked --quiet --path . --root "$root" --target-dir target
-art=$(cd "$artifacts" && pwd)
 (cd / && "$root/bin/hypclear" --format ktap selftest --config vanilla >"$art/selftest.ktap")
 tail -n 2 "$artifacts/selftest.ktap"
 rm -rf "$root"

@@ -103,8 +103,148 @@ impl Outcome {
     }
 }
 
-/// Run the filtered suite in one VM per configuration, stopping at the
+/// What one link configuration's VM produced.
+struct ConfigRun {
+    config: LinkConfig,
+    banner: String,
+    load: u64,
+    counter_khz: u64,
+    first_hypercall: Duration,
+    run: suite::SuiteRun,
+    skipped: Vec<CheckRecord>,
+}
+
+/// The suite of one link configuration in its own VM, stopping at the
 /// first guest failure.
+fn run_config(
+    ctx: &Ctx,
+    config: LinkConfig,
+    filter: &Filter,
+    pats: &PatternsOnce,
+    bars: &indicatif::MultiProgress,
+) -> Result<ConfigRun> {
+    let opts = ctx.vm_options(config);
+    let (specs, skipped) = suite::plan(config, &ctx.caps, filter, arena(opts.mem));
+    let mut vm = Vm::new(vmm::open_kvm()?, &opts)?;
+    vm.vcpu(0)?.start(ctx.timeout)?;
+    let first_hypercall = ctx.start.elapsed();
+    let banner = format!(
+        "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
+        vm.blob.aliases.len(),
+        vm.blob.relocs.len(),
+        vm.loaded.base,
+        ctx.seed,
+        format_size(opts.mem),
+        opts.backing,
+        arch::COUNTER_NAME,
+        vm.counter_khz
+    );
+    let pb = bars.add(progress(specs.len() as u64));
+    pb.set_prefix(config.name());
+    let run = suite::run(&mut vm, &specs, pats.get(), ctx.timeout, &pb)?;
+    pb.finish_and_clear();
+    if run.failure.is_none() {
+        vm.vcpu(0)?.exit(ctx.timeout)?;
+    }
+    Ok(ConfigRun {
+        config,
+        banner,
+        load: vm.loaded.base,
+        counter_khz: vm.counter_khz,
+        first_hypercall,
+        run,
+        skipped,
+    })
+}
+
+/// Whether the configurations' VMs may run side by side: a second core,
+/// and guest RAM for all of them well inside MemAvailable (hugetlb pages
+/// are reserved per VM, so that backing stays one at a time).
+fn concurrent(ctx: &Ctx, configs: &[LinkConfig]) -> bool {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb.saturating_mul(1024));
+    let need = ctx.mem.saturating_mul(configs.len() as u64);
+    configs.len() > 1
+        && cores > 1
+        && ctx.common.backing != crate::vmm::memory::Backing::Hugetlb
+        && need <= available / 2
+}
+
+/// The run's patterns, made once, by whichever thread needs them first.
+struct PatternsOnce {
+    seed: u64,
+    max_copy: usize,
+    cell: std::sync::OnceLock<Patterns>,
+}
+
+impl PatternsOnce {
+    fn new(seed: u64, max_copy: usize) -> PatternsOnce {
+        PatternsOnce {
+            seed,
+            max_copy,
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> &Patterns {
+        self.cell
+            .get_or_init(|| Patterns::new(self.seed, self.max_copy))
+    }
+}
+
+/// One VM per configuration: side by side on scoped threads when
+/// [`concurrent`] allows, else one after the other, stopping at the first
+/// guest failure.
+fn run_configs(
+    ctx: &Ctx,
+    configs: &[LinkConfig],
+    filter: &Filter,
+    pats: &PatternsOnce,
+    bars: &indicatif::MultiProgress,
+) -> Vec<Result<ConfigRun>> {
+    if concurrent(ctx, configs) {
+        return std::thread::scope(|s| {
+            let handles: Vec<_> = configs
+                .iter()
+                .map(|c| s.spawn(|| run_config(ctx, *c, filter, pats, bars)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Internal(
+                            "a verification thread panicked; please report this as a hypclear bug"
+                                .into(),
+                        ))
+                    })
+                })
+                .collect()
+        });
+    }
+    let mut runs = Vec::new();
+    for c in configs {
+        let r = run_config(ctx, *c, filter, pats, bars);
+        let stop = r.as_ref().map_or(true, |r| r.run.failure.is_some());
+        runs.push(r);
+        if stop {
+            break;
+        }
+    }
+    runs
+}
+
+/// Run the filtered suite in one VM per configuration. The configurations
+/// run side by side on their own threads where the machine allows (see
+/// [`concurrent`]): the host's fills and checks of one overlap the other's
+/// guest work. Results are reported in configuration order either way.
 fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outcome> {
     let max_copy = suite::LARGE_SIZES
         .iter()
@@ -113,40 +253,33 @@ fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outco
         .max()
         .unwrap_or(0)
         .max(4 << 20);
-    let pats = Patterns::new(ctx.seed, max_copy as usize);
+    let pats = PatternsOnce::new(ctx.seed, max_copy as usize);
+    let bars = indicatif::MultiProgress::new();
+    let runs: Vec<Result<ConfigRun>> = std::thread::scope(|s| {
+        // The seeded copy source (tens of MB) is generated while the VMs
+        // boot, off the path to the first hypercall.
+        s.spawn(|| {
+            pats.get();
+        });
+        run_configs(ctx, configs, filter, &pats, &bars)
+    });
     let mut o = Outcome::default();
-    for config in configs {
-        let opts = ctx.vm_options(*config);
-        let (specs, skipped) = suite::plan(*config, &ctx.caps, filter, arena(opts.mem));
-        o.records.extend(skipped);
-        let mut vm = Vm::new(vmm::open_kvm()?, &opts)?;
-        o.counter_khz = vm.counter_khz;
-        vm.vcpu(0)?.start(ctx.timeout)?;
-        o.first_hypercall.get_or_insert(ctx.start.elapsed());
-        ctx.say(format_args!(
-            "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
-            vm.blob.aliases.len(),
-            vm.blob.relocs.len(),
-            vm.loaded.base,
-            ctx.seed,
-            format_size(opts.mem),
-            opts.backing,
-            arch::COUNTER_NAME,
-            vm.counter_khz
-        ));
-        o.loads.insert(config.name().into(), json!(vm.loaded.base));
-        let pb = progress(specs.len() as u64);
-        pb.set_prefix(config.name());
-        let run = suite::run(&mut vm, &specs, &pats, ctx.timeout, &pb)?;
-        pb.finish_and_clear();
-        o.records.extend(run.records);
-        o.checked_bytes += run.checked_bytes;
-        o.check_time += run.check_time;
-        if let Some(f) = run.failure {
-            o.failure = Some(f);
-            break;
+    for r in runs {
+        let r = r?;
+        ctx.say(&r.banner);
+        o.counter_khz = r.counter_khz;
+        o.first_hypercall = Some(
+            o.first_hypercall
+                .map_or(r.first_hypercall, |f| f.min(r.first_hypercall)),
+        );
+        o.loads.insert(r.config.name().into(), json!(r.load));
+        o.records.extend(r.skipped);
+        o.records.extend(r.run.records);
+        o.checked_bytes += r.run.checked_bytes;
+        o.check_time += r.run.check_time;
+        if o.failure.is_none() {
+            o.failure = r.run.failure;
         }
-        vm.vcpu(0)?.exit(ctx.timeout)?;
     }
     Ok(o)
 }
