@@ -1,3 +1,4 @@
+//! `hypclear compare FILE` (its two link configurations) or
 //! `hypclear compare BASE.json NEW.json...`: the seed's comparison table.
 use crate::bench::compare::{self, Format};
 use crate::cli::{Common, CompareArgs, Format as OutputFormat};
@@ -17,7 +18,7 @@ pub fn compare(common: &Common, a: &CompareArgs) -> Result<i32> {
     };
     crate::out!(
         "{}",
-        compare::compare(&files, a.alpha, a.allow_different_hosts, format)?
+        compare::compare(&files, a.alpha, a.margin, a.allow_different_hosts, format)?
     );
     Ok(0)
 }
