@@ -233,6 +233,10 @@ pub struct CompareArgs {
     /// Equivalence margin as a fraction: (=) when the interval lies inside +-margin
     #[arg(long, default_value_t = 0.02)]
     pub margin: f64,
+    /// Files from several hosts: one table per host ("Results for <host>:"),
+    /// each host's files compared with its first
+    #[arg(long, conflicts_with = "allow_different_hosts")]
+    pub per_host: bool,
     /// Compare results from different hosts anyway
     #[arg(long)]
     pub allow_different_hosts: bool,

@@ -75,6 +75,8 @@ fn configs(r: &BenchResult) -> Vec<String> {
 pub enum Format {
     Text,
     Markdown,
+    /// reStructuredText grid tables, the style review tables on the lists use.
+    Rst,
 }
 
 /// One side of one row: the sessions of a result class of a cell.
@@ -188,7 +190,8 @@ pub fn compare(
         if !allow_different_hosts && !base.host.same_host(&r.host) {
             return Err(Error::Usage(format!(
                 "{} comes from a different host than {} ({} / {} / {} vs {} / {} / {}); \
-                 pass --allow-different-hosts to compare anyway",
+                 pass --per-host for one table per host, or --allow-different-hosts to \
+                 compare anyway",
                 p.display(),
                 base_path.display(),
                 r.host.cpu_model,
@@ -234,6 +237,42 @@ pub fn compare(
         drift_notes(&mut rows, &cfg);
     }
     Ok(render(files, &names, &rows, &cfg, format))
+}
+
+/// "Results for ...": the machine a group of files ran on, as the review
+/// tables on the lists head them.
+fn host_heading(h: &crate::vmm::host::HostInfo) -> String {
+    format!(
+        "Results for {} ({}, kernel {}, KVM {}):",
+        h.cpu_model, h.arch, h.kernel, h.kvm_flavour
+    )
+}
+
+/// Files from several machines: one comparison per host (files grouped by
+/// host fingerprint, in the order given; each group's first file is its
+/// base, a group of one file compares its two link configurations), each
+/// under a "Results for <host>:" heading.
+pub fn compare_per_host(
+    files: &[(PathBuf, BenchResult)],
+    alpha: f64,
+    margin: f64,
+    format: Format,
+) -> Result<String> {
+    let mut groups: Vec<Vec<(PathBuf, BenchResult)>> = Vec::new();
+    for f in files {
+        match groups.iter_mut().find(|g| g[0].1.host.same_host(&f.1.host)) {
+            Some(g) => g.push(f.clone()),
+            None => groups.push(vec![f.clone()]),
+        }
+    }
+    let mut out = String::new();
+    for g in &groups {
+        out.push_str(&host_heading(&g[0].1.host));
+        out.push_str("\n\n");
+        out.push_str(&compare(g, alpha, margin, false, format)?);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// The side names (A first) and the rows of a comparison.
@@ -432,6 +471,7 @@ fn render(
     t.load_style(match format {
         Format::Text => presets::UTF8_FULL_CONDENSED,
         Format::Markdown => presets::ASCII_MARKDOWN,
+        Format::Rst => presets::ASCII_FULL,
     });
     t.set_header(header);
     let mut marks: BTreeMap<&str, usize> = BTreeMap::new();
@@ -828,6 +868,44 @@ mod tests {
                 Format::Text
             )
             .is_ok()
+        );
+    }
+
+    #[test]
+    fn per_host_tables_and_rst_grid() {
+        let a = result("vanilla", 4096, &noisy(10.0, 0.1), "cpu one");
+        let b = result("vanilla", 4096, &noisy(10.0, 0.7), "cpu one");
+        let c = result("vanilla", 4096, &noisy(20.0, 0.1), "cpu two");
+        let d = result("vanilla", 4096, &noisy(19.0, 0.9), "cpu two");
+        let files: Vec<(PathBuf, BenchResult)> = vec![
+            ("a.json".into(), a),
+            ("c.json".into(), c),
+            ("b.json".into(), b),
+            ("d.json".into(), d),
+        ];
+        let out = compare_per_host(&files, 0.05, 0.02, Format::Rst).unwrap();
+        let one = out.find("Results for cpu one").expect(&out);
+        let two = out.find("Results for cpu two").expect(&out);
+        assert!(one < two, "{out}");
+        // Each host's table compares its own files: b against a, d against c.
+        assert!(
+            out[one..two].contains("b.json") && !out[one..two].contains("c.json"),
+            "{out}"
+        );
+        assert!(
+            out[two..].contains("d.json") && !out[two..].contains("b.json"),
+            "{out}"
+        );
+        // A reStructuredText grid table: +---+ borders, +===+ under the header.
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("+=") && l.ends_with("=+")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("+-") && l.ends_with("-+")),
+            "{out}"
         );
     }
 }
