@@ -196,7 +196,7 @@ pub enum Cmd {
     Info,
     /// perf-bench-style throughput inside the guest, with a host baseline
     Bench(BenchArgs),
-    /// Compare bench JSON files: change % with significance, like the seed's table
+    /// Compare bench JSON: change with CI, q and equivalence marks, like the seed's table
     Compare(CompareArgs),
     /// Build a kernel blob file from --kernel-tree (cross-compiles with --arch)
     Blob(BlobArgs),
@@ -252,9 +252,17 @@ pub struct BenchArgs {
     /// Backing(s) to compare [default: --backing]
     #[arg(long = "backings", value_enum, value_delimiter = ',')]
     pub backings: Vec<Backing>,
-    /// Unmeasured warm-up runs per session
+    /// Unmeasured warm-up runs per session (at least; see --max-warmup)
     #[arg(long, default_value_t = 1)]
     pub warmup: u64,
+    /// Extend the warm-up until the runs are steady (no Mann-Kendall trend,
+    /// last 5 within 2%), at most this many runs; 0: exactly --warmup runs
+    #[arg(long, default_value_t = 20)]
+    pub max_warmup: u64,
+    /// Precondition of every timed pass, guest and host: cold evicts the
+    /// target (and a copy's source) from the caches first
+    #[arg(long, value_enum, default_value = "cold")]
+    pub cache: crate::bench::Cache,
     /// Measured runs per session
     #[arg(long, default_value_t = 3)]
     pub repeats: u64,
@@ -277,14 +285,21 @@ pub struct BenchArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
-    /// Baseline bench JSON
+    /// Baseline bench JSON; alone: its two link configurations (from
+    /// `bench --config both`) against each other, sessions paired
     pub base: PathBuf,
-    /// Bench JSON files to compare against the baseline
-    #[arg(required = true)]
+    /// Bench JSON files to compare against the baseline (separate invocations)
     pub new: Vec<PathBuf>,
-    /// Significance level of the Welch t-test
+    /// Significance level (q values, Benjamini-Hochberg) and 1 - confidence of the intervals
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
+    /// Equivalence margin as a fraction: (=) when the interval lies inside +-margin
+    #[arg(long, default_value_t = 0.02)]
+    pub margin: f64,
+    /// Files from several hosts: one table per host ("Results for <host>:"),
+    /// each host's files compared with its first
+    #[arg(long, conflicts_with = "allow_different_hosts")]
+    pub per_host: bool,
     /// Compare results from different hosts anyway
     #[arg(long)]
     pub allow_different_hosts: bool,
@@ -342,9 +357,11 @@ impl BenchArgs {
             },
             configs: common.configs(),
             warmup: a.warmup,
+            max_warmup: a.max_warmup,
             repeats: a.repeats,
             sessions: a.sessions,
             vcpus: a.vcpus,
+            cache: a.cache,
             // The host baseline runs hypclear's own routine objects; a
             // kernel blob's routines exist only in the guest image.
             host_baseline: !a.no_host && crate::blob::external().is_none(),

@@ -9,7 +9,8 @@
 //! - [`routines`]: the routines under test, their variants and the one
 //!   calling convention;
 //! - [`check`]: the verification checker, suite and selftest;
-//! - [`bench`]: benchmark plan, guest and host runs, reports, compare.
+//! - [`bench`]: benchmark plan, guest and host runs, reports, compare and
+//!   the session-aware statistics behind them ([`bench::inference`]).
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod arch;

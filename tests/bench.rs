@@ -97,7 +97,7 @@ fn tiny_bench_roundtrips_through_compare() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(
-        s.contains("Base bytes/sec") && s.contains("p < 0.05") && s.contains("stddev"),
+        s.contains("Base GB/s") && s.contains("q < 0.05") && s.contains("MDE"),
         "{s}"
     );
     assert!(
@@ -114,6 +114,84 @@ fn tiny_bench_roundtrips_through_compare() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("do not line up"));
+}
+
+#[test]
+fn both_configs_in_one_file_compare_paired() {
+    if !kvm_available("bench --config both") {
+        return;
+    }
+    let path = tmp_json("bench-both");
+    let out = hypclear(&[
+        "bench",
+        "memset",
+        "-s",
+        "4MB",
+        "-k",
+        "64KB",
+        "-f",
+        PORTABLE,
+        "--sessions",
+        "2",
+        "--repeats",
+        "2",
+        "--config",
+        "both",
+        "--cache",
+        "warm",
+        "--seed",
+        "1",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("variance components"),
+        "{}",
+        text(&out)
+    );
+    let d = read_json(&path);
+    assert_eq!(d["cache"], "warm", "the precondition is recorded");
+    for c in d["cells"].as_array().unwrap() {
+        let steady = c["guest_steady"].as_array().unwrap();
+        assert_eq!(steady.len(), 2, "warm-up recorded per session: {c}");
+        for s in steady {
+            let used = s["warmup_used"].as_u64().unwrap();
+            assert!((1..=20).contains(&used), "{c}");
+            assert!(s["settled"].is_boolean(), "{c}");
+        }
+        assert_eq!(
+            c["guest_warmup"].as_array().unwrap().len() as u64,
+            steady
+                .iter()
+                .map(|s| s["warmup_used"].as_u64().unwrap())
+                .sum::<u64>()
+        );
+        assert!(
+            c["guest"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|s| s["verified"] == false),
+            "no timed run is a verified run: {c}"
+        );
+    }
+    let out = hypclear(&["compare", path.to_str().unwrap(), "--format", "markdown"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "vanilla (A) vs memset (B)",
+        "paired t on per-session-pair log ratios",
+        "precondition: warm cache",
+        "| q ",
+        "MDE",
+        "guest rows:",
+        "(=) equivalent",
+    ] {
+        assert!(s.contains(needle), "{needle}: {s}");
+    }
+    // Two guest rows and two host rows, each with a change and interval.
+    assert_eq!(s.lines().filter(|l| l.contains("% [")).count(), 2, "{s}");
 }
 
 #[test]

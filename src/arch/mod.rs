@@ -25,6 +25,7 @@
 //! | `registers(vcpu)`, `describe_exception` | failure reports |
 //! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
+//! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
 //! | `VARIANTS` | the routine variants of `guest/<arch>/lib` with the CPU feature each requires |
 //! | `FORMER_NAMES` | renamed variants: (family, old name, current name), old names still accepted |
 pub mod aarch64;
@@ -116,6 +117,8 @@ impl CpuCaps {
 }
 
 #[cfg(target_arch = "aarch64")]
+pub use self::aarch64::cache::evict;
+#[cfg(target_arch = "aarch64")]
 pub use self::aarch64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
     MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
@@ -124,6 +127,8 @@ pub use self::aarch64::host::{
 };
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::{FORMER_NAMES, VARIANTS};
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::cache::evict;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,

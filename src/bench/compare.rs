@@ -1,10 +1,14 @@
-//! `hypclear compare BASE.json NEW.json…`: the seed's comparison table.
+//! `hypclear compare FILE` / `compare BASE.json NEW.json…`: the seed's
+//! comparison table with session-level statistics (`bench::inference`).
 //!
-//! For every benchmark: base bytes/sec (median), then the change in % for
-//! each other file, marked `(R)` regression or `(I)` improvement only when
-//! Welch's t-test on the raw samples says the difference is significant at
-//! `--alpha`; plus each column's standard deviation.
-use crate::bench::stats::{self, Verdict};
+//! For every benchmark and result class (guest, host): the base median
+//! GB/s, then per compared side the change with its confidence interval
+//! and a mark, the Benjamini–Hochberg q value and the smallest detectable
+//! change. Sessions are the units: one file interleaves its two link
+//! configurations by session (paired t); separate files are independent
+//! invocations (Welch on session means, host drift noted).
+use crate::bench::inference::{self, Comparison, Config, Design, Session, Verdict};
+use crate::bench::stats;
 use crate::bench::{Axes, BenchResult, Cell};
 use crate::error::{Error, Result};
 use crate::report::right;
@@ -56,60 +60,138 @@ fn key(a: &Axes, ignore_config: bool) -> Axes {
     k
 }
 
+/// The link configurations of a result, in the order they were run.
 fn configs(r: &BenchResult) -> Vec<String> {
-    let mut v: Vec<String> = r.cells.iter().map(|c| c.axes.config.clone()).collect();
-    v.sort();
-    v.dedup();
-    v
-}
-
-fn guest_samples(c: &Cell) -> Vec<f64> {
-    let clean: Vec<f64> = c
-        .guest
-        .iter()
-        .filter(|s| !s.disturbed)
-        .map(|s| s.bytes_per_sec)
-        .collect();
-    if clean.is_empty() {
-        c.guest.iter().map(|s| s.bytes_per_sec).collect()
-    } else {
-        clean
+    let mut v: Vec<String> = Vec::new();
+    for c in &r.cells {
+        if !v.contains(&c.axes.config) {
+            v.push(c.axes.config.clone());
+        }
     }
-}
-
-fn host_samples(c: &Cell) -> Vec<f64> {
-    c.host.iter().map(|s| s.bytes_per_sec).collect()
+    v
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Text,
     Markdown,
+    /// reStructuredText grid tables, the style review tables on the lists use.
+    Rst,
 }
 
-// Over 80 lines: file checks, row matching and the rendering of one table;
-// the statistics issue (session-aware tests) rewrites this function next.
+/// One side of one row: the sessions of a result class of a cell.
+fn sessions(c: &Cell, class: Class) -> Vec<Session> {
+    match class {
+        Class::Guest => c.guest_sessions(),
+        Class::Host => c.host_sessions(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Guest,
+    Host,
+}
+
+impl Class {
+    fn name(self) -> &'static str {
+        match self {
+            Class::Guest => "guest GB/s",
+            Class::Host => "host GB/s",
+        }
+    }
+}
+
+/// Median of all runs of a side, GB/s.
+fn median_gbps(s: &[Session]) -> Option<f64> {
+    let all: Vec<f64> = s.iter().flat_map(|x| x.runs.iter().copied()).collect();
+    (!all.is_empty()).then(|| stats::median(&all) / 1e9)
+}
+
+/// A row's comparison, or why there is none.
+#[derive(Debug, Clone)]
+struct Col {
+    cmp: std::result::Result<Comparison, String>,
+    /// Guest rows of separate invocations when the host row moved.
+    note: String,
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    label: String,
+    class: Class,
+    base_gbps: f64,
+    cols: Vec<Col>,
+    /// Index of the same cell's host row (guest rows only).
+    host_row: Option<usize>,
+    /// The sides' sessions per column (guest, host) for the drift check.
+    sides: Vec<(Vec<Session>, Vec<Session>)>,
+}
+
+/// Compare two sides of a row with the design's test; a side with too few
+/// sessions gives the reason instead.
+fn compare_sides(
+    a: &[Session],
+    b: &[Session],
+    cfg: &Config,
+) -> std::result::Result<Comparison, String> {
+    let r = inference::compare(a, b, cfg);
+    match (r, cfg.design) {
+        // Sessions that do not pair up (a side lost some): test them as
+        // independent sessions rather than not at all.
+        (Err(inference::Error::Unpaired { .. }), Design::Interleaved) => {
+            let c = Config {
+                design: Design::Independent,
+                ..*cfg
+            };
+            inference::compare(a, b, &c).map_err(|e| e.to_string())
+        }
+        (r, _) => r.map_err(|e| e.to_string()),
+    }
+}
+
+/// Relative change of the plain means when no test is possible.
+fn plain_change(a: &[Session], b: &[Session]) -> Option<f64> {
+    let m = |s: &[Session]| {
+        let v: Vec<f64> = s.iter().flat_map(|x| x.runs.iter().copied()).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    Some((m(b)? / m(a)? - 1.0) * 100.0)
+}
+
 /// Build the comparison table; refuses files whose axes do not line up or
 /// that come from different hosts (unless allowed).
+///
+/// One file: its two link configurations against each other (sessions
+/// interleaved ABBA in one invocation: paired t on session pairs). Several
+/// files: each against the first (separate invocations: Welch on session
+/// means, with the host rows as a drift check).
 pub fn compare(
     files: &[(PathBuf, BenchResult)],
     alpha: f64,
+    margin: f64,
     allow_different_hosts: bool,
     format: Format,
 ) -> Result<String> {
     let (base_path, base) = files
         .first()
         .ok_or_else(|| Error::Usage("compare needs a base file".into()))?;
-    if !(alpha > 0.0 && alpha < 1.0) {
+    if !(alpha > 0.0 && alpha < 0.5) {
         return Err(Error::Usage(format!(
-            "--alpha {alpha} must be between 0 and 1"
+            "--alpha {alpha} must be between 0 and 0.5"
+        )));
+    }
+    if !(0.0..1.0).contains(&margin) {
+        return Err(Error::Usage(format!(
+            "--margin {margin} must be a fraction between 0 and 1 (0.02 = 2%)"
         )));
     }
     for (p, r) in &files[1..] {
         if !allow_different_hosts && !base.host.same_host(&r.host) {
             return Err(Error::Usage(format!(
                 "{} comes from a different host than {} ({} / {} / {} vs {} / {} / {}); \
-                 pass --allow-different-hosts to compare anyway",
+                 pass --per-host for one table per host, or --allow-different-hosts to \
+                 compare anyway",
                 p.display(),
                 base_path.display(),
                 r.host.cpu_model,
@@ -121,6 +203,117 @@ pub fn compare(
             )));
         }
     }
+    let design = if files.len() == 1 {
+        Design::Interleaved
+    } else {
+        Design::Independent
+    };
+    let cfg = Config {
+        alpha,
+        margin,
+        design,
+        ..Config::default()
+    };
+    let (names, mut rows) = if files.len() == 1 {
+        within_file(base_path, base, &cfg)?
+    } else {
+        across_files(files, &cfg)?
+    };
+    // Benjamini-Hochberg across the rows of each column.
+    for j in 0..names.len() - 1 {
+        let idx: Vec<usize> = (0..rows.len())
+            .filter(|&i| rows[i].cols[j].cmp.is_ok())
+            .collect();
+        let mut cs: Vec<Comparison> = idx
+            .iter()
+            .filter_map(|&i| rows[i].cols[j].cmp.clone().ok())
+            .collect();
+        inference::decide_rows(&mut cs, alpha, margin);
+        for (&i, c) in idx.iter().zip(cs) {
+            rows[i].cols[j].cmp = Ok(c);
+        }
+    }
+    if design == Design::Independent {
+        drift_notes(&mut rows, &cfg);
+    }
+    Ok(render(files, &names, &rows, &cfg, format))
+}
+
+/// "Results for ...": the machine a group of files ran on, as the review
+/// tables on the lists head them.
+fn host_heading(h: &crate::vmm::host::HostInfo) -> String {
+    format!(
+        "Results for {} ({}, kernel {}, KVM {}):",
+        h.cpu_model, h.arch, h.kernel, h.kvm_flavour
+    )
+}
+
+/// Files from several machines: one comparison per host (files grouped by
+/// host fingerprint, in the order given; each group's first file is its
+/// base, a group of one file compares its two link configurations), each
+/// under a "Results for <host>:" heading.
+pub fn compare_per_host(
+    files: &[(PathBuf, BenchResult)],
+    alpha: f64,
+    margin: f64,
+    format: Format,
+) -> Result<String> {
+    let mut groups: Vec<Vec<(PathBuf, BenchResult)>> = Vec::new();
+    for f in files {
+        match groups.iter_mut().find(|g| g[0].1.host.same_host(&f.1.host)) {
+            Some(g) => g.push(f.clone()),
+            None => groups.push(vec![f.clone()]),
+        }
+    }
+    let mut out = String::new();
+    for g in &groups {
+        out.push_str(&host_heading(&g[0].1.host));
+        out.push_str("\n\n");
+        out.push_str(&compare(g, alpha, margin, false, format)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The side names (A first) and the rows of a comparison.
+type Named = (Vec<String>, Vec<Row>);
+
+/// One file, two link configurations: rows keyed by the axes without the
+/// configuration, A = the first configuration, B = the second.
+fn within_file(path: &Path, r: &BenchResult, cfg: &Config) -> Result<Named> {
+    let cs = configs(r);
+    if cs.len() != 2 {
+        return Err(Error::Usage(format!(
+            "{} holds {} link configuration(s) ({}): one file compares exactly two \
+             (`hypclear bench ... --config both`); to compare runs, pass two files",
+            path.display(),
+            cs.len(),
+            cs.join(", ")
+        )));
+    }
+    let mut by_key: BTreeMap<Axes, [Option<&Cell>; 2]> = BTreeMap::new();
+    for c in &r.cells {
+        let side = usize::from(c.axes.config == cs[1]);
+        by_key.entry(key(&c.axes, true)).or_default()[side] = Some(c);
+    }
+    let mut rows = Vec::new();
+    for (k, pair) in &by_key {
+        let [Some(a), Some(b)] = pair else {
+            return Err(Error::Usage(format!(
+                "{}: `{}` ran in only one link configuration; re-run with --config both",
+                path.display(),
+                k.label()
+            )));
+        };
+        push_rows(&mut rows, k, a, &[b], cfg);
+    }
+    Ok((cs, rows))
+}
+
+/// Several files: each against the first, rows keyed by the axes (without
+/// the configuration when every file holds just one).
+fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named> {
+    let (base_path, base) = &files[0];
     let ignore_config = files.iter().all(|(_, r)| configs(r).len() == 1);
     let index = |r: &BenchResult| -> BTreeMap<Axes, usize> {
         r.cells
@@ -149,97 +342,241 @@ pub fn compare(
             )));
         }
     }
+    let names = files
+        .iter()
+        .map(|(p, r)| {
+            let stem = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if ignore_config {
+                format!("{stem} ({})", configs(r).join(","))
+            } else {
+                stem
+            }
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for (k, &bi) in &base_idx {
+        let others: Vec<&Cell> = files[1..]
+            .iter()
+            .zip(&idx[1..])
+            .map(|((_, r), m)| &r.cells[m[k]])
+            .collect();
+        push_rows(&mut rows, k, &base.cells[bi], &others, cfg);
+    }
+    Ok((names, rows))
+}
 
-    let name = |p: &PathBuf, r: &BenchResult| {
-        let stem = p
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if ignore_config {
-            format!("{stem} ({})", configs(r).join(","))
-        } else {
-            stem
+/// The guest and host rows of one cell: `a` against each of `others`.
+fn push_rows(rows: &mut Vec<Row>, k: &Axes, a: &Cell, others: &[&Cell], cfg: &Config) {
+    let guest_at = rows.len();
+    for class in [Class::Guest, Class::Host] {
+        let sa = sessions(a, class);
+        let Some(base_gbps) = median_gbps(&sa) else {
+            continue;
+        };
+        let mut cols = Vec::new();
+        let mut sides = Vec::new();
+        for b in others {
+            let sb = sessions(b, class);
+            cols.push(Col {
+                cmp: compare_sides(&sa, &sb, cfg),
+                note: String::new(),
+            });
+            sides.push((sa.clone(), sb));
         }
-    };
+        rows.push(Row {
+            label: k.label(),
+            class,
+            base_gbps,
+            cols,
+            host_row: None,
+            sides,
+        });
+    }
+    let n = rows.len();
+    if n - guest_at == 2 && rows[guest_at].class == Class::Guest {
+        rows[guest_at].host_row = Some(guest_at + 1);
+    }
+}
+
+/// Separate invocations: where a cell's host row moved ((R) or (I)), the
+/// guest row says so and shows the guest/host-normalized change.
+fn drift_notes(rows: &mut [Row], cfg: &Config) {
+    for i in 0..rows.len() {
+        let Some(h) = rows[i].host_row else { continue };
+        for j in 0..rows[i].cols.len() {
+            let moved = rows[h].cols[j]
+                .cmp
+                .as_ref()
+                .is_ok_and(|c| matches!(c.verdict, Verdict::Regression | Verdict::Improvement));
+            if !moved {
+                continue;
+            }
+            let (ga, gb) = &rows[i].sides[j];
+            let (ha, hb) = &rows[h].sides[j];
+            let note = match inference::host_drift(ha, hb, ga, gb, cfg) {
+                Ok(d) => match d.normalized {
+                    Some(n) => format!(
+                        "host moved {:+.1}%; guest/host-normalized {}",
+                        d.host.change_pct,
+                        n.cell_text()
+                    ),
+                    None => format!("host moved {:+.1}%", d.host.change_pct),
+                },
+                Err(_) => "host moved".into(),
+            };
+            rows[i].cols[j].note = note;
+        }
+    }
+}
+
+fn precondition(r: &BenchResult) -> String {
+    match r.cache {
+        Some(c) => c.describe().to_string(),
+        None => "not stated (file written before --cache)".into(),
+    }
+}
+
+// Over 80 lines: the header lines, the table and the footer of one
+// comparison; straight-line formatting.
+fn render(
+    files: &[(PathBuf, BenchResult)],
+    names: &[String],
+    rows: &[Row],
+    cfg: &Config,
+    format: Format,
+) -> String {
+    let (alpha, m) = (cfg.alpha, cfg.margin * 100.0);
     let mut header = vec![
         "Benchmark".to_string(),
         "Result class".into(),
-        format!("Base bytes/sec [{}]", name(base_path, base)),
+        format!("Base GB/s [{}]", names[0]),
     ];
-    for (p, r) in &files[1..] {
-        header.push(format!("Change {}", name(p, r)));
-    }
-    header.push("stddev base".into());
-    for (p, r) in &files[1..] {
-        header.push(format!("stddev {}", name(p, r)));
+    let independent = cfg.design == Design::Independent;
+    // A note column only when some row has a note (host drift, untested).
+    let notes = rows
+        .iter()
+        .any(|r| r.cols.iter().any(|c| c.cmp.is_err() || !c.note.is_empty()));
+    for n in &names[1..] {
+        header.push(format!("Change {n} [{:.0}% CI]", (1.0 - alpha) * 100.0));
+        header.push("q".into());
+        header.push("MDE".into());
+        if notes {
+            header.push("Note".into());
+        }
     }
     let mut t = Table::new();
     t.load_style(match format {
         Format::Text => presets::UTF8_FULL_CONDENSED,
         Format::Markdown => presets::ASCII_MARKDOWN,
+        Format::Rst => presets::ASCII_FULL,
     });
     t.set_header(header);
-    let mut regressions = 0;
-    let mut improvements = 0;
-    for (k, &bi) in &base_idx {
-        let bc = &base.cells[bi];
-        for (class, get) in [
-            ("guest bytes/sec", guest_samples as fn(&Cell) -> Vec<f64>),
-            ("host bytes/sec", host_samples as fn(&Cell) -> Vec<f64>),
-        ] {
-            let bs = get(bc);
-            let Some(bsum) = stats::Summary::of(&bs) else {
-                continue;
-            };
-            let mut row = vec![
-                TCell::new(k.label()),
-                TCell::new(class),
-                right(format!("{:.2}", bsum.median)),
-            ];
-            let mut sds = vec![right(format!("{:.4e}", bsum.stddev))];
-            for ((_, r), m) in files.iter().zip(&idx).skip(1) {
-                let c = &r.cells[m[k]];
-                let ns = get(c);
-                let cmp = stats::classify(&bs, &ns, alpha, true);
-                if class.starts_with("guest") {
-                    match cmp.verdict {
-                        Verdict::Regression => regressions += 1,
-                        Verdict::Improvement => improvements += 1,
-                        Verdict::NoChange => {}
+    let mut marks: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in rows {
+        let mut row = vec![
+            TCell::new(&r.label),
+            TCell::new(r.class.name()),
+            right(format!("{:.2}", r.base_gbps)),
+        ];
+        for (j, c) in r.cols.iter().enumerate() {
+            match &c.cmp {
+                Ok(x) => {
+                    if r.class == Class::Guest {
+                        *marks.entry(x.verdict.mark()).or_default() += 1;
                     }
+                    row.push(right(x.cell_text()));
+                    row.push(right(format!("{:.3}", x.q)));
+                    row.push(right(if x.mde_pct.is_finite() {
+                        format!("{:.1}%", x.mde_pct)
+                    } else {
+                        "-".into()
+                    }));
                 }
-                row.push(right(
-                    format!("{:.2}% {}", cmp.change_pct, cmp.verdict.marker())
-                        .trim_end()
-                        .to_string(),
-                ));
-                sds.push(right(
-                    stats::Summary::of(&ns)
-                        .map(|s| format!("{:.4e}", s.stddev))
-                        .unwrap_or_else(|| "-".into()),
-                ));
+                Err(_) => {
+                    let (sa, sb) = &r.sides[j];
+                    let change = plain_change(sa, sb)
+                        .map(|c| format!("{c:+.2}% (untested)"))
+                        .unwrap_or_else(|| "-".into());
+                    row.push(right(change));
+                    row.push(right("-"));
+                    row.push(right("-"));
+                }
             }
-            row.extend(sds);
-            t.add_row(row);
+            if notes {
+                row.push(TCell::new(match &c.cmp {
+                    Err(why) if c.note.is_empty() => why.clone(),
+                    _ => c.note.clone(),
+                }));
+            }
         }
+        t.add_row(row);
     }
     let mut out = format!(
-        "hypclear compare: {} vs {}\n",
-        base_path.display(),
-        files[1..]
-            .iter()
-            .map(|(p, _)| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        "hypclear compare: {}\n",
+        if files.len() == 1 {
+            format!(
+                "{}: {} (A) vs {} (B), sessions interleaved in one invocation",
+                files[0].0.display(),
+                names[0],
+                names[1]
+            )
+        } else {
+            format!(
+                "{} vs {}",
+                files[0].0.display(),
+                files[1..]
+                    .iter()
+                    .map(|(p, _)| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
     );
+    let method = inference::Method::default_for(cfg.design).name();
     out.push_str(&format!(
-        "(R) regression / (I) improvement only where Welch's two-sided t-test on the raw samples gives p < {alpha}; medians of undisturbed runs\n\n"
+        "test: {method}{}\n",
+        if independent {
+            " (separate invocations: drift between them is not controlled; the host rows show it, \
+             and guest rows say when the host moved); for a paired test run both sides in one \
+             invocation (`bench --config both`, then `compare FILE`)"
+        } else {
+            " (each session of A paired with the session of B next to it, ABBA order)"
+        }
+    ));
+    let mut pre: Vec<String> = files.iter().map(|(_, r)| precondition(r)).collect();
+    pre.dedup();
+    out.push_str(&format!(
+        "precondition: {}\n",
+        if pre.len() == 1 {
+            pre[0].clone()
+        } else {
+            format!("DIFFERENT between the files ({})", pre.join(" / "))
+        }
+    ));
+    out.push_str(&format!(
+        "change = B against A from the mean log session means, with its {:.0}% confidence interval; \
+         q = Benjamini-Hochberg over the rows; MDE = smallest change this design detects with \
+         power 0.8 at alpha {alpha}\n\n",
+        (1.0 - alpha) * 100.0
     ));
     out.push_str(&t.to_string());
     out.push_str(&format!(
-        "\n\n{regressions} significant regression(s), {improvements} significant improvement(s) in guest throughput\n"
+        "\n\n(=) equivalent: the interval lies inside +-{m:.1}% (--margin); \
+         (R) regression / (I) improvement: q < {alpha} and the interval excludes 0 (and is not inside the margin); \
+         no mark: the data cannot tell (more sessions narrow the interval)\n"
     ));
-    Ok(out)
+    let count = |k: &str| marks.get(k).copied().unwrap_or(0);
+    out.push_str(&format!(
+        "guest rows: {} (R), {} (I), {} (=), {} unmarked\n",
+        count("(R)"),
+        count("(I)"),
+        count("(=)"),
+        count("")
+    ));
+    out
 }
 
 #[cfg(test)]
@@ -262,8 +599,8 @@ mod tests {
         }
     }
 
-    fn result(config: &str, chunk: u64, values: &[f64], model: &str) -> BenchResult {
-        let axes = Axes {
+    fn axes(config: &str, chunk: u64) -> Axes {
+        Axes {
             routine: "memset".into(),
             variant: "erms".into(),
             config: config.into(),
@@ -274,23 +611,47 @@ mod tests {
             size: 1 << 20,
             loops: 1,
             vcpus: 1,
-        };
-        let samples = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| Sample {
-                session: 0,
-                run: i as u64,
-                bytes: 1 << 20,
-                ns: 1.0,
-                bytes_per_sec: *v,
-                ticks_per_byte: 1.0,
-                verified: false,
-                disturbed: false,
-                per_vcpu_bytes_per_sec: vec![],
-                kvm_stats: Default::default(),
+        }
+    }
+
+    /// `sessions[s][r]`: throughput of run r of session s.
+    fn samples(sessions: &[Vec<f64>]) -> Vec<Sample> {
+        let mut out = Vec::new();
+        for (s, runs) in sessions.iter().enumerate() {
+            for (i, v) in runs.iter().enumerate() {
+                out.push(Sample {
+                    session: s as u64,
+                    run: i as u64,
+                    bytes: 1 << 20,
+                    ns: 1.0,
+                    bytes_per_sec: *v,
+                    ticks_per_byte: 1.0,
+                    verified: false,
+                    disturbed: false,
+                    per_vcpu_bytes_per_sec: vec![],
+                    kvm_stats: Default::default(),
+                });
+            }
+        }
+        out
+    }
+
+    /// 4 sessions x 3 runs around `level` with a session effect and a
+    /// little deterministic noise (`phase` shifts it).
+    fn noisy(level: f64, phase: f64) -> Vec<Vec<f64>> {
+        (0..4)
+            .map(|s| {
+                let sess = 1.0 + 0.004 * ((s as f64 * 1.7 + phase).sin());
+                (0..3)
+                    .map(|r| {
+                        level * sess * (1.0 + 0.003 * ((r as f64 * 2.3 + s as f64 + phase).cos()))
+                    })
+                    .collect()
             })
-            .collect();
+            .collect()
+    }
+
+    fn file(cells: Vec<Cell>, model: &str, sessions: u64) -> BenchResult {
         BenchResult {
             tool: "hypclear".into(),
             command: "bench".into(),
@@ -298,18 +659,36 @@ mod tests {
             privilege: "CPL3".into(),
             warmup: 1,
             repeats: 3,
-            sessions: 1,
+            sessions,
+            cache: Some(crate::bench::Cache::Cold),
+            max_warmup: 20,
+            session_setup_seconds: 0.0,
             partial: false,
-            cells: vec![Cell::new(axes, samples, vec![])],
+            cells,
         }
+    }
+
+    fn result(config: &str, chunk: u64, sessions: &[Vec<f64>], model: &str) -> BenchResult {
+        let host = samples(&noisy(10.0, 0.5));
+        file(
+            vec![Cell::new(axes(config, chunk), samples(sessions), host)],
+            model,
+            sessions.len() as u64,
+        )
+    }
+
+    fn one(values: &[f64]) -> Vec<Vec<f64>> {
+        vec![values.to_vec()]
     }
 
     #[test]
     fn zero_negative_or_non_finite_throughput_is_rejected_at_load() {
         let p = Path::new("x.json");
-        assert!(validate_throughput(&result("vanilla", 4096, &[100.0, 99.0], "cpu"), p).is_ok());
+        assert!(
+            validate_throughput(&result("vanilla", 4096, &one(&[100.0, 99.0]), "cpu"), p).is_ok()
+        );
         for v in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            let r = result("vanilla", 4096, &[100.0, v], "cpu");
+            let r = result("vanilla", 4096, &one(&[100.0, v]), "cpu");
             assert!(
                 matches!(validate_throughput(&r, p), Err(Error::Usage(_))),
                 "{v} accepted"
@@ -319,38 +698,162 @@ mod tests {
 
     #[test]
     fn marks_only_significant_changes() {
-        let base = result("vanilla", 4096, &[100.0, 101.0, 99.0, 100.5, 99.5], "cpu");
-        let same = result("memset", 4096, &[100.2, 100.8, 99.1, 100.4, 99.7], "cpu");
-        let slow = result("memset", 4096, &[80.0, 81.0, 79.0, 80.5, 79.5], "cpu");
+        let base = result("vanilla", 4096, &noisy(100.0, 0.0), "cpu");
+        let same = result("memset", 4096, &noisy(100.0, 1.0), "cpu");
+        let slow = result("memset", 4096, &noisy(80.0, 2.0), "cpu");
         let files = vec![
             (PathBuf::from("base.json"), base),
             (PathBuf::from("same.json"), same),
             (PathBuf::from("slow.json"), slow),
         ];
-        let out = compare(&files, 0.05, false, Format::Markdown).unwrap();
-        assert!(out.contains("-20.00% (R)"), "{out}");
+        let out = compare(&files, 0.05, 0.02, false, Format::Markdown).unwrap();
+        let guest = out
+            .lines()
+            .find(|l| l.contains("guest GB/s"))
+            .expect("a guest row");
+        // Columns: same (change, q, MDE), then slow (no notes: no column).
+        let cols: Vec<&str> = guest.split('|').map(str::trim).collect();
+        assert!(cols[4].ends_with("(=)"), "{out}");
+        let change: f64 = cols[7].split('%').next().unwrap().parse().unwrap();
+        assert!(
+            (change + 20.0).abs() < 0.5 && cols[7].ends_with("(R)"),
+            "{out}"
+        );
         assert!(!out.contains("% (I)"), "{out}");
-        assert!(out.contains("p < 0.05"), "{out}");
-        assert!(out.contains("1 significant regression"), "{out}");
-        assert!(out.contains("stddev base"), "{out}");
+        assert!(out.contains("q < 0.05"), "{out}");
+        assert!(out.contains("Welch t on log session means"), "{out}");
+        assert!(out.contains("guest rows: 1 (R), 0 (I), 1 (=)"), "{out}");
+        assert!(out.contains("MDE"), "{out}");
+    }
+
+    #[test]
+    fn one_file_pairs_its_two_configurations() {
+        // Both configurations share each session's effect (same VM slot).
+        let a = noisy(100.0, 0.0);
+        let b: Vec<Vec<f64>> = a
+            .iter()
+            .map(|s| s.iter().map(|v| v * 1.001).collect())
+            .collect();
+        let slow: Vec<Vec<f64>> = a
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s.iter().map(|v| v * (0.9 + 0.001 * i as f64)).collect())
+            .collect();
+        let host = samples(&noisy(10.0, 0.5));
+        let r = file(
+            vec![
+                Cell::new(axes("vanilla", 4096), samples(&a), host.clone()),
+                Cell::new(axes("memset", 4096), samples(&b), host.clone()),
+                Cell::new(axes("vanilla", 8192), samples(&a), host.clone()),
+                Cell::new(axes("memset", 8192), samples(&slow), host),
+            ],
+            "cpu",
+            4,
+        );
+        let out = compare(&[("both.json".into(), r)], 0.05, 0.02, false, Format::Text).unwrap();
+        assert!(out.contains("paired t"), "{out}");
+        assert!(out.contains("vanilla (A) vs memset (B)"), "{out}");
+        let row = |chunk: &str| {
+            out.lines()
+                .find(|l| l.contains(&format!("-k {chunk} ")) && l.contains("guest"))
+                .unwrap_or_else(|| panic!("{out}"))
+                .to_string()
+        };
+        assert!(
+            row("4KB").contains("+0.10% [") && row("4KB").contains("(=)"),
+            "{out}"
+        );
+        assert!(row("8KB").contains("(R)"), "{out}");
+        // Host rows are identical on both sides: equivalent.
+        assert!(
+            out.contains("guest rows: 1 (R), 0 (I), 1 (=), 0 unmarked"),
+            "{out}"
+        );
+        // One configuration in one file: nothing to compare.
+        let single = result("vanilla", 4096, &a, "cpu");
+        let e = compare(
+            &[("v.json".into(), single)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("pass two files"), "{e}");
+    }
+
+    #[test]
+    fn host_drift_is_noted_on_the_guest_row() {
+        let a = result("vanilla", 4096, &noisy(100.0, 0.0), "cpu");
+        let mut b = result("vanilla", 4096, &noisy(90.0, 1.0), "cpu");
+        b.cells[0].host = samples(&noisy(9.0, 0.7));
+        let out = compare(
+            &[("a.json".into(), a), ("b.json".into(), b)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+        )
+        .unwrap();
+        assert!(out.contains("host moved -10."), "{out}");
+        assert!(out.contains("guest/host-normalized"), "{out}");
+    }
+
+    #[test]
+    fn single_sessions_are_shown_untested() {
+        let a = result("vanilla", 4096, &one(&[100.0, 101.0, 99.0]), "cpu");
+        let b = result("vanilla", 4096, &one(&[80.0, 81.0, 79.0]), "cpu");
+        let out = compare(
+            &[("a.json".into(), a), ("b.json".into(), b)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+        )
+        .unwrap();
+        assert!(out.contains("-20.00% (untested)"), "{out}");
+        assert!(out.contains("at least 2"), "{out}");
+    }
+
+    #[test]
+    fn old_json_without_the_new_fields_still_loads() {
+        let r = result("vanilla", 4096, &noisy(100.0, 0.0), "cpu");
+        let mut v = serde_json::to_value(&r).unwrap();
+        let o = v.as_object_mut().unwrap();
+        for k in ["cache", "max_warmup", "session_setup_seconds"] {
+            assert!(o.remove(k).is_some(), "{k}");
+        }
+        let old: BenchResult = serde_json::from_value(v).unwrap();
+        assert_eq!(old.cache, None);
+        let out = compare(
+            &[("a.json".into(), old), ("b.json".into(), r)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+        )
+        .unwrap();
+        assert!(out.contains("DIFFERENT between the files"), "{out}");
     }
 
     #[test]
     fn refuses_misaligned_axes_and_foreign_hosts() {
-        let a = result("vanilla", 4096, &[1.0, 2.0], "cpu");
-        let b = result("vanilla", 8192, &[1.0, 2.0], "cpu");
+        let a = result("vanilla", 4096, &one(&[1.0, 2.0]), "cpu");
+        let b = result("vanilla", 8192, &one(&[1.0, 2.0]), "cpu");
         let e = compare(
             &[("a.json".into(), a.clone()), ("b.json".into(), b)],
             0.05,
+            0.02,
             false,
             Format::Text,
         )
         .unwrap_err();
         assert!(e.to_string().contains("do not line up"), "{e}");
-        let c = result("vanilla", 4096, &[1.0, 2.0], "other cpu");
+        let c = result("vanilla", 4096, &one(&[1.0, 2.0]), "other cpu");
         let e = compare(
             &[("a.json".into(), a.clone()), ("c.json".into(), c.clone())],
             0.05,
+            0.02,
             false,
             Format::Text,
         )
@@ -360,10 +863,49 @@ mod tests {
             compare(
                 &[("a.json".into(), a), ("c.json".into(), c)],
                 0.05,
+                0.02,
                 true,
                 Format::Text
             )
             .is_ok()
+        );
+    }
+
+    #[test]
+    fn per_host_tables_and_rst_grid() {
+        let a = result("vanilla", 4096, &noisy(10.0, 0.1), "cpu one");
+        let b = result("vanilla", 4096, &noisy(10.0, 0.7), "cpu one");
+        let c = result("vanilla", 4096, &noisy(20.0, 0.1), "cpu two");
+        let d = result("vanilla", 4096, &noisy(19.0, 0.9), "cpu two");
+        let files: Vec<(PathBuf, BenchResult)> = vec![
+            ("a.json".into(), a),
+            ("c.json".into(), c),
+            ("b.json".into(), b),
+            ("d.json".into(), d),
+        ];
+        let out = compare_per_host(&files, 0.05, 0.02, Format::Rst).unwrap();
+        let one = out.find("Results for cpu one").expect(&out);
+        let two = out.find("Results for cpu two").expect(&out);
+        assert!(one < two, "{out}");
+        // Each host's table compares its own files: b against a, d against c.
+        assert!(
+            out[one..two].contains("b.json") && !out[one..two].contains("c.json"),
+            "{out}"
+        );
+        assert!(
+            out[two..].contains("d.json") && !out[two..].contains("b.json"),
+            "{out}"
+        );
+        // A reStructuredText grid table: +---+ borders, +===+ under the header.
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("+=") && l.ends_with("=+")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("+-") && l.ends_with("-+")),
+            "{out}"
         );
     }
 }

@@ -1,11 +1,12 @@
 //! The guest side of a bench cell: warm-up and measured passes inside the
-//! VM, timed by the guest counter, verified before and after, with the KVM
-//! statistics of every run.
+//! VM, timed by the guest counter, with untimed verification passes before
+//! and after, and the KVM statistics of every run.
 use super::plan::{CellSpec, Plan, pass_call, placement};
+use super::sequence::{self, Sequence};
 use super::{Fill, Sample};
 use crate::check::checker::{self, Patterns, Placement};
 use crate::error::{Error, Result};
-use crate::routines::{self, Kind};
+use crate::routines;
 use crate::vmm::{CallResult, Vm};
 use std::collections::BTreeMap;
 use std::sync::Barrier;
@@ -73,55 +74,26 @@ fn pass_timeout(plan: &Plan) -> Duration {
     plan.timeout + Duration::from_secs_f64(plan.size as f64 * plan.vcpus as f64 / 20e6)
 }
 
-/// Run one cell on `vm` for one session: warm-up + repeats, verified.
+/// Run one cell on `vm` for one session: an untimed verification pass,
+/// the warm-up and measured runs (each pass from the `--cache`
+/// precondition), and another untimed verification pass.
 pub(super) fn run_cell(
     vm: &mut Vm,
     spec: &CellSpec,
     plan: &Plan,
     pats: &Patterns,
     session: u64,
-) -> Result<Vec<Sample>> {
+) -> Result<Sequence> {
     let timeout = pass_timeout(plan);
     let places: Vec<Placement> = (0..plan.vcpus).map(|v| placement(plan, v)).collect();
     let cmds = places
         .iter()
         .map(|p| routines::command(&vm.blob, spec.variant, &pass_call(spec, plan, p, pats.fill)))
         .collect::<Result<Vec<_>>>()?;
-    let kind = plan.routine.kind();
-    let demand = spec.axes.fill == Fill::Demand;
-    let total_runs = plan.warmup + plan.repeats;
-    let mut samples = Vec::new();
-    for run in 0..total_runs {
-        let measured = run >= plan.warmup;
-        let verify_this = measured && (run == plan.warmup || run + 1 == total_runs);
-        for p in &places {
-            if verify_this || run == 0 {
-                checker::prepare_source(&vm.ram, p, pats)?;
-            }
-            if verify_this {
-                if demand {
-                    // Only the guards: the target stays untouched for the
-                    // first-touch measurement (see verify_demand_clear).
-                    checker::prepare_guards(&vm.ram, p, pats)?;
-                } else {
-                    checker::prepare(&vm.ram, p, pats)?;
-                }
-            }
-        }
-        let (ticks, per_vcpu_ticks, stats) =
-            timed_passes(vm, &cmds, &places, plan, demand, timeout)?;
-        if verify_this {
-            for p in &places {
-                let out = checker::check(&vm.ram, p, kind, pats)?;
-                if !out.passed() {
-                    return Err(verification_error(spec, &out));
-                }
-            }
-        }
-        if !measured {
-            continue;
-        }
-        let bytes = plan.size * plan.loops * plan.vcpus;
+    verify_pass(vm, &cmds, &places, plan, spec, pats, timeout)?;
+    let bytes = plan.size * plan.loops * plan.vcpus;
+    let mut seq = sequence::run(plan, session, || {
+        let (ticks, per_vcpu_ticks, stats) = timed_passes(vm, &cmds, &places, plan, spec, timeout)?;
         let (ns, bps, tpb) = rates(bytes, ticks, vm.counter_khz);
         let per_vcpu = if plan.vcpus > 1 {
             per_vcpu_ticks
@@ -131,23 +103,22 @@ pub(super) fn run_cell(
         } else {
             vec![]
         };
-        samples.push(Sample {
+        Ok(Sample {
             session,
-            run: run - plan.warmup,
+            run: 0,
             bytes,
             ns,
             bytes_per_sec: bps,
             ticks_per_byte: tpb,
-            verified: verify_this,
+            verified: false,
             disturbed: disturbed(&stats, plan.loops * plan.vcpus),
             per_vcpu_bytes_per_sec: per_vcpu,
             kvm_stats: stats.into_iter().filter(|(_, v)| *v != 0).collect(),
-        });
-    }
-    if demand && kind == Kind::Zero {
-        verify_demand_clear(vm, &cmds, &places, plan, spec, pats, timeout)?;
-    }
-    Ok(samples)
+        })
+    })?;
+    verify_pass(vm, &cmds, &places, plan, spec, pats, timeout)?;
+    seq.verified = 2;
+    Ok(seq)
 }
 
 /// Guest counters are guest data: a sum that overflows is a protocol error.
@@ -163,25 +134,23 @@ fn overflow(what: &str) -> crate::error::Error {
     }))
 }
 
-/// `-l` passes of one run: total ticks (first start to last end over the
-/// vCPUs), ticks per vCPU, and the summed KVM statistics.
+/// `-l` passes of one run, each from the precondition: total ticks (first
+/// start to last end over the vCPUs), ticks per vCPU, and the summed KVM
+/// statistics.
 fn timed_passes(
     vm: &mut Vm,
     cmds: &[crate::vmm::Command],
     places: &[Placement],
     plan: &Plan,
-    demand: bool,
+    spec: &CellSpec,
     timeout: Duration,
 ) -> Result<(u64, Vec<u64>, BTreeMap<String, u64>)> {
+    let demand = spec.axes.fill == Fill::Demand;
     let mut ticks = 0u64;
     let mut per_vcpu_ticks = vec![0u64; places.len()];
     let mut stats = BTreeMap::new();
     for _ in 0..plan.loops {
-        if demand {
-            for p in places {
-                vm.ram.discard(p.dst, p.len)?;
-            }
-        }
+        sequence::precondition(&vm.ram, places, demand, plan.cache)?;
         let rs = guest_pass(vm, cmds, timeout)?;
         let t0 = rs.iter().map(|r| r.t0).min().unwrap_or(0);
         let t1 = rs.iter().map(|r| r.t1).max().unwrap_or(0);
@@ -199,10 +168,10 @@ fn timed_passes(
     Ok((ticks, per_vcpu_ticks, stats))
 }
 
-/// Freshly faulted memory reads as zero, so a demand-mode clear cannot show
-/// that it wrote anything: run the same pass once more, unmeasured, over the
-/// seeded pattern and verify that.
-fn verify_demand_clear(
+/// An untimed verification pass: the seeded patterns into the guards, the
+/// target and the source (so even a clear of fresh, zero-reading pages
+/// shows that it wrote), one pass, then the check. Never a timed run.
+fn verify_pass(
     vm: &mut Vm,
     cmds: &[crate::vmm::Command],
     places: &[Placement],

@@ -2,6 +2,7 @@
 //! linked into this binary (see build.rs), run natively on a host buffer
 //! laid out like the guest arena, with the same lowered calls.
 use super::plan::{CellSpec, Plan, pass_call, region_stride};
+use super::sequence::{self, Sequence};
 use super::{Fill, Sample};
 use crate::blob::abi::PAGE_SIZE;
 use crate::check::checker::{Patterns, Placement};
@@ -45,7 +46,7 @@ pub(super) fn run_cell(
     pats: &Patterns,
     session: u64,
     tsc_khz: u64,
-) -> Result<Vec<Sample>> {
+) -> Result<Option<Sequence>> {
     let stride = region_stride(plan);
     // One host buffer laid out like the guest arena: a region per "vCPU".
     let buf = GuestRam::new(
@@ -56,18 +57,15 @@ pub(super) fn run_cell(
     )?;
     let (places, calls) = host_calls(&buf, spec, plan, pats)?;
     let Some(f) = calls.first().and_then(|l| routine(&l.alias)) else {
-        return Ok(vec![]);
+        return Ok(None);
     };
-    let mut samples = Vec::new();
-    for run in 0..plan.warmup + plan.repeats {
+    let demand = spec.axes.fill == Fill::Demand;
+    let bytes = plan.size * plan.loops * plan.vcpus;
+    sequence::run(plan, session, || {
         let mut ns = 0f64;
         let mut per = vec![0f64; places.len()];
         for _ in 0..plan.loops {
-            if spec.axes.fill == Fill::Demand {
-                for p in &places {
-                    buf.discard(p.dst, p.len)?;
-                }
-            }
+            sequence::precondition(&buf, &places, demand, plan.cache)?;
             let times = host_pass(f, &calls);
             let start = times.iter().map(|t| t.0).min();
             let end = times.iter().map(|t| t.1).max();
@@ -78,14 +76,10 @@ pub(super) fn run_cell(
                 per[i] += (*b - *a).as_nanos() as f64;
             }
         }
-        if run < plan.warmup {
-            continue;
-        }
-        let bytes = plan.size * plan.loops * plan.vcpus;
         let bps = bytes as f64 * 1e9 / ns.max(1.0);
-        samples.push(Sample {
+        Ok(Sample {
             session,
-            run: run - plan.warmup,
+            run: 0,
             bytes,
             ns,
             bytes_per_sec: bps,
@@ -100,9 +94,9 @@ pub(super) fn run_cell(
                 vec![]
             },
             kvm_stats: BTreeMap::new(),
-        });
-    }
-    Ok(samples)
+        })
+    })
+    .map(Some)
 }
 
 /// The placements in the host buffer (laid out like the guest arena) and

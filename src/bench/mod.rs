@@ -1,21 +1,29 @@
 //! `hypclear bench`: perf-bench-style throughput of the blob's routines
 //! inside the guest, side by side with the same objects on the host.
 //!
-//! Method (as in the seed discussion): `--warmup` unmeasured runs, then
-//! `--repeats` measured runs, in each of `--sessions` fresh VMs. Guest
+//! Method (as in the seed discussion, made rigorous after Kalibera & Jones):
+//! in each of `--sessions` fresh VMs, at least `--warmup` unmeasured runs,
+//! extended until the throughput is steady (up to `--max-warmup`), then
+//! `--repeats` measured runs; every timed pass starts from the `--cache`
+//! precondition, guest and host alike. Link configurations alternate their
+//! order by session (ABBA). Guest
 //! timestamps come from the guest counter around the call loop and are
-//! converted with the vCPU's counter frequency. Every cell's first and last
-//! measured regions are verified, so a fast but wrong routine never produces
-//! a number; each run carries its KVM binary-stats deltas and runs disturbed
+//! converted with the vCPU's counter frequency. An untimed verification
+//! pass before and after every session's runs checks the routine, so a fast
+//! but wrong routine never produces a number (and no timed run starts from
+//! a state the check left behind); each run carries its KVM binary-stats deltas and runs disturbed
 //! by instruction emulation are flagged and left out of the statistics.
 pub mod compare;
 pub mod guest;
 pub mod host;
+pub mod inference;
 pub mod plan;
 pub mod report;
+pub mod sequence;
 pub mod stats;
 
 pub use plan::{CellSpec, Plan};
+pub use sequence::Steady;
 
 use crate::arch::CpuCaps;
 use crate::bench::stats::Summary;
@@ -71,6 +79,40 @@ pub enum Fill {
     Demand,
     /// Pre-faulted: the memory is warm from the warm-up runs.
     Populate,
+}
+
+/// The state every timed pass starts from (`--cache`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Cache {
+    /// The target (and a copy's source) written back and evicted from every
+    /// cache level before each timed pass, guest and host alike (the
+    /// kernel clears pages that are not in the cache).
+    Cold,
+    /// No eviction: the steady state of the routine running back to back.
+    Warm,
+}
+
+impl Cache {
+    /// How the precondition reads in a table header.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Cache::Cold => "cold cache (target evicted before every timed pass, guest and host)",
+            Cache::Warm => "warm cache (passes back to back, no eviction)",
+        }
+    }
 }
 
 /// The axes of one benchmark cell (each a column in the output).
@@ -142,7 +184,19 @@ pub struct Cell {
     /// median guest bytes/s / median host bytes/s
     pub guest_host_ratio: Option<f64>,
     pub disturbed_runs: u64,
+    /// Untimed verification passes (one before and one after the timed
+    /// runs of every session).
     pub verified_runs: u64,
+    /// The warm-up runs (unmeasured), in order; empty in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guest_warmup: Vec<Sample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_warmup: Vec<Sample>,
+    /// Warm-up used and whether the runs settled, per session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guest_steady: Vec<Steady>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_steady: Vec<Steady>,
 }
 
 impl Cell {
@@ -158,7 +212,56 @@ impl Cell {
             guest_host_ratio: None,
             disturbed_runs: 0,
             verified_runs: 0,
+            guest_warmup: vec![],
+            host_warmup: vec![],
+            guest_steady: vec![],
+            host_steady: vec![],
         }
+    }
+}
+
+/// Runs grouped by session (sessions in order, runs in order), for the
+/// session-level statistics of `inference`.
+pub fn by_session(samples: &[&Sample]) -> Vec<inference::Session> {
+    let mut m: BTreeMap<u64, Vec<(u64, f64)>> = BTreeMap::new();
+    for s in samples {
+        m.entry(s.session)
+            .or_default()
+            .push((s.run, s.bytes_per_sec));
+    }
+    m.into_values()
+        .map(|mut v| {
+            v.sort_by_key(|x| x.0);
+            inference::Session::new(v.into_iter().map(|x| x.1).collect())
+        })
+        .collect()
+}
+
+impl Cell {
+    /// The guest runs the statistics use: undisturbed ones (all of them if
+    /// every run was disturbed), as in [`summarize`].
+    pub fn guest_used(&self) -> Vec<&Sample> {
+        let clean: Vec<&Sample> = self.guest.iter().filter(|s| !s.disturbed).collect();
+        if clean.is_empty() {
+            self.guest.iter().collect()
+        } else {
+            clean
+        }
+    }
+
+    /// Guest sessions (see [`Cell::guest_used`]).
+    pub fn guest_sessions(&self) -> Vec<inference::Session> {
+        by_session(&self.guest_used())
+    }
+
+    pub fn host_sessions(&self) -> Vec<inference::Session> {
+        by_session(&self.host.iter().collect::<Vec<_>>())
+    }
+
+    /// Sessions whose warm-up hit the cap without settling, guest and host.
+    pub fn unsettled(&self) -> (usize, usize) {
+        let n = |v: &[Steady]| v.iter().filter(|s| s.settled == Some(false)).count();
+        (n(&self.guest_steady), n(&self.host_steady))
     }
 }
 
@@ -174,21 +277,27 @@ pub struct BenchResult {
     /// SIGINT stopped the run: the cells hold the samples taken so far.
     #[serde(default)]
     pub partial: bool,
+    /// The precondition of every timed pass; `None` in files written before
+    /// it was stated.
+    #[serde(default)]
+    pub cache: Option<Cache>,
+    /// Cap of the adaptive warm-up (0: exactly `warmup` runs); 0 in older files.
+    #[serde(default)]
+    pub max_warmup: u64,
+    /// Mean seconds to create a session's VM (the fixed cost of a session
+    /// beyond its runs); 0 in older files.
+    #[serde(default)]
+    pub session_setup_seconds: f64,
     pub cells: Vec<Cell>,
 }
 
 /// Summaries over the undisturbed samples (all of them if every run was disturbed).
 pub fn summarize(cell: &mut Cell) {
-    let clean: Vec<&Sample> = cell.guest.iter().filter(|s| !s.disturbed).collect();
-    let use_: Vec<&Sample> = if clean.is_empty() {
-        cell.guest.iter().collect()
-    } else {
-        clean
-    };
-    cell.guest_bytes_per_sec =
-        Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
-    cell.guest_ticks_per_byte =
-        Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
+    let use_ = cell.guest_used();
+    let bps = Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
+    let tpb = Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
+    cell.guest_bytes_per_sec = bps;
+    cell.guest_ticks_per_byte = tpb;
     cell.host_bytes_per_sec = Summary::of(
         &cell
             .host
@@ -197,7 +306,6 @@ pub fn summarize(cell: &mut Cell) {
             .collect::<Vec<_>>(),
     );
     cell.disturbed_runs = cell.guest.iter().filter(|s| s.disturbed).count() as u64;
-    cell.verified_runs = cell.guest.iter().filter(|s| s.verified).count() as u64;
     cell.guest_host_ratio = match (&cell.guest_bytes_per_sec, &cell.host_bytes_per_sec) {
         (Some(g), Some(h)) if h.median > 0.0 => Some(g.median / h.median),
         _ => None,
@@ -227,9 +335,16 @@ pub fn run(
         .collect();
     let mut counter_khz = 0;
     let mut partial = false;
+    let mut setup = Vec::new();
     'sessions: for session in 0..plan.sessions {
         for &backing in &plan.backings {
-            for &config in &plan.configs {
+            // ABBA: the link configurations alternate their order from
+            // session to session, so a drift hits both sides alike.
+            let mut configs = plan.configs.clone();
+            if session % 2 == 1 {
+                configs.reverse();
+            }
+            for &config in &configs {
                 let idx: Vec<usize> = (0..specs.len())
                     .filter(|&i| specs[i].backing == backing && specs[i].config == config)
                     .collect();
@@ -249,7 +364,9 @@ pub fn run(
                     partial = true;
                     break 'sessions;
                 }
+                let t = std::time::Instant::now();
                 let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
+                setup.push(t.elapsed().as_secs_f64());
                 counter_khz = vm.counter_khz;
                 for i in idx {
                     let g = match guest::run_cell(&mut vm, &specs[i], plan, &pats, session) {
@@ -259,10 +376,18 @@ pub fn run(
                         }
                         other => other?,
                     };
-                    cells[i].guest.extend(g);
-                    if plan.host_baseline {
-                        let h = host::run_cell(&specs[i], plan, &pats, session, vm.counter_khz)?;
-                        cells[i].host.extend(h);
+                    let c = &mut cells[i];
+                    c.verified_runs += g.verified;
+                    c.guest.extend(g.measured);
+                    c.guest_warmup.extend(g.warmup);
+                    c.guest_steady.push(g.steady);
+                    if plan.host_baseline
+                        && let Some(h) =
+                            host::run_cell(&specs[i], plan, &pats, session, vm.counter_khz)?
+                    {
+                        c.host.extend(h.measured);
+                        c.host_warmup.extend(h.warmup);
+                        c.host_steady.push(h.steady);
                     }
                     progress.inc(1);
                 }
@@ -281,6 +406,9 @@ pub fn run(
         repeats: plan.repeats,
         sessions: plan.sessions,
         partial,
+        cache: Some(plan.cache),
+        max_warmup: plan.max_warmup,
+        session_setup_seconds: inference::mean_of(&setup),
         cells,
     })
 }

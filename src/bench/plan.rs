@@ -1,7 +1,7 @@
 //! What `bench` was asked to do ([`Plan`]) and its expansion into cells,
 //! with every usage error found before a VM exists; where each region lies
 //! in guest RAM and the call that makes one pass over it. Pure: no KVM.
-use super::{Axes, Fill, Order};
+use super::{Axes, Cache, Fill, Order};
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::blob::abi;
@@ -59,9 +59,13 @@ pub struct Plan {
     pub backings: Vec<Backing>,
     pub configs: Vec<LinkConfig>,
     pub warmup: u64,
+    /// Cap of the adaptive warm-up; 0: exactly `warmup` runs.
+    pub max_warmup: u64,
     pub repeats: u64,
     pub sessions: u64,
     pub vcpus: u64,
+    /// The precondition of every timed pass.
+    pub cache: Cache,
     pub host_baseline: bool,
     pub prefault: bool,
     pub timeout: Duration,
@@ -128,6 +132,16 @@ impl Plan {
             return Err(Error::Usage(
                 "-l, --repeats and --sessions must be at least 1".into(),
             ));
+        }
+        let window = crate::bench::inference::SteadyConfig::default().window as u64;
+        if self.max_warmup != 0 && self.max_warmup < window.max(self.warmup) {
+            return Err(Error::Usage(format!(
+                "--max-warmup {} is below the steady-state window ({window} runs) or --warmup {}: \
+                 use --max-warmup {} or more, or 0 for exactly --warmup runs",
+                self.max_warmup,
+                self.warmup,
+                window.max(self.warmup)
+            )));
         }
         Ok(())
     }
@@ -353,9 +367,11 @@ mod tests {
             backings: vec![Backing::Anon],
             configs: vec![LinkConfig::Vanilla],
             warmup: 1,
+            max_warmup: 20,
             repeats: 3,
             sessions: 4,
             vcpus: 1,
+            cache: Cache::Cold,
             host_baseline: true,
             prefault: false,
             timeout: Duration::from_secs(5),
@@ -410,6 +426,11 @@ mod tests {
         let mut p = plan();
         p.variants = Variants::Named(vec!["nope".into()]);
         assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        let mut p = plan();
+        p.max_warmup = 3;
+        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        p.max_warmup = 0;
+        assert!(p.expand(&caps()).is_ok());
     }
 
     #[test]

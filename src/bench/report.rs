@@ -95,6 +95,17 @@ pub fn flags(c: &Cell) -> String {
         ));
     }
     f.push(format!("{} verified", c.verified_runs));
+    let (g, h) = c.unsettled();
+    for (side, n, of) in [
+        ("guest", g, c.guest_steady.len()),
+        ("host", h, c.host_steady.len()),
+    ] {
+        if n > 0 {
+            f.push(format!(
+                "{side} NOT settled in {n}/{of} session(s) (warm-up capped)"
+            ));
+        }
+    }
     if c.axes.vcpus > 1 {
         let per: Vec<f64> = c
             .guest
@@ -110,6 +121,57 @@ pub fn flags(c: &Cell) -> String {
         }
     }
     f.join("; ")
+}
+
+/// The variance components (Kalibera & Jones) of each result class over
+/// the cells (median cell), and the sessions x runs that would detect a
+/// `margin` change; a few lines for the end of `bench`.
+pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
+    use crate::bench::inference::{Costs, VarianceComponents};
+    let mut out = vec![format!(
+        "variance components (Kalibera & Jones; relative SD; median over cells) and the design to detect {:.0}% (alpha 0.05, power 0.8):",
+        margin * 100.0
+    )];
+    for (class, get) in [
+        ("guest", Cell::guest_sessions as fn(&Cell) -> Vec<_>),
+        ("host", Cell::host_sessions as fn(&Cell) -> Vec<_>),
+    ] {
+        let mut comps: Vec<(VarianceComponents, f64)> = r
+            .cells
+            .iter()
+            .filter_map(|c| {
+                let side = if class == "guest" { &c.guest } else { &c.host };
+                let run_s = crate::bench::stats::median(
+                    &side.iter().map(|s| s.ns / 1e9).collect::<Vec<_>>(),
+                );
+                VarianceComponents::estimate(&get(c))
+                    .ok()
+                    .map(|v| (v, run_s))
+            })
+            .collect();
+        if comps.is_empty() {
+            out.push(format!("  {class}: needs at least 2 sessions with runs"));
+            continue;
+        }
+        comps.sort_by(|a, b| {
+            let t = |v: &VarianceComponents| v.between + v.within;
+            t(&a.0).total_cmp(&t(&b.0))
+        });
+        let (v, run_s) = &comps[comps.len() / 2];
+        // A session costs its VM and its warm-up runs.
+        let warmup = if r.max_warmup > 0 {
+            5.0
+        } else {
+            r.warmup as f64
+        };
+        let costs = Costs {
+            session: r.session_setup_seconds + warmup * run_s,
+            run: run_s.max(1e-9),
+        };
+        let rec = v.recommend(costs, margin, 0.05, 0.8, 20, 50);
+        out.push(format!("  {class}: {v}; {rec}"));
+    }
+    out
 }
 
 /// Every raw sample (guest and host) as one CSV row, with the fingerprint.
@@ -205,7 +267,8 @@ pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
 // Over 80 lines: plotters' builder calls for one chart (axes, series,
 // legend); a straight sequence without branches worth naming.
 /// Throughput (median GB/s) against chunk size, one line per
-/// variant/config/order/fill/backing, guest solid and host dashed.
+/// variant/config/order/fill/backing, guest solid and host dashed; below
+/// it the run sequences (see [`run_sequences`]).
 pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
     use plotters::prelude::*;
     type Points = Vec<(f64, f64)>;
@@ -239,8 +302,9 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
         (xmin, xmax)
     };
     let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::new(path, (1000, 600)).into_drawing_area();
-        root.fill(&WHITE)?;
+        let whole = SVGBackend::new(path, (1000, 1100)).into_drawing_area();
+        whole.fill(&WHITE)?;
+        let (root, lower) = whole.split_vertically(600);
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!(
@@ -281,11 +345,87 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
             .background_style(WHITE)
             .border_style(BLACK)
             .draw()?;
-        root.present()?;
+        run_sequences(r, &lower)?;
+        whole.present()?;
         Ok(())
     };
     draw().map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e.to_string()),
     })
+}
+
+/// The run sequence of every cell, session by session (Kalibera & Jones:
+/// inspect it to see the warm-up): x = run within the session (warm-up
+/// runs first, hollow; measured runs filled), y = GB/s; guest solid, host
+/// dashed, one colour per cell.
+fn run_sequences(
+    r: &BenchResult,
+    area: &plotters::drawing::DrawingArea<
+        plotters::prelude::SVGBackend<'_>,
+        plotters::coord::Shift,
+    >,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    type Seq = Vec<(f64, f64, bool)>;
+    // (cell, guest?) -> session -> [(x, GB/s, measured)]
+    let mut seqs: Vec<(usize, bool, Vec<Seq>)> = Vec::new();
+    for (i, c) in r.cells.iter().enumerate() {
+        for (guest, warm, measured) in [
+            (true, &c.guest_warmup, &c.guest),
+            (false, &c.host_warmup, &c.host),
+        ] {
+            let mut by: std::collections::BTreeMap<u64, Seq> = Default::default();
+            for s in warm.iter() {
+                by.entry(s.session)
+                    .or_default()
+                    .push((s.run as f64, s.bytes_per_sec / 1e9, false));
+            }
+            for s in measured.iter() {
+                let e = by.entry(s.session).or_default();
+                let w = warm.iter().filter(|x| x.session == s.session).count();
+                e.push(((w as u64 + s.run) as f64, s.bytes_per_sec / 1e9, true));
+            }
+            seqs.push((i, guest, by.into_values().collect()));
+        }
+    }
+    let all = || seqs.iter().flat_map(|s| s.2.iter().flatten());
+    let xmax = all().fold(1.0f64, |a, p| a.max(p.0)) + 1.0;
+    let ymax = all().fold(0.1f64, |a, p| a.max(p.1)) * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "run sequences per session (hollow: warm-up until steady; filled: measured)",
+            ("sans-serif", 16),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
+    chart
+        .configure_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(210, 210, 210))
+        .x_desc("run within the session")
+        .y_desc("GB/s")
+        .draw()?;
+    for (cell, guest, sessions) in &seqs {
+        let color = Palette99::pick(*cell).to_rgba();
+        for s in sessions {
+            let line: Vec<(f64, f64)> = s.iter().map(|p| (p.0, p.1)).collect();
+            if *guest {
+                chart.draw_series(LineSeries::new(line, color.stroke_width(1)))?;
+            } else {
+                chart.draw_series(DashedLineSeries::new(line, 4, 3, color.stroke_width(1)))?;
+            }
+            chart.draw_series(s.iter().map(|p| {
+                let style = if p.2 {
+                    color.filled()
+                } else {
+                    color.stroke_width(1)
+                };
+                Circle::new((p.0, p.1), 3, style)
+            }))?;
+        }
+    }
+    Ok(())
 }

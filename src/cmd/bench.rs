@@ -37,21 +37,25 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     let (specs, notes) = plan.expand(&ctx.caps)?;
     let p = &ctx.privilege;
     crate::outln!(
-        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} warm-up + {} measured), guest at {} ({})",
+        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} + {} measured), guest at {} ({})",
         a.routine,
         ctx.caps.model,
         specs.len(),
         plan.sessions,
-        plan.warmup,
+        match plan.max_warmup {
+            0 => format!("{} warm-up", plan.warmup),
+            m => format!("{}..{m} warm-up until steady", plan.warmup),
+        },
         plan.repeats,
         p.name,
         p.reason
     );
+    crate::outln!("precondition: {}", plan.cache.describe());
     for line in super::kernel::summary_lines() {
-        println!("{line}");
+        crate::outln!("{line}");
     }
     if crate::blob::external().is_some() {
-        println!(
+        crate::outln!(
             "note: no host baseline for a kernel blob (its routines exist only in the guest image)"
         );
     }
@@ -65,7 +69,7 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         &ctx.caps,
         arch::DEFAULT_KERNEL,
     ) {
-        println!(
+        crate::outln!(
             "note: kernel {} would run {} {} on this CPU (6.1: {})",
             arch::DEFAULT_KERNEL,
             a.routine,
@@ -86,6 +90,9 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         result.host.counter_khz,
         ctx.start.elapsed().as_secs_f64()
     );
+    for l in bench::report::variance_lines(&result, 0.02) {
+        crate::outln!("{l}");
+    }
     write_outputs(&ctx, a, &result)?;
     if result.partial {
         use std::io::Write;

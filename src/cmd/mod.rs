@@ -196,13 +196,30 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
     }
 }
 
-/// A progress bar on stderr, only on a terminal (not for `TERM=dumb` or
-/// `HYPCLEAR_PROGRESS=0`, e.g. a serial console that is logged).
-fn progress(len: u64) -> indicatif::ProgressBar {
+/// Whether progress bars are drawn: on a terminal, unless `TERM=dumb` or
+/// `HYPCLEAR_PROGRESS=0`.
+fn progress_shown() -> bool {
     use std::io::IsTerminal;
     let off = std::env::var("HYPCLEAR_PROGRESS").is_ok_and(|v| v == "0")
         || std::env::var("TERM").is_ok_and(|t| t == "dumb");
-    if off || !std::io::stderr().is_terminal() {
+    !off && std::io::stderr().is_terminal()
+}
+
+/// A group of progress bars (one per concurrent VM), drawing nothing where
+/// [`progress`] would draw nothing: a bar added to a group draws through
+/// the group's target, not its own.
+fn progress_group() -> indicatif::MultiProgress {
+    if progress_shown() {
+        indicatif::MultiProgress::new()
+    } else {
+        indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
+    }
+}
+
+/// A progress bar on stderr, only on a terminal (not for `TERM=dumb` or
+/// `HYPCLEAR_PROGRESS=0`, e.g. a serial console that is logged).
+fn progress(len: u64) -> indicatif::ProgressBar {
+    if !progress_shown() {
         return indicatif::ProgressBar::hidden();
     }
     let pb = indicatif::ProgressBar::new(len);

@@ -260,7 +260,7 @@ fn run_configs(
 fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outcome> {
     let (_, pattern) = sizes(filter);
     let pats = PatternsOnce::new(ctx.seed, pattern as usize);
-    let bars = indicatif::MultiProgress::new();
+    let bars = super::progress_group();
     let runs: Vec<Result<ConfigRun>> = std::thread::scope(|s| {
         // The seeded copy source (tens of MB) is generated while the VMs
         // boot, off the path to the first hypercall.

@@ -310,6 +310,17 @@ impl GuestRam {
         Ok(())
     }
 
+    /// Write back and evict `[gpa, gpa + len)` from every cache level
+    /// (`arch::evict` over the host mapping): the cold-cache precondition of
+    /// a bench run, for guest RAM and the host baseline buffer alike.
+    pub fn evict(&self, gpa: u64, len: u64) -> Result<()> {
+        let off = self.check(gpa, len)?;
+        // SAFETY: bounds checked against the mapping owned by self, which
+        // stays mapped while self lives; no reference to the bytes is made.
+        unsafe { crate::arch::evict(self.host.add(off), len as usize) };
+        Ok(())
+    }
+
     pub fn write_u64(&self, gpa: u64, v: u64) -> Result<()> {
         self.mem
             .write_obj(v, GuestAddress(gpa))

@@ -3,6 +3,8 @@
 //! `layout`, `paging`, `sysregs` and `decode` are pure and compile (and
 //! are unit tested) on every host; `host` talks to KVM and exists only on
 //! aarch64, where `crate::arch` re-exports it.
+#[cfg(target_arch = "aarch64")]
+pub mod cache;
 pub mod decode;
 #[cfg(target_arch = "aarch64")]
 pub mod host;
