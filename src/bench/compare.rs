@@ -239,6 +239,21 @@ pub fn compare(
     Ok(render(files, &names, &rows, &cfg, format))
 }
 
+/// A reStructuredText grid table, as review tables on the lists use: '+'
+/// at every joint of every rule, '=' under the header.
+const RST_GRID: comfy_table::TableStyle = {
+    use comfy_table::{ContentLineStyle, LineStyle, TableStyle};
+    let rule = LineStyle::new('+', '-', '+', '+');
+    let content = ContentLineStyle::new('|', '|', '|');
+    TableStyle::new()
+        .top_border(rule)
+        .header_lines(content)
+        .header_separator(LineStyle::new('+', '=', '+', '+'))
+        .content_lines(content)
+        .row_separator(rule)
+        .bottom_border(rule)
+};
+
 /// "Results for ...": the machine a group of files ran on, as the review
 /// tables on the lists head them.
 fn host_heading(h: &crate::vmm::host::HostInfo) -> String {
@@ -471,7 +486,7 @@ fn render(
     t.load_style(match format {
         Format::Text => presets::UTF8_FULL_CONDENSED,
         Format::Markdown => presets::ASCII_MARKDOWN,
-        Format::Rst => presets::ASCII_FULL,
+        Format::Rst => RST_GRID,
     });
     t.set_header(header);
     let mut marks: BTreeMap<&str, usize> = BTreeMap::new();
