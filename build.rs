@@ -182,18 +182,10 @@ fn write_host_table(aliases: &Path, out: &Path) -> BuildResult<()> {
     let text = fs::read_to_string(aliases).map_err(|e| format!("{}: {e}", aliases.display()))?;
     let mut decls = String::new();
     let mut rows = String::new();
-    for line in text.lines() {
-        let Some(args) = line
-            .trim()
-            .strip_prefix("HYP_ALIAS(")
-            .and_then(|r| r.strip_suffix(')'))
-        else {
-            continue;
-        };
-        let Some((alias, target)) = args.split_once(',') else {
-            return Err(format!("cannot parse `{line}` in {}", aliases.display()));
-        };
-        let (alias, target) = (alias.trim(), target.trim());
+    // The same `HYP_ALIAS(alias, target)` parser the link uses.
+    for link::Alias { alias, target } in
+        link::parse_aliases(&text, aliases).map_err(|e| e.to_string())?
+    {
         decls.push_str(&format!("    fn {target}();\n"));
         rows.push_str(&format!(
             "    (\"{alias}\", {target} as unsafe extern \"C\" fn()),\n"
