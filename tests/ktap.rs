@@ -29,10 +29,11 @@ fn kunit_py() -> Option<PathBuf> {
 }
 
 /// (pass, fail, skip) as kunit.py parse counts them.
-fn kunit_counts(kunit: &PathBuf, ktap: &str) -> (u64, u64, u64) {
+fn kunit_counts(kunit: &PathBuf, name: &str, ktap: &str) -> (u64, u64, u64) {
     let dir = std::env::temp_dir().join(format!("hypclear-ktap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("out.ktap");
+    // One file per caller: the tests of this binary run in parallel.
+    let file = dir.join(format!("{name}.ktap"));
     std::fs::write(&file, ktap).expect("write ktap");
     let o = Command::new("python3")
         .arg(kunit)
@@ -66,7 +67,7 @@ fn check_with_kunit(name: &str, ktap: &str) {
     match kunit_py() {
         Some(k) => {
             let ours = totals(ktap);
-            let theirs = kunit_counts(&k, ktap);
+            let theirs = kunit_counts(&k, name, ktap);
             assert_eq!(ours, theirs, "{name}: hypclear vs kunit.py parse\n{ktap}");
             eprintln!("{name}: kunit.py parse agrees: pass/fail/skip {ours:?}");
         }
@@ -113,6 +114,39 @@ fn verify_and_selftest_ktap_parse_with_kunit() {
         "{ktap}"
     );
     check_with_kunit("selftest", &ktap);
+}
+
+#[test]
+fn bench_ktap_one_test_per_cell() {
+    if !kvm_available("bench_ktap_one_test_per_cell") {
+        return;
+    }
+    let o = hypclear(&[
+        "bench",
+        "memset",
+        "-f",
+        "orig",
+        "-s",
+        "64KB",
+        "-k",
+        "4KB,64KB",
+        "--sessions",
+        "2",
+        "--repeats",
+        "2",
+        "--config",
+        "both",
+        "--format",
+        "ktap",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ktap = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(ktap.starts_with("KTAP version 1\n1..2\n"), "{ktap}");
+    // Two configurations x two chunk sizes, each a leaf with its medians.
+    assert_eq!(totals(&ktap), (4, 0, 0), "{ktap}");
+    assert!(ktap.contains("guest median"), "{ktap}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("hypclear bench memset"));
+    check_with_kunit("bench", &ktap);
 }
 
 #[test]

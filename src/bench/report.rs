@@ -429,3 +429,59 @@ fn run_sequences(
     }
     Ok(())
 }
+
+/// The bench as KTAP: one test per link configuration, one leaf per cell.
+/// A cell's runs were verified before and after (a wrong result ends the
+/// bench with exit 1), so a cell with measured runs is `ok`, with its
+/// medians, ratio and flags as diagnostics; a cell an interrupt left
+/// without runs is skipped.
+pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
+    use crate::ktap::{Document, Outcome, Test};
+    let mut configs: Vec<(String, Vec<Test>)> = Vec::new();
+    for c in &r.cells {
+        let a = &c.axes;
+        let name = format!(
+            "{} {} -s {} -k {} {} {} {}",
+            a.routine,
+            a.variant,
+            format_size(a.size),
+            format_size(a.chunk),
+            format!("{:?}", a.order).to_lowercase(),
+            format!("{:?}", a.fill).to_lowercase(),
+            a.backing
+        );
+        let leaf = match &c.guest_bytes_per_sec {
+            None => Test::leaf(name, Outcome::Skip("no measured runs (interrupted)".into())),
+            Some(g) => {
+                let mut d = vec![format!(
+                    "{}/{name}: guest median {} GB/s over {} runs{}",
+                    a.config,
+                    gbps(g.median),
+                    g.n,
+                    c.host_bytes_per_sec
+                        .as_ref()
+                        .map(|h| format!(", host median {} GB/s", gbps(h.median)))
+                        .unwrap_or_default()
+                )];
+                if let Some(ratio) = c.guest_host_ratio {
+                    d.push(format!("{}/{name}: guest/host {ratio:.3}", a.config));
+                }
+                let f = flags(c);
+                if !f.is_empty() {
+                    d.push(format!("{}/{name}: {f}", a.config));
+                }
+                Test::leaf(name, Outcome::Pass).with_diagnostics(d)
+            }
+        };
+        match configs.iter_mut().find(|(k, _)| *k == a.config) {
+            Some((_, leaves)) => leaves.push(leaf),
+            None => configs.push((a.config.clone(), vec![leaf])),
+        }
+    }
+    Document::Tests(
+        configs
+            .into_iter()
+            .map(|(k, leaves)| Test::parent(k, leaves))
+            .collect(),
+    )
+}

@@ -10,8 +10,20 @@ use crate::report;
 use crate::routines;
 use std::time::Instant;
 
+/// A human-readable line: stdout, or stderr when stdout carries KTAP.
+macro_rules! say {
+    ($ktap:expr, $($t:tt)*) => {
+        if $ktap {
+            eprintln!($($t)*)
+        } else {
+            crate::outln!($($t)*)
+        }
+    };
+}
+
 pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     let plan = a.plan(common)?;
+    let ktap = common.format == crate::cli::Format::Ktap;
     for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {
         report::precheck_output(path)?;
     }
@@ -36,7 +48,8 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need))?;
     let (specs, notes) = plan.expand(&ctx.caps)?;
     let p = &ctx.privilege;
-    crate::outln!(
+    say!(
+        ktap,
         "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} + {} measured), guest at {} ({})",
         a.routine,
         ctx.caps.model,
@@ -50,17 +63,18 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         p.name,
         p.reason
     );
-    crate::outln!("precondition: {}", plan.cache.describe());
+    say!(ktap, "precondition: {}", plan.cache.describe());
     for line in super::kernel::summary_lines() {
-        crate::outln!("{line}");
+        say!(ktap, "{line}");
     }
     if crate::blob::external().is_some() {
-        crate::outln!(
+        say!(
+            ktap,
             "note: no host baseline for a kernel blob (its routines exist only in the guest image)"
         );
     }
     for n in &notes {
-        crate::outln!("note: {n}");
+        say!(ktap, "note: {n}");
     }
     crate::vmm::interrupt::install()?;
     if let Some(v) = routines::kernel_default(
@@ -69,7 +83,8 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         &ctx.caps,
         arch::DEFAULT_KERNEL,
     ) {
-        crate::outln!(
+        say!(
+            ktap,
             "note: kernel {} would run {} {} on this CPU (6.1: {})",
             arch::DEFAULT_KERNEL,
             a.routine,
@@ -82,8 +97,12 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     pb.set_prefix("bench");
     let result = bench::run(&plan, &specs, ctx.seed, p, &ctx.caps, &pb)?;
     pb.finish_and_clear();
-    crate::outln!("{}", bench::report::cells_table(&result));
-    crate::outln!(
+    say!(ktap, "{}", bench::report::cells_table(&result));
+    if ktap {
+        report::print_bytes(bench::report::cells_ktap(&result).render().as_bytes());
+    }
+    say!(
+        ktap,
         "bytes/sec from guest {} ticks at {} kHz; guest/host = median guest GB/s / median host GB/s \
          of the same object on a host buffer, measured in the same process; {:.1} seconds",
         arch::COUNTER_NAME,
@@ -91,7 +110,7 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         ctx.start.elapsed().as_secs_f64()
     );
     for l in bench::report::variance_lines(&result, 0.02) {
-        crate::outln!("{l}");
+        say!(ktap, "{l}");
     }
     write_outputs(&ctx, a, &result)?;
     if result.partial {

@@ -151,7 +151,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             .format
             .check("run, verify and selftest", &text_or_ktap)?,
         Some(Cmd::Info) => common.format.check("info", &[Format::Text])?,
-        Some(Cmd::Bench(_)) => common.format.check("bench", &[Format::Text])?,
+        Some(Cmd::Bench(_)) => common.format.check("bench", &text_or_ktap)?,
         _ => {}
     }
     let command = cli.command.unwrap_or(Cmd::Run);
