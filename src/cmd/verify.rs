@@ -168,19 +168,12 @@ fn run_config(
 }
 
 /// Whether the configurations' VMs may run side by side: a second core,
-/// and guest RAM for all of them well inside MemAvailable (hugetlb pages
+/// and guest RAM for all of them within half the host memory this process
+/// may use (`host_available`: MemAvailable, cgroup limits; hugetlb pages
 /// are reserved per VM, so that backing stays one at a time).
 fn concurrent(ctx: &Ctx, configs: &[LinkConfig]) -> bool {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb.saturating_mul(1024));
+    let available = crate::vmm::memory::host_available().map_or(0, |(bytes, _)| bytes);
     let need = ctx.mem.saturating_mul(configs.len() as u64);
     configs.len() > 1
         && cores > 1
@@ -216,11 +209,12 @@ impl PatternsOnce {
 fn run_configs(
     ctx: &Ctx,
     configs: &[LinkConfig],
+    side_by_side: bool,
     filter: &Filter,
     pats: &PatternsOnce,
     bars: &indicatif::MultiProgress,
 ) -> Vec<Result<ConfigRun>> {
-    if concurrent(ctx, configs) {
+    if side_by_side {
         return std::thread::scope(|s| {
             let handles: Vec<_> = configs
                 .iter()
@@ -257,7 +251,12 @@ fn run_configs(
 /// run side by side on their own threads where the machine allows (see
 /// [`concurrent`]): the host's fills and checks of one overlap the other's
 /// guest work. Results are reported in configuration order either way.
-fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outcome> {
+fn run_suite(
+    ctx: &Ctx,
+    configs: &[LinkConfig],
+    side_by_side: bool,
+    filter: &Filter,
+) -> Result<Outcome> {
     let (_, pattern) = sizes(filter);
     let pats = PatternsOnce::new(ctx.seed, pattern as usize);
     let bars = super::progress_group();
@@ -267,7 +266,7 @@ fn run_suite(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<Outco
         s.spawn(|| {
             pats.get();
         });
-        run_configs(ctx, configs, filter, &pats, &bars)
+        run_configs(ctx, configs, side_by_side, filter, &pats, &bars)
     });
     let mut o = Outcome::default();
     for r in runs {
@@ -315,10 +314,15 @@ fn sizes(filter: &Filter) -> (u64, u64) {
 /// Check, before any VM, that the host can hold what the run touches: the
 /// largest target and its copy source in guest RAM, plus the host pattern
 /// (per link configuration: they may run side by side).
-fn check_memory(ctx: &Ctx, configs: &[LinkConfig], filter: &Filter) -> Result<()> {
+fn check_memory(
+    ctx: &Ctx,
+    configs: &[LinkConfig],
+    side_by_side: bool,
+    filter: &Filter,
+) -> Result<()> {
     let (largest, pattern) = sizes(filter);
     let guest = (arch::ARENA_BASE - arch::RAM_BASE + 2 * largest + (4 << 20)).min(ctx.mem);
-    let vms = if concurrent(ctx, configs) {
+    let vms = if side_by_side {
         configs.len() as u64
     } else {
         1
@@ -341,7 +345,9 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         sizes: args.size.clone(),
     };
     check_filter(&ctx, &configs, &filter)?;
-    check_memory(&ctx, &configs, &filter)?;
+    // Decided once: the memory check and the run must agree on it.
+    let side_by_side = concurrent(&ctx, &configs);
+    check_memory(&ctx, &configs, side_by_side, &filter)?;
     crate::vmm::interrupt::install()?;
     let p = &ctx.privilege;
     ctx.say(format_args!(
@@ -356,7 +362,7 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
     for line in super::kernel::summary_lines() {
         ctx.say(line);
     }
-    let o = run_suite(&ctx, &configs, &filter)?;
+    let o = run_suite(&ctx, &configs, side_by_side, &filter)?;
     if ctx.common.format == Format::Ktap {
         let doc = report::checks_ktap(&o.records, o.failure.as_ref());
         report::print_bytes(doc.render().as_bytes());
