@@ -18,6 +18,9 @@
 #[path = "src/blob/abi.rs"]
 mod abi;
 #[allow(dead_code)]
+#[path = "src/routines/catalog.rs"]
+mod catalog;
+#[allow(dead_code)]
 #[path = "src/blob/hyprel.rs"]
 mod hyprel;
 #[allow(dead_code)]
@@ -57,6 +60,7 @@ fn run() -> BuildResult<()> {
     println!("cargo:rerun-if-changed=src/blob/abi.rs");
     println!("cargo:rerun-if-changed=src/blob/hyprel.rs");
     println!("cargo:rerun-if-changed=src/blob/link.rs");
+    println!("cargo:rerun-if-changed=src/routines/catalog.rs");
     let commit = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .current_dir(&root)
@@ -68,6 +72,12 @@ fn run() -> BuildResult<()> {
     println!("cargo:rustc-env=HYPCLEAR_GIT_COMMIT={commit}");
     if root.join(".git/HEAD").exists() {
         println!("cargo:rerun-if-changed=.git/HEAD");
+    }
+
+    // The variant tables of both architectures (the pure arch modules and
+    // their tests compile on every host).
+    for a in ["x86_64", "aarch64"] {
+        write_variants(&guest.join(a), &out.join(format!("variants_{a}.rs")))?;
     }
 
     let inc = out.join("include");
@@ -174,6 +184,34 @@ fn link_config(
     )
     .map_err(|e| format!("{config} configuration: {e}"))?;
     Ok(())
+}
+
+/// The variant table of one architecture, from its alias list and the
+/// headers of its routine files (see `src/routines/catalog.rs`).
+fn write_variants(arch_dir: &Path, out: &Path) -> BuildResult<()> {
+    let aliases = arch_dir.join("aliases.h");
+    let text = fs::read_to_string(&aliases).map_err(|e| format!("{}: {e}", aliases.display()))?;
+    let names: Vec<String> = link::parse_aliases(&text, &aliases)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|a| a.alias)
+        .collect();
+    let mut headers = Vec::new();
+    for f in sources(&arch_dir.join("lib"))? {
+        let origin = f.display().to_string();
+        let text = fs::read_to_string(&f).map_err(|e| format!("{origin}: {e}"))?;
+        headers.push((
+            origin.clone(),
+            catalog::parse_header(&text, &origin).map_err(|e| e.to_string())?,
+        ));
+    }
+    let variants = catalog::catalog(&headers, &names, &aliases.display().to_string())
+        .map_err(|e| e.to_string())?;
+    let src = catalog::render(
+        &variants,
+        &format!("{} and {}/lib/*.S", aliases.display(), arch_dir.display()),
+    );
+    fs::write(out, src).map_err(|e| format!("{}: {e}", out.display()))
 }
 
 /// Rust declarations of the routines linked into the host, from the alias

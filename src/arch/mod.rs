@@ -26,7 +26,7 @@
 //! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
-//! | `VARIANTS` | the routine variants of `guest/<arch>/lib` with the CPU feature each requires |
+//! | `VARIANTS` | the routine variants of `guest/<arch>/lib`, generated from the alias list and each routine's header (`routines::catalog`): CPU feature required, kernel code followed |
 //! | `FORMER_NAMES` | renamed variants: (family, old name, current name), old names still accepted |
 pub mod aarch64;
 pub mod x86_64;
@@ -49,12 +49,17 @@ pub struct Loaded {
 
 /// A variant of a routine family on this architecture: `family` + `_` +
 /// `name` (with `-` as `_`) is its alias in `guest/<arch>/aliases.h`.
+/// The built-in tables are generated from the guest sources
+/// (`routines::catalog`).
 #[derive(Debug, Clone, Copy)]
 pub struct VariantDef {
     pub family: &'static str,
     pub name: &'static str,
     /// CPU feature (as named by [`CpuCaps`]) the variant needs.
     pub requires: Option<&'static str>,
+    /// The kernel code it follows (file, routine, versions, path taken);
+    /// `None`: not kernel code, a hypclear comparison point.
+    pub kernel: Option<&'static str>,
 }
 
 /// What architecture setup needs of guest RAM.

@@ -144,11 +144,30 @@ fn alias_table(config: LinkConfig) -> Result<comfy_table::Table> {
     Ok(a)
 }
 
+/// The built-in variants: what each needs and which kernel code it follows
+/// (from the guest sources' headers, see `routines::catalog`).
+fn variant_table() -> comfy_table::Table {
+    let mut t = report::table(&["family", "variant", "requires", "follows (kernel code)"]);
+    for v in arch::VARIANTS {
+        t.add_row(vec![
+            v.family,
+            v.name,
+            v.requires.unwrap_or("-"),
+            v.kernel
+                .unwrap_or("not kernel code (hypclear comparison point)"),
+        ]);
+    }
+    t
+}
+
 pub fn info(ctx: &Ctx) -> Result<i32> {
     let kvm = vmm::open_kvm()?;
     let mut host = HostInfo::collect(&ctx.caps, 0);
     let blobs = blobs(ctx, &mut host)?;
     crate::outln!("{}", summary_table(ctx, &kvm, &host, &blobs));
+    if crate::blob::external().is_none() {
+        crate::outln!("built-in variants:\n{}", variant_table());
+    }
     for config in ctx.configs() {
         crate::outln!("{config} configuration:\n{}", alias_table(config)?);
     }
@@ -159,6 +178,9 @@ pub fn info(ctx: &Ctx) -> Result<i32> {
             "host": host,
             "cpu": ctx.caps,
             "cpu_details": arch::cpu_details(&kvm),
+            "variants": arch::VARIANTS.iter().map(|v| json!({
+                "family": v.family, "name": v.name, "requires": v.requires, "kernel": v.kernel,
+            })).collect::<Vec<_>>(),
             "kernel": crate::blob::external().map(|e| e.report.clone()),
             "guest": { "privilege": ctx.privilege, "seed": ctx.seed, "blobs": blobs,
                        "load_address": blobs.values().next().map(|b| b.load_address) },

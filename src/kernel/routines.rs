@@ -55,6 +55,8 @@ const fn v(family: &'static str, name: &'static str) -> VariantDef {
         family,
         name,
         requires: None,
+        // The tree's own object: what it follows is the tree itself.
+        kernel: Some("the kernel tree's own object"),
     }
 }
 

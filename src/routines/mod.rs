@@ -7,6 +7,7 @@
 //! `memset(addr, 0, n * PAGE_SIZE)`, so the clear_page variants there are the
 //! memset variants.
 use crate::arch;
+pub mod catalog;
 pub mod lower;
 
 pub use lower::{Call, Lowered, command, lower};
@@ -280,12 +281,64 @@ mod tests {
         assert!(!is_named(v, "nope"));
     }
 
+    /// guest/README.md documents every generated variant, and only those,
+    /// with a kernel file exactly where the header names kernel code.
+    #[test]
+    fn guest_readme_tables_match_the_generated_catalogue() {
+        let readme = include_str!("../../guest/README.md");
+        for (arch, table) in [
+            ("x86_64", arch::x86_64::VARIANTS),
+            ("aarch64", arch::aarch64::VARIANTS),
+        ] {
+            let section = readme
+                .split("\n## ")
+                .find(|s| s.starts_with(arch))
+                .unwrap_or_else(|| panic!("guest/README.md has no `## {arch}` section"));
+            let rows: Vec<Vec<&str>> = section
+                .lines()
+                .filter(|l| {
+                    l.starts_with("| ") && !l.starts_with("| family") && !l.starts_with("| ---")
+                })
+                .map(|l| l.split('|').map(str::trim).collect())
+                .filter(|c: &Vec<&str>| c.len() > 4 && c[2].starts_with('`'))
+                .collect();
+            let mut documented: Vec<(String, String)> = rows
+                .iter()
+                .map(|c| (c[1].to_string(), c[2].trim_matches('`').to_string()))
+                .collect();
+            let mut generated: Vec<(String, String)> = table
+                .iter()
+                .map(|v| (v.family.to_string(), v.name.to_string()))
+                .collect();
+            documented.sort();
+            generated.sort();
+            assert_eq!(
+                documented, generated,
+                "{arch}: guest/README.md vs the catalogue"
+            );
+            for v in table {
+                let row = rows
+                    .iter()
+                    .find(|c| c[1] == v.family && c[2].trim_matches('`') == v.name);
+                let readme_kernel = row.is_some_and(|c| c[3] != "—");
+                assert_eq!(
+                    readme_kernel,
+                    v.kernel.is_some(),
+                    "{arch} {} {}",
+                    v.family,
+                    v.name
+                );
+            }
+        }
+    }
+
     #[test]
     fn clear_pages_without_a_routine_is_clear_page_per_page() {
         let v = VariantDef {
             family: "clear_page",
             name: "erms",
             requires: None,
+            kernel: None,
         };
         let mut c = call(Routine::ClearPages, 3 * 4096);
         c.count = 2;

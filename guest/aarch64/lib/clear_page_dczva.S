@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  clear_page dczva
+ * Requires: dczva
+ * Follows:  arch/arm64/lib/clear_page.S __pi_clear_page, 6.1 and 6.12 (DC ZVA; STNP when DZP = 1)
+ *
  * Clear whole 4 KiB pages with "DC ZVA", one zero block at a time, or
  * with non-temporal store pairs where DC ZVA is prohibited.
  *

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  clear_page mops
+ * Requires: mops
+ * Follows:  none (not kernel code)
+ *
  * Clear whole 4 KiB pages with the FEAT_MOPS memory-set instructions.
  *
  * void __pi_clear_pages_mops(void *addr, unsigned long npages)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  clear_page stnp
+ * Requires: -
+ * Follows:  arch/arm64/lib/clear_page.S __pi_clear_page, 6.1 and 6.12, its DZP = 1 path
+ *
  * Clear whole 4 KiB pages with non-temporal store pairs ("STNP").
  *
  * void __pi_clear_pages_stnp(void *addr, unsigned long npages)

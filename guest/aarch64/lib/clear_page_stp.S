@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  clear_page stp
+ * Requires: -
+ * Follows:  none (not kernel code)
+ *
  * Clear whole 4 KiB pages with plain store pairs ("STP").
  *
  * void __pi_clear_pages_stp(void *addr, unsigned long npages)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  copy_page ldp-stnp
+ * Requires: -
+ * Follows:  arch/arm64/lib/copy_page.S __pi_copy_page, 6.12; 6.1 without NO_HW_PREFETCH
+ *
  * Copy one 4 KiB page with load pairs and non-temporal store pairs,
  * software pipelined 128 bytes deep.
  *

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  copy_page ldp-stnp-prfm
+ * Requires: -
+ * Follows:  arch/arm64/lib/copy_page.S __pi_copy_page, 6.1 with NO_HW_PREFETCH
+ *
  * Copy one 4 KiB page with load pairs and non-temporal store pairs,
  * software pipelined 128 bytes deep.
  *

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  copy_page mops
+ * Requires: mops
+ * Follows:  none (not kernel code)
+ *
  * Copy one 4 KiB page with the FEAT_MOPS memory-copy instructions.
  *
  * void __pi_copy_page_mops(void *to, const void *from)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memcpy generic
+ * Requires: -
+ * Follows:  arch/arm64/lib/memcpy.S __pi_memcpy, 6.1 and 6.12 (the only path)
+ *
  * memcpy (and memmove) with general-purpose load/store pairs.
  *
  * void *__pi_memcpy_generic(void *dst, const void *src, size_t n)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memcpy mops
+ * Requires: mops
+ * Follows:  none (not kernel code)
+ *
  * memcpy with the FEAT_MOPS forward-only memory-copy instructions.
  *
  * void *__pi_memcpy_mops(void *dst, const void *src, size_t n)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memset generic
+ * Requires: -
+ * Follows:  arch/arm64/lib/memset.S __pi_memset, 6.1 and 6.12 (the only path)
+ *
  * memset with general-purpose stores, and DC ZVA for zero fills of 128
  * bytes or more.
  *

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memset mops
+ * Requires: mops
+ * Follows:  none (not kernel code)
+ *
  * memset with the FEAT_MOPS memory-set instructions.
  *
  * void *__pi_memset_mops(void *dst, int c, size_t n)

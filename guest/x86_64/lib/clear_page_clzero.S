@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  clear_page clzero
+ * Requires: clzero
+ * Follows:  none (not kernel code)
+ *
  * Clear whole 4 KiB pages with the AMD "clzero" instruction.
  *
  * void __pi_clear_pages_clzero(void *addr, unsigned long npages)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  clear_page erms
+ * Requires: -
+ * Follows:  arch/x86/lib/clear_page_64.S clear_page_erms, 6.1 and 6.12 (ERMS)
+ *
  * Clear whole 4 KiB pages with "rep stosb" (needs ERMS to be fast).
  *
  * void __pi_clear_pages_erms(void *addr, unsigned long npages)

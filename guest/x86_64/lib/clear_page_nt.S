@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  clear_page nt
+ * Requires: -
+ * Follows:  none (not kernel code)
+ *
  * Clear whole 4 KiB pages with non-temporal stores (SSE2 movnti),
  * bypassing the caches.
  *

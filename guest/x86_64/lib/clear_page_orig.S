@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  clear_page orig
+ * Requires: -
+ * Follows:  arch/x86/lib/clear_page_64.S clear_page_orig, 6.1 and 6.12 (neither ERMS nor REP_GOOD)
+ *
  * Clear whole 4 KiB pages with an unrolled loop of 64-bit stores
  * (no string instructions).
  *

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  clear_page rep
+ * Requires: -
+ * Follows:  arch/x86/lib/clear_page_64.S clear_page_rep, 6.1 and 6.12 (REP_GOOD without ERMS)
+ *
  * Clear whole 4 KiB pages with "rep stosq".
  *
  * void __pi_clear_pages_rep(void *addr, unsigned long npages)

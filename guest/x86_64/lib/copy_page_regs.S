@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  copy_page regs
+ * Requires: -
+ * Follows:  arch/x86/lib/copy_page_64.S copy_page_regs, 6.1 and 6.12 (no REP_GOOD)
+ *
  * Copy one 4 KiB page through eight general-purpose registers, 64 bytes
  * per iteration, prefetching five lines ahead.
  *

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  copy_page rep
+ * Requires: -
+ * Follows:  arch/x86/lib/copy_page_64.S copy_page, 6.1 and 6.12 (REP_GOOD)
+ *
  * Copy one 4 KiB page with "rep movsq".
  *
  * void __pi_copy_page_rep(void *dst, const void *src)

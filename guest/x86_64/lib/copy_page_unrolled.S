@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  copy_page unrolled
+ * Requires: -
+ * Follows:  none (not kernel code)
+ *
  * Copy one 4 KiB page with an unrolled loop of 64-bit loads and stores
  * (no string instructions).
  *

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memcpy fsrm
+ * Requires: -
+ * Follows:  arch/x86/lib/memcpy_64.S: 6.12 __memcpy (FSRM), 6.1 memcpy_erms (ERMS)
+ *
  * memcpy as one "rep movsb".
  *
  * void *__pi_memcpy_fsrm(void *dst, const void *src, size_t n)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memcpy orig
+ * Requires: -
+ * Follows:  arch/x86/lib/memcpy_64.S memcpy_orig, 6.1 and 6.12 (6.12 no FSRM; 6.1 no ERMS/REP_GOOD)
+ *
  * memcpy with plain general-purpose loads and stores (no string
  * instructions), 32 bytes per loop iteration.
  *

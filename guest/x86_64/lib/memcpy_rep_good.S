@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memcpy rep_good
+ * Requires: -
+ * Follows:  arch/x86/lib/memcpy_64.S __memcpy, 6.1 only (REP_GOOD without ERMS)
+ *
  * memcpy as "rep movsq" for the whole quadwords and "rep movsb" for the
  * last 0..7 bytes.
  *

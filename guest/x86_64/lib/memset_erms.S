@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memset erms
+ * Requires: -
+ * Follows:  arch/x86/lib/memset_64.S: 6.12 __memset (FSRS), 6.1 memset_erms (ERMS)
+ *
  * memset as one "rep stosb".
  *
  * void *__pi_memset_erms(void *dst, int c, size_t n)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memset orig
+ * Requires: -
+ * Follows:  arch/x86/lib/memset_64.S memset_orig, 6.1 and 6.12 (6.12 no FSRS; 6.1 no ERMS/REP_GOOD)
+ *
  * memset with plain 64-bit stores (no string instructions).
  *
  * void *__pi_memset_orig(void *dst, int c, size_t n)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Variant:  memset rep_good
+ * Requires: -
+ * Follows:  arch/x86/lib/memset_64.S __memset, 6.1 only (REP_GOOD without ERMS)
+ *
  * memset as "rep stosq" for the whole quadwords and "rep stosb" for the
  * last 0..7 bytes.
  *
