@@ -47,14 +47,18 @@ fn main() {
 // host objects, then per configuration objects + the link pipeline).
 fn run() -> BuildResult<()> {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").map_err(|e| e.to_string())?;
-    if arch != "x86_64" && arch != "aarch64" {
-        return Err(format!(
-            "hypclear supports x86_64 and aarch64 targets, not {arch}"
-        ));
-    }
     let out = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
     let guest = root.join("guest");
+    // The supported architectures are the guest/<arch>/ directories with an
+    // alias list: a new architecture brings its own, nothing is listed here.
+    let arches = guest_arches(&guest)?;
+    if !arches.contains(&arch) {
+        return Err(format!(
+            "hypclear supports {} targets (guest/<arch>/aliases.h), not {arch}",
+            arches.join(" and ")
+        ));
+    }
     let arch_dir = guest.join(&arch);
     println!("cargo:rerun-if-changed=guest");
     println!("cargo:rerun-if-changed=src/blob/abi.rs");
@@ -76,7 +80,7 @@ fn run() -> BuildResult<()> {
 
     // The variant tables of both architectures (the pure arch modules and
     // their tests compile on every host).
-    for a in ["x86_64", "aarch64"] {
+    for a in &arches {
         write_variants(&guest.join(a), &out.join(format!("variants_{a}.rs")))?;
     }
 
@@ -184,6 +188,21 @@ fn link_config(
     )
     .map_err(|e| format!("{config} configuration: {e}"))?;
     Ok(())
+}
+
+/// Architectures with a guest: `guest/<arch>/aliases.h` exists.
+fn guest_arches(guest: &Path) -> BuildResult<Vec<String>> {
+    let mut v = Vec::new();
+    for ent in fs::read_dir(guest).map_err(|e| format!("{}: {e}", guest.display()))? {
+        let p = ent.map_err(|e| e.to_string())?.path();
+        if p.join("aliases.h").is_file()
+            && let Some(name) = p.file_name().and_then(|n| n.to_str())
+        {
+            v.push(name.to_string());
+        }
+    }
+    v.sort();
+    Ok(v)
 }
 
 /// The variant table of one architecture, from its alias list and the
