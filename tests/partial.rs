@@ -106,3 +106,60 @@ fn a_killed_bench_leaves_partial_json_that_compare_reads() {
     assert!(s.contains("vanilla (A) vs memset (B)"), "{s}");
     assert!(s.contains("guest bytes/sec"), "{s}");
 }
+
+/// Whether process `pid` has a SIGINT handler (SigCgt in /proc/PID/status).
+fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (libc::SIGINT - 1)) != 0)
+}
+
+/// Ctrl-C at any moment of the start (CPU probe, calibration, VM boot, the
+/// first checks) stops with exit 130 and says so: the partial table and JSON
+/// when anything ran, else that nothing was taken. Never a silent kill.
+#[test]
+fn ctrl_c_during_start_and_boot_exits_130_with_what_it_has() {
+    if !kvm_available("Ctrl-C during boot") {
+        return;
+    }
+    for (i, delay_ms) in [0u64, 2, 10, 30, 100].into_iter().enumerate() {
+        let json = tmp_json(&format!("run-interrupted-{i}"));
+        let _ = std::fs::remove_file(&json);
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hypclear"))
+            .args(["run", "--json", json.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("cannot run the hypclear binary");
+        // From when the handler is in place (the first thing the command
+        // does; before it, in exec and the runtime's start, SIGINT kills
+        // any program).
+        let t = Instant::now();
+        while !catches_sigint(child.id()) {
+            assert!(t.elapsed() < FIRST_CELL, "SIGINT never caught");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        assert_eq!(rc, 0);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let what = format!("SIGINT after {delay_ms} ms: {}", text(&out));
+        assert_eq!(out.status.code(), Some(130), "{what}");
+        assert!(err.contains("interrupted (SIGINT)"), "{what}");
+        if err.contains("nothing was written") {
+            assert!(out.stdout.is_empty(), "{what}");
+        } else {
+            let doc = read_json(&json);
+            assert_eq!(doc["partial"], true, "{what}");
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("config"),
+                "the table: {what}"
+            );
+        }
+    }
+}

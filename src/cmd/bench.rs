@@ -22,6 +22,9 @@ macro_rules! say {
 }
 
 pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
+    // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
+    // request to stop too, never a silent kill.
+    crate::vmm::interrupt::install()?;
     let plan = a.plan(common)?;
     let ktap = common.format == crate::cli::Format::Ktap;
     for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {
@@ -76,7 +79,6 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     for n in &notes {
         say!(ktap, "note: {n}");
     }
-    crate::vmm::interrupt::install()?;
     if let Some(v) = routines::kernel_default(
         a.routine,
         LinkConfig::Vanilla,
