@@ -300,6 +300,11 @@ pub struct CompareArgs {
     /// each host's files compared with its first
     #[arg(long, conflicts_with = "allow_different_hosts")]
     pub per_host: bool,
+    /// Throughput unit of the tables: bytes/sec like perf bench (B/s), or
+    /// decimal multiples (KB/s = 10^3, MB/s = 10^6, GB/s = 10^9 bytes/s);
+    /// the JSON always holds bytes/sec
+    #[arg(long, value_enum, default_value = "B/s")]
+    pub unit: crate::units::Rate,
     /// Compare results from different hosts anyway
     #[arg(long)]
     pub allow_different_hosts: bool,

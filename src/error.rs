@@ -79,7 +79,7 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    #[error("interrupted (SIGINT): stopped early; results so far are marked partial")]
+    #[error("interrupted (SIGINT) before any result was taken; nothing was written")]
     Interrupted,
 
     #[error("I/O error on {path}")]

@@ -160,10 +160,35 @@ pub fn write_json(path: &Path, value: &serde_json::Value) -> crate::error::Resul
         path: path.display().to_string(),
         source: std::io::Error::other(e),
     })?;
-    std::fs::write(path, text + "\n").map_err(|source| crate::error::Error::Io {
+    write_atomically(path, (text + "\n").as_bytes()).map_err(|source| crate::error::Error::Io {
         path: path.display().to_string(),
         source,
     })
+}
+
+/// Replace a regular file in one step: write a temporary file beside it,
+/// then rename it over the target, so a reader (or a run killed by SIGKILL
+/// or the OOM killer mid-write) sees the old or the new contents, never
+/// half of them. Anything else (a device, a FIFO) is written in place.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let regular = match std::fs::metadata(path) {
+        Ok(m) => m.is_file(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(e),
+    };
+    let name = path.file_name();
+    let (true, Some(name)) = (regular, name) else {
+        return std::fs::write(path, bytes);
+    };
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let r = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
 }
 
 /// Write to stdout; a full or failing stdout is an I/O error (exit 1, said
@@ -269,6 +294,27 @@ mod tests {
     use super::*;
     use crate::check::checker::Breakdown;
     use crate::ktap::Counts;
+
+    #[test]
+    fn json_is_replaced_in_one_step_without_leftovers() {
+        let dir = std::env::temp_dir().join(format!("hypclear-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("out.json");
+        std::fs::write(&p, "old").unwrap();
+        write_json(&p, &serde_json::json!({"cells": [1, 2]})).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        assert_eq!(v["cells"][1], 2);
+        assert_eq!(v["schema_version"], SCHEMA_VERSION);
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["out.json"], "temporary file left behind");
+        // A directory as the target: the error names it, nothing is left.
+        assert!(write_json(&dir, &serde_json::json!({})).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn rec(config: LinkConfig, routine: Routine, variant: &str, verdict: Verdict) -> CheckRecord {
         CheckRecord {

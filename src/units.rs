@@ -221,9 +221,80 @@ pub fn clap_size(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 
+/// The unit throughput is printed in (`compare --unit`). Decimal multiples,
+/// as throughput is usually quoted: 1 KB/s = 1000 bytes/s, 1 GB/s = 10^9.
+/// `B/s` prints raw bytes per second, like `perf bench mem`'s "bytes/sec"
+/// and the review tables on the lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Rate {
+    /// bytes per second, as perf bench prints it
+    #[default]
+    #[value(name = "B/s", alias = "bytes/sec")]
+    Bytes,
+    /// 10^3 bytes per second
+    #[value(name = "KB/s")]
+    Kilo,
+    /// 10^6 bytes per second
+    #[value(name = "MB/s")]
+    Mega,
+    /// 10^9 bytes per second
+    #[value(name = "GB/s")]
+    Giga,
+}
+
+impl Rate {
+    /// The unit as a table header names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Rate::Bytes => "bytes/sec",
+            Rate::Kilo => "KB/s",
+            Rate::Mega => "MB/s",
+            Rate::Giga => "GB/s",
+        }
+    }
+
+    fn divisor(self) -> f64 {
+        match self {
+            Rate::Bytes => 1.0,
+            Rate::Kilo => 1e3,
+            Rate::Mega => 1e6,
+            Rate::Giga => 1e9,
+        }
+    }
+
+    /// `bytes_per_sec` in this unit with two decimals, no grouping
+    /// (`65367617364.09` bytes/sec, `65.37` GB/s).
+    pub fn format(self, bytes_per_sec: f64) -> String {
+        format!("{:.2}", bytes_per_sec / self.divisor())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_are_decimal_and_bytes_per_sec_is_raw() {
+        let v = 65_367_617_364.09;
+        assert_eq!(Rate::Bytes.format(v), "65367617364.09");
+        assert_eq!(Rate::Kilo.format(v), "65367617.36");
+        assert_eq!(Rate::Mega.format(v), "65367.62");
+        assert_eq!(Rate::Giga.format(v), "65.37");
+        assert_eq!(Rate::default(), Rate::Bytes);
+        assert_eq!(Rate::Bytes.label(), "bytes/sec");
+        assert_eq!(Rate::Giga.label(), "GB/s");
+        use clap::ValueEnum;
+        for (s, r) in [
+            ("B/s", Rate::Bytes),
+            ("bytes/sec", Rate::Bytes),
+            ("KB/s", Rate::Kilo),
+            ("MB/s", Rate::Mega),
+            ("GB/s", Rate::Giga),
+        ] {
+            assert_eq!(Rate::from_str(s, false), Ok(r), "{s}");
+        }
+        assert!(Rate::from_str("GiB/s", false).is_err());
+    }
 
     const KB: u64 = 1024;
     const MB: u64 = 1024 * KB;

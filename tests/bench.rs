@@ -97,8 +97,33 @@ fn tiny_bench_roundtrips_through_compare() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(
-        s.contains("Base GB/s") && s.contains("q < 0.05") && s.contains("MDE"),
+        s.contains("Base bytes/sec") && s.contains("q < 0.05") && s.contains("MDE"),
         "{s}"
+    );
+    // --unit GB/s: the same medians in decimal GB/s, the header says so.
+    let out = hypclear(&[
+        "compare",
+        a_path.to_str().unwrap(),
+        b_path.to_str().unwrap(),
+        "--format",
+        "markdown",
+        "--unit",
+        "GB/s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let g = String::from_utf8_lossy(&out.stdout);
+    assert!(g.contains("Base GB/s") && g.contains("guest GB/s"), "{g}");
+    let base = |t: &str, class: &str| -> f64 {
+        let row = t
+            .lines()
+            .find(|l| l.contains(class))
+            .unwrap_or_else(|| panic!("{t}"));
+        row.split('|').nth(3).unwrap().trim().parse().unwrap()
+    };
+    let (bps, gbps) = (base(&s, "guest bytes/sec"), base(&g, "guest GB/s"));
+    assert!(
+        (bps / 1e9 - gbps).abs() < 0.006,
+        "{bps} bytes/sec vs {gbps} GB/s"
     );
     assert!(
         s.contains(&format!("| memset {PORTABLE}")),

@@ -17,6 +17,7 @@ const CASES: &[(&str, Option<&str>, &str)] = &[
     ("log_huge", None, "verification passed"),
     ("log_escape", None, "verification passed"),
     ("log_forge", None, "verification passed"),
+    ("log_race", None, "completed on every vCPU"),
     ("unknown_hypercall", Some("unknown_hypercall"), "0x484300ff"),
     ("done_early", Some("protocol"), "got HC_DONE"),
     ("ready_again", Some("protocol"), "got HC_READY"),
@@ -89,7 +90,9 @@ fn every_hostile_guest_is_caught_with_bounded_output_and_time() {
         }
         let seen = case["observed"].as_str().unwrap();
         assert!(seen.contains(observed), "{name}: {seen}");
-        if name.starts_with("log_") && *name != "log_flood" {
+        if *name == "log_race" {
+            assert_race_lines(&stderr);
+        } else if name.starts_with("log_") && *name != "log_flood" {
             let logs: Vec<&str> = stderr.lines().filter(|l| l.contains(" log: ")).collect();
             assert_eq!(logs.len(), 1, "{name}: one log line:\n{stderr}");
             assert!(
@@ -99,6 +102,39 @@ fn every_hostile_guest_is_caught_with_bounded_output_and_time() {
             );
         }
     }
+}
+
+/// Logs per vCPU of the `log_race` case (`hostile::RACE_ROUNDS`).
+const RACE_ROUNDS: usize = 32;
+
+/// Two vCPUs logged at once, each scribbling over the other's buffer: every
+/// log came out on one bounded line (256 guest bytes; escaped, at most 4
+/// characters a byte) of valid UTF-8 (the caller decoded stderr strictly)
+/// holding only U+00E9 or the escapes of the scribbled bytes.
+fn assert_race_lines(stderr: &str) {
+    let logs: Vec<&str> = stderr.lines().filter(|l| l.contains(" log: ")).collect();
+    for vcpu in 0..2 {
+        let prefix = format!("guest vCPU {vcpu} log: ");
+        let mine: Vec<&&str> = logs.iter().filter(|l| l.starts_with(&prefix)).collect();
+        assert_eq!(mine.len(), RACE_ROUNDS, "vCPU {vcpu}:\n{stderr}");
+        for l in mine {
+            let body = &l[prefix.len()..];
+            assert!(body.len() <= 4 * 256, "unbounded line: {l}");
+            let rest = body
+                .replace('\u{e9}', "")
+                .replace("\\x80", "")
+                .replace("\\x1b", "")
+                .replace("\\xc3", "")
+                .replace("\\xa9", "");
+            assert!(rest.is_empty(), "unexpected text {rest:?} in {l}");
+        }
+    }
+    assert_eq!(logs.len(), 2 * RACE_ROUNDS, "{stderr}");
+    let torn = logs.iter().filter(|l| l.contains("\\x")).count();
+    eprintln!(
+        "log_race: {torn} of {} lines showed the peer's bytes",
+        logs.len()
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! comparison table with session-level statistics (`bench::inference`).
 //!
 //! For every benchmark and result class (guest, host): the base median
-//! GB/s, then per compared side the change with its confidence interval
+//! throughput (bytes/sec like perf bench, or `--unit`), then per compared side the change with its confidence interval
 //! and a mark, the Benjamini–Hochberg q value and the smallest detectable
 //! change. Sessions are the units: one file interleaves its two link
 //! configurations by session (paired t); separate files are independent
@@ -12,6 +12,7 @@ use crate::bench::stats;
 use crate::bench::{Axes, BenchResult, Cell};
 use crate::error::{Error, Result};
 use crate::report::right;
+use crate::units::Rate;
 use comfy_table::{Cell as TCell, Table, presets};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -94,18 +95,18 @@ enum Class {
 }
 
 impl Class {
-    fn name(self) -> &'static str {
+    fn name(self, unit: Rate) -> String {
         match self {
-            Class::Guest => "guest GB/s",
-            Class::Host => "host GB/s",
+            Class::Guest => format!("guest {}", unit.label()),
+            Class::Host => format!("host {}", unit.label()),
         }
     }
 }
 
-/// Median of all runs of a side, GB/s.
-fn median_gbps(s: &[Session]) -> Option<f64> {
+/// Median of all runs of a side, bytes/sec.
+fn median_bps(s: &[Session]) -> Option<f64> {
     let all: Vec<f64> = s.iter().flat_map(|x| x.runs.iter().copied()).collect();
-    (!all.is_empty()).then(|| stats::median(&all) / 1e9)
+    (!all.is_empty()).then(|| stats::median(&all))
 }
 
 /// A row's comparison, or why there is none.
@@ -120,7 +121,8 @@ struct Col {
 struct Row {
     label: String,
     class: Class,
-    base_gbps: f64,
+    /// Median throughput of the base side, bytes/sec.
+    base_bps: f64,
     cols: Vec<Col>,
     /// Index of the same cell's host row (guest rows only).
     host_row: Option<usize>,
@@ -172,6 +174,7 @@ pub fn compare(
     margin: f64,
     allow_different_hosts: bool,
     format: Format,
+    unit: Rate,
 ) -> Result<String> {
     let (base_path, base) = files
         .first()
@@ -236,7 +239,7 @@ pub fn compare(
     if design == Design::Independent {
         drift_notes(&mut rows, &cfg);
     }
-    Ok(render(files, &names, &rows, &cfg, format))
+    Ok(render(files, &names, &rows, &cfg, format, unit))
 }
 
 /// A reStructuredText grid table, as review tables on the lists use: '+'
@@ -272,6 +275,7 @@ pub fn compare_per_host(
     alpha: f64,
     margin: f64,
     format: Format,
+    unit: Rate,
 ) -> Result<String> {
     let mut groups: Vec<Vec<(PathBuf, BenchResult)>> = Vec::new();
     for f in files {
@@ -284,7 +288,7 @@ pub fn compare_per_host(
     for g in &groups {
         out.push_str(&host_heading(&g[0].1.host));
         out.push_str("\n\n");
-        out.push_str(&compare(g, alpha, margin, false, format)?);
+        out.push_str(&compare(g, alpha, margin, false, format, unit)?);
         out.push('\n');
     }
     Ok(out)
@@ -388,7 +392,7 @@ fn push_rows(rows: &mut Vec<Row>, k: &Axes, a: &Cell, others: &[&Cell], cfg: &Co
     let guest_at = rows.len();
     for class in [Class::Guest, Class::Host] {
         let sa = sessions(a, class);
-        let Some(base_gbps) = median_gbps(&sa) else {
+        let Some(base_bps) = median_bps(&sa) else {
             continue;
         };
         let mut cols = Vec::new();
@@ -404,7 +408,7 @@ fn push_rows(rows: &mut Vec<Row>, k: &Axes, a: &Cell, others: &[&Cell], cfg: &Co
         rows.push(Row {
             label: k.label(),
             class,
-            base_gbps,
+            base_bps,
             cols,
             host_row: None,
             sides,
@@ -462,12 +466,13 @@ fn render(
     rows: &[Row],
     cfg: &Config,
     format: Format,
+    unit: Rate,
 ) -> String {
     let (alpha, m) = (cfg.alpha, cfg.margin * 100.0);
     let mut header = vec![
         "Benchmark".to_string(),
         "Result class".into(),
-        format!("Base GB/s [{}]", names[0]),
+        format!("Base {} [{}]", unit.label(), names[0]),
     ];
     let independent = cfg.design == Design::Independent;
     // A note column only when some row has a note (host drift, untested).
@@ -493,8 +498,8 @@ fn render(
     for r in rows {
         let mut row = vec![
             TCell::new(&r.label),
-            TCell::new(r.class.name()),
-            right(format!("{:.2}", r.base_gbps)),
+            TCell::new(r.class.name(unit)),
+            right(unit.format(r.base_bps)),
         ];
         for (j, c) in r.cols.iter().enumerate() {
             match &c.cmp {
@@ -571,6 +576,14 @@ fn render(
             format!("DIFFERENT between the files ({})", pre.join(" / "))
         }
     ));
+    for (p, r) in files.iter().filter(|(_, r)| r.partial) {
+        let done = r.cells.iter().filter(|c| !c.guest.is_empty()).count();
+        out.push_str(&format!(
+            "note: {} is partial (the run did not finish; {done} of {} cells have samples)\n",
+            p.display(),
+            r.cells.len()
+        ));
+    }
     out.push_str(&format!(
         "change = B against A from the mean log session means, with its {:.0}% confidence interval; \
          q = Benjamini-Hochberg over the rows; MDE = smallest change this design detects with \
@@ -721,7 +734,7 @@ mod tests {
             (PathBuf::from("same.json"), same),
             (PathBuf::from("slow.json"), slow),
         ];
-        let out = compare(&files, 0.05, 0.02, false, Format::Markdown).unwrap();
+        let out = compare(&files, 0.05, 0.02, false, Format::Markdown, Rate::Giga).unwrap();
         let guest = out
             .lines()
             .find(|l| l.contains("guest GB/s"))
@@ -765,7 +778,15 @@ mod tests {
             "cpu",
             4,
         );
-        let out = compare(&[("both.json".into(), r)], 0.05, 0.02, false, Format::Text).unwrap();
+        let out = compare(
+            &[("both.json".into(), r)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap();
         assert!(out.contains("paired t"), "{out}");
         assert!(out.contains("vanilla (A) vs memset (B)"), "{out}");
         let row = |chunk: &str| {
@@ -792,6 +813,7 @@ mod tests {
             0.02,
             false,
             Format::Text,
+            Rate::Giga,
         )
         .unwrap_err();
         assert!(e.to_string().contains("pass two files"), "{e}");
@@ -808,6 +830,7 @@ mod tests {
             0.02,
             false,
             Format::Text,
+            Rate::Giga,
         )
         .unwrap();
         assert!(out.contains("host moved -10."), "{out}");
@@ -824,6 +847,7 @@ mod tests {
             0.02,
             false,
             Format::Text,
+            Rate::Giga,
         )
         .unwrap();
         assert!(out.contains("-20.00% (untested)"), "{out}");
@@ -846,6 +870,7 @@ mod tests {
             0.02,
             false,
             Format::Text,
+            Rate::Giga,
         )
         .unwrap();
         assert!(out.contains("DIFFERENT between the files"), "{out}");
@@ -861,6 +886,7 @@ mod tests {
             0.02,
             false,
             Format::Text,
+            Rate::Giga,
         )
         .unwrap_err();
         assert!(e.to_string().contains("do not line up"), "{e}");
@@ -871,6 +897,7 @@ mod tests {
             0.02,
             false,
             Format::Text,
+            Rate::Giga,
         )
         .unwrap_err();
         assert!(e.to_string().contains("--allow-different-hosts"), "{e}");
@@ -880,10 +907,41 @@ mod tests {
                 0.05,
                 0.02,
                 true,
-                Format::Text
+                Format::Text,
+                Rate::Giga
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn throughput_prints_in_the_chosen_unit() {
+        let a = result("vanilla", 4096, &one(&[65_367_617_364.09]), "cpu");
+        let b = result("vanilla", 4096, &one(&[65_000_000_000.0]), "cpu");
+        let files = vec![("a.json".into(), a), ("b.json".into(), b)];
+        let render = |u| compare(&files, 0.05, 0.02, false, Format::Text, u).unwrap();
+        let bytes = render(Rate::Bytes);
+        assert!(bytes.contains("Base bytes/sec [a (vanilla)]"), "{bytes}");
+        assert!(bytes.contains("guest bytes/sec"), "{bytes}");
+        assert!(bytes.contains("65367617364.09"), "{bytes}");
+        let giga = render(Rate::Giga);
+        assert!(giga.contains("Base GB/s [a (vanilla)]"), "{giga}");
+        assert!(
+            giga.contains("guest GB/s") && giga.contains(" 65.37 "),
+            "{giga}"
+        );
+        let mega = render(Rate::Mega);
+        assert!(
+            mega.contains("Base MB/s [a (vanilla)]") && mega.contains("65367.62"),
+            "{mega}"
+        );
+        // The change column does not depend on the unit.
+        let change = |s: &str| {
+            s.lines()
+                .find(|l| l.contains("guest"))
+                .map(|l| l.split('┆').nth(3).unwrap_or("").trim().to_string())
+        };
+        assert_eq!(change(&bytes), change(&giga));
     }
 
     #[test]
@@ -898,7 +956,7 @@ mod tests {
             ("b.json".into(), b),
             ("d.json".into(), d),
         ];
-        let out = compare_per_host(&files, 0.05, 0.02, Format::Rst).unwrap();
+        let out = compare_per_host(&files, 0.05, 0.02, Format::Rst, Rate::Bytes).unwrap();
         let one = out.find("Results for cpu one").expect(&out);
         let two = out.find("Results for cpu two").expect(&out);
         assert!(one < two, "{out}");

@@ -274,7 +274,9 @@ pub struct BenchResult {
     pub warmup: u64,
     pub repeats: u64,
     pub sessions: u64,
-    /// SIGINT stopped the run: the cells hold the samples taken so far.
+    /// Not a finished run: written while it was running (after every
+    /// finished cell), or SIGINT stopped it. The cells hold the samples
+    /// taken so far.
     #[serde(default)]
     pub partial: bool,
     /// The precondition of every timed pass; `None` in files written before
@@ -314,7 +316,9 @@ pub fn summarize(cell: &mut Cell) {
 
 /// Run the whole plan: every session boots one VM per backing and link
 /// configuration and runs its cells, guest then host. `seed` seeds the
-/// patterns and (plus the session) each VM's load address.
+/// patterns and (plus the session) each VM's load address. After every
+/// finished cell of a session `checkpoint` gets the results so far (marked
+/// partial), so a run killed outright still leaves what it finished.
 pub fn run(
     plan: &Plan,
     specs: &[CellSpec],
@@ -322,6 +326,7 @@ pub fn run(
     privilege: &PrivilegeChoice,
     caps: &CpuCaps,
     progress: &indicatif::ProgressBar,
+    checkpoint: &mut dyn FnMut(&BenchResult) -> Result<()>,
 ) -> Result<BenchResult> {
     let copy_len = if plan.routine.kind() == Kind::Copy {
         plan.size as usize
@@ -336,6 +341,26 @@ pub fn run(
     let mut counter_khz = 0;
     let mut partial = false;
     let mut setup = Vec::new();
+    let result = |cells: &[Cell], counter_khz: u64, partial: bool, setup: &[f64]| {
+        let mut cells = cells.to_vec();
+        for c in &mut cells {
+            summarize(c);
+        }
+        BenchResult {
+            tool: "hypclear".into(),
+            command: "bench".into(),
+            host: HostInfo::collect(caps, counter_khz),
+            privilege: privilege.name.into(),
+            warmup: plan.warmup,
+            repeats: plan.repeats,
+            sessions: plan.sessions,
+            partial,
+            cache: Some(plan.cache),
+            max_warmup: plan.max_warmup,
+            session_setup_seconds: inference::mean_of(setup),
+            cells,
+        }
+    };
     'sessions: for session in 0..plan.sessions {
         for &backing in &plan.backings {
             // ABBA: the link configurations alternate their order from
@@ -390,25 +415,10 @@ pub fn run(
                         c.host_steady.push(h.steady);
                     }
                     progress.inc(1);
+                    checkpoint(&result(&cells, counter_khz, true, &setup))?;
                 }
             }
         }
     }
-    for c in &mut cells {
-        summarize(c);
-    }
-    Ok(BenchResult {
-        tool: "hypclear".into(),
-        command: "bench".into(),
-        host: HostInfo::collect(caps, counter_khz),
-        privilege: privilege.name.into(),
-        warmup: plan.warmup,
-        repeats: plan.repeats,
-        sessions: plan.sessions,
-        partial,
-        cache: Some(plan.cache),
-        max_warmup: plan.max_warmup,
-        session_setup_seconds: inference::mean_of(&setup),
-        cells,
-    })
+    Ok(result(&cells, counter_khz, partial, &setup))
 }

@@ -38,6 +38,8 @@ enum Args {
     Memset,
     /// `scribble(area, far address, area bytes)` over corruptible area `i`.
     Scribble(usize),
+    /// `log_race(peer's log buffer, rounds)` on two vCPUs at once.
+    LogRace,
 }
 
 /// One case: (name, selftest-table routine, arguments, expectation).
@@ -66,6 +68,12 @@ const CASES: &[Case] = &[
         "log_forge",
         "hostile_log_forge",
         Args::Memset,
+        Expect::Completes,
+    ),
+    Case(
+        "log_race",
+        "hostile_log_race",
+        Args::LogRace,
         Expect::Completes,
     ),
     Case(
@@ -136,8 +144,17 @@ const CASES: &[Case] = &[
     ),
 ];
 
-/// Watchdog timeout of the hostile VMs (the spin case waits this long).
-pub const TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest the spin case waits for progress (less with a shorter
+/// `--timeout`); the other cases get the full `--timeout`, which slow
+/// (emulated, e.g. QEMU TCG) hosts raise.
+pub const SPIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Logs per vCPU of the `log_race` case: within the per-command log
+/// budget (64 logs, 16 KiB), so the case must complete.
+pub const RACE_ROUNDS: u64 = 32;
+
+/// vCPUs of the `log_race` case.
+const RACE_VCPUS: u64 = 2;
 
 /// The names of every case, in order.
 pub fn names() -> Vec<&'static str> {
@@ -157,8 +174,8 @@ pub struct HostileResult {
 }
 
 /// Run the cases whose name is in `only` (all when empty), each in a fresh
-/// VM built from `opts`.
-pub fn run(opts: &VmOptions, only: &[String]) -> Result<Vec<HostileResult>> {
+/// VM built from `opts`, with the watchdog at `timeout`.
+pub fn run(opts: &VmOptions, only: &[String], timeout: Duration) -> Result<Vec<HostileResult>> {
     if let Some(bad) = only.iter().find(|n| !names().contains(&n.as_str())) {
         return Err(Error::Usage(format!(
             "no hostile case `{bad}`; the cases are {}",
@@ -168,20 +185,30 @@ pub fn run(opts: &VmOptions, only: &[String]) -> Result<Vec<HostileResult>> {
     CASES
         .iter()
         .filter(|c| only.is_empty() || only.iter().any(|n| n == c.0))
-        .map(|c| run_case(opts, c))
+        .map(|c| run_case(opts, c, timeout))
         .collect()
 }
 
-fn run_case(opts: &VmOptions, case: &Case) -> Result<HostileResult> {
+fn run_case(opts: &VmOptions, case: &Case, timeout: Duration) -> Result<HostileResult> {
     let Case(name, routine, args, expected) = *case;
+    // A hang is expected of the spin case: do not wait the full --timeout.
+    let timeout = if name == "spin" {
+        timeout.min(SPIN_TIMEOUT)
+    } else {
+        timeout
+    };
     let t = Instant::now();
-    let mut vm = Vm::new(crate::vmm::open_kvm()?, opts)?;
+    let mut opts = opts.clone();
+    if args == Args::LogRace {
+        opts.vcpus = RACE_VCPUS;
+    }
+    let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
     let index = vm
         .blob
         .selftest_index(routine)
         .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{routine}`")))?;
     let res = match args {
-        Args::Memset => memset_case(&mut vm, index, opts.seed),
+        Args::Memset => memset_case(&mut vm, index, opts.seed, timeout),
         Args::Scribble(i) => {
             let (_, area, len) = arch::corruptible_areas(&vm.loaded)[i];
             let far = vm.ram.end() - abi::PAGE_SIZE;
@@ -195,15 +222,19 @@ fn run_case(opts: &VmOptions, case: &Case) -> Result<HostileResult> {
                 ..Command::default()
             };
             vm.vcpu(0)?
-                .call(&cmd, TIMEOUT)
+                .call(&cmd, timeout)
                 .map(|_| "the command completed".to_string())
         }
+        Args::LogRace => log_race(&mut vm, index, timeout),
     };
     let seconds = t.elapsed().as_secs_f64();
     let (detected, kind, observed) = match res {
         Ok(observed) => {
             let ok = match expected {
-                Expect::Completes => observed == "verification passed",
+                Expect::Completes => match args {
+                    Args::LogRace => observed == COMPLETED_ON_ALL,
+                    _ => observed == "verification passed",
+                },
                 Expect::StrayWrite => observed.contains("stray write"),
                 _ => false,
             };
@@ -229,9 +260,57 @@ fn run_case(opts: &VmOptions, case: &Case) -> Result<HostileResult> {
     })
 }
 
+/// What `log_race` reports when every vCPU completed.
+const COMPLETED_ON_ALL: &str = "completed on every vCPU";
+
+/// Run `log_race` on every vCPU at once, each scribbling over the next
+/// one's log buffer while logging its own; every command must complete
+/// (the printed lines are judged by the caller).
+fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<String> {
+    let n = vm.vcpus.len() as u64;
+    let barrier = std::sync::Barrier::new(vm.vcpus.len());
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = vm
+            .vcpus
+            .iter_mut()
+            .enumerate()
+            .map(|(i, v)| {
+                let peer = (i as u64 + 1) % n;
+                let cmd = Command {
+                    table: abi::TABLE_SELFTEST,
+                    index,
+                    a0: arch::mailbox_gpa(peer) + abi::MB_LOG_BUF,
+                    a1: RACE_ROUNDS,
+                    count: 1,
+                    ..Command::default()
+                };
+                let b = &barrier;
+                s.spawn(move || {
+                    // Wait at the barrier even when the start failed, or
+                    // the other vCPUs' threads would wait forever.
+                    let started = v.start(timeout);
+                    b.wait();
+                    started?;
+                    v.call(&cmd, timeout)?;
+                    v.exit(timeout)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Internal("vCPU thread panicked".into())))
+            })
+            .collect()
+    });
+    results.into_iter().collect::<Result<Vec<()>>>()?;
+    Ok(COMPLETED_ON_ALL.into())
+}
+
 /// Run the routine as a memset of the selftest size, checked with
 /// `--check whole`; "verification passed" or the checker's reason.
-fn memset_case(vm: &mut Vm, index: u64, seed: u64) -> Result<String> {
+fn memset_case(vm: &mut Vm, index: u64, seed: u64, timeout: Duration) -> Result<String> {
     let variant = routines::variants(Routine::Memset, vm.blob.config)
         .into_iter()
         .next()
@@ -250,11 +329,11 @@ fn memset_case(vm: &mut Vm, index: u64, seed: u64) -> Result<String> {
         vm,
         &spec,
         &pats,
-        TIMEOUT,
+        timeout,
         Some((abi::TABLE_SELFTEST, index)),
         Some(&mut snap),
     )?;
-    vm.vcpu(0)?.exit(TIMEOUT)?;
+    vm.vcpu(0)?.exit(timeout)?;
     Ok(match rec.reason {
         Some(r) => format!("verification failed: {r}"),
         None => "verification passed".into(),

@@ -22,6 +22,9 @@ macro_rules! say {
 }
 
 pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
+    // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
+    // request to stop too, never a silent kill.
+    crate::vmm::interrupt::install()?;
     let plan = a.plan(common)?;
     let ktap = common.format == crate::cli::Format::Ktap;
     for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {
@@ -76,7 +79,6 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     for n in &notes {
         say!(ktap, "note: {n}");
     }
-    crate::vmm::interrupt::install()?;
     if let Some(v) = routines::kernel_default(
         a.routine,
         LinkConfig::Vanilla,
@@ -95,7 +97,14 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     }
     let pb = progress(specs.len() as u64 * plan.sessions);
     pb.set_prefix("bench");
-    let result = bench::run(&plan, &specs, ctx.seed, p, &ctx.caps, &pb)?;
+    // The JSON is rewritten (atomically) after every finished cell, marked
+    // partial until the end: a run killed by SIGKILL or the OOM killer
+    // keeps what it finished.
+    let mut checkpoint = |r: &BenchResult| match &common.json {
+        Some(path) => write_json(path, r),
+        None => Ok(()),
+    };
+    let result = bench::run(&plan, &specs, ctx.seed, p, &ctx.caps, &pb, &mut checkpoint)?;
     pb.finish_and_clear();
     say!(ktap, "{}", bench::report::cells_table(&result));
     if ktap {
@@ -125,19 +134,24 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     Ok(0)
 }
 
+/// The bench JSON: the result plus the kernel blob it ran, if any.
+fn write_json(path: &std::path::Path, result: &BenchResult) -> Result<()> {
+    let mut v = serde_json::to_value(result).map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: std::io::Error::other(e),
+    })?;
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert(
+            "kernel".into(),
+            crate::blob::external().map_or(serde_json::Value::Null, |e| e.report.clone()),
+        );
+    }
+    report::write_json(path, &v)
+}
+
 fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<()> {
     if let Some(path) = &ctx.common.json {
-        let mut v = serde_json::to_value(result).map_err(|e| Error::Io {
-            path: path.display().to_string(),
-            source: std::io::Error::other(e),
-        })?;
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert(
-                "kernel".into(),
-                crate::blob::external().map_or(serde_json::Value::Null, |e| e.report.clone()),
-            );
-        }
-        report::write_json(path, &v)?;
+        write_json(path, result)?;
     }
     if let Some(path) = &a.csv {
         bench::report::write_csv(result, path)?;

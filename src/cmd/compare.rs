@@ -29,9 +29,16 @@ pub fn compare(common: &Common, a: &CompareArgs) -> Result<i32> {
         _ => Format::Text,
     };
     let text = if a.per_host {
-        compare::compare_per_host(&files, a.alpha, a.margin, format)?
+        compare::compare_per_host(&files, a.alpha, a.margin, format, a.unit)?
     } else {
-        compare::compare(&files, a.alpha, a.margin, a.allow_different_hosts, format)?
+        compare::compare(
+            &files,
+            a.alpha,
+            a.margin,
+            a.allow_different_hosts,
+            format,
+            a.unit,
+        )?
     };
     crate::out!("{}", text);
     Ok(0)

@@ -91,7 +91,7 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
 pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
     let opts =
         crate::check::selftest::vm_options(&ctx.vm_options(crate::blob::LinkConfig::Vanilla));
-    let results = crate::check::hostile::run(&opts, only)?;
+    let results = crate::check::hostile::run(&opts, only, ctx.timeout)?;
     let mut t = report::table(&["hostile guest", "expected", "handled", "observed", "s"]);
     for r in &results {
         t.add_row(vec![

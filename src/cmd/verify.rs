@@ -270,7 +270,15 @@ fn run_suite(
     });
     let mut o = Outcome::default();
     for r in runs {
-        let r = r?;
+        let r = match r {
+            // Ctrl-C while this configuration's VM booted: nothing of it
+            // to report, but the others' results (and the table) stand.
+            Err(Error::Interrupted) => {
+                o.interrupted = true;
+                continue;
+            }
+            r => r?,
+        };
         ctx.say(&r.banner);
         o.counter_khz = r.counter_khz;
         o.first_hypercall = Some(
@@ -337,6 +345,9 @@ fn check_memory(
 }
 
 pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str) -> Result<i32> {
+    // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
+    // request to stop too, never a silent kill.
+    crate::vmm::interrupt::install()?;
     let ctx = Ctx::resolve(common, start, common.mem())?;
     let configs = ctx.configs();
     let filter = Filter {
@@ -348,7 +359,6 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
     // Decided once: the memory check and the run must agree on it.
     let side_by_side = concurrent(&ctx, &configs);
     check_memory(&ctx, &configs, side_by_side, &filter)?;
-    crate::vmm::interrupt::install()?;
     let p = &ctx.privilege;
     ctx.say(format_args!(
         "hypclear {}: {} {}, KVM {}, guest at {} ({})",

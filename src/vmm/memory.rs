@@ -64,8 +64,10 @@ pub fn precheck(size: u64, backing: Backing) -> Result<()> {
 }
 
 /// Memory this process may still use: `MemAvailable`, and the room left
-/// under the memory.max of its cgroup (v2) and every ancestor; with the
-/// source of the smallest. None when nothing can be read.
+/// under the memory limit of its cgroup and every ancestor (v2
+/// `memory.max`, or the v1 memory controller's `memory.limit_in_bytes` on
+/// hybrid hosts); with the source of the smallest. None when nothing can
+/// be read.
 pub fn host_available() -> Option<(u64, String)> {
     let mut best: Option<(u64, String)> = None;
     let mut offer = |v: u64, what: String| {
@@ -86,30 +88,92 @@ pub fn host_available() -> Option<(u64, String)> {
         );
     }
     let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    if let Some(path) = cg.lines().find_map(|l| l.strip_prefix("0::")) {
-        let mut dir = std::path::PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for (mount, mut dir, v) in cgroup_memory_dirs(&cg, &mi) {
+        let (max_f, used_f) = match v {
+            CgroupVersion::V2 => ("memory.max", "memory.current"),
+            CgroupVersion::V1 => ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+        };
         loop {
             let read = |f: &str| {
                 std::fs::read_to_string(dir.join(f))
                     .ok()
                     .and_then(|s| s.trim().parse::<u64>().ok())
             };
-            if let Some(max) = read("memory.max") {
-                let used = read("memory.current").unwrap_or(0);
+            // "max" (v2) does not parse: no limit at this level.
+            if let Some(max) = read(max_f) {
+                let used = read(used_f).unwrap_or(0);
                 offer(
                     max.saturating_sub(used),
-                    format!(
-                        "cgroup limit {}/memory.max minus memory.current",
-                        dir.display()
-                    ),
+                    format!("cgroup limit {}/{max_f} minus {used_f}", dir.display()),
                 );
             }
-            if !dir.pop() || !dir.starts_with("/sys/fs/cgroup") {
+            if dir == mount || !dir.pop() || !dir.starts_with(&mount) {
                 break;
             }
         }
     }
     best
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CgroupVersion {
+    V1,
+    V2,
+}
+
+/// The cgroups whose memory limits bind this process, from
+/// `/proc/self/cgroup` and `/proc/self/mountinfo`: (hierarchy mount point,
+/// this process's cgroup directory under it, version) for the v2
+/// hierarchy and the v1 memory controller, where mounted.
+fn cgroup_memory_dirs(
+    proc_cgroup: &str,
+    mountinfo: &str,
+) -> Vec<(std::path::PathBuf, std::path::PathBuf, CgroupVersion)> {
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
+        let pre: Vec<&str> = pre.split_whitespace().collect();
+        let post: Vec<&str> = post.split_whitespace().collect();
+        let (Some(root), Some(mount), Some(fstype)) = (pre.get(3), pre.get(4), post.first()) else {
+            continue;
+        };
+        let version = match *fstype {
+            "cgroup2" => CgroupVersion::V2,
+            "cgroup"
+                if post
+                    .get(2)
+                    .is_some_and(|o| o.split(',').any(|x| x == "memory")) =>
+            {
+                CgroupVersion::V1
+            }
+            _ => continue,
+        };
+        // "0::/path" (v2); "N:a,memory,b:/path" (v1).
+        let path = proc_cgroup.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+            let hit = match version {
+                CgroupVersion::V2 => ctrl.is_empty(),
+                CgroupVersion::V1 => ctrl.split(',').any(|c| c == "memory"),
+            };
+            hit.then_some(path)
+        });
+        let Some(path) = path else { continue };
+        // Inside a cgroup namespace the mount's root is a prefix of the path.
+        let rel = path
+            .strip_prefix(root)
+            .unwrap_or(path)
+            .trim_start_matches('/');
+        let mount = std::path::PathBuf::from(mount);
+        if out.iter().any(|(m, _, _)| *m == mount) {
+            continue;
+        }
+        out.push((mount.clone(), mount.join(rel), version));
+    }
+    out
 }
 
 /// Check, before anything is allocated, that `need` bytes for `what` fit
@@ -367,5 +431,59 @@ impl crate::arch::RamAccess for GuestRam {
 
     fn mem(&self) -> &GuestMemoryMmap {
         GuestRam::mem(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn cgroup_dirs_for_v2_and_hybrid_v1_hosts() {
+        // Pure v2 (systemd): one hierarchy at /sys/fs/cgroup.
+        let mi = "35 24 0:30 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n\
+                  36 24 0:31 / /proc rw - proc proc rw\n";
+        let cg = "0::/user.slice/session-1.scope\n";
+        assert_eq!(
+            cgroup_memory_dirs(cg, mi),
+            vec![(
+                PathBuf::from("/sys/fs/cgroup"),
+                PathBuf::from("/sys/fs/cgroup/user.slice/session-1.scope"),
+                CgroupVersion::V2
+            )]
+        );
+        // Hybrid (this machine): memory on v1, an empty v2 at unified/.
+        let mi = "40 30 0:35 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+                  41 30 0:36 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+                  42 30 0:37 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        let cg = "4:memory:/process_api/be81\n1:cpu:/\n0::/\n";
+        assert_eq!(
+            cgroup_memory_dirs(cg, mi),
+            vec![
+                (
+                    PathBuf::from("/sys/fs/cgroup/memory"),
+                    PathBuf::from("/sys/fs/cgroup/memory/process_api/be81"),
+                    CgroupVersion::V1
+                ),
+                (
+                    PathBuf::from("/sys/fs/cgroup/unified"),
+                    PathBuf::from("/sys/fs/cgroup/unified"),
+                    CgroupVersion::V2
+                ),
+            ]
+        );
+        // A cgroup namespace: the mount's root is a prefix of the path.
+        let mi = "50 40 0:40 /ns /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        let cg = "0::/ns/job\n";
+        assert_eq!(
+            cgroup_memory_dirs(cg, mi)[0].1,
+            PathBuf::from("/sys/fs/cgroup/job")
+        );
+        // Nothing mounted or nothing listed: no limits to read.
+        assert!(cgroup_memory_dirs(cg, "").is_empty());
+        assert!(
+            cgroup_memory_dirs("", "41 30 0:36 / /m rw - cgroup cgroup rw,memory\n").is_empty()
+        );
     }
 }

@@ -1,0 +1,165 @@
+//! Results written as they complete: bench rewrites its --json after every
+//! finished cell (marked partial), so a run killed outright (SIGKILL, as
+//! the OOM killer sends) keeps what it finished, and compare reads it.
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+#[cfg(target_arch = "x86_64")]
+const PORTABLE: &str = "orig";
+#[cfg(target_arch = "aarch64")]
+const PORTABLE: &str = "generic";
+
+/// A generous bound for the first cell (catches a hang, not a speed).
+const FIRST_CELL: Duration = Duration::from_secs(120);
+
+/// The JSON at `path` once it parses (the file exists but is empty until
+/// the first cell finishes).
+fn parsed(path: &std::path::Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+#[test]
+fn a_killed_bench_leaves_partial_json_that_compare_reads() {
+    if !kvm_available("partial bench JSON") {
+        return;
+    }
+    let json = tmp_json("bench-killed");
+    // Many sessions: the run cannot finish between two polls.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hypclear"))
+        .args([
+            "bench",
+            "memset",
+            "-s",
+            "4MB",
+            "-k",
+            "4KB,64KB",
+            "-f",
+            PORTABLE,
+            "--sessions",
+            "40",
+            "--repeats",
+            "2",
+            "--config",
+            "both",
+            "--cache",
+            "warm",
+            "--seed",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("cannot run the hypclear binary");
+    let t = Instant::now();
+    // Wait until two sessions' cells are in (compare needs two per side).
+    let doc = loop {
+        if let Some(doc) = parsed(&json) {
+            let done = doc["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["guest"].as_array().is_some_and(|g| g.len() >= 4))
+                .count();
+            if done == 4 {
+                break doc;
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("bench ended ({status}) before it was killed");
+        }
+        assert!(
+            t.elapsed() < FIRST_CELL,
+            "no cell finished in {FIRST_CELL:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap(); // SIGKILL: no handler runs
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    assert_eq!(doc["partial"], true, "{doc}");
+    // What is on disk after the kill is whole JSON, still marked partial.
+    let after = parsed(&json).expect("the JSON on disk is whole after SIGKILL");
+    assert_eq!(after["partial"], true);
+    assert_eq!(after["cells"].as_array().unwrap().len(), 4);
+    let leftovers: Vec<_> = std::fs::read_dir(json.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .contains("bench-killed.json.tmp")
+        })
+        .collect();
+    assert!(leftovers.len() <= 1, "temporary files: {leftovers:?}");
+
+    let out = hypclear(&["compare", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("is partial"), "{s}");
+    assert!(s.contains("vanilla (A) vs memset (B)"), "{s}");
+    assert!(s.contains("guest bytes/sec"), "{s}");
+}
+
+/// Whether process `pid` has a SIGINT handler (SigCgt in /proc/PID/status).
+fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (libc::SIGINT - 1)) != 0)
+}
+
+/// Ctrl-C at any moment of the start (CPU probe, calibration, VM boot, the
+/// first checks) stops with exit 130 and says so: the partial table and JSON
+/// when anything ran, else that nothing was taken. Never a silent kill.
+#[test]
+fn ctrl_c_during_start_and_boot_exits_130_with_what_it_has() {
+    if !kvm_available("Ctrl-C during boot") {
+        return;
+    }
+    for (i, delay_ms) in [0u64, 2, 10, 30, 100].into_iter().enumerate() {
+        let json = tmp_json(&format!("run-interrupted-{i}"));
+        let _ = std::fs::remove_file(&json);
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hypclear"))
+            .args(["run", "--json", json.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("cannot run the hypclear binary");
+        // From when the handler is in place (the first thing the command
+        // does; before it, in exec and the runtime's start, SIGINT kills
+        // any program).
+        let t = Instant::now();
+        while !catches_sigint(child.id()) {
+            assert!(t.elapsed() < FIRST_CELL, "SIGINT never caught");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        assert_eq!(rc, 0);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let what = format!("SIGINT after {delay_ms} ms: {}", text(&out));
+        assert_eq!(out.status.code(), Some(130), "{what}");
+        assert!(err.contains("interrupted (SIGINT)"), "{what}");
+        if err.contains("nothing was written") {
+            assert!(out.stdout.is_empty(), "{what}");
+        } else {
+            let doc = read_json(&json);
+            assert_eq!(doc["partial"], true, "{what}");
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("config"),
+                "the table: {what}"
+            );
+        }
+    }
+}
