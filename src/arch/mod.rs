@@ -5,12 +5,12 @@
 //! anywhere; the parts that talk to KVM exist only for the host
 //! architecture. Nothing here imports from the rest of hypclear except the
 //! ABI constants (`blob::abi`) and the error type: the VMM hands in plain
-//! data ([`Privilege`], [`Loaded`], a [`RamAccess`]) and gets plain data back.
+//! data ([`Privilege`], [`Loaded`], [`BlobImage`], a [`RamAccess`]) and gets plain data back.
 //!
 //! THE CONTRACT: every architecture module `<arch>/` provides exactly the
 //! names re-exported below (compare Firecracker's `arch/mod.rs`). A new
 //! architecture is `src/arch/<arch>/` (layout, paging, registers, vCPU
-//! setup, CPU capabilities, exception decoding, variant table), `guest/<arch>/`
+//! setup, CPU capabilities, exception decoding, blob loader, variant table), `guest/<arch>/`
 //! and the `cfg` lines below, plus its name in build.rs.
 //!
 //! | name | what |
@@ -21,6 +21,7 @@
 //! | `mailbox_gpa(vcpu)` | each vCPU's mailbox page |
 //! | `COUNTER_NAME`, `counter_khz(vcpu)` | the guest timestamp counter |
 //! | `UNDEFINED_INSTRUCTION_CLASS` | exception class of an undefined instruction |
+//! | `load_image(ram, image, base)` | copy a [`BlobImage`] to guest RAM with linux-loader (ELF on x86_64, the arm64 Image on aarch64) |
 //! | `setup_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup |
 //! | `registers(vcpu)`, `describe_exception` | failure reports |
 //! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
@@ -45,6 +46,16 @@ pub struct Loaded {
     pub base: u64,
     pub entry: u64,
     pub vectors: u64,
+}
+
+/// A linked blob as the architecture's loader takes it (plain data from
+/// `blob::Blob`): the ELF, the flat image where the loader needs one, and
+/// the size from the base to the end of .bss.
+#[derive(Debug, Clone, Copy)]
+pub struct BlobImage<'a> {
+    pub elf: &'a [u8],
+    pub flat: Option<&'a [u8]>,
+    pub size: u64,
 }
 
 /// A variant of a routine family on this architecture: `family` + `_` +
@@ -126,6 +137,8 @@ pub use self::aarch64::host::{
     privilege_name, registers, setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "aarch64")]
+pub use self::aarch64::loader::load_image;
+#[cfg(target_arch = "aarch64")]
 pub use self::aarch64::{FORMER_NAMES, VARIANTS};
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::cache::evict;
@@ -136,5 +149,7 @@ pub use self::x86_64::host::{
     cpu_caps, cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory,
     privilege_name, registers, setup_vcpu, setup_vm,
 };
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::loader::load_image;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::{FORMER_NAMES, VARIANTS};

@@ -256,7 +256,15 @@ impl Blob {
                 "load address {base:#x} is not page aligned"
             )));
         }
-        self.load_image(ram, base)?;
+        crate::arch::load_image(
+            ram,
+            &crate::arch::BlobImage {
+                elf: &self.elf,
+                flat: self.image.as_deref(),
+                size: self.size,
+            },
+            base,
+        )?;
         for off in &self.relocs {
             let at = base + u64::from(*off);
             let bad = |e: vm_memory::GuestMemoryError| Error::GuestMemory {
@@ -274,50 +282,6 @@ impl Blob {
             entry: base + self.symbol("hyp_entry")?,
             vectors: base + self.symbol("hyp_vectors")?,
         })
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
-        use linux_loader::loader::{KernelLoader, elf::Elf};
-        let mut cursor = std::io::Cursor::new(&*self.elf);
-        let r = Elf::load(
-            ram.mem(),
-            Some(vm_memory::GuestAddress(base)),
-            &mut cursor,
-            None,
-        )
-        .map_err(|e| Error::Load(format!("linux-loader ELF loader: {e}")))?;
-        if r.kernel_end > base + self.size.max(1) + crate::blob::abi::PAGE_SIZE {
-            return Err(Error::Load(format!(
-                "blob ends at {:#x}, beyond its declared size {:#x}",
-                r.kernel_end, self.size
-            )));
-        }
-        Ok(())
-    }
-
-    #[cfg(target_arch = "aarch64")]
-    fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
-        use linux_loader::loader::{KernelLoader, pe::PE};
-        let image = self
-            .image
-            .as_ref()
-            .ok_or_else(|| Error::Load("no flat image for the PE loader".into()))?;
-        let mut cursor = std::io::Cursor::new(&**image);
-        let r = PE::load(
-            ram.mem(),
-            Some(vm_memory::GuestAddress(base)),
-            &mut cursor,
-            None,
-        )
-        .map_err(|e| Error::Load(format!("linux-loader PE (arm64 Image) loader: {e}")))?;
-        if r.kernel_load.0 != base {
-            return Err(Error::Load(format!(
-                "the Image header asked for a text offset: loaded at {:#x}, expected {base:#x}",
-                r.kernel_load.0
-            )));
-        }
-        Ok(())
     }
 }
 

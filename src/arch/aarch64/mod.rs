@@ -1,14 +1,16 @@
 //! aarch64: EL1 (or EL0) guest with the MMU on (see the aarch64 issue).
 //!
 //! `layout`, `paging`, `sysregs` and `decode` are pure and compile (and
-//! are unit tested) on every host; `host` talks to KVM and exists only on
-//! aarch64, where `crate::arch` re-exports it.
+//! are unit tested) on every host; `host` (KVM) and `loader` (linux-loader's
+//! PE loader) exist only on aarch64, where `crate::arch` re-exports them.
 #[cfg(target_arch = "aarch64")]
 pub mod cache;
 pub mod decode;
 #[cfg(target_arch = "aarch64")]
 pub mod host;
 pub mod layout;
+#[cfg(target_arch = "aarch64")]
+pub mod loader;
 pub mod paging;
 pub mod sysregs;
 

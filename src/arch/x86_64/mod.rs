@@ -5,6 +5,8 @@ pub mod cache;
 pub mod host;
 pub mod kernel;
 pub mod layout;
+#[cfg(target_arch = "x86_64")]
+pub mod loader;
 pub mod paging;
 #[cfg(target_arch = "x86_64")]
 pub mod regs;
