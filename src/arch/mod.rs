@@ -4,7 +4,7 @@
 //! exception decoding) compile on every host so their unit tests run
 //! anywhere; the parts that talk to KVM exist only for the host
 //! architecture. Nothing here imports from the rest of hypclear except the
-//! ABI constants (`blob::abi`) and the error type: the VMM hands in plain
+//! ABI constants (`blob::abi`) and the error [`Category`]: the VMM hands in plain
 //! data ([`Privilege`], [`Loaded`], [`BlobImage`], a [`RamAccess`]) and gets plain data back.
 //!
 //! THE CONTRACT: every architecture module `<arch>/` provides exactly the
@@ -27,10 +27,61 @@
 //! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
+//! | `Error` | the architecture's error type (thiserror), each variant with its [`Category`]; wrapped by [`Error`] here |
 //! | `VARIANTS` | the routine variants of `guest/<arch>/lib` with the CPU feature each requires |
 //! | `FORMER_NAMES` | renamed variants: (family, old name, current name), old names still accepted |
 pub mod aarch64;
 pub mod x86_64;
+
+use crate::error::Category;
+
+/// What the architecture code returns when it fails: the host
+/// architecture's own error type, wrapped (compare cloud-hypervisor's
+/// `arch/src/lib.rs`). `crate::error::Error::Arch` wraps this in turn.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[cfg(target_arch = "x86_64")]
+    #[error(transparent)]
+    X86_64(#[from] x86_64::Error),
+    #[cfg(target_arch = "aarch64")]
+    #[error(transparent)]
+    Aarch64(#[from] aarch64::Error),
+}
+
+impl Error {
+    /// Usage, environment, run or internal failure (decides the exit status).
+    pub fn category(&self) -> Category {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Error::X86_64(e) => e.category(),
+            #[cfg(target_arch = "aarch64")]
+            Error::Aarch64(e) => e.category(),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl From<x86_64::Error> for crate::error::Error {
+    fn from(e: x86_64::Error) -> Self {
+        Self::Arch(e.into())
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+impl From<aarch64::Error> for crate::error::Error {
+    fn from(e: aarch64::Error) -> Self {
+        Self::Arch(e.into())
+    }
+}
+
+/// A guest RAM access through [`RamAccess`] that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("guest memory access at {gpa:#x} (+{len:#x}) failed: {detail}")]
+pub struct RamError {
+    pub gpa: u64,
+    pub len: u64,
+    pub detail: String,
+}
 
 /// Privilege the guest code runs at: CPL0/EL1 or CPL3/EL0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -75,7 +126,7 @@ pub trait RamAccess {
     /// Size in bytes.
     fn size(&self) -> u64;
     /// Copy `bytes` to guest-physical `gpa`.
-    fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> crate::error::Result<()>;
+    fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> Result<(), RamError>;
     /// The vm-memory view (for linux-loader and typed accesses).
     fn mem(&self) -> &vm_memory::GuestMemoryMmap;
 }

@@ -6,6 +6,7 @@
 #[cfg(target_arch = "aarch64")]
 pub mod cache;
 pub mod decode;
+pub mod error;
 #[cfg(target_arch = "aarch64")]
 pub mod host;
 pub mod layout;
@@ -13,6 +14,8 @@ pub mod layout;
 pub mod loader;
 pub mod paging;
 pub mod sysregs;
+
+pub use error::Error;
 
 use super::VariantDef as V;
 

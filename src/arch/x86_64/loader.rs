@@ -1,8 +1,8 @@
 //! x86_64 blob loader: linux-loader's ELF loader places the linked blob's
 //! segments at the (randomized) base.
+use super::error::{Error, Result};
 use crate::arch::{BlobImage, RamAccess};
 use crate::blob::abi;
-use crate::error::{Error, Result};
 
 /// Copy the blob's loadable segments to guest-physical `base`.
 pub fn load_image(ram: &impl RamAccess, image: &BlobImage, base: u64) -> Result<()> {
@@ -14,12 +14,12 @@ pub fn load_image(ram: &impl RamAccess, image: &BlobImage, base: u64) -> Result<
         &mut cursor,
         None,
     )
-    .map_err(|e| Error::Load(format!("linux-loader ELF loader: {e}")))?;
+    .map_err(Error::ElfLoader)?;
     if r.kernel_end > base + image.size.max(1) + abi::PAGE_SIZE {
-        return Err(Error::Load(format!(
-            "blob ends at {:#x}, beyond its declared size {:#x}",
-            r.kernel_end, image.size
-        )));
+        return Err(Error::BeyondSize {
+            end: r.kernel_end,
+            size: image.size,
+        });
     }
     Ok(())
 }

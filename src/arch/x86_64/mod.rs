@@ -1,6 +1,7 @@
 //! x86_64: long mode entered directly from the host, CPL 3 or CPL 0.
 #[cfg(target_arch = "x86_64")]
 pub mod cache;
+pub mod error;
 #[cfg(target_arch = "x86_64")]
 pub mod host;
 pub mod kernel;
@@ -10,6 +11,8 @@ pub mod loader;
 pub mod paging;
 #[cfg(target_arch = "x86_64")]
 pub mod regs;
+
+pub use error::Error;
 
 /// Routine variants on x86_64; `family` + `_` + `name` is the alias name.
 pub const VARIANTS: &[super::VariantDef] = {
