@@ -188,11 +188,13 @@ fn run_case(opts: &VmOptions, case: &Case) -> Result<HostileResult> {
             let cmd = Command {
                 table: abi::TABLE_SELFTEST,
                 index,
-                a0: area,
-                a1: far,
-                a2: len,
-                count: 1,
-                ..Command::default()
+                args: crate::vmm::Args {
+                    a0: area,
+                    a1: far,
+                    a2: len,
+                    count: 1,
+                    ..Default::default()
+                },
             };
             vm.vcpu(0)?
                 .call(&cmd, TIMEOUT)
