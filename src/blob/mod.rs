@@ -169,50 +169,7 @@ impl Blob {
                 .ok_or_else(|| Error::Blob(format!("symbol {SYMBOL_PREFIX}{n} is missing")))
         };
         let size = sym("hyp_end")?;
-        let read_u64 = |addr: u64| -> Result<u64> {
-            read_at(&file, addr, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-        };
-        let table = |start: &str, end: &str| -> Result<Vec<TableRow>> {
-            let (s, e) = (sym(start)?, sym(end)?);
-            let mut rows = Vec::new();
-            let mut at = s;
-            while at + ROW_SIZE <= e {
-                let fun = read_u64(at)?;
-                let name_addr = read_u64(at + 8)?;
-                let name_bytes =
-                    read_at(&file, name_addr, 64).or_else(|_| read_at(&file, name_addr, 1))?;
-                let end = name_bytes
-                    .iter()
-                    .position(|&c| c == 0)
-                    .unwrap_or(name_bytes.len());
-                let name = String::from_utf8_lossy(&name_bytes[..end]).into_owned();
-                let target = symbols
-                    .iter()
-                    .filter(|(_, a)| **a == fun)
-                    .map(|(n, _)| n.clone())
-                    .find(|n| {
-                        n.starts_with("__pi_")
-                            || n.starts_with("selftest_")
-                            || n.starts_with("hostile_")
-                    })
-                    .or_else(|| {
-                        // A kernel blob: the kernel's own name for it.
-                        symbols
-                            .iter()
-                            .filter(|(n, a)| **a == fun && !n.contains("_kernel"))
-                            .map(|(n, _)| n.clone())
-                            .next()
-                    })
-                    .unwrap_or_else(|| format!("{fun:#x}"));
-                rows.push(TableRow {
-                    name,
-                    target,
-                    offset: fun,
-                });
-                at += ROW_SIZE;
-            }
-            Ok(rows)
-        };
+        let table = |start: &str, end: &str| read_table(&file, &symbols, sym(start)?, sym(end)?);
         let aliases = table("alias_table_start", "alias_table_end")?;
         let selftests = table("selftest_table_start", "selftest_table_end")?;
         Ok(Blob {
@@ -283,6 +240,56 @@ impl Blob {
             vectors: base + self.symbol("hyp_vectors")?,
         })
     }
+}
+
+/// The `{ u64 routine, u64 name }` rows from link-time address `start` to
+/// `end`, each with the name of the routine it reaches.
+fn read_table(
+    file: &object::File,
+    symbols: &BTreeMap<String, u64>,
+    start: u64,
+    end: u64,
+) -> Result<Vec<TableRow>> {
+    let read_u64 = |addr: u64| -> Result<u64> {
+        read_at(file, addr, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    };
+    let mut rows = Vec::new();
+    let mut at = start;
+    while at + ROW_SIZE <= end {
+        let fun = read_u64(at)?;
+        let name_addr = read_u64(at + 8)?;
+        let name_bytes = read_at(file, name_addr, 64).or_else(|_| read_at(file, name_addr, 1))?;
+        let len = name_bytes
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(name_bytes.len());
+        rows.push(TableRow {
+            name: String::from_utf8_lossy(&name_bytes[..len]).into_owned(),
+            target: routine_name(symbols, fun),
+            offset: fun,
+        });
+        at += ROW_SIZE;
+    }
+    Ok(rows)
+}
+
+/// The routine at link-time address `fun`: its `__pi_`/`selftest_`/
+/// `hostile_` name, else (a kernel blob) the kernel's own name, else the
+/// address.
+fn routine_name(symbols: &BTreeMap<String, u64>, fun: u64) -> String {
+    symbols
+        .iter()
+        .filter(|(_, a)| **a == fun)
+        .map(|(n, _)| n.clone())
+        .find(|n| n.starts_with("__pi_") || n.starts_with("selftest_") || n.starts_with("hostile_"))
+        .or_else(|| {
+            symbols
+                .iter()
+                .filter(|(n, a)| **a == fun && !n.contains("_kernel"))
+                .map(|(n, _)| n.clone())
+                .next()
+        })
+        .unwrap_or_else(|| format!("{fun:#x}"))
 }
 
 /// `len` bytes at link-time address `addr` from whichever section holds them.
