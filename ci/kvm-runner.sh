@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a bare-metal KVM runner executes (x86_64 or aarch64 host):
 #   1. check /dev/kvm,
-#   2. run the test suite with HYPCLEAR_REQUIRE_KVM=1 (the README's test command),
+#   2. on x86_64, clippy the aarch64 code (cross), then run the test suite
+#      with HYPCLEAR_REQUIRE_KVM=1 (the README's test command),
 #   3. run `hypclear run --json`, `hypclear run --kernel-tree` on the kernel
 #      tree (HYPCLEAR_KERNEL_TREE) and `hypclear selftest --json`, keeping the
 #      JSON under $HYPCLEAR_ARTIFACTS (default: artifacts/).
@@ -36,6 +37,16 @@ if [[ -z "${HYPCLEAR_KERNEL_TREE:-}" ]]; then
 fi
 export HYPCLEAR_KERNEL_TREE
 echo "HYPCLEAR_KERNEL_TREE=$HYPCLEAR_KERNEL_TREE"
+
+if [[ $(uname -m) == x86_64 ]]; then
+    # The aarch64 code under clippy (~20 s on a warm cache, 55 s on a loaded
+    # 2-core machine). `--target` must come before `--`: after it, clippy-driver
+    # receives it and compiles build.rs for aarch64 too (E0461 on cc, object,
+    # thiserror). The cross gcc for build.rs comes from ci/kernel-source.sh.
+    stage "aarch64 cross clippy (cargo clippy --target aarch64-unknown-linux-gnu --all-targets -- -D warnings)"
+    rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 || true
+    cargo clippy --target aarch64-unknown-linux-gnu --all-targets -- -D warnings
+fi
 
 stage "tests (HYPCLEAR_REQUIRE_KVM=1 cargo test --release)"
 export HYPCLEAR_REQUIRE_KVM=1

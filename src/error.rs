@@ -64,6 +64,10 @@ pub enum Error {
     #[error("verification failed: {0}")]
     Verification(String),
 
+    /// The architecture code failed (its own error type, with its category).
+    #[error(transparent)]
+    Arch(#[from] crate::arch::Error),
+
     // ---- a fault of hypclear itself (exit 2, as such faults always had) ----
     #[error("internal error: {0}; please report it with the command line")]
     Internal(String),
@@ -90,25 +94,76 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// Process exit status for this error.
-    pub fn exit_code(&self) -> i32 {
+/// What kind of failure an error is; the category decides the exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Category {
+    /// A bad command line: exit 2.
+    Usage,
+    /// KVM, CPU, host memory or files that cannot serve the run: exit 2.
+    Environment,
+    /// The run failed in the VMM: a KVM ioctl, a guest memory access, an
+    /// unusable or unloadable blob, I/O: exit 1.
+    Run,
+    /// The guest misbehaved: exit 1.
+    Guest,
+    /// A routine produced wrong memory: exit 1.
+    Verification,
+    /// A fault of hypclear itself: exit 2 (as such faults always had).
+    Internal,
+    /// SIGINT: exit 130.
+    Interrupted,
+}
+
+impl Category {
+    pub fn exit_code(self) -> i32 {
         match self {
-            Error::Interrupted => EXIT_INTERRUPTED,
+            Category::Interrupted => EXIT_INTERRUPTED,
+            Category::Usage | Category::Environment | Category::Internal => EXIT_USAGE,
+            Category::Run | Category::Guest | Category::Verification => EXIT_FAILED,
+        }
+    }
+}
+
+impl Error {
+    pub fn category(&self) -> Category {
+        match self {
+            Error::Interrupted => Category::Interrupted,
+            Error::Usage(_) => Category::Usage,
             Error::KvmUnavailable(_)
-            | Error::Usage(_)
             | Error::Unsupported { .. }
             | Error::Memory { .. }
             | Error::Kernel(_)
             | Error::Output { .. }
-            | Error::HostMemory { .. }
-            | Error::Internal(_) => EXIT_USAGE,
-            _ => EXIT_FAILED,
+            | Error::HostMemory { .. } => Category::Environment,
+            Error::Internal(_) => Category::Internal,
+            Error::Guest(_) => Category::Guest,
+            Error::Verification(_) => Category::Verification,
+            Error::Arch(e) => e.category(),
+            Error::Kvm { .. }
+            | Error::GuestMemory { .. }
+            | Error::Blob(_)
+            | Error::Load(_)
+            | Error::Io { .. } => Category::Run,
         }
+    }
+
+    /// Process exit status for this error.
+    pub fn exit_code(&self) -> i32 {
+        self.category().exit_code()
     }
 
     pub fn kvm(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> Error {
         move |source| Error::Kvm { op, source }
+    }
+}
+
+impl From<crate::arch::RamError> for Error {
+    fn from(e: crate::arch::RamError) -> Error {
+        Error::GuestMemory {
+            gpa: e.gpa,
+            len: e.len,
+            detail: e.detail,
+        }
     }
 }
 
@@ -165,5 +220,37 @@ impl fmt::Display for GuestFailure {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arch errors keep the exit status of the crate errors they replaced.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn arch_errors_keep_their_exit_codes() {
+        use crate::arch::x86_64::{Error as X, paging::PagingError};
+        let internal: Error = X::PageTables(PagingError::Unaligned(3)).into();
+        assert_eq!(internal.exit_code(), EXIT_USAGE);
+        assert_eq!(
+            internal.exit_code(),
+            Error::Internal(String::new()).exit_code()
+        );
+        let load: Error = X::BeyondSize { end: 2, size: 1 }.into();
+        assert_eq!(load.exit_code(), EXIT_FAILED);
+        assert_eq!(
+            load.to_string(),
+            Error::Load("blob ends at 0x2, beyond its declared size 0x1".into()).to_string()
+        );
+    }
+
+    #[test]
+    fn categories_give_the_documented_exit_codes() {
+        assert_eq!(Error::Usage(String::new()).exit_code(), EXIT_USAGE);
+        assert_eq!(Error::Verification(String::new()).exit_code(), EXIT_FAILED);
+        assert_eq!(Error::Blob(String::new()).exit_code(), EXIT_FAILED);
+        assert_eq!(Error::Interrupted.exit_code(), EXIT_INTERRUPTED);
     }
 }

@@ -4,13 +4,13 @@
 //! exception decoding) compile on every host so their unit tests run
 //! anywhere; the parts that talk to KVM exist only for the host
 //! architecture. Nothing here imports from the rest of hypclear except the
-//! ABI constants (`blob::abi`) and the error type: the VMM hands in plain
-//! data ([`Privilege`], [`Loaded`], a [`RamAccess`]) and gets plain data back.
+//! ABI constants (`blob::abi`) and the error [`Category`]: the VMM hands in plain
+//! data ([`Privilege`], [`Loaded`], [`BlobImage`], a [`RamAccess`]) and gets plain data back.
 //!
 //! THE CONTRACT: every architecture module `<arch>/` provides exactly the
 //! names re-exported below (compare Firecracker's `arch/mod.rs`). A new
 //! architecture is `src/arch/<arch>/` (layout, paging, registers, vCPU
-//! setup, CPU capabilities, exception decoding, variant table), `guest/<arch>/`
+//! setup, CPU capabilities, exception decoding, blob loader, variant table), `guest/<arch>/`
 //! and the `cfg` lines below, plus its name in build.rs.
 //!
 //! | name | what |
@@ -21,15 +21,67 @@
 //! | `mailbox_gpa(vcpu)` | each vCPU's mailbox page |
 //! | `COUNTER_NAME`, `counter_khz(vcpu)` | the guest timestamp counter |
 //! | `UNDEFINED_INSTRUCTION_CLASS` | exception class of an undefined instruction |
+//! | `load_image(ram, image, base)` | copy a [`BlobImage`] to guest RAM with linux-loader (ELF on x86_64, the arm64 Image on aarch64) |
 //! | `setup_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup |
 //! | `registers(vcpu)`, `describe_exception` | failure reports |
 //! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
+//! | `Error` | the architecture's error type (thiserror), each variant with its [`Category`]; wrapped by [`Error`] here |
 //! | `VARIANTS` | the routine variants of `guest/<arch>/lib`, generated from the alias list and each routine's header (`routines::catalog`): CPU feature required, kernel code followed |
 //! | `FORMER_NAMES` | renamed variants: (family, old name, current name), old names still accepted |
 pub mod aarch64;
 pub mod x86_64;
+
+use crate::error::Category;
+
+/// What the architecture code returns when it fails: the host
+/// architecture's own error type, wrapped (compare cloud-hypervisor's
+/// `arch/src/lib.rs`). `crate::error::Error::Arch` wraps this in turn.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[cfg(target_arch = "x86_64")]
+    #[error(transparent)]
+    X86_64(#[from] x86_64::Error),
+    #[cfg(target_arch = "aarch64")]
+    #[error(transparent)]
+    Aarch64(#[from] aarch64::Error),
+}
+
+impl Error {
+    /// Usage, environment, run or internal failure (decides the exit status).
+    pub fn category(&self) -> Category {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Error::X86_64(e) => e.category(),
+            #[cfg(target_arch = "aarch64")]
+            Error::Aarch64(e) => e.category(),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl From<x86_64::Error> for crate::error::Error {
+    fn from(e: x86_64::Error) -> Self {
+        Self::Arch(e.into())
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+impl From<aarch64::Error> for crate::error::Error {
+    fn from(e: aarch64::Error) -> Self {
+        Self::Arch(e.into())
+    }
+}
+
+/// A guest RAM access through [`RamAccess`] that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("guest memory access at {gpa:#x} (+{len:#x}) failed: {detail}")]
+pub struct RamError {
+    pub gpa: u64,
+    pub len: u64,
+    pub detail: String,
+}
 
 /// Privilege the guest code runs at: CPL0/EL1 or CPL3/EL0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -45,6 +97,16 @@ pub struct Loaded {
     pub base: u64,
     pub entry: u64,
     pub vectors: u64,
+}
+
+/// A linked blob as the architecture's loader takes it (plain data from
+/// `blob::Blob`): the ELF, the flat image where the loader needs one, and
+/// the size from the base to the end of .bss.
+#[derive(Debug, Clone, Copy)]
+pub struct BlobImage<'a> {
+    pub elf: &'a [u8],
+    pub flat: Option<&'a [u8]>,
+    pub size: u64,
 }
 
 /// A variant of a routine family on this architecture: `family` + `_` +
@@ -69,7 +131,7 @@ pub trait RamAccess {
     /// Size in bytes.
     fn size(&self) -> u64;
     /// Copy `bytes` to guest-physical `gpa`.
-    fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> crate::error::Result<()>;
+    fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> Result<(), RamError>;
     /// The vm-memory view (for linux-loader and typed accesses).
     fn mem(&self) -> &vm_memory::GuestMemoryMmap;
 }
@@ -131,6 +193,8 @@ pub use self::aarch64::host::{
     privilege_name, registers, setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "aarch64")]
+pub use self::aarch64::loader::load_image;
+#[cfg(target_arch = "aarch64")]
 pub use self::aarch64::{FORMER_NAMES, VARIANTS};
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::cache::evict;
@@ -141,5 +205,7 @@ pub use self::x86_64::host::{
     cpu_caps, cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory,
     privilege_name, registers, setup_vcpu, setup_vm,
 };
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::loader::load_image;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::{FORMER_NAMES, VARIANTS};

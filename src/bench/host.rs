@@ -131,9 +131,9 @@ fn host_calls(
             &pass_call(spec, plan, p, pats.fill),
         )?;
         // Guest-physical offsets in the buffer -> host addresses.
-        l.a0 += buf.host_addr();
+        l.args.a0 += buf.host_addr();
         if p.src.is_some() {
-            l.a1 += buf.host_addr();
+            l.args.a1 += buf.host_addr();
         }
         calls.push(l);
     }
@@ -152,15 +152,16 @@ fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant)> 
                 s.spawn(move || {
                     b.wait();
                     let t0 = Instant::now();
-                    let (mut x0, mut x1) = (l.a0, l.a1);
-                    for _ in 0..l.count {
+                    let a = &l.args;
+                    let (mut x0, mut x1) = (a.a0, a.a1);
+                    for _ in 0..a.count {
                         // SAFETY: the lowered arguments stay inside the host
                         // buffer, exactly as the guest's stay inside its
                         // region (same placement, same call), and the buffer
                         // outlives this scope.
-                        unsafe { f(x0, x1, l.a2) };
-                        x0 = x0.wrapping_add(l.a0_step);
-                        x1 = x1.wrapping_add(l.a1_step);
+                        unsafe { f(x0, x1, a.a2) };
+                        x0 = x0.wrapping_add(a.a0_step);
+                        x1 = x1.wrapping_add(a.a1_step);
                     }
                     (t0, Instant::now())
                 })

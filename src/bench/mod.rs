@@ -314,6 +314,42 @@ pub fn summarize(cell: &mut Cell) {
     };
 }
 
+/// Run the cells `idx` of `specs` (one backing and link configuration) on
+/// `vm` in session `cx.2`, guest then host, adding their samples to
+/// `cells`, and hands all cells to `after_cell` after each one (the
+/// checkpoint). `Ok(false)` when SIGINT stopped a guest cell.
+fn run_cells(
+    vm: &mut Vm,
+    idx: &[usize],
+    specs: &[CellSpec],
+    (plan, pats, session): (&Plan, &Patterns, u64),
+    cells: &mut [Cell],
+    progress: &indicatif::ProgressBar,
+    after_cell: &mut dyn FnMut(&[Cell]) -> Result<()>,
+) -> Result<bool> {
+    for &i in idx {
+        let g = match guest::run_cell(vm, &specs[i], plan, pats, session) {
+            Err(crate::error::Error::Interrupted) => return Ok(false),
+            other => other?,
+        };
+        let c = &mut cells[i];
+        c.verified_runs += g.verified;
+        c.guest.extend(g.measured);
+        c.guest_warmup.extend(g.warmup);
+        c.guest_steady.push(g.steady);
+        if plan.host_baseline
+            && let Some(h) = host::run_cell(&specs[i], plan, pats, session, vm.counter_khz)?
+        {
+            c.host.extend(h.measured);
+            c.host_warmup.extend(h.warmup);
+            c.host_steady.push(h.steady);
+        }
+        progress.inc(1);
+        after_cell(cells)?;
+    }
+    Ok(true)
+}
+
 /// Run the whole plan: every session boots one VM per backing and link
 /// configuration and runs its cells, guest then host. `seed` seeds the
 /// patterns and (plus the session) each VM's load address. After every
@@ -393,29 +429,20 @@ pub fn run(
                 let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
                 setup.push(t.elapsed().as_secs_f64());
                 counter_khz = vm.counter_khz;
-                for i in idx {
-                    let g = match guest::run_cell(&mut vm, &specs[i], plan, &pats, session) {
-                        Err(crate::error::Error::Interrupted) => {
-                            partial = true;
-                            break 'sessions;
-                        }
-                        other => other?,
-                    };
-                    let c = &mut cells[i];
-                    c.verified_runs += g.verified;
-                    c.guest.extend(g.measured);
-                    c.guest_warmup.extend(g.warmup);
-                    c.guest_steady.push(g.steady);
-                    if plan.host_baseline
-                        && let Some(h) =
-                            host::run_cell(&specs[i], plan, &pats, session, vm.counter_khz)?
-                    {
-                        c.host.extend(h.measured);
-                        c.host_warmup.extend(h.warmup);
-                        c.host_steady.push(h.steady);
-                    }
-                    progress.inc(1);
-                    checkpoint(&result(&cells, counter_khz, true, &setup))?;
+                let cx = (plan, &pats, session);
+                let mut after_cell =
+                    |cells: &[Cell]| checkpoint(&result(cells, counter_khz, true, &setup));
+                if !run_cells(
+                    &mut vm,
+                    &idx,
+                    specs,
+                    cx,
+                    &mut cells,
+                    progress,
+                    &mut after_cell,
+                )? {
+                    partial = true;
+                    break 'sessions;
                 }
             }
         }

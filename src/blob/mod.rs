@@ -169,50 +169,7 @@ impl Blob {
                 .ok_or_else(|| Error::Blob(format!("symbol {SYMBOL_PREFIX}{n} is missing")))
         };
         let size = sym("hyp_end")?;
-        let read_u64 = |addr: u64| -> Result<u64> {
-            read_at(&file, addr, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-        };
-        let table = |start: &str, end: &str| -> Result<Vec<TableRow>> {
-            let (s, e) = (sym(start)?, sym(end)?);
-            let mut rows = Vec::new();
-            let mut at = s;
-            while at + ROW_SIZE <= e {
-                let fun = read_u64(at)?;
-                let name_addr = read_u64(at + 8)?;
-                let name_bytes =
-                    read_at(&file, name_addr, 64).or_else(|_| read_at(&file, name_addr, 1))?;
-                let end = name_bytes
-                    .iter()
-                    .position(|&c| c == 0)
-                    .unwrap_or(name_bytes.len());
-                let name = String::from_utf8_lossy(&name_bytes[..end]).into_owned();
-                let target = symbols
-                    .iter()
-                    .filter(|(_, a)| **a == fun)
-                    .map(|(n, _)| n.clone())
-                    .find(|n| {
-                        n.starts_with("__pi_")
-                            || n.starts_with("selftest_")
-                            || n.starts_with("hostile_")
-                    })
-                    .or_else(|| {
-                        // A kernel blob: the kernel's own name for it.
-                        symbols
-                            .iter()
-                            .filter(|(n, a)| **a == fun && !n.contains("_kernel"))
-                            .map(|(n, _)| n.clone())
-                            .next()
-                    })
-                    .unwrap_or_else(|| format!("{fun:#x}"));
-                rows.push(TableRow {
-                    name,
-                    target,
-                    offset: fun,
-                });
-                at += ROW_SIZE;
-            }
-            Ok(rows)
-        };
+        let table = |start: &str, end: &str| read_table(&file, &symbols, sym(start)?, sym(end)?);
         let aliases = table("alias_table_start", "alias_table_end")?;
         let selftests = table("selftest_table_start", "selftest_table_end")?;
         Ok(Blob {
@@ -256,7 +213,15 @@ impl Blob {
                 "load address {base:#x} is not page aligned"
             )));
         }
-        self.load_image(ram, base)?;
+        crate::arch::load_image(
+            ram,
+            &crate::arch::BlobImage {
+                elf: &self.elf,
+                flat: self.image.as_deref(),
+                size: self.size,
+            },
+            base,
+        )?;
         for off in &self.relocs {
             let at = base + u64::from(*off);
             let bad = |e: vm_memory::GuestMemoryError| Error::GuestMemory {
@@ -275,50 +240,56 @@ impl Blob {
             vectors: base + self.symbol("hyp_vectors")?,
         })
     }
+}
 
-    #[cfg(target_arch = "x86_64")]
-    fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
-        use linux_loader::loader::{KernelLoader, elf::Elf};
-        let mut cursor = std::io::Cursor::new(&*self.elf);
-        let r = Elf::load(
-            ram.mem(),
-            Some(vm_memory::GuestAddress(base)),
-            &mut cursor,
-            None,
-        )
-        .map_err(|e| Error::Load(format!("linux-loader ELF loader: {e}")))?;
-        if r.kernel_end > base + self.size.max(1) + crate::blob::abi::PAGE_SIZE {
-            return Err(Error::Load(format!(
-                "blob ends at {:#x}, beyond its declared size {:#x}",
-                r.kernel_end, self.size
-            )));
-        }
-        Ok(())
+/// The `{ u64 routine, u64 name }` rows from link-time address `start` to
+/// `end`, each with the name of the routine it reaches.
+fn read_table(
+    file: &object::File,
+    symbols: &BTreeMap<String, u64>,
+    start: u64,
+    end: u64,
+) -> Result<Vec<TableRow>> {
+    let read_u64 = |addr: u64| -> Result<u64> {
+        read_at(file, addr, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    };
+    let mut rows = Vec::new();
+    let mut at = start;
+    while at + ROW_SIZE <= end {
+        let fun = read_u64(at)?;
+        let name_addr = read_u64(at + 8)?;
+        let name_bytes = read_at(file, name_addr, 64).or_else(|_| read_at(file, name_addr, 1))?;
+        let len = name_bytes
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(name_bytes.len());
+        rows.push(TableRow {
+            name: String::from_utf8_lossy(&name_bytes[..len]).into_owned(),
+            target: routine_name(symbols, fun),
+            offset: fun,
+        });
+        at += ROW_SIZE;
     }
+    Ok(rows)
+}
 
-    #[cfg(target_arch = "aarch64")]
-    fn load_image(&self, ram: &impl RamAccess, base: u64) -> Result<()> {
-        use linux_loader::loader::{KernelLoader, pe::PE};
-        let image = self
-            .image
-            .as_ref()
-            .ok_or_else(|| Error::Load("no flat image for the PE loader".into()))?;
-        let mut cursor = std::io::Cursor::new(&**image);
-        let r = PE::load(
-            ram.mem(),
-            Some(vm_memory::GuestAddress(base)),
-            &mut cursor,
-            None,
-        )
-        .map_err(|e| Error::Load(format!("linux-loader PE (arm64 Image) loader: {e}")))?;
-        if r.kernel_load.0 != base {
-            return Err(Error::Load(format!(
-                "the Image header asked for a text offset: loaded at {:#x}, expected {base:#x}",
-                r.kernel_load.0
-            )));
-        }
-        Ok(())
-    }
+/// The routine at link-time address `fun`: its `__pi_`/`selftest_`/
+/// `hostile_` name, else (a kernel blob) the kernel's own name, else the
+/// address.
+fn routine_name(symbols: &BTreeMap<String, u64>, fun: u64) -> String {
+    symbols
+        .iter()
+        .filter(|(_, a)| **a == fun)
+        .map(|(n, _)| n.clone())
+        .find(|n| n.starts_with("__pi_") || n.starts_with("selftest_") || n.starts_with("hostile_"))
+        .or_else(|| {
+            symbols
+                .iter()
+                .filter(|(n, a)| **a == fun && !n.contains("_kernel"))
+                .map(|(n, _)| n.clone())
+                .next()
+        })
+        .unwrap_or_else(|| format!("{fun:#x}"))
 }
 
 /// `len` bytes at link-time address `addr` from whichever section holds them.

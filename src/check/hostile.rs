@@ -215,11 +215,13 @@ fn run_case(opts: &VmOptions, case: &Case, timeout: Duration) -> Result<HostileR
             let cmd = Command {
                 table: abi::TABLE_SELFTEST,
                 index,
-                a0: area,
-                a1: far,
-                a2: len,
-                count: 1,
-                ..Command::default()
+                args: crate::vmm::Args {
+                    a0: area,
+                    a1: far,
+                    a2: len,
+                    count: 1,
+                    ..Default::default()
+                },
             };
             vm.vcpu(0)?
                 .call(&cmd, timeout)
@@ -279,10 +281,12 @@ fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<String> {
                 let cmd = Command {
                     table: abi::TABLE_SELFTEST,
                     index,
-                    a0: arch::mailbox_gpa(peer) + abi::MB_LOG_BUF,
-                    a1: RACE_ROUNDS,
-                    count: 1,
-                    ..Command::default()
+                    args: crate::vmm::Args {
+                        a0: arch::mailbox_gpa(peer) + abi::MB_LOG_BUF,
+                        a1: RACE_ROUNDS,
+                        count: 1,
+                        ..Default::default()
+                    },
                 };
                 let b = &barrier;
                 s.spawn(move || {

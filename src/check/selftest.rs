@@ -61,6 +61,8 @@ pub fn run(opts: &VmOptions, timeout: Duration) -> Result<Vec<CaseResult>> {
         .collect()
 }
 
+// Over 80 lines (81): boot, run, and the judgement of each observed outcome
+// against the expected one, one match arm per outcome.
 /// Run one broken routine in a fresh VM and judge what was observed.
 pub fn run_case(
     opts: &VmOptions,

@@ -373,6 +373,12 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         ctx.say(line);
     }
     let o = run_suite(&ctx, &configs, side_by_side, &filter)?;
+    report_outcome(&ctx, &configs, &o, command)
+}
+
+/// Print the table (or KTAP), the summary line and the failure, write the
+/// JSON report; the exit status of the run.
+fn report_outcome(ctx: &Ctx, configs: &[LinkConfig], o: &Outcome, command: &str) -> Result<i32> {
     if ctx.common.format == Format::Ktap {
         let doc = report::checks_ktap(&o.records, o.failure.as_ref());
         report::print_bytes(doc.render().as_bytes());
@@ -429,7 +435,7 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
             "checker_gb_per_s": checker_gbps,
             "checked_bytes": o.checked_bytes,
         });
-        report::write_json(path, &json_doc(&ctx, command, &configs, &o, summary))?;
+        report::write_json(path, &json_doc(ctx, command, configs, o, summary))?;
     }
     if o.interrupted {
         let _ = writeln!(

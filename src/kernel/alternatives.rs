@@ -187,6 +187,10 @@ fn le32(b: &[u8], at: usize) -> Option<u32> {
 }
 
 impl Image {
+    // Over 80 lines: one pass over the ELF (section layout, symbols,
+    // relocations, .altinstructions, .return_sites) whose steps share the
+    // layout closures and the partly built Image; split when a step gains a
+    // second user.
     /// Lay out `elf` (a linked image or a relocatable object) and parse its
     /// alternatives with `layout` (`None`: infer the x86 layout from the
     /// relocation stride or the section size).
@@ -892,6 +896,9 @@ mod tests {
         )
     }
 
+    // Over 80 lines: a test fixture that writes one whole relocatable
+    // object (sections, symbols, relocations, alternative entries) in the
+    // order the kernel object has them.
     /// A relocatable x86 object shaped like the kernel's memset_64.o:
     /// `memset` starts with an alternative site (`jmp memset_orig`,
     /// 2 bytes, + `orig_pad` bytes of padding) whose replacement is

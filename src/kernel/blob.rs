@@ -149,6 +149,10 @@ fn toolchain(arch: Arch) -> Result<Toolchain, KernelBlobError> {
     }
 }
 
+// Over 80 lines: the make pipeline in order (link configuration, kbuild,
+// feature names, aliases.h, metadata, link, feature filter, output) with a
+// progress line and a timing per step; the steps are calls, what stays
+// here is their sequencing and reporting.
 /// Build the tree's library objects with kbuild and link them into a blob
 /// file at `out`. `progress` gets one line per step ("kbuild: prepare ...
 /// 4.1 s").

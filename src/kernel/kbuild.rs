@@ -475,6 +475,9 @@ fn write_stamp(dir: &Path, stamp: &Stamp) -> Result<(), KbuildError> {
     fs::write(&path, text).map_err(|source| KbuildError::BuildDir { path, source })
 }
 
+// Over 80 lines: the three numbered kbuild steps (configuration, prepare,
+// objects), each with its up-to-date check and progress events; kept in
+// one place so the order and the stamp logic read together.
 /// Configure, prepare and build the library objects, skipping what the
 /// stamp and kbuild's dependency records say is current. `progress` is
 /// called when a step starts and when it ends.

@@ -6,7 +6,7 @@ use super::{Routine, VariantDef};
 use crate::blob::abi;
 use crate::blob::{Blob, LinkConfig};
 use crate::error::{Error, Result};
-use crate::vmm::Command;
+use crate::vmm::{Args, Command};
 
 /// One call: `routine(dst, src|fill, len)`, repeated `count` times over
 /// consecutive (or, with a negative step, descending) chunks.
@@ -24,17 +24,12 @@ pub struct Call {
 }
 
 /// A call lowered to the dispatcher's convention: call the routine behind
-/// `alias` `count` times as `fn(a0 + i*a0_step, a1 + i*a1_step, a2)`.
+/// `alias` with `args` (see [`Args`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lowered {
     /// Alias-table name, e.g. `clear_pages_erms` or `memset_mops`.
     pub alias: String,
-    pub a0: u64,
-    pub a0_step: u64,
-    pub a1: u64,
-    pub a1_step: u64,
-    pub a2: u64,
-    pub count: u64,
+    pub args: Args,
 }
 
 /// Alias-table name of a variant (`ldp-stnp` -> `copy_page_ldp_stnp`).
@@ -70,8 +65,7 @@ pub fn lower(config: LinkConfig, variant: &VariantDef, call: &Call) -> Result<Lo
         )));
     }
     let step = call.step as u64;
-    let mut l = Lowered {
-        alias,
+    let mut a = Args {
         a0: call.dst,
         a0_step: step,
         a1: 0,
@@ -81,23 +75,23 @@ pub fn lower(config: LinkConfig, variant: &VariantDef, call: &Call) -> Result<Lo
     };
     match (call.routine, config) {
         (Routine::ClearPage, LinkConfig::Vanilla) => {}
-        (Routine::ClearPages, LinkConfig::Vanilla) => l.a1 = call.len / abi::PAGE_SIZE,
-        (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => l.a2 = call.len,
+        (Routine::ClearPages, LinkConfig::Vanilla) => a.a1 = call.len / abi::PAGE_SIZE,
+        (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => a.a2 = call.len,
         (Routine::Memset, _) => {
-            l.a1 = u64::from(call.fill);
-            l.a2 = call.len;
+            a.a1 = u64::from(call.fill);
+            a.a2 = call.len;
         }
         (Routine::Memcpy, _) => {
-            l.a1 = call.src;
-            l.a1_step = step;
-            l.a2 = call.len;
+            a.a1 = call.src;
+            a.a1_step = step;
+            a.a2 = call.len;
         }
         (Routine::CopyPage, _) => {
-            l.a1 = call.src;
-            l.a1_step = step;
+            a.a1 = call.src;
+            a.a1_step = step;
         }
     }
-    Ok(l)
+    Ok(Lowered { alias, args: a })
 }
 
 /// `clear_pages(addr, n)` where the blob has no clear_pages routine (a
@@ -123,7 +117,7 @@ pub fn lower_pages_as_page(variant: &VariantDef, call: &Call) -> Result<Lowered>
             ..*call
         },
     )?;
-    l.count = call.count * (call.len / abi::PAGE_SIZE);
+    l.args.count = call.count * (call.len / abi::PAGE_SIZE);
     Ok(l)
 }
 
@@ -145,11 +139,6 @@ pub fn command(blob: &Blob, variant: &VariantDef, call: &Call) -> Result<Command
     Ok(Command {
         table: abi::TABLE_ALIAS,
         index,
-        a0: l.a0,
-        a0_step: l.a0_step,
-        a1: l.a1,
-        a1_step: l.a1_step,
-        a2: l.a2,
-        count: l.count,
+        args: l.args,
     })
 }

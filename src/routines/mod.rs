@@ -195,7 +195,7 @@ mod tests {
             m.aliases[c.index as usize].name,
             format!("memset_{}", v.name)
         );
-        assert_eq!((c.a0, c.a1, c.a2), (0x100_0000, 0, 3 * 4096));
+        assert_eq!((c.args.a0, c.args.a1, c.args.a2), (0x100_0000, 0, 3 * 4096));
     }
 
     #[test]
@@ -207,7 +207,7 @@ mod tests {
             b.aliases[c.index as usize].name,
             format!("clear_pages_{}", v.name)
         );
-        assert_eq!(c.a1, 512);
+        assert_eq!(c.args.a1, 512);
     }
 
     #[test]
@@ -344,7 +344,10 @@ mod tests {
         c.count = 2;
         let l = lower::lower_pages_as_page(&v, &c).unwrap();
         assert_eq!(l.alias, "clear_page_erms");
-        assert_eq!((l.a0, l.a0_step, l.count), (0x100_0000, 4096, 6));
+        assert_eq!(
+            (l.args.a0, l.args.a0_step, l.args.count),
+            (0x100_0000, 4096, 6)
+        );
         c.step = -(3 * 4096);
         assert!(lower::lower_pages_as_page(&v, &c).is_err());
     }

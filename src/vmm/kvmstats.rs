@@ -27,11 +27,35 @@ fn read_header(file: &File) -> Option<kvm_stats_header> {
     Some(hdr)
 }
 
+/// One descriptor: (name, byte offset of the value in the data block,
+/// number of u64 values).
+type Desc = (String, usize, usize);
+
+/// The descriptor block: each entry a `kvm_stats_desc` followed by its
+/// NUL-padded name of `name_size` bytes.
+fn parse_descs(raw: &[u8], name_size: usize) -> Vec<Desc> {
+    raw.chunks_exact(DESC_FIXED + name_size)
+        .map(|d| {
+            // SAFETY: the chunk holds at least DESC_FIXED bytes;
+            // kvm_stats_desc is repr(C) with integer fields only (its `name`
+            // is a zero-sized marker), so every byte pattern is a valid
+            // value, and read_unaligned needs no alignment.
+            let desc = unsafe { d.as_ptr().cast::<kvm_stats_desc>().read_unaligned() };
+            let name = &d[DESC_FIXED..];
+            let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+            (
+                String::from_utf8_lossy(&name[..end]).into_owned(),
+                desc.offset as usize,
+                usize::from(desc.size),
+            )
+        })
+        .collect()
+}
+
 /// An open statistics file of a VM or vCPU.
 pub struct KvmStats {
     file: File,
-    /// (name, byte offset of the value in the data block, number of u64 values)
-    descs: Vec<(String, usize, usize)>,
+    descs: Vec<Desc>,
     data_off: u64,
     data_len: usize,
 }
@@ -51,25 +75,9 @@ impl KvmStats {
         let num = hdr.num_desc as usize;
         let desc_off = u64::from(hdr.desc_offset);
         let data_off = u64::from(hdr.data_offset);
-        let u32_at = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-        let dsz = DESC_FIXED + name_size;
-        let mut raw_descs = vec![0u8; dsz * num];
+        let mut raw_descs = vec![0u8; (DESC_FIXED + name_size) * num];
         file.read_exact_at(&mut raw_descs, desc_off).ok()?;
-        let descs = raw_descs
-            .chunks_exact(dsz)
-            .map(|d| {
-                // kvm_stats_desc: flags u32, exponent i16, size u16, offset u32, ...
-                let size = u16::from_le_bytes([d[6], d[7]]) as usize;
-                let offset = u64::from(u32_at(d, 8));
-                let name = &d[DESC_FIXED..];
-                let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
-                (
-                    String::from_utf8_lossy(&name[..end]).into_owned(),
-                    offset as usize,
-                    size,
-                )
-            })
-            .collect::<Vec<_>>();
+        let descs = parse_descs(&raw_descs, name_size);
         let data_len = descs.iter().map(|(_, o, s)| o + 8 * s).max().unwrap_or(0);
         Some(KvmStats {
             file,
@@ -107,4 +115,44 @@ pub fn delta(
         .iter()
         .filter_map(|(k, a)| before.get(k).map(|b| (k.clone(), a.wrapping_sub(*b))))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two descriptors as the kernel lays them out (little endian): flags,
+    /// exponent, size, offset, bucket_size, then the padded name.
+    #[test]
+    fn descriptors_parse_through_kvm_stats_desc() {
+        let name_size = 8;
+        let mut raw = Vec::new();
+        for (name, size, offset) in [(&b"exits"[..], 1u16, 0u32), (b"hist", 4, 8)] {
+            raw.extend_from_slice(&0x10u32.to_le_bytes());
+            raw.extend_from_slice(&(-9i16).to_le_bytes());
+            raw.extend_from_slice(&size.to_le_bytes());
+            raw.extend_from_slice(&offset.to_le_bytes());
+            raw.extend_from_slice(&7u32.to_le_bytes());
+            let mut n = name.to_vec();
+            n.resize(name_size, 0);
+            raw.extend_from_slice(&n);
+        }
+        assert_eq!(DESC_FIXED, 16);
+        assert_eq!(
+            parse_descs(&raw, name_size),
+            vec![("exits".to_string(), 0, 1), ("hist".to_string(), 8, 4)]
+        );
+        // A truncated trailing descriptor is ignored, not misread.
+        assert_eq!(parse_descs(&raw[..raw.len() - 1], name_size).len(), 1);
+    }
+
+    #[test]
+    fn delta_keeps_counters_present_in_both() {
+        let before = BTreeMap::from([("a".to_string(), 5), ("b".to_string(), 1)]);
+        let after = BTreeMap::from([("a".to_string(), 9), ("c".to_string(), 2)]);
+        assert_eq!(
+            delta(&before, &after),
+            BTreeMap::from([("a".to_string(), 4)])
+        );
+    }
 }

@@ -406,13 +406,7 @@ impl GuestRam {
     }
 
     pub fn write_bytes(&self, gpa: u64, b: &[u8]) -> Result<()> {
-        self.mem
-            .write_slice(b, GuestAddress(gpa))
-            .map_err(|e| Error::GuestMemory {
-                gpa,
-                len: b.len() as u64,
-                detail: e.to_string(),
-            })
+        Ok(crate::arch::RamAccess::write_bytes(self, gpa, b)?)
     }
 }
 
@@ -425,8 +419,18 @@ impl crate::arch::RamAccess for GuestRam {
         self.size
     }
 
-    fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> Result<()> {
-        GuestRam::write_bytes(self, gpa, bytes)
+    fn write_bytes(
+        &self,
+        gpa: u64,
+        bytes: &[u8],
+    ) -> std::result::Result<(), crate::arch::RamError> {
+        self.mem
+            .write_slice(bytes, GuestAddress(gpa))
+            .map_err(|e| crate::arch::RamError {
+                gpa,
+                len: bytes.len() as u64,
+                detail: e.to_string(),
+            })
     }
 
     fn mem(&self) -> &GuestMemoryMmap {

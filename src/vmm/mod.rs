@@ -129,18 +129,27 @@ impl Symbolizer {
     }
 }
 
-/// One command for the guest dispatcher: call `table[index]` `count` times
-/// as `fn(a0 + i*a0_step, a1 + i*a1_step, a2)`.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Command {
-    pub table: u64,
-    pub index: u64,
+/// The dispatcher's argument block: call a routine `count` times as
+/// `fn(a0 + i*a0_step, a1 + i*a1_step, a2)`. Declared once: the guest
+/// [`Command`] and the host baseline's lowered calls
+/// (`routines::Lowered`) both carry it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Args {
     pub a0: u64,
     pub a0_step: u64,
     pub a1: u64,
     pub a1_step: u64,
     pub a2: u64,
     pub count: u64,
+}
+
+/// One command for the guest dispatcher: call `table[index]` with `args`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Command {
+    pub table: u64,
+    pub index: u64,
+    #[serde(flatten)]
+    pub args: Args,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -236,12 +236,12 @@ impl Vcpu {
         self.set_mb(abi::MB_CMD_OP, abi::CMD_CALL)?;
         self.set_mb(abi::MB_CMD_TABLE, cmd.table)?;
         self.set_mb(abi::MB_CMD_INDEX, cmd.index)?;
-        self.set_mb(abi::MB_CMD_A0, cmd.a0)?;
-        self.set_mb(abi::MB_CMD_A0_STEP, cmd.a0_step)?;
-        self.set_mb(abi::MB_CMD_A1, cmd.a1)?;
-        self.set_mb(abi::MB_CMD_A1_STEP, cmd.a1_step)?;
-        self.set_mb(abi::MB_CMD_A2, cmd.a2)?;
-        self.set_mb(abi::MB_CMD_COUNT, cmd.count)?;
+        self.set_mb(abi::MB_CMD_A0, cmd.args.a0)?;
+        self.set_mb(abi::MB_CMD_A0_STEP, cmd.args.a0_step)?;
+        self.set_mb(abi::MB_CMD_A1, cmd.args.a1)?;
+        self.set_mb(abi::MB_CMD_A1_STEP, cmd.args.a1_step)?;
+        self.set_mb(abi::MB_CMD_A2, cmd.args.a2)?;
+        self.set_mb(abi::MB_CMD_COUNT, cmd.args.count)?;
         self.set_mb(abi::MB_CMD_ID, id)?;
         let before = self.stats();
         let step = self.run(Waiting::Result { id }, timeout)?;

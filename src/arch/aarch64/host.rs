@@ -7,6 +7,7 @@
 //! SP and PSTATE (EL1h or EL0t, DAIF masked) with KVM_SET_ONE_REG after
 //! KVM_ARM_VCPU_INIT. With the MMU off every access would be Device memory,
 //! where DC ZVA and unaligned accesses fault on real hardware.
+use super::error::{Error, Result};
 use super::layout::*;
 use super::paging;
 use super::sysregs::{self as sr};
@@ -14,7 +15,6 @@ use crate::arch::CpuCaps;
 use crate::arch::Privilege;
 use crate::arch::{Loaded, RamAccess};
 use crate::blob::abi;
-use crate::error::{Error, Result};
 use kvm_bindings::{KVM_ARM_VCPU_PSCI_0_2, kvm_vcpu_init};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
@@ -61,27 +61,17 @@ pub struct MemoryState {
 /// Write both sets of stage-1 page tables (EL1 and EL0 permissions).
 pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
     if ram.base() != RAM_BASE {
-        return Err(Error::Load(format!(
-            "guest RAM starts at {:#x}, the aarch64 layout expects {RAM_BASE:#x}",
-            ram.base()
-        )));
+        return Err(Error::RamBase(ram.base()));
     }
     if loaded.base < BLOB_WINDOW || loaded.base >= BLOB_WINDOW_END {
-        return Err(Error::Load(format!(
-            "blob loaded at {:#x}, outside the window {BLOB_WINDOW:#x}..{BLOB_WINDOW_END:#x}",
-            loaded.base
-        )));
+        return Err(Error::OutsideWindow(loaded.base));
     }
     if !loaded.vectors.is_multiple_of(2048) {
-        return Err(Error::Blob(format!(
-            "hyp_vectors at {:#x} is not 2 KiB aligned (VBAR_EL1 needs it)",
-            loaded.vectors
-        )));
+        return Err(Error::VectorsUnaligned(loaded.vectors));
     }
     let regions = regions(ram.size());
     let tables = |p: Privilege, from: u64| {
-        paging::identity_map(&regions, p, from, PAGE_TABLES_END)
-            .map_err(|e| Error::Internal(format!("building the guest page tables: {e}")))
+        paging::identity_map(&regions, p, from, PAGE_TABLES_END).map_err(Error::PageTables)
     };
     let kernel = tables(Privilege::Kernel, PAGE_TABLES_GPA)?;
     let user = tables(Privilege::User, kernel.next_free())?;
@@ -141,7 +131,7 @@ pub fn setup_vcpu(
     )?;
     let tcr = sr::tcr_el1(mmfr0, abi::DOORBELL_GPA + abi::PAGE_SIZE - 1).ok_or_else(|| {
         Error::Unsupported {
-            what: "the hypclear guest layout".into(),
+            what: "the hypclear guest layout",
             detail: format!(
                 "ID_AA64MMFR0_EL1 {mmfr0:#x}: the CPU's physical address range does not reach \
                  the doorbell at {:#x}",
@@ -213,7 +203,7 @@ pub fn counter_khz(_fd: &VcpuFd) -> Result<u64> {
     let hz = cntfrq();
     if hz < 1000 {
         return Err(Error::Unsupported {
-            what: "the generic timer".into(),
+            what: "the generic timer",
             detail: format!("CNTFRQ_EL0 reads {hz} Hz"),
         });
     }
@@ -310,11 +300,11 @@ const MOPS_PROBE_VECTOR: [u32; 3] = [
 /// (e.g. when KVM advertises FEAT_MOPS in ID_AA64ISAR2_EL1 but leaves
 /// HCRX_EL2.MSCEn clear, which makes them UNDEFINED), `Err` if the probe
 /// could not run.
-pub fn probe_mops(kvm: &Kvm) -> std::result::Result<Option<u64>, String> {
+pub fn probe_mops(kvm: &Kvm) -> Result<Option<u64>> {
     use kvm_bindings::kvm_userspace_memory_region;
     use kvm_ioctls::VcpuExit;
     const SIZE: usize = 0x1_0000; // one page even with 64 KiB host pages
-    let vm = kvm.create_vm().map_err(|e| format!("KVM_CREATE_VM: {e}"))?;
+    let vm = kvm.create_vm().map_err(Error::probe("KVM_CREATE_VM"))?;
     // SAFETY: a fresh private anonymous mapping, unmapped below.
     let host = unsafe {
         libc::mmap(
@@ -327,7 +317,7 @@ pub fn probe_mops(kvm: &Kvm) -> std::result::Result<Option<u64>, String> {
         )
     };
     if host == libc::MAP_FAILED {
-        return Err("mmap failed".into());
+        return Err(Error::ProbeMmap);
     }
     struct Unmap(*mut libc::c_void);
     impl Drop for Unmap {
@@ -359,11 +349,9 @@ pub fn probe_mops(kvm: &Kvm) -> std::result::Result<Option<u64>, String> {
     };
     // SAFETY: the region is a live mapping that outlives the VM fd (both
     // are dropped at the end of this function, the VM first).
-    unsafe { vm.set_user_memory_region(region) }.map_err(|e| format!("memslot: {e}"))?;
-    let fd = vm
-        .create_vcpu(0)
-        .map_err(|e| format!("KVM_CREATE_VCPU: {e}"))?;
-    init_vcpu(&vm, &fd).map_err(|e| e.to_string())?;
+    unsafe { vm.set_user_memory_region(region) }.map_err(Error::probe("memslot"))?;
+    let fd = vm.create_vcpu(0).map_err(Error::probe("KVM_CREATE_VCPU"))?;
+    init_vcpu(&vm, &fd)?;
     for (id, v) in [
         (sr::VBAR_EL1, RAM_BASE + 0x800),
         (sr::core_x(1), abi::DOORBELL_GPA),
@@ -371,7 +359,7 @@ pub fn probe_mops(kvm: &Kvm) -> std::result::Result<Option<u64>, String> {
         (sr::CORE_PSTATE, sr::pstate(Privilege::Kernel)),
         (sr::CORE_PC, RAM_BASE),
     ] {
-        set_reg(&fd, id, v, "KVM_SET_ONE_REG").map_err(|e| e.to_string())?;
+        set_reg(&fd, id, v, "KVM_SET_ONE_REG")?;
     }
     let watchdog = crate::vmm::watchdog::Watchdog::for_current_thread();
     let mut fd = fd;
@@ -387,13 +375,13 @@ pub fn probe_mops(kvm: &Kvm) -> std::result::Result<Option<u64>, String> {
                 let v = u64::from_le_bytes(v);
                 break Ok(if v == 1 { None } else { Some(v) });
             }
-            Ok(other) => break Err(format!("unexpected exit {other:?}")),
+            Ok(other) => break Err(Error::ProbeExit(format!("{other:?}"))),
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
                 if watchdog.fired() {
-                    break Err("the probe guest did not finish".into());
+                    break Err(Error::ProbeTimeout);
                 }
             }
-            Err(e) => break Err(format!("KVM_RUN: {e}")),
+            Err(e) => break Err(Error::probe("KVM_RUN")(e)),
         }
     };
     drop(fd);

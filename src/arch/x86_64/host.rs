@@ -1,5 +1,6 @@
 //! x86_64 VM and vCPU setup against KVM, register dumps and exception
 //! decoding.
+use super::error::{Error, Result};
 use super::kernel::{CpuidView, KernelVersion, kernel_pick};
 use super::layout::*;
 use super::paging;
@@ -8,7 +9,6 @@ use crate::arch::Privilege;
 use crate::arch::{CpuCaps, KernelPick};
 use crate::arch::{Loaded, RamAccess};
 use crate::blob::abi;
-use crate::error::{Error, Result};
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
@@ -53,7 +53,7 @@ pub fn prepare_memory(ram: &impl RamAccess, vcpus: u64, loaded: &Loaded) -> Resu
         PAGE_TABLES_GPA,
         PAGE_TABLES_END,
     )
-    .map_err(|e| Error::Internal(format!("building the guest page tables: {e}")))?;
+    .map_err(Error::PageTables)?;
     for (gpa, table) in pt.tables() {
         let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
         ram.write_bytes(gpa, &bytes)?;

@@ -273,6 +273,9 @@ pub fn min_detectable_effect(
     Some(pct(k * se))
 }
 
+// Over 80 lines: one statistical procedure (align pairs, per-design
+// estimate, interval, MDE, verdict) whose steps share the design's
+// intermediate values; the helpers above hold the formulas.
 /// Compare side `b` against side `a` (throughput, higher is better).
 ///
 /// Needs at least 2 sessions per side (2 pairs when interleaved). Every run
