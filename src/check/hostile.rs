@@ -232,7 +232,7 @@ fn run_case(opts: &VmOptions, case: &Case) -> Result<HostileResult> {
 /// Run the routine as a memset of the selftest size, checked with
 /// `--check whole`; "verification passed" or the checker's reason.
 fn memset_case(vm: &mut Vm, index: u64, seed: u64) -> Result<String> {
-    let variant = routines::variants(Routine::Memset, vm.blob.config)
+    let variant = routines::variants(Routine::Memset, &vm.side)
         .into_iter()
         .next()
         .ok_or_else(|| Error::Blob("no memset variant".into()))?;

@@ -3,7 +3,7 @@
 use super::{Ctx, progress};
 use crate::arch;
 use crate::bench::{self, BenchResult};
-use crate::blob::LinkConfig;
+use crate::blob::{LinkConfig, Side};
 use crate::cli::{BenchArgs, Common};
 use crate::error::{Error, Result};
 use crate::report;
@@ -21,8 +21,8 @@ macro_rules! say {
     };
 }
 
-pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
-    let plan = a.plan(common)?;
+pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -> Result<i32> {
+    let plan = a.plan(common, &sides)?;
     let ktap = common.format == crate::cli::Format::Ktap;
     for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {
         report::precheck_output(path)?;
@@ -45,7 +45,7 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
             "bench (guest regions plus the host baseline buffer)",
         )?;
     }
-    let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need))?;
+    let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need), sides)?;
     let (specs, notes) = plan.expand(&ctx.caps)?;
     let p = &ctx.privilege;
     say!(
@@ -64,10 +64,21 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         p.reason
     );
     say!(ktap, "precondition: {}", plan.cache.describe());
-    for line in super::kernel::summary_lines() {
+    if plan.sides.len() > 1 {
+        say!(
+            ktap,
+            "sides (sessions interleaved, order reversed every other session): {}",
+            plan.sides
+                .iter()
+                .map(|s| format!("{} = {}", s.name(), s.describe()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    for line in super::kernel::summary_lines(&plan.sides) {
         say!(ktap, "{line}");
     }
-    if crate::blob::external().is_some() {
+    if ctx.has_kernel_side() {
         say!(
             ktap,
             "note: no host baseline for a kernel blob (its routines exist only in the guest image)"
@@ -77,12 +88,14 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         say!(ktap, "note: {n}");
     }
     crate::vmm::interrupt::install()?;
-    if let Some(v) = routines::kernel_default(
-        a.routine,
-        LinkConfig::Vanilla,
-        &ctx.caps,
-        arch::DEFAULT_KERNEL,
-    ) {
+    if ctx.sides.iter().any(Side::is_builtin)
+        && let Some(v) = routines::kernel_default(
+            a.routine,
+            LinkConfig::Vanilla,
+            &ctx.caps,
+            arch::DEFAULT_KERNEL,
+        )
+    {
         say!(
             ktap,
             "note: kernel {} would run {} {} on this CPU (6.1: {})",
@@ -109,6 +122,9 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         result.host.counter_khz,
         ctx.start.elapsed().as_secs_f64()
     );
+    for l in bench::sides::ratio_lines(&result) {
+        say!(ktap, "{l}");
+    }
     for l in bench::report::variance_lines(&result, 0.02) {
         say!(ktap, "{l}");
     }
@@ -127,16 +143,10 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
 
 fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<()> {
     if let Some(path) = &ctx.common.json {
-        let mut v = serde_json::to_value(result).map_err(|e| Error::Io {
+        let v = serde_json::to_value(result).map_err(|e| Error::Io {
             path: path.display().to_string(),
             source: std::io::Error::other(e),
         })?;
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert(
-                "kernel".into(),
-                crate::blob::external().map_or(serde_json::Value::Null, |e| e.report.clone()),
-            );
-        }
         report::write_json(path, &v)?;
     }
     if let Some(path) = &a.csv {
