@@ -457,6 +457,13 @@ fn json_doc(
         },
         "partial": o.interrupted,
         "kernel": ctx.sides.iter().find_map(Side::external).map(|e| e.report.clone()),
+        // Per family, the built-in variant that follows the kernel blob's
+        // path with the same alternatives decision (the differential check).
+        "kernel_paths": ctx
+            .sides
+            .iter()
+            .find(|s| !s.is_builtin())
+            .map(|s| crate::bench::SideInfo::of(s, &ctx.caps).kernel_paths),
         "checks": o.records,
         "failure": o.failure,
         "summary": summary,
