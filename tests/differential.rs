@@ -10,6 +10,11 @@ use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// The two tests build and link the same tree into the same cache
+/// directory: one at a time (two hypclear processes linking one tree's
+/// cache at once race on its files).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn tree() -> Option<String> {
     match std::env::var("HYPCLEAR_KERNEL_TREE") {
         Ok(t) => Some(t),
@@ -60,6 +65,7 @@ fn family(routine: &str) -> &str {
 #[test]
 fn kernel_objects_and_their_builtin_paths_verify_alike() {
     let Some(tree) = tree() else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !kvm_available("differential") {
         return;
     }
@@ -136,6 +142,7 @@ fn kernel_objects_and_their_builtin_paths_verify_alike() {
 #[test]
 fn one_bench_interleaves_kernel_and_builtin_and_prints_the_ratio() {
     let Some(tree) = tree() else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !kvm_available("differential bench") {
         return;
     }

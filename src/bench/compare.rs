@@ -58,10 +58,10 @@ fn validate_throughput(r: &BenchResult, path: &Path) -> Result<()> {
 /// routine's equivalent built-in variant).
 type Key = (Option<usize>, PathKey);
 
-fn key(r: &BenchResult, c: &Cell, with_side: bool) -> Key {
+fn key(r: &BenchResult, c: &Cell, with_side: bool, by_path: bool) -> Key {
     (
         with_side.then_some(c.axes.side),
-        PathKey::of(&r.side_of(c), &c.axes),
+        PathKey::of(&r.side_of(c), &c.axes, by_path),
     )
 }
 
@@ -434,7 +434,7 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
         r.cells
             .iter()
             .enumerate()
-            .map(|(i, c)| (key(r, c, with_side), i))
+            .map(|(i, c)| (key(r, c, with_side, mixed), i))
             .collect()
     };
     let base_idx = index(base);

@@ -25,10 +25,18 @@ pub struct PathKey {
 }
 
 impl PathKey {
-    pub fn of(side: &SideInfo, a: &Axes) -> PathKey {
+    /// The key of a cell of `side`: by kernel path when built-in and
+    /// kernel sides are matched (`by_path`), else by variant name (two
+    /// kernel trees: memset `kernel` against memset `kernel`, whatever
+    /// path each takes).
+    pub fn of(side: &SideInfo, a: &Axes, by_path: bool) -> PathKey {
         PathKey {
             routine: a.routine,
-            path: side.path_of(a),
+            path: if by_path {
+                side.path_of(a)
+            } else {
+                a.variant.clone()
+            },
             size: a.size,
             chunk: a.chunk,
             order: a.order,
@@ -61,10 +69,11 @@ impl PathKey {
 /// The cells of side `side`, keyed by [`PathKey`].
 pub fn by_path(r: &BenchResult, side: usize) -> Vec<(PathKey, &Cell)> {
     let info = r.sides.get(side).cloned();
+    let by_path = mixed(r);
     r.cells
         .iter()
         .filter(|c| c.axes.side == side)
-        .filter_map(|c| info.as_ref().map(|i| (PathKey::of(i, &c.axes), c)))
+        .filter_map(|c| info.as_ref().map(|i| (PathKey::of(i, &c.axes, by_path), c)))
         .collect()
 }
 
