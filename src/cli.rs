@@ -41,9 +41,10 @@ pub struct Common {
     /// Write the full results as JSON to FILE
     #[arg(long, global = true, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Which blob link configuration(s) to run
-    #[arg(long, global = true, value_enum, default_value = "both")]
-    pub config: ConfigChoice,
+    /// Which built-in link configuration(s) to run [default: both; with a
+    /// kernel side and bench --builtin: the kernel's configuration]
+    #[arg(long, global = true, value_enum)]
+    pub config: Option<ConfigChoice>,
     /// Guest RAM backing
     #[arg(long, global = true, value_enum, default_value = "anon")]
     pub backing: Backing,
@@ -111,8 +112,9 @@ impl Format {
 pub struct KernelArgs {
     /// Build and run this kernel tree's own clear_page/memset/memcpy/copy_page
     /// (kbuild into --kernel-build-dir, then linked like the nVHE hyp)
-    #[arg(long, global = true, value_name = "PATH", conflicts_with = "blob")]
-    pub kernel_tree: Option<PathBuf>,
+    /// (bench: repeatable, each tree a side, sessions interleaved)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kernel_tree: Vec<PathBuf>,
     /// Kernel configuration: a .config FILE or `defconfig` [default: the tree's .config, else defconfig]
     #[arg(long, global = true, value_name = "FILE|defconfig")]
     pub kernel_config: Option<String>,
@@ -131,14 +133,20 @@ pub struct KernelArgs {
         value_name = "host|guest|none|FEATURES"
     )]
     pub alternatives: String,
-    /// Run a kernel blob file made by `hypclear blob` (no toolchain needed)
+    /// Run a kernel blob file made by `hypclear blob` (no toolchain needed;
+    /// bench: repeatable, each file a side)
     #[arg(long, global = true, value_name = "FILE")]
-    pub blob: Option<PathBuf>,
+    pub blob: Vec<PathBuf>,
 }
 
 impl KernelArgs {
     pub fn is_set(&self) -> bool {
-        self.kernel_tree.is_some() || self.blob.is_some()
+        !self.kernel_tree.is_empty() || !self.blob.is_empty()
+    }
+
+    /// How many kernel sides were asked for.
+    pub fn count(&self) -> usize {
+        self.kernel_tree.len() + self.blob.len()
     }
 }
 
@@ -158,12 +166,9 @@ impl Common {
         self.mem.unwrap_or(DEFAULT_MEM)
     }
 
-    /// The link configurations to run: the selected kernel blob's, else `--config`.
-    pub fn configs(&self) -> Vec<LinkConfig> {
-        match crate::blob::external() {
-            Some(e) => vec![e.blob.config],
-            None => self.config.configs(),
-        }
+    /// The built-in link configurations `--config` asks for (default both).
+    pub fn builtin_configs(&self) -> Vec<LinkConfig> {
+        self.config.unwrap_or(ConfigChoice::Both).configs()
     }
 }
 
@@ -175,6 +180,14 @@ pub enum ConfigChoice {
 }
 
 impl ConfigChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigChoice::Vanilla => "vanilla",
+            ConfigChoice::Memset => "memset",
+            ConfigChoice::Both => "both",
+        }
+    }
+
     pub fn configs(self) -> Vec<LinkConfig> {
         match self {
             ConfigChoice::Vanilla => vec![LinkConfig::Vanilla],
@@ -275,6 +288,11 @@ pub struct BenchArgs {
     /// Skip the host baseline
     #[arg(long)]
     pub no_host: bool,
+    /// With --kernel-tree/--blob: also run the built-in routines as a side
+    /// (first, so it is the base of `compare FILE`), in --config or else
+    /// the kernel's link configuration; sessions interleave all sides
+    #[arg(long)]
+    pub builtin: bool,
     /// Write every raw sample as CSV
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -341,7 +359,7 @@ impl BenchArgs {
     /// The bench plan of this command line, validated (usage errors before
     /// KVM). A new bench axis is its option above, its field here and its
     /// expansion in `bench/plan.rs`.
-    pub fn plan(&self, common: &Common) -> crate::error::Result<Plan> {
+    pub fn plan(&self, common: &Common, sides: &[crate::blob::Side]) -> crate::error::Result<Plan> {
         let a = self;
         let plan = Plan {
             routine: a.routine,
@@ -360,16 +378,17 @@ impl BenchArgs {
             } else {
                 a.backings.clone()
             },
-            configs: common.configs(),
+            sides: sides.to_vec(),
             warmup: a.warmup,
             max_warmup: a.max_warmup,
             repeats: a.repeats,
             sessions: a.sessions,
             vcpus: a.vcpus,
             cache: a.cache,
-            // The host baseline runs hypclear's own routine objects; a
-            // kernel blob's routines exist only in the guest image.
-            host_baseline: !a.no_host && crate::blob::external().is_none(),
+            // The host baseline runs hypclear's own routine objects, so
+            // only the built-in sides have one (a kernel blob's routines
+            // exist only in the guest image).
+            host_baseline: !a.no_host,
             prefault: common.prefault,
             timeout: crate::cmd::timeout(common.timeout)?,
         };

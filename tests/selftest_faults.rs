@@ -20,7 +20,7 @@ fn case(name: &str, expected: Expect) {
             backing: Backing::Anon,
             prefault: false,
             privilege: p.privilege,
-            config,
+            side: config.into(),
             vcpus: 1,
             seed: 3,
         };
@@ -83,7 +83,7 @@ fn a_selftest_routine_can_not_pass_as_correct() {
         backing: Backing::Anon,
         prefault: false,
         privilege: p.privilege,
-        config: LinkConfig::Vanilla,
+        side: LinkConfig::Vanilla.into(),
         vcpus: 1,
         seed: 11,
     };

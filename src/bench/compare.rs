@@ -8,8 +8,9 @@
 //! configurations by session (paired t); separate files are independent
 //! invocations (Welch on session means, host drift noted).
 use crate::bench::inference::{self, Comparison, Config, Design, Session, Verdict};
+use crate::bench::sides::{self, PathKey};
 use crate::bench::stats;
-use crate::bench::{Axes, BenchResult, Cell};
+use crate::bench::{BenchResult, Cell, SideInfo};
 use crate::error::{Error, Result};
 use crate::report::right;
 use crate::units::Rate;
@@ -20,13 +21,14 @@ use std::path::{Path, PathBuf};
 pub fn load(path: &Path) -> Result<BenchResult> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::Usage(format!("cannot read {}: {e}", path.display())))?;
-    let r: BenchResult = serde_json::from_str(&text).map_err(|e| {
+    let mut r: BenchResult = serde_json::from_str(&text).map_err(|e| {
         Error::Usage(format!(
             "{} is not a hypclear bench JSON ({e}); write one with `hypclear bench ... --json FILE`",
             path.display()
         ))
     })?;
     validate_throughput(&r, path)?;
+    r.upgrade();
     Ok(r)
 }
 
@@ -51,25 +53,54 @@ fn validate_throughput(r: &BenchResult, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Axes as the comparison key; `config` is left out when every file holds
-/// exactly one link configuration (comparing vanilla against memset).
-fn key(a: &Axes, ignore_config: bool) -> Axes {
-    let mut k = a.clone();
-    if ignore_config {
-        k.config = String::new();
-    }
-    k
+/// The key rows are matched on: the side (when files hold several and
+/// are compared side by side) and the [`PathKey`]: routine, size, chunk,
+/// the run axes and the kernel path (a built-in's variant name; a kernel
+/// routine's equivalent built-in variant).
+type Key = (Option<usize>, PathKey);
+
+fn key(r: &BenchResult, c: &Cell, with_side: bool, by_path: bool) -> Key {
+    (
+        with_side.then_some(c.axes.side),
+        PathKey::of(&r.side_of(c), &c.axes, by_path),
+    )
 }
 
-/// The link configurations of a result, in the order they were run.
-fn configs(r: &BenchResult) -> Vec<String> {
-    let mut v: Vec<String> = Vec::new();
-    for c in &r.cells {
-        if !v.contains(&c.axes.config) {
-            v.push(c.axes.config.clone());
+/// The side names of a result, in the order they were run.
+fn side_names(r: &BenchResult) -> Vec<String> {
+    r.sides.iter().map(|s| s.name.clone()).collect()
+}
+
+/// How rows were matched, for the header; a kernel side's paths listed.
+fn matching_note(files: &[(PathBuf, BenchResult)], mixed: bool) -> String {
+    if !mixed {
+        return "rows matched by routine, size, chunk, order, fill, backing and variant".into();
+    }
+    let mut paths = Vec::new();
+    for (_, r) in files {
+        for s in r.sides.iter().filter(|s| !s.is_builtin()) {
+            let p: Vec<String> = s
+                .kernel_paths
+                .iter()
+                .map(|(f, v)| format!("{f} -> {v}"))
+                .collect();
+            paths.push(format!(
+                "{}: {}",
+                s.name,
+                if p.is_empty() {
+                    "not recorded (variant names only)".into()
+                } else {
+                    p.join(", ")
+                }
+            ));
         }
     }
-    v
+    format!(
+        "rows matched by routine, size, chunk, order, fill, backing and kernel path: a kernel \
+         routine lines up with the built-in variant that follows the same path with the same \
+         alternatives decision ({}); x86 clear_page erms/rep/orig by name",
+        paths.join("; ")
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +207,15 @@ pub fn compare(
     format: Format,
     unit: Rate,
 ) -> Result<String> {
+    // Files from before sides get theirs (idempotent for newer files).
+    let files: &[(PathBuf, BenchResult)] = &files
+        .iter()
+        .map(|(p, r)| {
+            let mut r = r.clone();
+            r.upgrade();
+            (p.clone(), r)
+        })
+        .collect::<Vec<_>>();
     let (base_path, base) = files
         .first()
         .ok_or_else(|| Error::Usage("compare needs a base file".into()))?;
@@ -217,11 +257,24 @@ pub fn compare(
         design,
         ..Config::default()
     };
-    let (names, mut rows) = if files.len() == 1 {
+    let (names, mut rows, mut notes) = if files.len() == 1 {
         within_file(base_path, base, &cfg)?
     } else {
         across_files(files, &cfg)?
     };
+    let mixed = files
+        .iter()
+        .any(|(_, r)| r.sides.iter().any(SideInfo::is_builtin))
+        && files
+            .iter()
+            .any(|(_, r)| r.sides.iter().any(|s| !s.is_builtin()));
+    notes.insert(0, matching_note(files, mixed));
+    if rows.is_empty() {
+        return Err(Error::Usage(format!(
+            "no row lines up between the sides: {}",
+            notes.join("; ")
+        )));
+    }
     // Benjamini-Hochberg across the rows of each column.
     for j in 0..names.len() - 1 {
         let idx: Vec<usize> = (0..rows.len())
@@ -239,7 +292,7 @@ pub fn compare(
     if design == Design::Independent {
         drift_notes(&mut rows, &cfg);
     }
-    Ok(render(files, &names, &rows, &cfg, format, unit))
+    Ok(render(files, &names, &rows, &notes, &cfg, format, unit))
 }
 
 /// A reStructuredText grid table, as review tables on the lists use: '+'
@@ -294,69 +347,133 @@ pub fn compare_per_host(
     Ok(out)
 }
 
-/// The side names (A first) and the rows of a comparison.
-type Named = (Vec<String>, Vec<Row>);
+/// The side names (A first), the rows of a comparison and notes on
+/// cells that found no counterpart.
+type Named = (Vec<String>, Vec<Row>, Vec<String>);
 
-/// One file, two link configurations: rows keyed by the axes without the
-/// configuration, A = the first configuration, B = the second.
+/// One file, several sides (link configurations, kernel trees, built-ins
+/// beside a kernel): the first side is the base, each other side a column,
+/// rows matched by [`PathKey`].
 fn within_file(path: &Path, r: &BenchResult, cfg: &Config) -> Result<Named> {
-    let cs = configs(r);
-    if cs.len() != 2 {
+    let names = side_names(r);
+    if names.len() < 2 {
         return Err(Error::Usage(format!(
-            "{} holds {} link configuration(s) ({}): one file compares exactly two \
-             (`hypclear bench ... --config both`); to compare runs, pass two files",
+            "{} holds {} side(s) ({}): one file compares two or more (`hypclear bench ... \
+             --config both`, or several --kernel-tree/--blob, or --builtin beside one); to \
+             compare runs, pass two files",
             path.display(),
-            cs.len(),
-            cs.join(", ")
+            names.len(),
+            names.join(", ")
         )));
     }
-    let mut by_key: BTreeMap<Axes, [Option<&Cell>; 2]> = BTreeMap::new();
-    for c in &r.cells {
-        let side = usize::from(c.axes.config == cs[1]);
-        by_key.entry(key(&c.axes, true)).or_default()[side] = Some(c);
-    }
+    let mixed = sides::mixed(r);
+    let per_side: Vec<Vec<(PathKey, &Cell)>> =
+        (0..names.len()).map(|j| sides::by_path(r, j)).collect();
     let mut rows = Vec::new();
-    for (k, pair) in &by_key {
-        let [Some(a), Some(b)] = pair else {
-            return Err(Error::Usage(format!(
-                "{}: `{}` ran in only one link configuration; re-run with --config both",
-                path.display(),
-                k.label()
-            )));
+    let mut unmatched = Vec::new();
+    for (k, a) in &per_side[0] {
+        let others: Vec<Option<&Cell>> = per_side[1..]
+            .iter()
+            .map(|cells| cells.iter().find(|(x, _)| x == k).map(|(_, c)| *c))
+            .collect();
+        if let Some(missing) = others.iter().position(Option::is_none) {
+            if !mixed {
+                return Err(Error::Usage(format!(
+                    "{}: `{}` ran in {} but not in {}; re-run with the same options for every side \
+                     (--config both)",
+                    path.display(),
+                    a.axes.label_with(false),
+                    names[0],
+                    names[missing + 1]
+                )));
+            }
+            unmatched.push(format!("{} {}", names[0], a.axes.label_with(false)));
+            continue;
+        }
+        let others: Vec<&Cell> = others.into_iter().flatten().collect();
+        let label = if mixed {
+            k.label()
+        } else {
+            a.axes.label_with(false)
         };
-        push_rows(&mut rows, k, a, &[b], cfg);
+        push_rows(&mut rows, &label, a, &others, cfg);
     }
-    Ok((cs, rows))
+    for (j, cells) in per_side.iter().enumerate().skip(1) {
+        for (k, c) in cells {
+            if !per_side[0].iter().any(|(x, _)| x == k) {
+                unmatched.push(format!("{} {}", names[j], c.axes.label_with(false)));
+            }
+        }
+    }
+    Ok((names, rows, unmatched_notes(unmatched)))
 }
 
-/// Several files: each against the first, rows keyed by the axes (without
-/// the configuration when every file holds just one).
+fn unmatched_notes(unmatched: Vec<String>) -> Vec<String> {
+    if unmatched.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "{} cell(s) without a counterpart on every side, not compared (variants the kernel \
+         does not take, or axes one side lacks): {}",
+        unmatched.len(),
+        unmatched.join("; ")
+    )]
+}
+
+/// Several files: each against the first, rows keyed by [`Key`] (the
+/// side only when some file holds several). Built-in and kernel files
+/// (`--allow-mixed`) line up by kernel path; cells without a counterpart
+/// are listed, not compared.
 fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named> {
     let (base_path, base) = &files[0];
-    let ignore_config = files.iter().all(|(_, r)| configs(r).len() == 1);
-    let index = |r: &BenchResult| -> BTreeMap<Axes, usize> {
+    let single = files.iter().all(|(_, r)| r.sides.len() == 1);
+    let with_side = !single;
+    let mixed = files
+        .iter()
+        .any(|(_, r)| r.sides.iter().any(SideInfo::is_builtin))
+        && files
+            .iter()
+            .any(|(_, r)| r.sides.iter().any(|s| !s.is_builtin()));
+    let index = |r: &BenchResult| -> BTreeMap<Key, usize> {
         r.cells
             .iter()
             .enumerate()
-            .map(|(i, c)| (key(&c.axes, ignore_config), i))
+            .map(|(i, c)| (key(r, c, with_side, mixed), i))
             .collect()
     };
     let base_idx = index(base);
-    let idx: Vec<BTreeMap<Axes, usize>> = files.iter().map(|(_, r)| index(r)).collect();
-    for ((p, _), m) in files.iter().zip(&idx).skip(1) {
-        if let Some(k) = base_idx.keys().find(|k| !m.contains_key(*k)) {
+    let idx: Vec<BTreeMap<Key, usize>> = files.iter().map(|(_, r)| index(r)).collect();
+    let mut unmatched = Vec::new();
+    for ((p, r), m) in files.iter().zip(&idx).skip(1) {
+        let lacking = |from: &BTreeMap<Key, usize>, to: &BTreeMap<Key, usize>| {
+            from.keys().find(|k| !to.contains_key(*k)).cloned()
+        };
+        if mixed {
+            for k in m.keys().filter(|k| !base_idx.contains_key(*k)) {
+                unmatched.push(format!(
+                    "{} {}",
+                    p.display(),
+                    r.cells[m[k]].axes.label_with(false)
+                ));
+            }
+            continue;
+        }
+        let label = |r: &BenchResult, m: &BTreeMap<Key, usize>, k: &Key| {
+            r.cells[m[k]].axes.label_with(!single)
+        };
+        if let Some(k) = lacking(&base_idx, m) {
             return Err(Error::Usage(format!(
                 "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
                 base_path.display(),
-                k.label(),
+                label(base, &base_idx, &k),
                 p.display()
             )));
         }
-        if let Some(k) = m.keys().find(|k| !base_idx.contains_key(*k)) {
+        if let Some(k) = lacking(m, &base_idx) {
             return Err(Error::Usage(format!(
                 "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
                 p.display(),
-                k.label(),
+                label(r, m, &k),
                 base_path.display()
             )));
         }
@@ -368,8 +485,8 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            if ignore_config {
-                format!("{stem} ({})", configs(r).join(","))
+            if single {
+                format!("{stem} ({})", side_names(r).join(","))
             } else {
                 stem
             }
@@ -377,20 +494,39 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
         .collect();
     let mut rows = Vec::new();
     for (k, &bi) in &base_idx {
-        let others: Vec<&Cell> = files[1..]
+        let others: Option<Vec<&Cell>> = files[1..]
             .iter()
             .zip(&idx[1..])
-            .map(|((_, r), m)| &r.cells[m[k]])
+            .map(|((_, r), m)| m.get(k).map(|&i| &r.cells[i]))
             .collect();
-        push_rows(&mut rows, k, &base.cells[bi], &others, cfg);
+        let a = &base.cells[bi];
+        let Some(others) = others else {
+            unmatched.push(format!(
+                "{} {}",
+                base_path.display(),
+                a.axes.label_with(false)
+            ));
+            continue;
+        };
+        let label = if mixed {
+            k.1.label()
+        } else {
+            a.axes.label_with(!single)
+        };
+        push_rows(&mut rows, &label, a, &others, cfg);
     }
-    Ok((names, rows))
+    Ok((names, rows, unmatched_notes(unmatched)))
 }
 
 /// The guest and host rows of one cell: `a` against each of `others`.
-fn push_rows(rows: &mut Vec<Row>, k: &Axes, a: &Cell, others: &[&Cell], cfg: &Config) {
+fn push_rows(rows: &mut Vec<Row>, label: &str, a: &Cell, others: &[&Cell], cfg: &Config) {
     let guest_at = rows.len();
     for class in [Class::Guest, Class::Host] {
+        // A kernel side has no host baseline (its routines exist only in
+        // the guest image): no host row to compare.
+        if class == Class::Host && others.iter().any(|b| b.host.is_empty()) {
+            continue;
+        }
         let sa = sessions(a, class);
         let Some(base_bps) = median_bps(&sa) else {
             continue;
@@ -406,7 +542,7 @@ fn push_rows(rows: &mut Vec<Row>, k: &Axes, a: &Cell, others: &[&Cell], cfg: &Co
             sides.push((sa.clone(), sb));
         }
         rows.push(Row {
-            label: k.label(),
+            label: label.to_string(),
             class,
             base_bps,
             cols,
@@ -464,6 +600,7 @@ fn render(
     files: &[(PathBuf, BenchResult)],
     names: &[String],
     rows: &[Row],
+    notes_above: &[String],
     cfg: &Config,
     format: Format,
     unit: Rate,
@@ -538,10 +675,15 @@ fn render(
         "hypclear compare: {}\n",
         if files.len() == 1 {
             format!(
-                "{}: {} (A) vs {} (B), sessions interleaved in one invocation",
+                "{}: {} (A) vs {} ({}), sessions interleaved in one invocation",
                 files[0].0.display(),
                 names[0],
-                names[1]
+                names[1..].join(", "),
+                if names.len() == 2 {
+                    "B"
+                } else {
+                    "each a column"
+                }
             )
         } else {
             format!(
@@ -566,6 +708,9 @@ fn render(
             " (each session of A paired with the session of B next to it, ABBA order)"
         }
     ));
+    for n in notes_above {
+        out.push_str(&format!("{n}\n"));
+    }
     let mut pre: Vec<String> = files.iter().map(|(_, r)| precondition(r)).collect();
     pre.dedup();
     out.push_str(&format!(
@@ -610,7 +755,7 @@ fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{Fill, Order, Sample};
+    use crate::bench::{Axes, Fill, Order, Sample};
     use crate::vmm::host::HostInfo;
 
     fn host(model: &str) -> HostInfo {
@@ -629,13 +774,14 @@ mod tests {
 
     fn axes(config: &str, chunk: u64) -> Axes {
         Axes {
-            routine: "memset".into(),
+            routine: crate::routines::Routine::Memset,
             variant: "erms".into(),
-            config: config.into(),
+            side: 0,
+            config: serde_json::from_value(serde_json::json!(config)).unwrap(),
             chunk,
             order: Order::Forward,
             fill: Fill::Populate,
-            backing: "anon".into(),
+            backing: crate::vmm::memory::Backing::Anon,
             size: 1 << 20,
             loops: 1,
             vcpus: 1,
@@ -692,6 +838,8 @@ mod tests {
             max_warmup: 20,
             session_setup_seconds: 0.0,
             partial: false,
+            sides: vec![],
+            kernel: None,
             cells,
         }
     }

@@ -20,6 +20,7 @@ pub mod inference;
 pub mod plan;
 pub mod report;
 pub mod sequence;
+pub mod sides;
 pub mod stats;
 
 pub use plan::{CellSpec, Plan};
@@ -27,10 +28,12 @@ pub use sequence::Steady;
 
 use crate::arch::CpuCaps;
 use crate::bench::stats::Summary;
+use crate::blob::{LinkConfig, Side};
 use crate::check::checker::Patterns;
 use crate::error::Result;
-use crate::routines::Kind;
+use crate::routines::{Kind, Routine};
 use crate::vmm::host::HostInfo;
+use crate::vmm::memory::Backing;
 use crate::vmm::privilege::PrivilegeChoice;
 use crate::vmm::{Vm, VmOptions};
 use serde::{Deserialize, Serialize};
@@ -115,27 +118,39 @@ impl Cache {
     }
 }
 
-/// The axes of one benchmark cell (each a column in the output).
+/// The axes of one benchmark cell (each a column in the output). The
+/// JSON spells them as before they were typed (`"routine": "memset"`,
+/// `"config": "vanilla"`, `"backing": "anon"`), so old files load.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Axes {
-    pub routine: String,
+    pub routine: Routine,
+    /// A variant name of the side's blob (built-in or kernel).
     pub variant: String,
-    pub config: String,
+    /// Index into [`BenchResult::sides`]; files written before sides have
+    /// none, and [`BenchResult::upgrade`] derives it from `config`.
+    #[serde(default)]
+    pub side: usize,
+    pub config: LinkConfig,
     pub chunk: u64,
     pub order: Order,
     pub fill: Fill,
-    pub backing: String,
+    pub backing: Backing,
     pub size: u64,
     pub loops: u64,
     pub vcpus: u64,
 }
 
 impl Axes {
-    /// One-line name, like a perf bench benchmark name.
+    /// One-line name, like a perf bench benchmark name (without the side).
     pub fn label(&self) -> String {
-        let mut parts = vec![self.routine.clone(), self.variant.clone()];
-        if !self.config.is_empty() {
-            parts.push(self.config.clone());
+        self.label_with(true)
+    }
+
+    /// The name with or without the link configuration.
+    pub fn label_with(&self, config: bool) -> String {
+        let mut parts = vec![self.routine.name().to_string(), self.variant.clone()];
+        if config {
+            parts.push(self.config.name().to_string());
         }
         parts.push(format!(
             "-s {} -k {}",
@@ -147,7 +162,7 @@ impl Axes {
         }
         parts.push(format!("{:?}", self.order).to_lowercase());
         parts.push(format!("{:?}", self.fill).to_lowercase());
-        parts.push(self.backing.clone());
+        parts.push(self.backing.to_string());
         if self.vcpus > 1 {
             parts.push(format!("x{} vCPUs", self.vcpus));
         }
@@ -265,6 +280,73 @@ impl Cell {
     }
 }
 
+/// One side of a bench (a built-in link configuration or a kernel blob),
+/// as the JSON records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideInfo {
+    /// Column name: `vanilla`, `memset`, or the tree directory / blob file.
+    pub name: String,
+    /// `builtin`, `kernel-tree` or `blob`.
+    pub kind: String,
+    pub config: LinkConfig,
+    /// One line: `built-in vanilla`, `kernel 6.12.57 (/src/linux)`.
+    pub label: String,
+    /// A kernel side's identity (tree, kernelversion, git HEAD, config
+    /// hash, alternatives taken), as the single-tree JSON's `kernel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<serde_json::Value>,
+    /// A kernel side's path per routine family, as the built-in variant
+    /// that follows it (e.g. memset -> orig): how compare lines a kernel
+    /// row up with a built-in one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_paths: BTreeMap<String, String>,
+}
+
+impl SideInfo {
+    /// The record of `side`; a kernel side's paths are decided with `caps`
+    /// (arm64 DC ZVA) and the features its alternatives took.
+    pub fn of(side: &Side, caps: &CpuCaps) -> SideInfo {
+        let mut kernel_paths = BTreeMap::new();
+        if let Some(e) = side.external() {
+            for fam in crate::kernel::routines::FAMILIES {
+                if let Some((v, _)) = crate::kernel::routines::builtin_equivalent(
+                    e.arch,
+                    fam,
+                    &e.kernelversion,
+                    &e.features,
+                    caps,
+                ) {
+                    kernel_paths.insert(fam.to_string(), v.to_string());
+                }
+            }
+        }
+        SideInfo {
+            name: side.name(),
+            kind: side.kind().into(),
+            config: side.config(),
+            label: side.describe(),
+            kernel: side.external().map(|e| e.report.clone()),
+            kernel_paths,
+        }
+    }
+
+    pub fn is_builtin(&self) -> bool {
+        self.kind == "builtin"
+    }
+
+    /// The kernel path a cell of this side follows, named as a built-in
+    /// variant: a built-in's own variant; a kernel routine's equivalent
+    /// (its `kernel` variant) or its own name (x86 clear_page erms/rep/orig
+    /// are the kernel's three routines).
+    pub fn path_of(&self, a: &Axes) -> String {
+        let fam = a.routine.family(a.config);
+        match self.kernel_paths.get(fam) {
+            Some(p) if !self.is_builtin() && a.variant == "kernel" => p.clone(),
+            _ => a.variant.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchResult {
     pub tool: String,
@@ -290,7 +372,114 @@ pub struct BenchResult {
     /// beyond its runs); 0 in older files.
     #[serde(default)]
     pub session_setup_seconds: f64,
+    /// The sides, in the order of `Axes::side` (empty in files written
+    /// before sides: see [`BenchResult::upgrade`]).
+    #[serde(default)]
+    pub sides: Vec<SideInfo>,
+    /// The first kernel side's identity (as files of one kernel tree had
+    /// it), `null` for built-ins only.
+    #[serde(default)]
+    pub kernel: Option<serde_json::Value>,
     pub cells: Vec<Cell>,
+}
+
+/// A kernel side's paths from a file before sides: its features and
+/// version, as [`SideInfo::of`] decides them (x86; arm64 needs the CPU's
+/// DC ZVA state, which such files do not record).
+fn old_kernel_paths(k: &serde_json::Value) -> BTreeMap<String, String> {
+    let arch = match k["arch"].as_str() {
+        Some("X86_64") | Some("x86_64") => crate::kernel::tree::Arch::X86_64,
+        _ => return BTreeMap::new(),
+    };
+    let present: std::collections::BTreeSet<String> = k["features_present"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let version = k["tree"]["kernelversion"].as_str().unwrap_or("");
+    crate::kernel::routines::FAMILIES
+        .iter()
+        .filter_map(|fam| {
+            crate::kernel::routines::builtin_equivalent(
+                arch,
+                fam,
+                version,
+                &present,
+                &CpuCaps::default(),
+            )
+            .map(|(v, _)| (fam.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+impl BenchResult {
+    /// A file from before sides: one side per link configuration in the
+    /// order they appear (a kernel side when the file has `kernel`), and
+    /// each cell's side from its configuration. Files with sides are kept.
+    pub fn upgrade(&mut self) {
+        if !self.sides.is_empty() {
+            return;
+        }
+        for c in &mut self.cells {
+            let config = c.axes.config;
+            let at = match self.sides.iter().position(|s| s.config == config) {
+                Some(i) => i,
+                None => {
+                    let (kind, name, label) = match &self.kernel {
+                        Some(k) => (
+                            "kernel-tree",
+                            k["tree"]["path"]
+                                .as_str()
+                                .and_then(|p| std::path::Path::new(p).file_name())
+                                .map_or("kernel".into(), |n| n.to_string_lossy().into_owned()),
+                            format!(
+                                "kernel {} ({})",
+                                k["tree"]["kernelversion"].as_str().unwrap_or("?"),
+                                k["tree"]["path"].as_str().unwrap_or("?")
+                            ),
+                        ),
+                        None => (
+                            "builtin",
+                            config.name().into(),
+                            format!("built-in {config}"),
+                        ),
+                    };
+                    self.sides.push(SideInfo {
+                        name,
+                        kind: kind.into(),
+                        config,
+                        label,
+                        kernel: self.kernel.clone(),
+                        kernel_paths: self
+                            .kernel
+                            .as_ref()
+                            .map(old_kernel_paths)
+                            .unwrap_or_default(),
+                    });
+                    self.sides.len() - 1
+                }
+            };
+            c.axes.side = at;
+        }
+    }
+
+    /// The side record of a cell (a placeholder if the file is damaged).
+    pub fn side_of(&self, c: &Cell) -> SideInfo {
+        self.sides
+            .get(c.axes.side)
+            .cloned()
+            .unwrap_or_else(|| SideInfo {
+                name: format!("side {}", c.axes.side),
+                kind: "builtin".into(),
+                config: c.axes.config,
+                label: format!("side {}", c.axes.side),
+                kernel: None,
+                kernel_paths: BTreeMap::new(),
+            })
+    }
 }
 
 /// Summaries over the undisturbed samples (all of them if every run was disturbed).
@@ -337,7 +526,9 @@ fn run_cells(
         c.guest.extend(g.measured);
         c.guest_warmup.extend(g.warmup);
         c.guest_steady.push(g.steady);
+        // The host baseline runs the built-in objects.
         if plan.host_baseline
+            && plan.sides[specs[i].side].is_builtin()
             && let Some(h) = host::run_cell(&specs[i], plan, pats, session, vm.counter_khz)?
         {
             c.host.extend(h.measured);
@@ -394,20 +585,27 @@ pub fn run(
             cache: Some(plan.cache),
             max_warmup: plan.max_warmup,
             session_setup_seconds: inference::mean_of(setup),
+            sides: plan.sides.iter().map(|s| SideInfo::of(s, caps)).collect(),
+            kernel: plan
+                .sides
+                .iter()
+                .find_map(Side::external)
+                .map(|e| e.report.clone()),
             cells,
         }
     };
     'sessions: for session in 0..plan.sessions {
         for &backing in &plan.backings {
-            // ABBA: the link configurations alternate their order from
-            // session to session, so a drift hits both sides alike.
-            let mut configs = plan.configs.clone();
+            // ABBA: the sides (link configurations, kernel trees) alternate
+            // their order from session to session (AB BA, or ABC CBA), so a
+            // drift hits every side alike.
+            let mut order: Vec<usize> = (0..plan.sides.len()).collect();
             if session % 2 == 1 {
-                configs.reverse();
+                order.reverse();
             }
-            for &config in &configs {
+            for side in order {
                 let idx: Vec<usize> = (0..specs.len())
-                    .filter(|&i| specs[i].backing == backing && specs[i].config == config)
+                    .filter(|&i| specs[i].backing == backing && specs[i].side == side)
                     .collect();
                 if idx.is_empty() {
                     continue;
@@ -417,7 +615,7 @@ pub fn run(
                     backing,
                     prefault: plan.prefault,
                     privilege: privilege.privilege,
-                    config,
+                    side: plan.sides[side].clone(),
                     vcpus: plan.vcpus,
                     seed: seed.wrapping_add(session),
                 };

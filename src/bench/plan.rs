@@ -3,9 +3,9 @@
 //! in guest RAM and the call that makes one pass over it. Pure: no KVM.
 use super::{Axes, Cache, Fill, Order};
 use crate::arch;
-use crate::blob::LinkConfig;
 use crate::blob::abi;
 use crate::blob::abi::PAGE_SIZE;
+use crate::blob::{LinkConfig, Side};
 use crate::check::checker::{GUARD, Placement};
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
@@ -57,7 +57,8 @@ pub struct Plan {
     pub orders: Vec<Order>,
     pub fills: Vec<Fill>,
     pub backings: Vec<Backing>,
-    pub configs: Vec<LinkConfig>,
+    /// The blob sources, interleaved by session.
+    pub sides: Vec<Side>,
     pub warmup: u64,
     /// Cap of the adaptive warm-up; 0: exactly `warmup` runs.
     pub max_warmup: u64,
@@ -77,6 +78,8 @@ pub struct CellSpec {
     pub axes: Axes,
     /// The routine the cell runs (clear_page with a larger -k runs clear_pages).
     pub routine: Routine,
+    /// Index into [`Plan::sides`].
+    pub side: usize,
     pub config: LinkConfig,
     pub backing: Backing,
     pub variant: &'static VariantDef,
@@ -152,15 +155,14 @@ impl Plan {
             return Ok(());
         };
         let known = |w: &str| {
-            self.configs.iter().any(|c| {
-                routines::variants(r, *c)
+            self.sides.iter().any(|c| {
+                routines::variants(r, c)
                     .iter()
                     .any(|v| routines::is_named(v, w))
             })
         };
-        if let (Some(want), Some(first)) = (names.iter().find(|w| !known(w)), self.configs.first())
-        {
-            let vs = routines::variants(r, *first);
+        if let (Some(want), Some(first)) = (names.iter().find(|w| !known(w)), self.sides.first()) {
+            let vs = routines::variants(r, first);
             return Err(Error::Usage(format!(
                 "unknown variant `{want}` for {r}; choose all or one of: {}",
                 vs.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
@@ -208,15 +210,17 @@ impl Plan {
         let mut notes = Vec::new();
         let mut extent_noted = false;
         let mut seen = std::collections::BTreeSet::new();
-        for &config in &self.configs {
-            for v in routines::variants(r, config) {
+        for (si, side) in self.sides.iter().enumerate() {
+            let config = side.config();
+            for v in routines::variants(r, side) {
                 if !self.variants.includes(v) {
                     continue;
                 }
                 if let Some(f) = caps.and_then(|c| v.requires.filter(|f| !c.has(f))) {
                     notes.push(format!(
-                        "{r} {} ({config}) skipped: the CPU does not have {f}",
-                        v.name
+                        "{r} {} ({}) skipped: the CPU does not have {f}",
+                        v.name,
+                        side.name()
                     ));
                     continue;
                 }
@@ -238,9 +242,12 @@ impl Plan {
                         } else {
                             r
                         };
+                        let mut axes = self.axes(routine, v, config, chunk, order);
+                        axes.side = si;
                         let base = CellSpec {
-                            axes: self.axes(routine, v, config, chunk, order),
+                            axes,
                             routine,
+                            side: si,
                             config,
                             backing: Backing::Anon,
                             variant: v,
@@ -272,13 +279,14 @@ impl Plan {
         order: Order,
     ) -> Axes {
         Axes {
-            routine: routine.name().into(),
+            routine,
             variant: v.name.into(),
-            config: config.name().into(),
+            side: 0,
+            config,
             chunk,
             order,
             fill: Fill::Populate,
-            backing: String::new(),
+            backing: Backing::Anon,
             size: self.size,
             loops: self.loops,
             vcpus: self.vcpus,
@@ -292,7 +300,7 @@ impl Plan {
             for &backing in &self.backings {
                 let mut s = base.clone();
                 s.axes.fill = fill;
-                s.axes.backing = backing.to_string();
+                s.axes.backing = backing;
                 s.backing = backing;
                 v.push(s);
             }
@@ -365,7 +373,7 @@ mod tests {
             orders: vec![Order::Forward, Order::Reverse],
             fills: vec![Fill::Populate],
             backings: vec![Backing::Anon],
-            configs: vec![LinkConfig::Vanilla],
+            sides: vec![LinkConfig::Vanilla.into()],
             warmup: 1,
             max_warmup: 20,
             repeats: 3,
@@ -389,7 +397,7 @@ mod tests {
     fn cells_cross_all_axes() {
         let p = plan();
         let (c, _) = p.expand(&caps()).unwrap();
-        let n = routines::variants(Routine::ClearPages, LinkConfig::Vanilla)
+        let n = routines::variants(Routine::ClearPages, &LinkConfig::Vanilla.into())
             .iter()
             .filter(|v| v.requires.is_none())
             .count();

@@ -16,7 +16,7 @@ pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
     let mut t = table(&[
         "routine",
         "variant",
-        "config",
+        "side",
         "chunk",
         "order",
         "fill",
@@ -36,13 +36,13 @@ pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
     for c in &r.cells {
         let a = &c.axes;
         let mut row = vec![
-            TCell::new(&a.routine),
+            TCell::new(a.routine),
             TCell::new(&a.variant),
-            TCell::new(&a.config),
+            TCell::new(r.side_of(c).name),
             right(format_size(a.chunk)),
             TCell::new(format!("{:?}", a.order).to_lowercase()),
             TCell::new(format!("{:?}", a.fill).to_lowercase()),
-            TCell::new(&a.backing),
+            TCell::new(a.backing),
         ];
         match &c.guest_bytes_per_sec {
             Some(s) => {
@@ -186,6 +186,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 #[derive(Serialize)]
 struct CsvRow<'a> {
     side: &'a str,
+    /// The blob side (`vanilla`, `memset`, a kernel tree's name).
+    blob: &'a str,
     routine: &'a str,
     variant: &'a str,
     config: &'a str,
@@ -224,19 +226,22 @@ pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
     let h = &r.host;
     for c in &r.cells {
         let a = &c.axes;
+        let blob = r.side_of(c).name;
+        let backing = a.backing.to_string();
         for (side, samples) in [("guest", &c.guest), ("host", &c.host)] {
             for x in samples.iter() {
                 let st = |k: &str| x.kvm_stats.get(k).copied().unwrap_or(0);
                 w.serialize(CsvRow {
                     side,
-                    routine: &a.routine,
+                    blob: &blob,
+                    routine: a.routine.name(),
                     variant: &a.variant,
-                    config: &a.config,
+                    config: a.config.name(),
                     size: a.size,
                     chunk: a.chunk,
                     order: format!("{:?}", a.order),
                     fill: format!("{:?}", a.fill),
-                    backing: &a.backing,
+                    backing: &backing,
                     loops: a.loops,
                     vcpus: a.vcpus,
                     session: x.session,
@@ -278,7 +283,12 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
         let a = &c.axes;
         let key = format!(
             "{} {} {} {:?} {:?} {}",
-            a.routine, a.variant, a.config, a.order, a.fill, a.backing
+            a.routine,
+            a.variant,
+            r.side_of(c).name,
+            a.order,
+            a.fill,
+            a.backing
         )
         .to_lowercase();
         let x = (a.chunk as f64).log2();
@@ -430,7 +440,8 @@ fn run_sequences(
     Ok(())
 }
 
-/// The bench as KTAP: one test per link configuration, one leaf per cell.
+/// The bench as KTAP: one test per side (link configuration or kernel
+/// blob), one leaf per cell.
 /// A cell's runs were verified before and after (a wrong result ends the
 /// bench with exit 1), so a cell with measured runs is `ok`, with its
 /// medians, ratio and flags as diagnostics; a cell an interrupt left
@@ -440,6 +451,7 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
     let mut configs: Vec<(String, Vec<Test>)> = Vec::new();
     for c in &r.cells {
         let a = &c.axes;
+        let side = r.side_of(c).name;
         let name = format!(
             "{} {} -s {} -k {} {} {} {}",
             a.routine,
@@ -454,8 +466,7 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
             None => Test::leaf(name, Outcome::Skip("no measured runs (interrupted)".into())),
             Some(g) => {
                 let mut d = vec![format!(
-                    "{}/{name}: guest median {} GB/s over {} runs{}",
-                    a.config,
+                    "{side}/{name}: guest median {} GB/s over {} runs{}",
                     gbps(g.median),
                     g.n,
                     c.host_bytes_per_sec
@@ -464,18 +475,18 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
                         .unwrap_or_default()
                 )];
                 if let Some(ratio) = c.guest_host_ratio {
-                    d.push(format!("{}/{name}: guest/host {ratio:.3}", a.config));
+                    d.push(format!("{side}/{name}: guest/host {ratio:.3}"));
                 }
                 let f = flags(c);
                 if !f.is_empty() {
-                    d.push(format!("{}/{name}: {f}", a.config));
+                    d.push(format!("{side}/{name}: {f}"));
                 }
                 Test::leaf(name, Outcome::Pass).with_diagnostics(d)
             }
         };
-        match configs.iter_mut().find(|(k, _)| *k == a.config) {
+        match configs.iter_mut().find(|(k, _)| *k == side) {
             Some((_, leaves)) => leaves.push(leaf),
-            None => configs.push((a.config.clone(), vec![leaf])),
+            None => configs.push((side, vec![leaf])),
         }
     }
     Document::Tests(

@@ -131,7 +131,7 @@ mod tests {
             orders: vec![Order::Forward],
             fills: vec![Fill::Populate],
             backings: vec![Backing::Anon],
-            configs: vec![LinkConfig::Vanilla],
+            sides: vec![LinkConfig::Vanilla.into()],
             warmup,
             max_warmup,
             repeats: 3,

@@ -8,19 +8,33 @@
 pub mod abi;
 pub mod hyprel;
 pub mod link;
+pub mod side;
 use crate::arch::RamAccess;
 use crate::error::{Error, Result};
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use vm_memory::{Bytes, GuestAddress};
 
 pub use link::SYMBOL_PREFIX;
+pub use side::{External, Side};
 /// Size of one alias/selftest table row: `{ u64 routine, u64 name }`.
 pub const ROW_SIZE: u64 = 16;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkConfig {
     /// clear_page is its own routine, aliased to __pi_clear_page_<variant>.
@@ -89,50 +103,11 @@ pub struct Blob {
     pub image: Option<Arc<[u8]>>,
 }
 
-/// A blob that is not one of the built-ins: a kernel tree's routines
-/// (`--kernel-tree` / `--blob`). Selected once per process, before any VM,
-/// so every command and check runs it instead of the built-ins.
-#[derive(Debug)]
-pub struct External {
-    pub blob: Blob,
-    /// The routine variants it offers.
-    pub variants: &'static [crate::arch::VariantDef],
-    /// For reports: the tree's identity, link configuration, alternatives.
-    pub report: serde_json::Value,
-    /// One line per routine: which path it takes.
-    pub paths: Vec<String>,
-    /// Short label, e.g. `kernel 6.12.57 (/src/linux)`.
-    pub label: String,
-}
-
-static EXTERNAL: OnceLock<External> = OnceLock::new();
-
-/// Select `e` for the rest of the process (once).
-pub fn select_external(e: External) -> Result<()> {
-    EXTERNAL
-        .set(e)
-        .map_err(|_| Error::Internal("a second external blob was selected".into()))
-}
-
-/// The selected external blob, if any.
-pub fn external() -> Option<&'static External> {
-    EXTERNAL.get()
-}
-
 /// Where a blob was loaded (plain data, defined by the arch contract).
 pub use crate::arch::Loaded;
 impl Blob {
-    /// The blob of `config`: the selected external blob, else the built-in.
+    /// The built-in blob of `config` (a kernel blob is a [`Side::Kernel`]).
     pub fn get(config: LinkConfig) -> Result<Blob> {
-        if let Some(e) = external() {
-            if e.blob.config == config {
-                return Ok(e.blob.clone());
-            }
-            return Err(Error::Usage(format!(
-                "the {} is linked in the {} configuration; --config {config} is not available for it",
-                e.label, e.blob.config
-            )));
-        }
         #[cfg(target_arch = "aarch64")]
         let image = Some(Arc::from(config.image()));
         #[cfg(not(target_arch = "aarch64"))]

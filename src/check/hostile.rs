@@ -315,7 +315,7 @@ fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<String> {
 /// Run the routine as a memset of the selftest size, checked with
 /// `--check whole`; "verification passed" or the checker's reason.
 fn memset_case(vm: &mut Vm, index: u64, seed: u64, timeout: Duration) -> Result<String> {
-    let variant = routines::variants(Routine::Memset, vm.blob.config)
+    let variant = routines::variants(Routine::Memset, &vm.side)
         .into_iter()
         .next()
         .ok_or_else(|| Error::Blob("no memset variant".into()))?;

@@ -70,7 +70,7 @@ pub fn run_case(
     expected: Expect,
     timeout: Duration,
 ) -> Result<CaseResult> {
-    let memset = routines::variants(Routine::Memset, opts.config)
+    let memset = routines::variants(Routine::Memset, &opts.side)
         .into_iter()
         .next()
         .ok_or_else(|| Error::Blob("no memset variant".into()))?;
@@ -150,8 +150,8 @@ pub fn run_case(
 pub fn vm_options(base: &VmOptions) -> VmOptions {
     let mut o = base.clone();
     o.mem = o.mem.clamp(arch::MIN_RAM, (64 << 20).max(arch::MIN_RAM));
-    if o.config != LinkConfig::Memset {
-        o.config = LinkConfig::Vanilla;
+    if o.side.config() != LinkConfig::Memset {
+        o.side = LinkConfig::Vanilla.into();
     }
     o
 }

@@ -126,10 +126,10 @@ pub fn placement(spec: &CheckSpec) -> Placement {
 
 // Over 80 lines: the check matrix written out as one list (routine x
 // variant x size x offset) so it reads as the specification of the suite.
-/// Plan the suite for `config`. Variants the CPU cannot run and sizes that
+/// Plan the suite for `side`. Variants the CPU cannot run and sizes that
 /// do not fit the arena come back as skipped records with the reason.
 pub fn plan(
-    config: LinkConfig,
+    side: &crate::blob::Side,
     caps: &arch::CpuCaps,
     filter: &Filter,
     arena: u64,
@@ -137,7 +137,8 @@ pub fn plan(
     let mut specs = Vec::new();
     let mut skipped = Vec::new();
     for routine in Routine::ALL {
-        for v in routines::variants(routine, config) {
+        let config = side.config();
+        for v in routines::variants(routine, side) {
             if !filter.wants(routine, v) {
                 continue;
             }

@@ -3,7 +3,7 @@
 use super::{Ctx, progress};
 use crate::arch;
 use crate::bench::{self, BenchResult};
-use crate::blob::LinkConfig;
+use crate::blob::{LinkConfig, Side};
 use crate::cli::{BenchArgs, Common};
 use crate::error::{Error, Result};
 use crate::report;
@@ -21,11 +21,11 @@ macro_rules! say {
     };
 }
 
-pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
+pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -> Result<i32> {
     // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
     // request to stop too, never a silent kill.
     crate::vmm::interrupt::install()?;
-    let plan = a.plan(common)?;
+    let plan = a.plan(common, &sides)?;
     let ktap = common.format == crate::cli::Format::Ktap;
     for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {
         report::precheck_output(path)?;
@@ -48,7 +48,7 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
             "bench (guest regions plus the host baseline buffer)",
         )?;
     }
-    let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need))?;
+    let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need), sides)?;
     let (specs, notes) = plan.expand(&ctx.caps)?;
     let p = &ctx.privilege;
     say!(
@@ -67,10 +67,21 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         p.reason
     );
     say!(ktap, "precondition: {}", plan.cache.describe());
-    for line in super::kernel::summary_lines() {
+    if plan.sides.len() > 1 {
+        say!(
+            ktap,
+            "sides (sessions interleaved, order reversed every other session): {}",
+            plan.sides
+                .iter()
+                .map(|s| format!("{} = {}", s.name(), s.describe()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    for line in super::kernel::summary_lines(&plan.sides) {
         say!(ktap, "{line}");
     }
-    if crate::blob::external().is_some() {
+    if ctx.has_kernel_side() {
         say!(
             ktap,
             "note: no host baseline for a kernel blob (its routines exist only in the guest image)"
@@ -79,12 +90,14 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     for n in &notes {
         say!(ktap, "note: {n}");
     }
-    if let Some(v) = routines::kernel_default(
-        a.routine,
-        LinkConfig::Vanilla,
-        &ctx.caps,
-        arch::DEFAULT_KERNEL,
-    ) {
+    if ctx.sides.iter().any(Side::is_builtin)
+        && let Some(v) = routines::kernel_default(
+            a.routine,
+            LinkConfig::Vanilla,
+            &ctx.caps,
+            arch::DEFAULT_KERNEL,
+        )
+    {
         say!(
             ktap,
             "note: kernel {} would run {} {} on this CPU (6.1: {})",
@@ -118,6 +131,9 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
         result.host.counter_khz,
         ctx.start.elapsed().as_secs_f64()
     );
+    for l in bench::sides::ratio_lines(&result) {
+        say!(ktap, "{l}");
+    }
     for l in bench::report::variance_lines(&result, 0.02) {
         say!(ktap, "{l}");
     }
@@ -134,18 +150,12 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant) -> Result<i32> {
     Ok(0)
 }
 
-/// The bench JSON: the result plus the kernel blob it ran, if any.
+/// The bench JSON (the result carries its sides and kernel blob).
 fn write_json(path: &std::path::Path, result: &BenchResult) -> Result<()> {
-    let mut v = serde_json::to_value(result).map_err(|e| Error::Io {
+    let v = serde_json::to_value(result).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e),
     })?;
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert(
-            "kernel".into(),
-            crate::blob::external().map_or(serde_json::Value::Null, |e| e.report.clone()),
-        );
-    }
     report::write_json(path, &v)
 }
 

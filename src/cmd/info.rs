@@ -1,7 +1,7 @@
 //! `hypclear info`: host, KVM, CPU features, privilege and the blobs.
 use super::Ctx;
 use crate::arch;
-use crate::blob::{Blob, LinkConfig, TableRow};
+use crate::blob::{Blob, Side, TableRow};
 use crate::error::Result;
 use crate::report;
 use crate::vmm::host::HostInfo;
@@ -24,8 +24,9 @@ struct BlobInfo {
 /// Boot (without running) one VM per configuration to see each blob loaded.
 fn blobs(ctx: &Ctx, host: &mut HostInfo) -> Result<BTreeMap<String, BlobInfo>> {
     let mut blobs = BTreeMap::new();
-    for (i, config) in ctx.configs().into_iter().enumerate() {
-        let vm = Vm::new(vmm::open_kvm()?, &ctx.vm_options(config))?;
+    for (i, side) in ctx.sides.iter().enumerate() {
+        let config = side.config();
+        let vm = Vm::new(vmm::open_kvm()?, &ctx.vm_options(side))?;
         if i == 0 {
             host.counter_khz = vm.counter_khz;
         }
@@ -94,7 +95,7 @@ fn summary_table(
         format!("{} ({}; {})", p.name, p.reason, p.source_text()),
     ]);
     t.add_row(vec!["seed".to_string(), ctx.seed.to_string()]);
-    if let Some(e) = crate::blob::external() {
+    for e in ctx.sides.iter().filter_map(Side::external) {
         let r = &e.report;
         t.add_row(vec!["kernel blob".to_string(), e.label.clone()]);
         t.add_row(vec![
@@ -125,8 +126,8 @@ fn summary_table(
     t
 }
 
-fn alias_table(config: LinkConfig) -> Result<comfy_table::Table> {
-    let blob = Blob::get(config)?;
+fn alias_table(side: &Side) -> Result<comfy_table::Table> {
+    let blob = side.blob()?;
     let mut a = report::table(&["alias (__hypclear_)", "-> routine", "offset", "table"]);
     let rows = blob
         .aliases
@@ -165,11 +166,11 @@ pub fn info(ctx: &Ctx) -> Result<i32> {
     let mut host = HostInfo::collect(&ctx.caps, 0);
     let blobs = blobs(ctx, &mut host)?;
     crate::outln!("{}", summary_table(ctx, &kvm, &host, &blobs));
-    if crate::blob::external().is_none() {
+    if ctx.sides.iter().all(|s| s.external().is_none()) {
         crate::outln!("built-in variants:\n{}", variant_table());
     }
-    for config in ctx.configs() {
-        crate::outln!("{config} configuration:\n{}", alias_table(config)?);
+    for side in &ctx.sides {
+        crate::outln!("{} configuration:\n{}", side.config(), alias_table(side)?);
     }
     if let Some(path) = &ctx.common.json {
         let doc = json!({
@@ -181,7 +182,7 @@ pub fn info(ctx: &Ctx) -> Result<i32> {
             "variants": arch::VARIANTS.iter().map(|v| json!({
                 "family": v.family, "name": v.name, "requires": v.requires, "kernel": v.kernel,
             })).collect::<Vec<_>>(),
-            "kernel": crate::blob::external().map(|e| e.report.clone()),
+            "kernel": ctx.sides.iter().find_map(Side::external).map(|e| e.report.clone()),
             "guest": { "privilege": ctx.privilege, "seed": ctx.seed, "blobs": blobs,
                        "load_address": blobs.values().next().map(|b| b.load_address) },
         });

@@ -1,6 +1,6 @@
 //! `--kernel-tree` / `--blob` on run, verify, bench and info (select the
 //! kernel blob before anything else), and `hypclear blob`.
-use crate::blob::{self, Blob, External, LinkConfig};
+use crate::blob::{Blob, External, LinkConfig, Side};
 use crate::cli::{BlobArgs, Common};
 use crate::error::{Error, Result};
 use crate::kernel::blob::{self as kblob, AltChoice, Loaded, MakeRequest};
@@ -25,9 +25,9 @@ fn progress(line: &str) {
 
 /// `hypclear blob --kernel-tree PATH [--arch A] -o FILE`.
 pub fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
-    let Some(tree_path) = &common.kernel.kernel_tree else {
+    let [tree_path] = common.kernel.kernel_tree.as_slice() else {
         return Err(Error::Usage(
-            "hypclear blob needs --kernel-tree PATH (the kernel source tree to build)".into(),
+            "hypclear blob needs one --kernel-tree PATH (the kernel source tree to build)".into(),
         ));
     };
     let made = kblob::make(&request(common, tree_path), Some(&args.output), progress)?;
@@ -45,10 +45,14 @@ pub fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Build (for `--kernel-tree`) or read (`--blob`) the kernel blob, apply
-/// its alternatives and select it for the whole command.
-pub fn select(common: &Common) -> Result<()> {
+/// Build (each `--kernel-tree`) or read (each `--blob`) the kernel blobs
+/// and apply their alternatives: the kernel sides of the command, trees
+/// first, in the order given.
+pub fn sides(common: &Common) -> Result<Vec<Side>> {
     let k = &common.kernel;
+    if !k.is_set() {
+        return Ok(Vec::new());
+    }
     if let Some(a) = k.arch
         && Some(a) != Arch::host()
     {
@@ -57,26 +61,57 @@ pub fn select(common: &Common) -> Result<()> {
              `hypclear blob --arch {a} --kernel-tree TREE -o FILE` and run it with --blob on an {a} host"
         )));
     }
-    let (file, source) = match (&k.kernel_tree, &k.blob) {
-        (Some(t), _) => {
-            let made = kblob::make(&request(common, t), None, progress)?;
-            (made.file, "kernel-tree")
-        }
-        (None, Some(f)) => (f.clone(), "blob"),
-        (None, None) => return Ok(()),
-    };
+    if k.kernel_build_dir.is_some() && k.kernel_tree.len() > 1 {
+        return Err(Error::Usage(
+            "--kernel-build-dir names one build directory: with several --kernel-tree, leave it \
+             out (each tree gets its own cache directory)"
+                .into(),
+        ));
+    }
     let choice = AltChoice::parse(&k.alternatives);
     let guest = if choice == AltChoice::Guest {
         kblob::guest_view(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?))
     } else {
         Default::default()
     };
-    let loaded = kblob::load(&file, &choice, &guest)?;
-    let external = external(loaded, source)?;
-    blob::select_external(external)
+    let mut files = Vec::new();
+    for t in &k.kernel_tree {
+        let made = kblob::make(&request(common, t), None, progress)?;
+        files.push((made.file, "kernel-tree", t.clone()));
+    }
+    for f in &k.blob {
+        files.push((f.clone(), "blob", f.clone()));
+    }
+    let mut out: Vec<Side> = Vec::new();
+    let mut shorts: Vec<String> = Vec::new();
+    for (file, source, given) in files {
+        let loaded = kblob::load(&file, &choice, &guest)?;
+        let mut short = short_name(&given, source);
+        if shorts.contains(&short) {
+            short = format!("{short}#{}", out.len() + 1);
+        }
+        shorts.push(short.clone());
+        out.push(Side::Kernel(Arc::new(external(loaded, source, short)?)));
+    }
+    Ok(out)
 }
 
-fn external(l: Loaded, source: &str) -> Result<External> {
+/// A kernel side's column name: the tree's directory name, or the blob
+/// file's stem.
+fn short_name(given: &Path, source: &str) -> String {
+    let full = given.canonicalize().unwrap_or_else(|_| given.to_path_buf());
+    let name = if source == "blob" {
+        full.file_stem()
+    } else {
+        full.file_name()
+    };
+    name.map_or_else(
+        || given.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+fn external(l: Loaded, source: &str, short: String) -> Result<External> {
     let m = &l.meta;
     let config = match m.link_config {
         tree::LinkConfig::Vanilla => LinkConfig::Vanilla,
@@ -120,22 +155,26 @@ fn external(l: Loaded, source: &str) -> Result<External> {
         report,
         paths: l.paths,
         label,
+        short,
+        kernelversion: m.tree.kernelversion.clone(),
+        features: l.features,
+        arch: m.arch,
     })
 }
 
-/// The lines every table shows for a kernel blob (empty for built-ins).
-pub fn summary_lines() -> Vec<String> {
-    let Some(e) = blob::external() else {
-        return Vec::new();
-    };
-    let r = &e.report;
-    let mut out = vec![format!(
-        "{}: link configuration {} ({}); alternatives {}",
-        e.label,
-        e.blob.config,
-        r["link_reason"].as_str().unwrap_or(""),
-        r["alternatives"].as_str().unwrap_or("")
-    )];
-    out.extend(e.paths.iter().map(|p| format!("  {p}")));
+/// The lines every table shows for the kernel sides (none for built-ins).
+pub fn summary_lines(sides: &[Side]) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in sides.iter().filter_map(Side::external) {
+        let r = &e.report;
+        out.push(format!(
+            "{}: link configuration {} ({}); alternatives {}",
+            e.label,
+            e.blob.config,
+            r["link_reason"].as_str().unwrap_or(""),
+            r["alternatives"].as_str().unwrap_or("")
+        ));
+        out.extend(e.paths.iter().map(|p| format!("  {p}")));
+    }
     out
 }

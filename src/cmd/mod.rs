@@ -12,7 +12,7 @@ mod selftest;
 mod verify;
 
 use crate::arch;
-use crate::blob::LinkConfig;
+use crate::blob::{LinkConfig, Side};
 use crate::cli::{Cli, Cmd, Common, Format};
 use crate::error::{Error, Result};
 use crate::vmm::privilege::{self, CplChoice, PrivilegeChoice};
@@ -29,13 +29,15 @@ pub struct Ctx {
     /// Guest RAM size for every VM of this command.
     pub mem: u64,
     pub timeout: Duration,
+    /// The blob sources to run: built-in link configurations and/or kernel blobs.
+    pub sides: Vec<Side>,
 }
 
 impl Ctx {
     /// Validate the options and the environment, read the CPU
     /// capabilities, pick the seed and the guest privilege (`--cpl auto`
     /// may run a calibration VM). `mem` is the guest RAM size to use.
-    pub fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Ctx> {
+    pub fn resolve(common: &Common, start: Instant, mem: u64, sides: Vec<Side>) -> Result<Ctx> {
         let timeout = timeout(common.timeout)?;
         if let Some(path) = &common.json {
             crate::report::precheck_output(path)?;
@@ -54,24 +56,26 @@ impl Ctx {
             privilege: privilege::choose(cpl)?,
             mem,
             timeout,
+            sides,
         })
     }
 
-    /// Options of one VM in link configuration `config`.
-    pub fn vm_options(&self, config: LinkConfig) -> VmOptions {
+    /// Options of one VM of `side`.
+    pub fn vm_options(&self, side: &Side) -> VmOptions {
         VmOptions {
             mem: self.mem,
             backing: self.common.backing,
             prefault: self.common.prefault,
             privilege: self.privilege.privilege,
-            config,
+            side: side.clone(),
             vcpus: 1,
             seed: self.seed,
         }
     }
 
-    pub fn configs(&self) -> Vec<LinkConfig> {
-        self.common.configs()
+    /// Whether any side is a kernel blob.
+    pub fn has_kernel_side(&self) -> bool {
+        self.sides.iter().any(|s| !s.is_builtin())
     }
 
     /// A human-readable line: on stdout, or on stderr when stdout carries
@@ -155,19 +159,24 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         _ => {}
     }
     let command = cli.command.unwrap_or(Cmd::Run);
-    if common.kernel.is_set() {
-        match &command {
-            Cmd::Run | Cmd::Verify(_) | Cmd::Bench(_) | Cmd::Info => kernel::select(common)?,
-            Cmd::Blob(_) => {}
-            _ => {
-                return Err(Error::Usage(
-                    "--kernel-tree/--blob apply to run, verify, bench, info and blob only \
-                     (selftest runs hypclear's own broken routines; compare reads JSON)"
-                        .into(),
-                ));
-            }
+    let sides = match &command {
+        Cmd::Run | Cmd::Verify(_) | Cmd::Info => sides(common, false, false)?,
+        Cmd::Bench(a) => sides(common, true, a.builtin)?,
+        Cmd::Blob(_) => Vec::new(),
+        _ if common.kernel.is_set() => {
+            return Err(Error::Usage(
+                "--kernel-tree/--blob apply to run, verify, bench, info and blob only \
+                 (selftest runs hypclear's own broken routines; compare reads JSON)"
+                    .into(),
+            ));
         }
-    }
+        _ => common
+            .builtin_configs()
+            .into_iter()
+            .map(Side::Builtin)
+            .collect(),
+    };
+    let resolve = |sides: Vec<Side>| Ctx::resolve(common, start, common.mem(), sides);
     match command {
         Cmd::Blob(a) => kernel::blob(common, &a),
         Cmd::Compare(a) => compare::compare(common, &a),
@@ -185,15 +194,73 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             crate::report::print_bytes(&out);
             Ok(0)
         }
-        Cmd::Bench(a) => bench::bench(common, &a, start),
-        Cmd::Run => run::run(common, start),
-        Cmd::Verify(a) => verify::verify(common, &a, start, "verify"),
-        Cmd::Selftest(a) if a.hostile => {
-            selftest::hostile(&Ctx::resolve(common, start, common.mem())?, &a.case)
-        }
-        Cmd::Selftest(_) => selftest::selftest(&Ctx::resolve(common, start, common.mem())?),
-        Cmd::Info => info::info(&Ctx::resolve(common, start, common.mem())?),
+        Cmd::Bench(a) => bench::bench(common, &a, start, sides),
+        Cmd::Run => run::run(common, start, sides),
+        Cmd::Verify(a) => verify::verify(common, &a, start, "verify", sides),
+        Cmd::Selftest(a) if a.hostile => selftest::hostile(&resolve(sides)?, &a.case),
+        Cmd::Selftest(_) => selftest::selftest(&resolve(sides)?),
+        Cmd::Info => info::info(&resolve(sides)?),
     }
+}
+
+/// The sides of run, verify, info and bench: the kernel blobs asked for
+/// (`--kernel-tree`, `--blob`), else the built-in link configurations of
+/// `--config`. Only bench takes several kernel sides, and built-ins beside
+/// them (`--builtin`: first, in `--config` or else the kernels' link
+/// configurations).
+fn sides(common: &Common, bench: bool, builtin: bool) -> Result<Vec<Side>> {
+    let kernel = kernel::sides(common)?;
+    if kernel.is_empty() {
+        if builtin {
+            return Err(Error::Usage(
+                "--builtin adds the built-in routines beside --kernel-tree/--blob sides; \
+                 without those, bench runs the built-ins anyway (leave --builtin out)"
+                    .into(),
+            ));
+        }
+        return Ok(common
+            .builtin_configs()
+            .into_iter()
+            .map(Side::Builtin)
+            .collect());
+    }
+    if !bench && kernel.len() > 1 {
+        return Err(Error::Usage(format!(
+            "{} kernel sides given (--kernel-tree/--blob); only bench runs several in one \
+             invocation: give one here",
+            kernel.len()
+        )));
+    }
+    let mut kernel_configs: Vec<LinkConfig> = Vec::new();
+    for s in &kernel {
+        if !kernel_configs.contains(&s.config()) {
+            kernel_configs.push(s.config());
+        }
+    }
+    if builtin {
+        let configs = common
+            .config
+            .map_or(kernel_configs, crate::cli::ConfigChoice::configs);
+        return Ok(configs
+            .into_iter()
+            .map(Side::Builtin)
+            .chain(kernel)
+            .collect());
+    }
+    if let Some(choice) = common.config
+        && let Some(s) = kernel
+            .iter()
+            .find(|s| !choice.configs().contains(&s.config()))
+    {
+        return Err(Error::Usage(format!(
+            "the {} is linked in the {} configuration; --config {} is not available for it \
+             (bench: add --builtin to run the built-ins in that configuration beside it)",
+            s.describe(),
+            s.config(),
+            choice.name()
+        )));
+    }
+    Ok(kernel)
 }
 
 /// Whether progress bars are drawn: on a terminal, unless `TERM=dumb` or

@@ -39,8 +39,9 @@ fn ktap(results: &[(LinkConfig, CaseResult)]) -> Document {
 pub fn selftest(ctx: &Ctx) -> Result<i32> {
     let p = &ctx.privilege;
     let mut results = Vec::new();
-    for config in ctx.configs() {
-        let opts = crate::check::selftest::vm_options(&ctx.vm_options(config));
+    for side in &ctx.sides {
+        let config = side.config();
+        let opts = crate::check::selftest::vm_options(&ctx.vm_options(side));
         for r in crate::check::selftest::run(&opts, ctx.timeout)? {
             results.push((config, r));
         }
@@ -89,8 +90,9 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
 /// `hypclear selftest --hostile`: every hostile guest must end the way its
 /// case expects (exit 0), or the harness has a hole (exit 1).
 pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
-    let opts =
-        crate::check::selftest::vm_options(&ctx.vm_options(crate::blob::LinkConfig::Vanilla));
+    let opts = crate::check::selftest::vm_options(
+        &ctx.vm_options(&crate::blob::LinkConfig::Vanilla.into()),
+    );
     let results = crate::check::hostile::run(&opts, only, ctx.timeout)?;
     let mut t = report::table(&["hostile guest", "expected", "handled", "observed", "s"]);
     for r in &results {

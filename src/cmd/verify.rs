@@ -2,8 +2,8 @@
 //! and size.
 use super::{Ctx, progress};
 use crate::arch;
-use crate::blob::LinkConfig;
 use crate::blob::abi::PAGE_SIZE;
+use crate::blob::{LinkConfig, Side};
 use crate::check::checker::Patterns;
 use crate::check::suite::{self, CheckRecord, Filter, Verdict};
 use crate::cli::{Common, Format, VerifyArgs};
@@ -22,12 +22,12 @@ fn arena(mem: u64) -> u64 {
 }
 
 /// Usage errors in the variant filter, found before any VM is created.
-fn check_variants(configs: &[LinkConfig], f: &Filter) -> Result<()> {
+fn check_variants(configs: &[Side], f: &Filter) -> Result<()> {
     let selected = |r: &Routine| f.routines.is_empty() || f.routines.contains(r);
     for v in &f.variants {
         let known = configs.iter().any(|c| {
             Routine::ALL.iter().filter(|r| selected(r)).any(|r| {
-                routines::variants(*r, *c)
+                routines::variants(*r, c)
                     .iter()
                     .any(|x| routines::is_named(x, v))
             })
@@ -38,7 +38,7 @@ fn check_variants(configs: &[LinkConfig], f: &Filter) -> Result<()> {
                 .flat_map(|c| {
                     Routine::ALL
                         .iter()
-                        .flat_map(move |r| routines::variants(*r, *c))
+                        .flat_map(move |r| routines::variants(*r, c))
                 })
                 .map(|x| x.name)
                 .collect();
@@ -54,7 +54,7 @@ fn check_variants(configs: &[LinkConfig], f: &Filter) -> Result<()> {
 }
 
 /// Usage errors in verify's filters, found before any VM is created.
-fn check_filter(ctx: &Ctx, configs: &[LinkConfig], f: &Filter) -> Result<()> {
+fn check_filter(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
     check_variants(configs, f)?;
     for &size in &f.sizes {
         for r in Routine::ALL {
@@ -71,7 +71,7 @@ fn check_filter(ctx: &Ctx, configs: &[LinkConfig], f: &Filter) -> Result<()> {
         }
     }
     for c in configs {
-        let (specs, _) = suite::plan(*c, &ctx.caps, f, u64::MAX);
+        let (specs, _) = suite::plan(c, &ctx.caps, f, u64::MAX);
         let need = specs.iter().map(suite::footprint).max().unwrap_or(0);
         if !f.sizes.is_empty() && need > arena(ctx.mem) {
             let mem = (arch::ARENA_BASE - arch::RAM_BASE + need).next_multiple_of(arch::RAM_ALIGN);
@@ -121,13 +121,14 @@ struct ConfigRun {
 /// first guest failure.
 fn run_config(
     ctx: &Ctx,
-    config: LinkConfig,
+    side: &Side,
     filter: &Filter,
     pats: &PatternsOnce,
     bars: &indicatif::MultiProgress,
 ) -> Result<ConfigRun> {
-    let opts = ctx.vm_options(config);
-    let (specs, skipped) = suite::plan(config, &ctx.caps, filter, arena(opts.mem));
+    let config = side.config();
+    let opts = ctx.vm_options(side);
+    let (specs, skipped) = suite::plan(side, &ctx.caps, filter, arena(opts.mem));
     let mut vm = Vm::new(vmm::open_kvm()?, &opts)?;
     vm.vcpu(0)?.start(ctx.timeout)?;
     let first_hypercall = ctx.start.elapsed();
@@ -171,7 +172,7 @@ fn run_config(
 /// and guest RAM for all of them within half the host memory this process
 /// may use (`host_available`: MemAvailable, cgroup limits; hugetlb pages
 /// are reserved per VM, so that backing stays one at a time).
-fn concurrent(ctx: &Ctx, configs: &[LinkConfig]) -> bool {
+fn concurrent(ctx: &Ctx, configs: &[Side]) -> bool {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let available = crate::vmm::memory::host_available().map_or(0, |(bytes, _)| bytes);
     let need = ctx.mem.saturating_mul(configs.len() as u64);
@@ -208,7 +209,7 @@ impl PatternsOnce {
 /// guest failure.
 fn run_configs(
     ctx: &Ctx,
-    configs: &[LinkConfig],
+    configs: &[Side],
     side_by_side: bool,
     filter: &Filter,
     pats: &PatternsOnce,
@@ -218,7 +219,7 @@ fn run_configs(
         return std::thread::scope(|s| {
             let handles: Vec<_> = configs
                 .iter()
-                .map(|c| s.spawn(|| run_config(ctx, *c, filter, pats, bars)))
+                .map(|c| s.spawn(|| run_config(ctx, c, filter, pats, bars)))
                 .collect();
             handles
                 .into_iter()
@@ -235,7 +236,7 @@ fn run_configs(
     }
     let mut runs = Vec::new();
     for c in configs {
-        let r = run_config(ctx, *c, filter, pats, bars);
+        let r = run_config(ctx, c, filter, pats, bars);
         let stop = r
             .as_ref()
             .map_or(true, |r| r.run.failure.is_some() || r.run.interrupted);
@@ -251,12 +252,7 @@ fn run_configs(
 /// run side by side on their own threads where the machine allows (see
 /// [`concurrent`]): the host's fills and checks of one overlap the other's
 /// guest work. Results are reported in configuration order either way.
-fn run_suite(
-    ctx: &Ctx,
-    configs: &[LinkConfig],
-    side_by_side: bool,
-    filter: &Filter,
-) -> Result<Outcome> {
+fn run_suite(ctx: &Ctx, configs: &[Side], side_by_side: bool, filter: &Filter) -> Result<Outcome> {
     let (_, pattern) = sizes(filter);
     let pats = PatternsOnce::new(ctx.seed, pattern as usize);
     let bars = super::progress_group();
@@ -322,12 +318,7 @@ fn sizes(filter: &Filter) -> (u64, u64) {
 /// Check, before any VM, that the host can hold what the run touches: the
 /// largest target and its copy source in guest RAM, plus the host pattern
 /// (per link configuration: they may run side by side).
-fn check_memory(
-    ctx: &Ctx,
-    configs: &[LinkConfig],
-    side_by_side: bool,
-    filter: &Filter,
-) -> Result<()> {
+fn check_memory(ctx: &Ctx, configs: &[Side], side_by_side: bool, filter: &Filter) -> Result<()> {
     let (largest, pattern) = sizes(filter);
     let guest = (arch::ARENA_BASE - arch::RAM_BASE + 2 * largest + (4 << 20)).min(ctx.mem);
     let vms = if side_by_side {
@@ -344,12 +335,18 @@ fn check_memory(
     Ok(())
 }
 
-pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str) -> Result<i32> {
+pub fn verify(
+    common: &Common,
+    args: &VerifyArgs,
+    start: Instant,
+    command: &str,
+    sides: Vec<Side>,
+) -> Result<i32> {
     // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
     // request to stop too, never a silent kill.
     crate::vmm::interrupt::install()?;
-    let ctx = Ctx::resolve(common, start, common.mem())?;
-    let configs = ctx.configs();
+    let ctx = Ctx::resolve(common, start, common.mem(), sides)?;
+    let configs = ctx.sides.clone();
     let filter = Filter {
         routines: args.routine.clone(),
         variants: args.variant.clone(),
@@ -369,7 +366,7 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
         p.name,
         p.reason
     ));
-    for line in super::kernel::summary_lines() {
+    for line in super::kernel::summary_lines(&ctx.sides) {
         ctx.say(line);
     }
     let o = run_suite(&ctx, &configs, side_by_side, &filter)?;
@@ -378,19 +375,19 @@ pub fn verify(common: &Common, args: &VerifyArgs, start: Instant, command: &str)
 
 /// Print the table (or KTAP), the summary line and the failure, write the
 /// JSON report; the exit status of the run.
-fn report_outcome(ctx: &Ctx, configs: &[LinkConfig], o: &Outcome, command: &str) -> Result<i32> {
+fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Result<i32> {
     if ctx.common.format == Format::Ktap {
         let doc = report::checks_ktap(&o.records, o.failure.as_ref());
         report::print_bytes(doc.render().as_bytes());
     } else {
         // The built-ins' "kernel default" marks name built-in variants; a
         // kernel blob's header already says which path each routine takes.
-        let caps = match crate::blob::external() {
-            Some(_) => arch::CpuCaps {
+        let caps = match ctx.has_kernel_side() {
+            true => arch::CpuCaps {
                 defaults: Vec::new(),
                 ..ctx.caps.clone()
             },
-            None => ctx.caps.clone(),
+            false => ctx.caps.clone(),
         };
         ctx.say(report::checks_table(&o.records, o.counter_khz, &caps));
     }
@@ -418,7 +415,7 @@ fn report_outcome(ctx: &Ctx, configs: &[LinkConfig], o: &Outcome, command: &str)
         },
         configs
             .iter()
-            .map(|c| c.name())
+            .map(|c| c.config().name())
             .collect::<Vec<_>>()
             .join(", "),
         elapsed.as_secs_f64(),
@@ -451,13 +448,13 @@ fn report_outcome(ctx: &Ctx, configs: &[LinkConfig], o: &Outcome, command: &str)
 fn json_doc(
     ctx: &Ctx,
     command: &str,
-    configs: &[LinkConfig],
+    configs: &[Side],
     o: &Outcome,
     summary: serde_json::Value,
 ) -> serde_json::Value {
     let first_load = configs
         .first()
-        .and_then(|c| o.loads.get(c.name()))
+        .and_then(|c| o.loads.get(c.config().name()))
         .cloned()
         .unwrap_or(serde_json::Value::Null);
     json!({
@@ -475,7 +472,14 @@ fn json_doc(
             "seed": ctx.seed,
         },
         "partial": o.interrupted,
-        "kernel": crate::blob::external().map(|e| e.report.clone()),
+        "kernel": ctx.sides.iter().find_map(Side::external).map(|e| e.report.clone()),
+        // Per family, the built-in variant that follows the kernel blob's
+        // path with the same alternatives decision (the differential check).
+        "kernel_paths": ctx
+            .sides
+            .iter()
+            .find(|s| !s.is_builtin())
+            .map(|s| crate::bench::SideInfo::of(s, &ctx.caps).kernel_paths),
         "checks": o.records,
         "failure": o.failure,
         "summary": summary,

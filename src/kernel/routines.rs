@@ -84,9 +84,103 @@ pub fn variants(arch: Arch) -> &'static [VariantDef] {
     }
 }
 
+/// The routine families a kernel blob offers.
+pub const FAMILIES: [&str; 4] = ["clear_page", "memset", "memcpy", "copy_page"];
+
+/// The built-in variant that follows the same kernel path as a kernel
+/// blob's routine of `family`: the pick of the kernel version nearest to
+/// `kernelversion` (6.1 or 6.12, the versions the built-ins model) with
+/// the features the blob's alternatives were decided with (`present`, the
+/// same `--alternatives` decision), and the feature that decides.
+///
+/// x86 takes the features as the blob's alternatives saw them (no vendor
+/// rule on top: a host without FSRS in `present` runs memset_orig). arm64
+/// has no feature alternatives in these routines except 6.1 copy_page's
+/// NO_HW_PREFETCH; DC ZVA is decided at run time from DCZID_EL0, as the
+/// built-ins' pick in `caps` says.
+pub fn builtin_equivalent(
+    arch: Arch,
+    family: &str,
+    kernelversion: &str,
+    present: &std::collections::BTreeSet<String>,
+    caps: &crate::arch::CpuCaps,
+) -> Option<(&'static str, &'static str)> {
+    let v612 = version_at_least(kernelversion, 6, 12);
+    match arch {
+        Arch::X86_64 => {
+            use crate::arch::x86_64::kernel::{KernelVersion, StringFeatures, kernel_pick};
+            let has = |f: &str| present.contains(f);
+            let f = StringFeatures {
+                erms: has("erms"),
+                fsrm: has("fsrm"),
+                fsrs: has("fsrs"),
+                rep_good: has("rep_good"),
+                amd: false,
+            };
+            let version = if v612 {
+                KernelVersion::V6_12
+            } else {
+                KernelVersion::V6_1
+            };
+            kernel_pick(family, &f, version)
+        }
+        Arch::Aarch64 => {
+            if family == "copy_page" && !v612 {
+                return Some(if present.contains("has_no_hw_prefetch") {
+                    ("ldp-stnp-prfm", "ARM64_HAS_NO_HW_PREFETCH")
+                } else {
+                    ("ldp-stnp", "no ARM64_HAS_NO_HW_PREFETCH")
+                });
+            }
+            let p = caps.kernel_pick(family, if v612 { "6.12" } else { "6.1" })?;
+            Some((p.variant, p.why))
+        }
+    }
+}
+
+/// Whether `make kernelversion` output `v` ("6.12.57", "6.1.0-rc1") is at
+/// least major.minor.
+fn version_at_least(v: &str, major: u32, minor: u32) -> bool {
+    let mut it = v
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builtin_equivalent_follows_the_blob_decision() {
+        let caps = crate::arch::CpuCaps::default();
+        let set = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        // This EPYC host: erms, fsrm, rep_good; no fsrs.
+        let host = set(&["erms", "fsrm", "rep_good"]);
+        let pick = |fam, v| {
+            builtin_equivalent(Arch::X86_64, fam, v, &host, &caps)
+                .unwrap()
+                .0
+        };
+        assert_eq!(pick("memset", "6.12.57"), "orig");
+        assert_eq!(pick("memcpy", "6.12.57"), "fsrm");
+        assert_eq!(pick("clear_page", "6.12.57"), "erms");
+        assert_eq!(pick("copy_page", "6.12.57"), "rep");
+        assert_eq!(pick("memset", "6.1.158"), "erms");
+        // The PVM guest's view: only rep_good.
+        let guest = set(&["rep_good"]);
+        let pick = |fam, v| {
+            builtin_equivalent(Arch::X86_64, fam, v, &guest, &caps)
+                .unwrap()
+                .0
+        };
+        assert_eq!(pick("memset", "6.12.57"), "orig");
+        assert_eq!(pick("memset", "6.1.158"), "rep_good");
+        assert_eq!(pick("clear_page", "6.12.57"), "rep");
+        assert!(version_at_least("6.12.0-rc3", 6, 12) && !version_at_least("6.1.9", 6, 12));
+        assert!(version_at_least("7.0", 6, 12));
+    }
 
     #[test]
     fn every_variant_has_a_row_and_memset_config_has_no_clear_page() {

@@ -12,12 +12,24 @@ pub mod lower;
 
 pub use lower::{Call, Lowered, command, lower};
 
-use crate::blob::LinkConfig;
 use crate::blob::abi;
+use crate::blob::{LinkConfig, Side};
 use crate::error::{Error, Result};
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 #[clap(rename_all = "snake_case")]
 pub enum Routine {
@@ -100,15 +112,14 @@ pub enum Kind {
 /// `arch::VARIANTS`).
 pub use crate::arch::VariantDef;
 
-/// Variant names of `routine` in link configuration `config` (of the
-/// selected external blob if there is one).
-pub fn variants(routine: Routine, config: LinkConfig) -> Vec<&'static VariantDef> {
-    let fam = routine.family(config);
-    let table = match crate::blob::external() {
-        Some(e) => e.variants,
-        None => arch::VARIANTS,
-    };
-    table.iter().filter(|v| v.family == fam).collect()
+/// The variants of `routine` a side offers (the built-ins' in its link
+/// configuration, or a kernel blob's).
+pub fn variants(routine: Routine, side: &Side) -> Vec<&'static VariantDef> {
+    let fam = routine.family(side.config());
+    side.variant_table()
+        .iter()
+        .filter(|v| v.family == fam)
+        .collect()
 }
 
 /// Whether `want` names variant `v`: its name, or a former name of it
@@ -120,12 +131,9 @@ pub fn is_named(v: &VariantDef, want: &str) -> bool {
             .any(|&(family, old, new)| family == v.family && old == want && new == v.name)
 }
 
-pub fn find_variant(
-    routine: Routine,
-    config: LinkConfig,
-    name: &str,
-) -> Result<&'static VariantDef> {
-    let vs = variants(routine, config);
+pub fn find_variant(routine: Routine, side: &Side, name: &str) -> Result<&'static VariantDef> {
+    let config = side.config();
+    let vs = variants(routine, side);
     vs.iter().copied().find(|v| is_named(v, name)).ok_or_else(|| {
         Error::Usage(format!(
             "unknown variant `{name}` for {routine} in the {config} configuration; choose one of: {}",
@@ -146,7 +154,7 @@ pub fn kernel_default(
 ) -> Option<&'static VariantDef> {
     let fam = routine.family(config);
     let pick = caps.kernel_pick(fam, kernel)?;
-    variants(routine, config)
+    variants(routine, &Side::Builtin(config))
         .into_iter()
         .find(|v| v.name == pick.variant)
 }
@@ -189,7 +197,7 @@ mod tests {
     #[test]
     fn memset_config_turns_clear_pages_into_memset() {
         let m = Blob::get(LinkConfig::Memset).unwrap();
-        let v = variants(Routine::ClearPages, LinkConfig::Memset)[0];
+        let v = variants(Routine::ClearPages, &LinkConfig::Memset.into())[0];
         let c = command(&m, v, &call(Routine::ClearPages, 3 * 4096)).unwrap();
         assert_eq!(
             m.aliases[c.index as usize].name,
@@ -201,7 +209,7 @@ mod tests {
     #[test]
     fn vanilla_clear_pages_passes_page_count() {
         let b = Blob::get(LinkConfig::Vanilla).unwrap();
-        let v = variants(Routine::ClearPages, LinkConfig::Vanilla)[0];
+        let v = variants(Routine::ClearPages, &LinkConfig::Vanilla.into())[0];
         let c = command(&b, v, &call(Routine::ClearPages, 512 * 4096)).unwrap();
         assert_eq!(
             b.aliases[c.index as usize].name,
@@ -215,7 +223,7 @@ mod tests {
         for config in [LinkConfig::Vanilla, LinkConfig::Memset] {
             let b = Blob::get(config).unwrap();
             for r in Routine::ALL {
-                for v in variants(r, config) {
+                for v in variants(r, &config.into()) {
                     let len = r.fixed_size().unwrap_or(4096);
                     command(&b, v, &call(r, len)).unwrap();
                 }
@@ -241,8 +249,8 @@ mod tests {
     #[test]
     fn kernel_default_maps_families_per_configuration() {
         let fam = Routine::Memset.family(LinkConfig::Vanilla);
-        let pick = variants(Routine::Memset, LinkConfig::Vanilla)[1].name;
-        let clear = variants(Routine::ClearPage, LinkConfig::Vanilla)[0].name;
+        let pick = variants(Routine::Memset, &LinkConfig::Vanilla.into())[1].name;
+        let clear = variants(Routine::ClearPage, &LinkConfig::Vanilla.into())[0].name;
         let c = caps(&[(fam, pick, "6.12"), ("clear_page", clear, "6.12")]);
         let v = kernel_default(Routine::Memset, LinkConfig::Vanilla, &c, "6.12").unwrap();
         assert_eq!(v.name, pick);
@@ -275,7 +283,12 @@ mod tests {
                 .into_iter()
                 .find(|r| r.name() == family)
                 .unwrap();
-            assert_eq!(find_variant(r, LinkConfig::Vanilla, old).unwrap().name, new);
+            assert_eq!(
+                find_variant(r, &LinkConfig::Vanilla.into(), old)
+                    .unwrap()
+                    .name,
+                new
+            );
         }
         let v = &arch::VARIANTS[0];
         assert!(!is_named(v, "nope"));
@@ -355,10 +368,10 @@ mod tests {
     #[test]
     fn page_routines_reject_partial_pages() {
         let b = Blob::get(LinkConfig::Vanilla).unwrap();
-        let v = variants(Routine::ClearPages, LinkConfig::Vanilla)[0];
+        let v = variants(Routine::ClearPages, &LinkConfig::Vanilla.into())[0];
         assert!(command(&b, v, &call(Routine::ClearPages, 4097)).is_err());
-        let v = variants(Routine::ClearPage, LinkConfig::Vanilla)[0];
+        let v = variants(Routine::ClearPage, &LinkConfig::Vanilla.into())[0];
         assert!(command(&b, v, &call(Routine::ClearPage, 8192)).is_err());
-        assert!(find_variant(Routine::Memset, LinkConfig::Vanilla, "nope").is_err());
+        assert!(find_variant(Routine::Memset, &LinkConfig::Vanilla.into(), "nope").is_err());
     }
 }

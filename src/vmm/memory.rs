@@ -12,7 +12,19 @@ use vm_memory::{
     Bytes, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion, mmap::MmapRegionBuilder,
 };
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Backing {
     /// Anonymous memory, 4 KiB pages (THP off for this mapping).

@@ -12,7 +12,7 @@ pub mod vcpu;
 pub mod watchdog;
 use crate::arch;
 use crate::blob::abi;
-use crate::blob::{Blob, LinkConfig, Loaded};
+use crate::blob::{Blob, Loaded, Side};
 use crate::error::{Error, Result};
 use crate::vmm::memory::{Backing, GuestRam};
 use kvm_bindings::kvm_userspace_memory_region;
@@ -32,7 +32,8 @@ pub struct VmOptions {
     pub backing: Backing,
     pub prefault: bool,
     pub privilege: Privilege,
-    pub config: LinkConfig,
+    /// Where the blob comes from (a built-in link configuration or a kernel blob).
+    pub side: Side,
     pub vcpus: u64,
     pub seed: u64,
 }
@@ -174,6 +175,7 @@ pub struct Vm {
     pub fd: VmFd,
     pub ram: Arc<GuestRam>,
     pub blob: Arc<Blob>,
+    pub side: Side,
     pub loaded: Loaded,
     pub vcpus: Vec<Vcpu>,
     pub counter_khz: u64,
@@ -202,7 +204,7 @@ impl Vm {
         unsafe { fd.set_user_memory_region(region) }
             .map_err(Error::kvm("KVM_SET_USER_MEMORY_REGION"))?;
 
-        let blob = Arc::new(Blob::get(opts.config)?);
+        let blob = Arc::new(opts.side.blob()?);
         let base = load_address(opts.seed, blob.size)?;
         let loaded = blob.load(ram.as_ref(), base)?;
         let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
@@ -227,6 +229,7 @@ impl Vm {
             fd,
             ram,
             blob,
+            side: opts.side.clone(),
             loaded,
             vcpus,
             counter_khz,
@@ -280,7 +283,7 @@ mod tests {
 
     #[test]
     fn symbolizer_names_the_enclosing_symbol() {
-        let blob = Blob::get(LinkConfig::Vanilla).unwrap();
+        let blob = Blob::get(crate::blob::LinkConfig::Vanilla).unwrap();
         let base = 0x40_0000;
         let s = Symbolizer::new(&blob, base);
         let f = blob.symbol("selftest_fault").unwrap();
@@ -304,7 +307,7 @@ mod tests {
             backing: Backing::Anon,
             prefault: false,
             privilege: Privilege::User,
-            config: LinkConfig::Vanilla,
+            side: crate::blob::LinkConfig::Vanilla.into(),
             vcpus: 1,
             seed: 0,
         };

@@ -241,19 +241,19 @@ fn decide(emulated: Option<u64>) -> PrivilegeChoice {
 /// Emulated instructions during a short kernel-level run, if KVM says.
 fn calibrate() -> Result<Option<u64>> {
     let kvm2 = crate::vmm::open_kvm()?;
-    // The selected kernel blob's configuration if there is one.
-    let config = crate::blob::external().map_or(LinkConfig::Memset, |e| e.blob.config);
+    // The built-in blob: what is calibrated is KVM, not the routines.
+    let side = crate::blob::Side::Builtin(LinkConfig::Memset);
     let opts = VmOptions {
         mem: crate::arch::MIN_RAM,
         backing: Backing::Anon,
         prefault: false,
         privilege: Privilege::Kernel,
-        config,
+        side: side.clone(),
         vcpus: 1,
         seed: 0,
     };
     let mut vm = Vm::new(kvm2, &opts)?;
-    let v = routines::variants(Routine::Memset, config)
+    let v = routines::variants(Routine::Memset, &side)
         .into_iter()
         .find(|v| v.requires.is_none())
         .ok_or_else(|| Error::Blob("no memset variant without CPU requirements".into()))?;
