@@ -53,6 +53,8 @@ impl ConfigSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Step {
+    /// Waiting for another hypclear that holds the build directory.
+    Lock,
     Config,
     Prepare,
     Objects,
@@ -61,6 +63,7 @@ pub enum Step {
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Step::Lock => "waiting for the build directory (another hypclear holds its lock)",
             Step::Config => "config",
             Step::Prepare => "prepare",
             Step::Objects => "objects",
@@ -154,6 +157,10 @@ pub struct Output {
     pub objects: Vec<BuiltObject>,
     /// Each step and its wall time (`None`: up to date, make not run).
     pub timings: Vec<(Step, Option<Duration>)>,
+    /// The build directory's lock, held as long as any clone of this
+    /// output lives: one hypclear at a time builds in a directory and links
+    /// from it (two at once raced: one removed the other's link files).
+    pub lock: std::sync::Arc<fs::File>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -501,6 +508,7 @@ pub fn build(
         path: dir.clone(),
         source,
     })?;
+    let lock = lock_dir(&dir, &mut progress)?;
     let in_tree = dir == tree.root();
     if !in_tree
         && (tree.root().join(".config").exists() || tree.root().join("include/config").exists())
@@ -615,7 +623,39 @@ pub fn build(
         config_hash: hash,
         objects,
         timings,
+        lock,
     })
+}
+
+/// Take the exclusive lock of build directory `dir` (`.hypclear.lock` in
+/// it; released when the last holder drops it, or the process ends),
+/// saying so when another hypclear holds it.
+fn lock_dir(
+    dir: &Path,
+    progress: &mut impl FnMut(Step, StepEvent),
+) -> Result<std::sync::Arc<fs::File>, KbuildError> {
+    let path = dir.join(".hypclear.lock");
+    let err = |source| KbuildError::BuildDir {
+        path: path.clone(),
+        source,
+    };
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(err)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            progress(Step::Lock, StepEvent::Started);
+            let t = Instant::now();
+            file.lock().map_err(err)?;
+            progress(Step::Lock, StepEvent::Done(t.elapsed()));
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(err(e)),
+    }
+    Ok(std::sync::Arc::new(file))
 }
 
 #[cfg(test)]
