@@ -2,7 +2,11 @@
 # The whole aarch64 CI stage: setup, build the KVM probe, then boot each KVM
 # mode once and run the probe plus any extra binaries/commands given.
 #
-#   ci/aarch64/ci.sh [--timeout SECS] [--bin FILE]... [-- 'cmd line'...]
+#   ci/aarch64/ci.sh [--timeout SECS] [--bin FILE]... [--fetch GUEST_PATH]...
+#                    [-- 'cmd line'...]
+#
+# --fetch copies a guest file out after each mode's commands (see
+# run-in-qemu.sh); it lands in <cache>/runs/<mode>-<time>-<pid>/files/.
 #
 # Modes: $HYPCLEAR_AARCH64_MODES (default "vhe nvhe protected"). A mode may
 # carry a CPU model after a colon, e.g. "protected:cortex-a57" (no VHE on the
@@ -19,6 +23,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --timeout) TIMEOUT="${2:?}"; shift 2 ;;
         --bin) EXTRA+=(--bin "${2:?}"); shift 2 ;;
+        --fetch) EXTRA+=(--fetch "${2:?}"); shift 2 ;;
         --) shift; CMDS=("$@"); break ;;
         *) hc_die "unknown argument: $1 (see header of $0)" ;;
     esac
