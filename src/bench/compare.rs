@@ -192,32 +192,17 @@ fn plain_change(a: &[Session], b: &[Session]) -> Option<f64> {
     Some((m(b)? / m(a)? - 1.0) * 100.0)
 }
 
-/// Build the comparison table; refuses files whose axes do not line up or
-/// that come from different hosts (unless allowed).
-///
-/// One file: its two link configurations against each other (sessions
-/// interleaved ABBA in one invocation: paired t on session pairs). Several
-/// files: each against the first (separate invocations: Welch on session
-/// means, with the host rows as a drift check).
-pub fn compare(
+/// The options are in range and the files come from one host (unless
+/// allowed); the base file.
+fn validate(
     files: &[(PathBuf, BenchResult)],
     alpha: f64,
     margin: f64,
     allow_different_hosts: bool,
-    format: Format,
-    unit: Rate,
-) -> Result<String> {
-    // Files from before sides get theirs (idempotent for newer files).
-    let files: &[(PathBuf, BenchResult)] = &files
-        .iter()
-        .map(|(p, r)| {
-            let mut r = r.clone();
-            r.upgrade();
-            (p.clone(), r)
-        })
-        .collect::<Vec<_>>();
+) -> Result<(&PathBuf, &BenchResult)> {
     let (base_path, base) = files
         .first()
+        .map(|(p, r)| (p, r))
         .ok_or_else(|| Error::Usage("compare needs a base file".into()))?;
     if !(alpha > 0.0 && alpha < 0.5) {
         return Err(Error::Usage(format!(
@@ -246,6 +231,34 @@ pub fn compare(
             )));
         }
     }
+    Ok((base_path, base))
+}
+
+/// Build the comparison table; refuses files whose axes do not line up or
+/// that come from different hosts (unless allowed).
+///
+/// One file: its two link configurations against each other (sessions
+/// interleaved ABBA in one invocation: paired t on session pairs). Several
+/// files: each against the first (separate invocations: Welch on session
+/// means, with the host rows as a drift check).
+pub fn compare(
+    files: &[(PathBuf, BenchResult)],
+    alpha: f64,
+    margin: f64,
+    allow_different_hosts: bool,
+    format: Format,
+    unit: Rate,
+) -> Result<String> {
+    // Files from before sides get theirs (idempotent for newer files).
+    let files: &[(PathBuf, BenchResult)] = &files
+        .iter()
+        .map(|(p, r)| {
+            let mut r = r.clone();
+            r.upgrade();
+            (p.clone(), r)
+        })
+        .collect::<Vec<_>>();
+    let (base_path, base) = validate(files, alpha, margin, allow_different_hosts)?;
     let design = if files.len() == 1 {
         Design::Interleaved
     } else {
@@ -480,20 +493,7 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
             )));
         }
     }
-    let names = files
-        .iter()
-        .map(|(p, r)| {
-            let stem = p
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if single {
-                format!("{stem} ({})", side_names(r).join(","))
-            } else {
-                stem
-            }
-        })
-        .collect();
+    let names = file_names(files, single);
     let mut rows = Vec::new();
     for (k, &bi) in &base_idx {
         let others: Option<Vec<&Cell>> = files[1..]
@@ -518,6 +518,25 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
         push_rows(&mut rows, &label, a, &others, cfg);
     }
     Ok((names, rows, unmatched_notes(unmatched)))
+}
+
+/// Column names of several files: each file's stem, with its side when
+/// every file holds one side.
+fn file_names(files: &[(PathBuf, BenchResult)], single: bool) -> Vec<String> {
+    files
+        .iter()
+        .map(|(p, r)| {
+            let stem = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if single {
+                format!("{stem} ({})", side_names(r).join(","))
+            } else {
+                stem
+            }
+        })
+        .collect()
 }
 
 /// The guest and host rows of one cell: `a` against each of `others`.

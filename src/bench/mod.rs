@@ -541,6 +541,42 @@ fn run_cells(
     Ok(true)
 }
 
+/// The result so far: the cells summarized, with the plan and the host.
+fn snapshot(
+    plan: &Plan,
+    privilege: &PrivilegeChoice,
+    caps: &CpuCaps,
+    cells: &[Cell],
+    counter_khz: u64,
+    partial: bool,
+    setup: &[f64],
+) -> BenchResult {
+    let mut cells = cells.to_vec();
+    for c in &mut cells {
+        summarize(c);
+    }
+    BenchResult {
+        tool: "hypclear".into(),
+        command: "bench".into(),
+        host: HostInfo::collect(caps, counter_khz),
+        privilege: privilege.name.into(),
+        warmup: plan.warmup,
+        repeats: plan.repeats,
+        sessions: plan.sessions,
+        partial,
+        cache: Some(plan.cache),
+        max_warmup: plan.max_warmup,
+        session_setup_seconds: inference::mean_of(setup),
+        sides: plan.sides.iter().map(|s| SideInfo::of(s, caps)).collect(),
+        kernel: plan
+            .sides
+            .iter()
+            .find_map(Side::external)
+            .map(|e| e.report.clone()),
+        cells,
+    }
+}
+
 /// Run the whole plan: every session boots one VM per backing and link
 /// configuration and runs its cells, guest then host. `seed` seeds the
 /// patterns and (plus the session) each VM's load address. After every
@@ -569,30 +605,7 @@ pub fn run(
     let mut partial = false;
     let mut setup = Vec::new();
     let result = |cells: &[Cell], counter_khz: u64, partial: bool, setup: &[f64]| {
-        let mut cells = cells.to_vec();
-        for c in &mut cells {
-            summarize(c);
-        }
-        BenchResult {
-            tool: "hypclear".into(),
-            command: "bench".into(),
-            host: HostInfo::collect(caps, counter_khz),
-            privilege: privilege.name.into(),
-            warmup: plan.warmup,
-            repeats: plan.repeats,
-            sessions: plan.sessions,
-            partial,
-            cache: Some(plan.cache),
-            max_warmup: plan.max_warmup,
-            session_setup_seconds: inference::mean_of(setup),
-            sides: plan.sides.iter().map(|s| SideInfo::of(s, caps)).collect(),
-            kernel: plan
-                .sides
-                .iter()
-                .find_map(Side::external)
-                .map(|e| e.report.clone()),
-            cells,
-        }
+        snapshot(plan, privilege, caps, cells, counter_khz, partial, setup)
     };
     'sessions: for session in 0..plan.sessions {
         for &backing in &plan.backings {

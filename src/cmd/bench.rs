@@ -31,83 +31,11 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
         report::precheck_output(path)?;
     }
     let need = plan.mem_needed();
-    for b in &plan.backings {
-        // Guest RAM and the host baseline buffer both come from the pool.
-        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need) + need, *b)?;
-    }
-    // What the run touches: each guest region, and as much again for the
-    // host baseline buffer (hugetlb comes from its pool, checked above).
-    let touched = need * if plan.host_baseline { 2 } else { 1 };
-    if plan
-        .backings
-        .iter()
-        .any(|b| *b != crate::vmm::memory::Backing::Hugetlb)
-    {
-        crate::vmm::memory::check_host_memory(
-            touched,
-            "bench (guest regions plus the host baseline buffer)",
-        )?;
-    }
+    check_memory(&plan, common, need)?;
     let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need), sides)?;
     let (specs, notes) = plan.expand(&ctx.caps)?;
     let p = &ctx.privilege;
-    say!(
-        ktap,
-        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} + {} measured), guest at {} ({})",
-        a.routine,
-        ctx.caps.model,
-        specs.len(),
-        plan.sessions,
-        match plan.max_warmup {
-            0 => format!("{} warm-up", plan.warmup),
-            m => format!("{}..{m} warm-up until steady", plan.warmup),
-        },
-        plan.repeats,
-        p.name,
-        p.reason
-    );
-    say!(ktap, "precondition: {}", plan.cache.describe());
-    if plan.sides.len() > 1 {
-        say!(
-            ktap,
-            "sides (sessions interleaved, order reversed every other session): {}",
-            plan.sides
-                .iter()
-                .map(|s| format!("{} = {}", s.name(), s.describe()))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-    }
-    for line in super::kernel::summary_lines(&plan.sides) {
-        say!(ktap, "{line}");
-    }
-    if ctx.has_kernel_side() {
-        say!(
-            ktap,
-            "note: no host baseline for a kernel blob (its routines exist only in the guest image)"
-        );
-    }
-    for n in &notes {
-        say!(ktap, "note: {n}");
-    }
-    if ctx.sides.iter().any(Side::is_builtin)
-        && let Some(v) = routines::kernel_default(
-            a.routine,
-            LinkConfig::Vanilla,
-            &ctx.caps,
-            arch::DEFAULT_KERNEL,
-        )
-    {
-        say!(
-            ktap,
-            "note: kernel {} would run {} {} on this CPU (6.1: {})",
-            arch::DEFAULT_KERNEL,
-            a.routine,
-            v.name,
-            routines::kernel_default(a.routine, LinkConfig::Vanilla, &ctx.caps, "6.1")
-                .map_or("-", |v| v.name)
-        );
-    }
+    announce(ktap, a, &ctx, &plan, specs.len(), &notes)?;
     let pb = progress(specs.len() as u64 * plan.sessions);
     pb.set_prefix("bench");
     // The JSON is rewritten (atomically) after every finished cell, marked
@@ -148,6 +76,100 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
         return Ok(crate::error::EXIT_INTERRUPTED);
     }
     Ok(0)
+}
+
+/// Host memory for the run, checked before any VM: each guest region and
+/// as much again for the host baseline buffer.
+fn check_memory(plan: &bench::plan::Plan, common: &Common, need: u64) -> Result<()> {
+    for b in &plan.backings {
+        // Guest RAM and the host baseline buffer both come from the pool.
+        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need) + need, *b)?;
+    }
+    // What the run touches: each guest region, and as much again for the
+    // host baseline buffer (hugetlb comes from its pool, checked above).
+    let touched = need * if plan.host_baseline { 2 } else { 1 };
+    if plan
+        .backings
+        .iter()
+        .any(|b| *b != crate::vmm::memory::Backing::Hugetlb)
+    {
+        crate::vmm::memory::check_host_memory(
+            touched,
+            "bench (guest regions plus the host baseline buffer)",
+        )?;
+    }
+    Ok(())
+}
+
+/// The lines above the table: what runs where, the precondition, the
+/// sides, the kernel blobs' paths and the notes.
+fn announce(
+    ktap: bool,
+    a: &BenchArgs,
+    ctx: &Ctx,
+    plan: &bench::plan::Plan,
+    cells: usize,
+    notes: &[String],
+) -> Result<()> {
+    let p = &ctx.privilege;
+    say!(
+        ktap,
+        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} + {} measured), guest at {} ({})",
+        a.routine,
+        ctx.caps.model,
+        cells,
+        plan.sessions,
+        match plan.max_warmup {
+            0 => format!("{} warm-up", plan.warmup),
+            m => format!("{}..{m} warm-up until steady", plan.warmup),
+        },
+        plan.repeats,
+        p.name,
+        p.reason
+    );
+    say!(ktap, "precondition: {}", plan.cache.describe());
+    if plan.sides.len() > 1 {
+        say!(
+            ktap,
+            "sides (sessions interleaved, order reversed every other session): {}",
+            plan.sides
+                .iter()
+                .map(|s| format!("{} = {}", s.name(), s.describe()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    for line in super::kernel::summary_lines(&plan.sides) {
+        say!(ktap, "{line}");
+    }
+    if ctx.has_kernel_side() {
+        say!(
+            ktap,
+            "note: no host baseline for a kernel blob (its routines exist only in the guest image)"
+        );
+    }
+    for n in notes {
+        say!(ktap, "note: {n}");
+    }
+    if ctx.sides.iter().any(Side::is_builtin)
+        && let Some(v) = routines::kernel_default(
+            a.routine,
+            LinkConfig::Vanilla,
+            &ctx.caps,
+            arch::DEFAULT_KERNEL,
+        )
+    {
+        say!(
+            ktap,
+            "note: kernel {} would run {} {} on this CPU (6.1: {})",
+            arch::DEFAULT_KERNEL,
+            a.routine,
+            v.name,
+            routines::kernel_default(a.routine, LinkConfig::Vanilla, &ctx.caps, "6.1")
+                .map_or("-", |v| v.name)
+        );
+    }
+    Ok(())
 }
 
 /// The bench JSON (the result carries its sides and kernel blob).
