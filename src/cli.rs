@@ -390,9 +390,24 @@ impl BenchArgs {
             // exist only in the guest image).
             host_baseline: !a.no_host,
             prefault: common.prefault,
-            timeout: crate::cmd::timeout(common.timeout)?,
+            timeout: timeout(common.timeout)?,
         };
         plan.validate(common.mem)?;
         Ok(plan)
     }
+}
+
+/// Longest accepted `--timeout`.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// `--timeout` as a Duration: finite, above 0, at most a day (usage error,
+/// exit 2, otherwise; never a panic or a wrapped deadline).
+pub fn timeout(secs: f64) -> crate::error::Result<std::time::Duration> {
+    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_S) {
+        return Err(crate::error::Error::Usage(format!(
+            "--timeout {secs} is not usable: give seconds above 0 and at most {MAX_TIMEOUT_S} (one day)"
+        )));
+    }
+    std::time::Duration::try_from_secs_f64(secs)
+        .map_err(|e| crate::error::Error::Usage(format!("--timeout {secs}: {e}")))
 }

@@ -4,12 +4,7 @@ use serde::Serialize;
 use std::fmt;
 use thiserror::Error;
 
-/// Exit status for usage and environment errors (clap uses 2 as well).
-pub const EXIT_USAGE: i32 = 2;
-/// Exit status after SIGINT (128 + 2, as shells report it).
-pub const EXIT_INTERRUPTED: i32 = 130;
-/// Exit status when any check failed or the guest misbehaved.
-pub const EXIT_FAILED: i32 = 1;
+pub use crate::exit::{Category, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -94,33 +89,17 @@ pub enum Error {
     },
 }
 
-/// What kind of failure an error is; the category decides the exit status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Category {
-    /// A bad command line: exit 2.
-    Usage,
-    /// KVM, CPU, host memory or files that cannot serve the run: exit 2.
-    Environment,
-    /// The run failed in the VMM: a KVM ioctl, a guest memory access, an
-    /// unusable or unloadable blob, I/O: exit 1.
-    Run,
-    /// The guest misbehaved: exit 1.
-    Guest,
-    /// A routine produced wrong memory: exit 1.
-    Verification,
-    /// A fault of hypclear itself: exit 2 (as such faults always had).
-    Internal,
-    /// SIGINT: exit 130.
-    Interrupted,
+#[cfg(target_arch = "x86_64")]
+impl From<crate::arch::x86_64::Error> for Error {
+    fn from(e: crate::arch::x86_64::Error) -> Self {
+        Self::Arch(e.into())
+    }
 }
 
-impl Category {
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Category::Interrupted => EXIT_INTERRUPTED,
-            Category::Usage | Category::Environment | Category::Internal => EXIT_USAGE,
-            Category::Run | Category::Guest | Category::Verification => EXIT_FAILED,
-        }
+#[cfg(target_arch = "aarch64")]
+impl From<crate::arch::aarch64::Error> for Error {
+    fn from(e: crate::arch::aarch64::Error) -> Self {
+        Self::Arch(e.into())
     }
 }
 

@@ -20,6 +20,7 @@ pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod error;
+pub mod exit;
 pub mod kernel;
 pub mod ktap;
 pub mod report;

@@ -33,7 +33,7 @@
 pub mod aarch64;
 pub mod x86_64;
 
-use crate::error::Category;
+use crate::exit::Category;
 
 /// What the architecture code returns when it fails: the host
 /// architecture's own error type, wrapped (compare cloud-hypervisor's
@@ -57,20 +57,6 @@ impl Error {
             #[cfg(target_arch = "aarch64")]
             Error::Aarch64(e) => e.category(),
         }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl From<x86_64::Error> for crate::error::Error {
-    fn from(e: x86_64::Error) -> Self {
-        Self::Arch(e.into())
-    }
-}
-
-#[cfg(target_arch = "aarch64")]
-impl From<aarch64::Error> for crate::error::Error {
-    fn from(e: aarch64::Error) -> Self {
-        Self::Arch(e.into())
     }
 }
 

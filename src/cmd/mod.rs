@@ -38,7 +38,7 @@ impl Ctx {
     /// capabilities, pick the seed and the guest privilege (`--cpl auto`
     /// may run a calibration VM). `mem` is the guest RAM size to use.
     pub fn resolve(common: &Common, start: Instant, mem: u64, sides: Vec<Side>) -> Result<Ctx> {
-        let timeout = timeout(common.timeout)?;
+        let timeout = crate::cli::timeout(common.timeout)?;
         if let Some(path) = &common.json {
             crate::report::precheck_output(path)?;
         }
@@ -87,20 +87,6 @@ impl Ctx {
             crate::report::print_bytes(format!("{line}\n").as_bytes());
         }
     }
-}
-
-/// Longest accepted `--timeout`.
-pub const MAX_TIMEOUT_S: f64 = 86_400.0;
-
-/// `--timeout` as a Duration: finite, above 0, at most a day (usage error,
-/// exit 2, otherwise; never a panic or a wrapped deadline).
-pub fn timeout(secs: f64) -> Result<Duration> {
-    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_S) {
-        return Err(Error::Usage(format!(
-            "--timeout {secs} is not usable: give seconds above 0 and at most {MAX_TIMEOUT_S} (one day)"
-        )));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|e| Error::Usage(format!("--timeout {secs}: {e}")))
 }
 
 fn random_seed() -> u64 {

@@ -4,7 +4,7 @@
 use super::layout::{BLOB_WINDOW, BLOB_WINDOW_END, RAM_BASE};
 use super::paging::PagingError;
 use crate::arch::RamError;
-use crate::error::Category;
+use crate::exit::Category;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

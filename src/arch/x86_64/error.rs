@@ -2,7 +2,7 @@
 //! Messages are the crate's (`crate::error::Error`) for the same failure.
 use super::paging::PagingError;
 use crate::arch::RamError;
-use crate::error::Category;
+use crate::exit::Category;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
