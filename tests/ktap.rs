@@ -114,6 +114,23 @@ fn verify_and_selftest_ktap_parse_with_kunit() {
         "{ktap}"
     );
     check_with_kunit("selftest", &ktap);
+
+    // The hostile guests in KTAP: one leaf per case; guest log text stays
+    // out of the stream (it goes to stderr, sanitized).
+    let o = hypclear(&[
+        "selftest",
+        "--hostile",
+        "--case",
+        "log_escape,log_forge,done_early,doorbell_4",
+        "--format",
+        "ktap",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ktap = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(totals(&ktap), (4, 0, 0), "{ktap}");
+    assert!(ktap.contains("ok 4 doorbell_4"), "{ktap}");
+    assert!(!ktap.contains("hypclear run: PASS"), "{ktap}");
+    check_with_kunit("selftest --hostile", &ktap);
 }
 
 #[test]

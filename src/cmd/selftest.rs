@@ -104,13 +104,34 @@ pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
             comfy_table::Cell::new(format!("{:.2}", r.seconds)),
         ]);
     }
-    crate::outln!("{t}");
     let n = results.len();
     let ok = results.iter().filter(|r| r.detected).count();
-    crate::outln!(
+    if ctx.common.format == Format::Ktap {
+        // One test, one leaf per hostile guest: `ok` when it ended the way
+        // its case expects (the observed text is sanitized by the renderer).
+        let leaves = results
+            .iter()
+            .map(|r| {
+                let outcome = if r.detected {
+                    Outcome::Pass
+                } else {
+                    Outcome::Fail
+                };
+                Test::leaf(&r.name, outcome).with_diagnostics([format!(
+                    "{}: expected {:?}, observed: {} ({:.2} s)",
+                    r.name, r.expected, r.observed, r.seconds
+                )])
+            })
+            .collect();
+        let doc = Document::Tests(vec![Test::parent("hostile", leaves)]);
+        report::print_bytes(doc.render().as_bytes());
+    } else {
+        ctx.say(t);
+    }
+    ctx.say(format_args!(
         "{ok}/{n} hostile guests handled (guest at {})",
         ctx.privilege.name
-    );
+    ));
     if let Some(path) = &ctx.common.json {
         let doc = json!({
             "tool": "hypclear",
