@@ -89,16 +89,10 @@ pub enum Error {
     },
 }
 
-#[cfg(target_arch = "x86_64")]
-impl From<crate::arch::x86_64::Error> for Error {
-    fn from(e: crate::arch::x86_64::Error) -> Self {
-        Self::Arch(e.into())
-    }
-}
-
-#[cfg(target_arch = "aarch64")]
-impl From<crate::arch::aarch64::Error> for Error {
-    fn from(e: crate::arch::aarch64::Error) -> Self {
+/// The host architecture's error (`arch::HostError`, from the contract's
+/// re-export list) into the generic one.
+impl From<crate::arch::HostError> for Error {
+    fn from(e: crate::arch::HostError) -> Self {
         Self::Arch(e.into())
     }
 }

@@ -27,7 +27,7 @@
 //! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
-//! | `Error` | the architecture's error type (thiserror), each variant with its [`Category`]; wrapped by [`Error`] here |
+//! | `Error` (as `HostError`) | the architecture's error type (thiserror), each variant with its [`Category`]; wrapped by [`Error`] here, which `crate::error::Error::Arch` wraps in turn |
 //! | `VARIANTS` | the routine variants of `guest/<arch>/lib`, generated from the alias list and each routine's header (`routines::catalog`): CPU feature required, kernel code followed |
 //! | `FORMER_NAMES` | renamed variants: (family, old name, current name), old names still accepted |
 pub mod aarch64;
@@ -181,7 +181,7 @@ pub use self::aarch64::host::{
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::loader::load_image;
 #[cfg(target_arch = "aarch64")]
-pub use self::aarch64::{FORMER_NAMES, VARIANTS};
+pub use self::aarch64::{Error as HostError, FORMER_NAMES, VARIANTS};
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::cache::evict;
 #[cfg(target_arch = "x86_64")]
@@ -194,4 +194,4 @@ pub use self::x86_64::host::{
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::loader::load_image;
 #[cfg(target_arch = "x86_64")]
-pub use self::x86_64::{FORMER_NAMES, VARIANTS};
+pub use self::x86_64::{Error as HostError, FORMER_NAMES, VARIANTS};
