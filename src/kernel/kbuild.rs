@@ -629,16 +629,37 @@ pub fn build(
 
 /// Take the exclusive lock of build directory `dir` (`.hypclear.lock` in
 /// it; released when the last holder drops it, or the process ends),
-/// saying so when another hypclear holds it.
+/// saying so when another hypclear holds it. Within one process the lock
+/// is shared: a second build of the same directory while an earlier
+/// output is alive gets the same lock (an flock held twice by one
+/// process would wait for itself).
 fn lock_dir(
     dir: &Path,
     progress: &mut impl FnMut(Step, StepEvent),
 ) -> Result<std::sync::Arc<fs::File>, KbuildError> {
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+    /// The build-directory locks this process holds: (lock file, lock).
+    type Held = Mutex<Vec<(PathBuf, Weak<fs::File>)>>;
+    static HELD: OnceLock<Held> = OnceLock::new();
     let path = dir.join(".hypclear.lock");
     let err = |source| KbuildError::BuildDir {
         path: path.clone(),
         source,
     };
+    // Poisoning only means another thread panicked while holding the list;
+    // the list itself stays valid.
+    let mut held = HELD
+        .get_or_init(|| Mutex::new(Vec::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    held.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(f) = held
+        .iter()
+        .find(|(p, _)| p == &path)
+        .and_then(|(_, w)| w.upgrade())
+    {
+        return Ok(f);
+    }
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -655,7 +676,9 @@ fn lock_dir(
         }
         Err(fs::TryLockError::Error(e)) => return Err(err(e)),
     }
-    Ok(std::sync::Arc::new(file))
+    let file = Arc::new(file);
+    held.push((path.clone(), Arc::downgrade(&file)));
+    Ok(file)
 }
 
 #[cfg(test)]
