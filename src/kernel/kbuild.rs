@@ -685,6 +685,24 @@ fn lock_dir(
 mod tests {
     use super::*;
 
+    /// One process may hold a build directory's lock twice (shared), and
+    /// takes it again once every holder is gone; no wait either time.
+    #[test]
+    fn the_build_dir_lock_is_shared_within_a_process() {
+        let dir = std::env::temp_dir().join(format!("hypclear-lock-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut waited = false;
+        let mut note = |s: Step, _: StepEvent| waited |= s == Step::Lock;
+        let a = lock_dir(&dir, &mut note).unwrap();
+        let b = lock_dir(&dir, &mut note).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&a, &b));
+        drop((a, b));
+        let c = lock_dir(&dir, &mut note).unwrap();
+        drop(c);
+        assert!(!waited);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn config_hash_depends_on_arch_and_contents() {
         let d = std::env::temp_dir().join(format!("hypclear-kb-{}", std::process::id()));
