@@ -38,7 +38,14 @@ hc_stage_end
 ROUTINE_LOG="$HC_CACHE/routine-tests.log"
 mkdir -p "$HC_CACHE"
 RT0="$(hc_now)"
-guest/aarch64/test/run.sh --quick >"$ROUTINE_LOG" 2>&1 &
+# The last line of the log says when they finished (the collect step below
+# runs after the KVM runs, so its own elapsed time is the stage's, not theirs).
+(
+    rt_rc=0
+    guest/aarch64/test/run.sh --quick || rt_rc=$?
+    echo "routine tests finished after $(hc_elapsed "$RT0")s, exit status $rt_rc"
+    exit "$rt_rc"
+) >"$ROUTINE_LOG" 2>&1 &
 ROUTINE_PID=$!
 # shellcheck disable=SC2317 # called from lib.sh's EXIT trap
 hc_cleanup() { kill "$ROUTINE_PID" 2>/dev/null || true; }
@@ -90,7 +97,7 @@ hc_stage_begin "routine tests under qemu-aarch64 user mode (collect)"
 rc=0
 wait "$ROUTINE_PID" || rc=$?
 cat "$ROUTINE_LOG" >&2
-hc_log "routine tests took $(hc_elapsed "$RT0")s, exit status $rc"
+hc_log "routine tests collected $(hc_elapsed "$RT0")s after their start ($(tail -n 1 "$ROUTINE_LOG")), exit status $rc"
 [ "$rc" -eq 0 ] || hc_die "aarch64 routine tests failed (see above)"
 hc_stage_end
 
