@@ -22,6 +22,13 @@ pub enum Outcome {
     Skip(String),
 }
 
+impl Outcome {
+    /// Pass or fail.
+    pub fn of(passed: bool) -> Outcome {
+        if passed { Outcome::Pass } else { Outcome::Fail }
+    }
+}
+
 /// One KTAP test: a leaf, or a parent whose result follows from its subtests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Test {

@@ -14,12 +14,7 @@ use serde_json::json;
 fn ktap(results: &[(LinkConfig, CaseResult)]) -> Document {
     let mut configs: Vec<(LinkConfig, Vec<Test>)> = Vec::new();
     for (config, r) in results {
-        let outcome = if r.detected {
-            Outcome::Pass
-        } else {
-            Outcome::Fail
-        };
-        let leaf = Test::leaf(&r.name, outcome).with_diagnostics([format!(
+        let leaf = Test::leaf(&r.name, Outcome::of(r.detected)).with_diagnostics([format!(
             "{config}/{}: expected {:?}, observed: {}",
             r.name, r.expected, r.observed
         )]);
@@ -112,12 +107,7 @@ pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
         let leaves = results
             .iter()
             .map(|r| {
-                let outcome = if r.detected {
-                    Outcome::Pass
-                } else {
-                    Outcome::Fail
-                };
-                Test::leaf(&r.name, outcome).with_diagnostics([format!(
+                Test::leaf(&r.name, Outcome::of(r.detected)).with_diagnostics([format!(
                     "{}: expected {:?}, observed: {} ({:.2} s)",
                     r.name, r.expected, r.observed, r.seconds
                 )])

@@ -32,10 +32,17 @@ pub struct Header {
     pub follows: Option<String>,
 }
 
+/// The alias-table name of variant `name` of `family` (`copy_page`,
+/// `ldp-stnp` -> `copy_page_ldp_stnp`): the one spelling, for the
+/// catalogue, the guest command and the tests.
+pub fn alias_name(family: &str, name: &str) -> String {
+    format!("{family}_{}", name.replace('-', "_"))
+}
+
 impl Header {
-    /// The alias-table name of the variant (`ldp-stnp` -> `copy_page_ldp_stnp`).
+    /// The alias-table name of the variant.
     pub fn alias(&self) -> String {
-        format!("{}_{}", self.family, self.name.replace('-', "_"))
+        alias_name(&self.family, &self.name)
     }
 }
 

@@ -2,6 +2,7 @@
 //! dispatcher's `fn(a0, a1, a2)` through an alias, in each link
 //! configuration. The guest command ([`command`]) and the host baseline
 //! (`bench::host`) both use [`lower`], so they cannot drift apart.
+use super::catalog::alias_name;
 use super::{Routine, VariantDef};
 use crate::blob::abi;
 use crate::blob::{Blob, LinkConfig};
@@ -30,11 +31,6 @@ pub struct Lowered {
     /// Alias-table name, e.g. `clear_pages_erms` or `memset_mops`.
     pub alias: String,
     pub args: Args,
-}
-
-/// Alias-table name of a variant (`ldp-stnp` -> `copy_page_ldp_stnp`).
-fn alias_name(family: &str, variant: &str) -> String {
-    format!("{family}_{}", variant.replace('-', "_"))
 }
 
 /// Lower `call` with `variant` in link configuration `config`.
