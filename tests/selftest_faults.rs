@@ -60,6 +60,11 @@ fn hang_fires_watchdog() {
 }
 
 #[test]
+fn source_change_blamed_on_its_copy_only() {
+    case("source", Expect::SourceModified);
+}
+
+#[test]
 fn cli_reports_all_detected() {
     if !kvm_available("selftest cli") {
         return;
@@ -67,7 +72,7 @@ fn cli_reports_all_detected() {
     let out = hypclear(&["selftest", "--config", "vanilla", "--timeout", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("5/5 injected faults detected"), "{stdout}");
+    assert!(stdout.contains("6/6 injected faults detected"), "{stdout}");
 }
 
 #[test]

@@ -21,11 +21,14 @@
  * alias (or selftest) table, call it MB_CMD_COUNT times as
  *     fn(a0 + i * a0_step, a1 + i * a1_step, a2)
  * between two CNTVCT_EL0 reads, publish the result and ring HC_RESULT.
+ * CMD_BATCH does the same for each of MB_BATCH_N slots (copied into the
+ * MB_CMD_* fields, results copied back) and rings HC_RESULT once.
  *
  * Register use in the loop (callee-saved under AAPCS64, so routines keep
  * them): x19 routine, x20 a0, x21 a1, x22 calls left, x23 a0 step,
  * x24 a1 step, x25 a2, x26 return value, x27 t0, x28 mailbox.
- * The dispatcher never returns, so it keeps no frame and no LR.
+ * The dispatcher never returns, so it keeps no frame; .Lrun_call, reached
+ * with bl, keeps its return address on the stack.
  */
 #include "hypclear_abi.h"
 
@@ -105,9 +108,60 @@ hyp_entry:
 	ldr	x0, [x28, #MB_CMD_OP]
 	cmp	x0, #CMD_EXIT
 	b.eq	.Lexit
+	cmp	x0, #CMD_BATCH
+	b.eq	.Lbatch
 	cmp	x0, #CMD_CALL
 	b.ne	.Lbad_command
+	bl	.Lrun_call
+.Lresult:
+	ldr	x0, [x28, #MB_CMD_ID]
+	str	x0, [x28, #MB_RES_ID]
+	HYPERCALL HC_RESULT
+	b	.Lnext
 
+	/* CMD_BATCH: slots 0 .. MB_BATCH_N - 1, then one HC_RESULT. */
+.Lbatch:
+	ldr	x0, [x28, #MB_BATCH_N]
+	cbz	x0, .Lbad_command
+	cmp	x0, #BATCH_SLOTS
+	b.hi	.Lbad_command
+	str	xzr, [x28, #MB_BATCH_CUR]
+5:	ldr	x0, [x28, #MB_BATCH_CUR]
+	ldr	x1, [x28, #MB_BATCH_N]
+	cmp	x0, x1
+	b.hs	.Lresult
+	cmp	x0, #BATCH_SLOTS
+	b.hs	.Lbad_command
+	mov	x1, #SLOT_SIZE
+	mul	x0, x0, x1
+	add	x0, x0, #MB_SLOTS
+	add	x0, x28, x0			/* x0 = slot */
+	add	x1, x28, #MB_CMD_TABLE
+	.irp	k, 0, 16, 32, 48
+	ldp	x2, x3, [x0, #\k]
+	stp	x2, x3, [x1, #\k]
+	.endr
+	bl	.Lrun_call
+	ldr	x0, [x28, #MB_BATCH_CUR]
+	cmp	x0, #BATCH_SLOTS
+	b.hs	.Lbad_command
+	mov	x1, #SLOT_SIZE
+	mul	x1, x0, x1
+	add	x1, x1, #MB_SLOTS
+	add	x1, x28, x1
+	ldr	x2, [x28, #MB_RES_T0]
+	str	x2, [x1, #SLOT_T0]
+	ldr	x2, [x28, #MB_RES_T1]
+	str	x2, [x1, #SLOT_T1]
+	ldr	x2, [x28, #MB_RES_RET]
+	str	x2, [x1, #SLOT_RET]
+	add	x0, x0, #1
+	str	x0, [x28, #MB_BATCH_CUR]
+	b	5b
+
+	/* Run the command in the MB_CMD_* fields; results in MB_RES_T0/T1/RET. */
+.Lrun_call:
+	stp	x29, x30, [sp, #-16]!
 	/* Pick the table: x19 = first row, x1 = end. */
 	ldr	x0, [x28, #MB_CMD_TABLE]
 	cmp	x0, #TABLE_ALIAS
@@ -158,10 +212,8 @@ hyp_entry:
 	str	x27, [x28, #MB_RES_T0]
 	str	x0, [x28, #MB_RES_T1]
 	str	x26, [x28, #MB_RES_RET]
-	ldr	x0, [x28, #MB_CMD_ID]
-	str	x0, [x28, #MB_RES_ID]
-	HYPERCALL HC_RESULT
-	b	.Lnext
+	ldp	x29, x30, [sp], #16
+	ret
 
 .Lexit:
 	HYPERCALL HC_DONE

@@ -10,10 +10,13 @@
  * Loop: ring HC_READY, then for every CMD_CALL look up the routine in the
  * alias (or selftest) table, call it MB_CMD_COUNT times as
  *     fn(a0 + i * a0_step, a1 + i * a1_step, a2)
- * between two TSC reads, publish the result and ring HC_RESULT.
+ * between two TSC reads, publish the result and ring HC_RESULT. CMD_BATCH
+ * does the same for each of MB_BATCH_N slots (copied into the MB_CMD_*
+ * fields, results copied back) and rings HC_RESULT once.
  *
- * Register use in the loop (callee-saved, so routines keep them):
+ * Register use in .Lrun_call (callee-saved, so routines keep them):
  *   rbx = routine, r12 = a0, r13 = a1, r14 = calls left, rbp = t0, r15 = ret
+ * The slot index of a batch lives in the mailbox (MB_BATCH_CUR).
  */
 #include "hypclear_abi.h"
 
@@ -43,9 +46,58 @@ hyp_entry:
 	mov	%gs:MB_CMD_OP, %rax
 	cmp	$CMD_EXIT, %rax
 	je	.Lexit
+	cmp	$CMD_BATCH, %rax
+	je	.Lbatch
 	cmp	$CMD_CALL, %rax
 	jne	.Lbad_command
+	call	.Lrun_call
+.Lresult:
+	mov	%gs:MB_CMD_ID, %rax
+	mov	%rax, %gs:MB_RES_ID
+	HYPERCALL HC_RESULT
+	jmp	.Lnext
 
+	/* CMD_BATCH: slots 0 .. MB_BATCH_N - 1, then one HC_RESULT. */
+.Lbatch:
+	mov	%gs:MB_BATCH_N, %rax
+	test	%rax, %rax
+	jz	.Lbad_command
+	cmp	$BATCH_SLOTS, %rax
+	ja	.Lbad_command
+	movq	$0, %gs:MB_BATCH_CUR
+1:	mov	%gs:MB_BATCH_CUR, %rsi
+	cmp	%gs:MB_BATCH_N, %rsi
+	jae	.Lresult
+	cmp	$BATCH_SLOTS, %rsi
+	jae	.Lbad_command
+	imul	$SLOT_SIZE, %rsi, %rsi
+	add	$MB_SLOTS, %rsi			/* rsi = slot offset in the mailbox */
+	.irp	k, 0, 8, 16, 24, 32, 40, 48, 56
+	mov	%gs:\k(%rsi), %rax
+	mov	%rax, %gs:MB_CMD_TABLE + \k
+	.endr
+	call	.Lrun_call
+	mov	%gs:MB_BATCH_CUR, %rsi
+	cmp	$BATCH_SLOTS, %rsi
+	jae	.Lbad_command
+	imul	$SLOT_SIZE, %rsi, %rsi
+	add	$MB_SLOTS, %rsi
+	mov	%gs:MB_RES_T0, %rax
+	mov	%rax, %gs:SLOT_T0(%rsi)
+	mov	%gs:MB_RES_T1, %rax
+	mov	%rax, %gs:SLOT_T1(%rsi)
+	mov	%gs:MB_RES_RET, %rax
+	mov	%rax, %gs:SLOT_RET(%rsi)
+	incq	%gs:MB_BATCH_CUR
+	jmp	1b
+
+	/*
+	 * Run the command in the MB_CMD_* fields; results in MB_RES_T0/T1/RET.
+	 * The 8-byte pad keeps the routines' entry stack alignment what it is
+	 * for any call from 16-byte aligned code (rsp + 8 aligned).
+	 */
+.Lrun_call:
+	sub	$8, %rsp
 	/* Pick the table: rbx = first row, rcx = end. */
 	lea	alias_table_start(%rip), %rbx
 	lea	alias_table_end(%rip), %rcx
@@ -92,10 +144,8 @@ hyp_entry:
 	mov	%rbp, %gs:MB_RES_T0
 	mov	%rax, %gs:MB_RES_T1
 	mov	%r15, %gs:MB_RES_RET
-	mov	%gs:MB_CMD_ID, %rax
-	mov	%rax, %gs:MB_RES_ID
-	HYPERCALL HC_RESULT
-	jmp	.Lnext
+	add	$8, %rsp
+	ret
 
 .Lexit:
 	HYPERCALL HC_DONE

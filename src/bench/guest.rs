@@ -42,7 +42,7 @@ fn guest_pass(
     timeout: Duration,
 ) -> Result<Vec<CallResult>> {
     if vm.vcpus.len() == 1 {
-        return Ok(vec![vm.vcpu(0)?.call(&cmds[0], timeout)?]);
+        return Ok(vec![vm.vcpu(0)?.call_with_stats(&cmds[0], timeout)?]);
     }
     let barrier = Barrier::new(vm.vcpus.len());
     let results: Vec<Result<CallResult>> = std::thread::scope(|s| {
@@ -54,7 +54,7 @@ fn guest_pass(
                 let b = &barrier;
                 s.spawn(move || {
                     b.wait();
-                    v.call(c, timeout)
+                    v.call_with_stats(c, timeout)
                 })
             })
             .collect();

@@ -117,6 +117,7 @@ fn host_calls(
                 dst,
                 len: plan.size,
                 src,
+                src_index: 0,
             }
         })
         .collect();

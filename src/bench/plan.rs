@@ -333,6 +333,7 @@ pub(super) fn placement(plan: &Plan, vcpu: u64) -> Placement {
         dst,
         len: plan.size,
         src,
+        src_index: 0,
     }
 }
 

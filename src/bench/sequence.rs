@@ -208,6 +208,7 @@ mod tests {
             dst: 4096,
             len: 8192,
             src: Some(0),
+            src_index: 0,
         };
         precondition(&ram, &[p], false, Cache::Cold).unwrap();
         let mut buf = vec![0u8; 8192];

@@ -17,6 +17,13 @@
 //! mailbox and resumes; the guest runs it and rings `HC_RESULT`; and so on
 //! until the host writes `CMD_EXIT`, answered by `HC_DONE`. `HC_LOG` and
 //! `HC_FAIL` may be rung at any time.
+//!
+//! Batches: `CMD_BATCH` runs `MB_BATCH_N` commands from the slots at
+//! `MB_SLOTS` one after the other, each exactly like a `CMD_CALL` (the
+//! guest copies slot `i` into the `MB_CMD_*` fields, runs it, copies
+//! `MB_RES_T0/T1/RET` back into the slot), with `MB_BATCH_CUR` naming the
+//! slot running, and rings `HC_RESULT` once at the end: one exit for up to
+//! `BATCH_SLOTS` commands, each still timed on its own.
 
 /// Size of a page everywhere in the ABI.
 pub const PAGE_SIZE: u64 = 4096;
@@ -45,6 +52,8 @@ pub const HC_DONE: u64 = 0x4843_0005;
 pub const CMD_CALL: u64 = 1;
 /// Stop: the guest answers with `HC_DONE`.
 pub const CMD_EXIT: u64 = 2;
+/// Run the `MB_BATCH_N` commands in the slots (see the module docs).
+pub const CMD_BATCH: u64 = 3;
 
 // ---- Tables a command can call through (`MB_CMD_TABLE`). ----
 /// The alias table: the only way to reach the `__pi_` library routines.
@@ -79,6 +88,10 @@ pub const MB_CMD_A1_STEP: u64 = 0x48;
 pub const MB_CMD_A2: u64 = 0x50;
 /// Number of calls.
 pub const MB_CMD_COUNT: u64 = 0x58;
+/// `CMD_BATCH`: how many slots to run (1..=`BATCH_SLOTS`), and the slot
+/// the guest is running (written by the guest before each slot).
+pub const MB_BATCH_N: u64 = 0x60;
+pub const MB_BATCH_CUR: u64 = 0x68;
 /// Echo of `MB_CMD_ID` for the finished command.
 pub const MB_RES_ID: u64 = 0x80;
 /// Guest timestamp (TSC / CNTVCT) before the first call and after the last.
@@ -96,10 +109,40 @@ pub const MB_FAIL_D2: u64 = 0xd8;
 pub const MB_FAIL_D3: u64 = 0xe0;
 pub const MB_FAIL_D4: u64 = 0xe8;
 pub const MB_FAIL_D5: u64 = 0xf0;
+/// The batch slots: `BATCH_SLOTS` of `SLOT_SIZE` bytes from `MB_SLOTS`,
+/// each `SLOT_TABLE`..`SLOT_COUNT` laid out like `MB_CMD_TABLE`..
+/// `MB_CMD_COUNT`, then the slot's results.
+pub const MB_SLOTS: u64 = 0x200;
+pub const SLOT_SIZE: u64 = 0x60;
+pub const BATCH_SLOTS: u64 = 16;
+pub const SLOT_TABLE: u64 = 0x00;
+pub const SLOT_INDEX: u64 = 0x08;
+pub const SLOT_A0: u64 = 0x10;
+pub const SLOT_A0_STEP: u64 = 0x18;
+pub const SLOT_A1: u64 = 0x20;
+pub const SLOT_A1_STEP: u64 = 0x28;
+pub const SLOT_A2: u64 = 0x30;
+pub const SLOT_COUNT: u64 = 0x38;
+pub const SLOT_T0: u64 = 0x40;
+pub const SLOT_T1: u64 = 0x48;
+pub const SLOT_RET: u64 = 0x50;
 /// Length and text of a `HC_LOG` message.
 pub const MB_LOG_LEN: u64 = 0x100;
 pub const MB_LOG_BUF: u64 = 0x800;
 pub const LOG_BUF_SIZE: u64 = 0x800;
+
+// The slots fit between the log length and the log text, and a slot's
+// command fields mirror `MB_CMD_TABLE..=MB_CMD_COUNT` (the guest copies
+// them as eight consecutive words).
+const _: () = assert!(MB_SLOTS >= MB_LOG_LEN + 8);
+const _: () = assert!(MB_SLOTS + BATCH_SLOTS * SLOT_SIZE <= MB_LOG_BUF);
+const _: () = assert!(SLOT_TABLE == 0 && SLOT_COUNT == MB_CMD_COUNT - MB_CMD_TABLE);
+const _: () = assert!(SLOT_INDEX == MB_CMD_INDEX - MB_CMD_TABLE);
+const _: () = assert!(SLOT_A0 == MB_CMD_A0 - MB_CMD_TABLE && SLOT_A2 == MB_CMD_A2 - MB_CMD_TABLE);
+const _: () = assert!(SLOT_A0_STEP == MB_CMD_A0_STEP - MB_CMD_TABLE);
+const _: () =
+    assert!(SLOT_A1 == MB_CMD_A1 - MB_CMD_TABLE && SLOT_A1_STEP == MB_CMD_A1_STEP - MB_CMD_TABLE);
+const _: () = assert!(SLOT_T0 >= SLOT_COUNT + 8 && SLOT_RET + 8 <= SLOT_SIZE);
 
 /// Every constant above, by name, for generating the guest header.
 pub const ALL: &[(&str, u64)] = &[
@@ -113,6 +156,7 @@ pub const ALL: &[(&str, u64)] = &[
     ("HC_DONE", HC_DONE),
     ("CMD_CALL", CMD_CALL),
     ("CMD_EXIT", CMD_EXIT),
+    ("CMD_BATCH", CMD_BATCH),
     ("TABLE_ALIAS", TABLE_ALIAS),
     ("TABLE_SELFTEST", TABLE_SELFTEST),
     ("FAIL_EXCEPTION", FAIL_EXCEPTION),
@@ -130,6 +174,15 @@ pub const ALL: &[(&str, u64)] = &[
     ("MB_CMD_A1_STEP", MB_CMD_A1_STEP),
     ("MB_CMD_A2", MB_CMD_A2),
     ("MB_CMD_COUNT", MB_CMD_COUNT),
+    ("MB_BATCH_N", MB_BATCH_N),
+    ("MB_BATCH_CUR", MB_BATCH_CUR),
+    ("MB_SLOTS", MB_SLOTS),
+    ("SLOT_SIZE", SLOT_SIZE),
+    ("BATCH_SLOTS", BATCH_SLOTS),
+    ("SLOT_COUNT", SLOT_COUNT),
+    ("SLOT_T0", SLOT_T0),
+    ("SLOT_T1", SLOT_T1),
+    ("SLOT_RET", SLOT_RET),
     ("MB_RES_ID", MB_RES_ID),
     ("MB_RES_T0", MB_RES_T0),
     ("MB_RES_T1", MB_RES_T1),

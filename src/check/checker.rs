@@ -14,7 +14,7 @@
 //! Pattern bytes are chosen so that every classification is unambiguous: the
 //! target pattern, the guard pattern, zero and the fill byte never share a
 //! byte value at the same position.
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::routines::Kind;
 use crate::vmm::memory::GuestRam;
 use rand_core::{Rng, SeedableRng};
@@ -23,13 +23,19 @@ use serde::Serialize;
 /// Guard zone on each side: one page plus a cache line.
 pub const GUARD: u64 = 4096 + 64;
 
+/// Room in the source stream beyond the largest copy, for source offsets
+/// (a page, as copy_page's source offset, plus a cache line).
+pub const SOURCE_SLACK: usize = 4096 + 64;
+
 /// Seeded byte patterns for one run.
 #[derive(Debug, Clone)]
 pub struct Patterns {
     pub target: [u8; 8],
     pub guard: [u8; 8],
     pub fill: u8,
-    /// Source bytes for copies (at least as long as the largest copy).
+    /// The seeded source stream for copies: a copy's source holds
+    /// `source[Placement::src_index..][..len]` (at least as long as the
+    /// largest copy plus [`SOURCE_SLACK`]).
     pub source: Vec<u8>,
 }
 
@@ -51,7 +57,7 @@ impl Patterns {
             target[i] = byte(&[fill, !fill]);
             guard[i] = byte(&[fill, target[i]]);
         }
-        let mut source = vec![0u8; max_copy];
+        let mut source = vec![0u8; max_copy + SOURCE_SLACK];
         rng.fill_bytes(&mut source);
         Patterns {
             target,
@@ -67,12 +73,29 @@ impl Patterns {
 pub fn fill_pattern(buf: &mut [u8], addr: u64, pat: [u8; 8]) {
     let rot = (addr % 8) as usize;
     let word = u64::from_le_bytes(pat).rotate_right(8 * rot as u32);
+    let wb = word.to_le_bytes();
+    if buf.len() >= 4 * BLOCK {
+        // Large: one block of the pattern, then block copies (the C
+        // library's widest stores; a block is a multiple of 8, so the
+        // phase carries over).
+        let mut block = [0u8; BLOCK];
+        for c in block.chunks_exact_mut(8) {
+            c.copy_from_slice(&wb);
+        }
+        let mut blocks = buf.chunks_exact_mut(BLOCK);
+        for c in &mut blocks {
+            c.copy_from_slice(&block);
+        }
+        let rest = blocks.into_remainder();
+        let n = rest.len();
+        rest.copy_from_slice(&block[..n]);
+        return;
+    }
     let mut chunks = buf.chunks_exact_mut(8);
     for c in &mut chunks {
-        c.copy_from_slice(&word.to_le_bytes());
+        c.copy_from_slice(&wb);
     }
     let rest = chunks.into_remainder();
-    let wb = word.to_le_bytes();
     rest.copy_from_slice(&wb[..rest.len()]);
 }
 
@@ -183,6 +206,36 @@ pub struct Placement {
     pub len: u64,
     /// Source address for copies.
     pub src: Option<u64>,
+    /// Where in the seeded source stream the source starts.
+    pub src_index: usize,
+}
+
+impl Placement {
+    /// The bytes the source must hold (and a copy's target must become).
+    pub fn source<'a>(&self, pats: &'a Patterns) -> Result<&'a [u8]> {
+        let len = usize::try_from(self.len).unwrap_or(usize::MAX);
+        self.src_index
+            .checked_add(len)
+            .and_then(|end| pats.source.get(self.src_index..end))
+            .ok_or_else(|| {
+                Error::Internal(format!(
+                    "the source pattern ({} bytes) is shorter than a copy of {len} bytes at index {}",
+                    pats.source.len(),
+                    self.src_index
+                ))
+            })
+    }
+}
+
+/// When a copy's source is compared with what it must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceCheck {
+    /// In this check (every check of a copy, unless the suite defers it).
+    Now,
+    /// Later, by the caller, over several checks' shared source area
+    /// (`suite::run` does this, and re-runs the checks one by one with a
+    /// fresh source if that area changed).
+    Deferred,
 }
 
 /// Write `pattern` (seeded by guest address) over `[gpa, gpa + len)`.
@@ -207,15 +260,20 @@ pub fn prepare_guards(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<
 /// Write the source of a copy (if `p` has one).
 pub fn prepare_source(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
     match p.src {
-        Some(src) => ram.write_bytes(src, &pats.source[..p.len as usize]),
+        Some(src) => ram.write_bytes(src, p.source(pats)?),
         None => Ok(()),
     }
 }
 
-/// Write the patterns around and into the target (and the source).
-pub fn prepare(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
+/// Write the patterns around and into the target.
+pub fn prepare_target(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
     prepare_guards(ram, p, pats)?;
-    fill_guest(ram, p.dst, p.len, pats.target)?;
+    fill_guest(ram, p.dst, p.len, pats.target)
+}
+
+/// Write the patterns around and into the target, and the source.
+pub fn prepare(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
+    prepare_target(ram, p, pats)?;
     prepare_source(ram, p, pats)
 }
 
@@ -302,8 +360,31 @@ impl Snapshot {
     }
 }
 
-/// Check the result of a `kind` operation on `p`.
+/// Check the result of a `kind` operation on `p`, its source included.
 pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Result<Outcome> {
+    check_with(ram, p, kind, pats, SourceCheck::Now)
+}
+
+/// Bytes of a copy's source (from `src`, holding `expected`) that changed.
+pub fn source_changes(ram: &GuestRam, src: u64, expected: &[u8]) -> Result<u64> {
+    // SAFETY: as in `check_with`: between commands, with the `&mut Vm`
+    // that owns every vCPU of this RAM held by the caller.
+    let s = unsafe { ram.slice(src, expected.len() as u64) }?;
+    Ok(if s == expected {
+        0
+    } else {
+        s.iter().zip(expected).filter(|(a, b)| a != b).count() as u64
+    })
+}
+
+/// [`check`], with the source compared now or left to the caller.
+pub fn check_with(
+    ram: &GuestRam,
+    p: &Placement,
+    kind: Kind,
+    pats: &Patterns,
+    source: SourceCheck,
+) -> Result<Outcome> {
     let mut b = Breakdown::default();
     let mut first: Option<i64> = None;
     let mut note = |off: i64| {
@@ -346,7 +427,7 @@ pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Resu
             |i, v| classify(i, v, &mut not_written, &mut wrong),
         ),
         Kind::Copy => {
-            let src = &pats.source[..p.len as usize];
+            let src = p.source(pats)?;
             scan(
                 target,
                 |i, n| &src[i..i + n],
@@ -368,11 +449,8 @@ pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Resu
         b.overrun = n;
     }
 
-    if let Some(src) = p.src {
-        let s = view(src, p.len)?;
-        if s != &pats.source[..p.len as usize] {
-            b.source_modified = s.iter().zip(&pats.source).filter(|(a, b)| a != b).count() as u64;
-        }
+    if let (Some(src), SourceCheck::Now) = (p.src, source) {
+        b.source_modified = source_changes(ram, src, p.source(pats)?)?;
     }
     Ok(Outcome {
         first_bad: first,
@@ -412,6 +490,12 @@ mod tests {
         }
         let t = template(0x1003, pat);
         assert_eq!(t[..21], a[..]);
+        // The block-copy path for large buffers, with a ragged end.
+        let mut big = vec![0u8; 5 * BLOCK + 13];
+        fill_pattern(&mut big, 0x2005, pat);
+        for (i, b) in big.iter().enumerate() {
+            assert_eq!(*b, pat[(0x2005 + i) % 8], "byte {i}");
+        }
     }
 
     #[test]

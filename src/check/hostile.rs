@@ -326,17 +326,11 @@ fn memset_case(vm: &mut Vm, index: u64, seed: u64, timeout: Duration) -> Result<
         count: 1,
         dst_offset: DST_OFFSET,
         src_offset: None,
+        table: Some((abi::TABLE_SELFTEST, index)),
     };
     let pats = Patterns::new(seed, 0);
     let mut snap = Snapshot::take(&vm.ram)?;
-    let (rec, _, _) = suite::run_check(
-        vm,
-        &spec,
-        &pats,
-        timeout,
-        Some((abi::TABLE_SELFTEST, index)),
-        Some(&mut snap),
-    )?;
+    let (rec, _, _) = suite::run_check(vm, &spec, &pats, timeout, Some(&mut snap))?;
     vm.vcpu(0)?.exit(timeout)?;
     Ok(match rec.reason {
         Some(r) => format!("verification failed: {r}"),

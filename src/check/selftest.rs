@@ -7,8 +7,8 @@
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::blob::abi;
-use crate::check::checker::Patterns;
-use crate::check::suite::{self, CheckSpec};
+use crate::check::checker::{self, Patterns};
+use crate::check::suite::{self, CheckSpec, Verdict};
 use crate::error::{Error, Result};
 use crate::routines::{self, Routine};
 use crate::vmm::{FailureKind, Vm, VmOptions};
@@ -29,6 +29,9 @@ pub enum Expect {
     Exception,
     /// No progress: the watchdog fires.
     Timeout,
+    /// A copy that changes one byte of its source, between correct copies
+    /// sharing that source: only it is blamed.
+    SourceModified,
 }
 
 /// The injected faults: (selftest table name, expectation).
@@ -38,6 +41,7 @@ pub const CASES: &[(&str, Expect)] = &[
     ("wrong_value", Expect::WrongValue),
     ("fault", Expect::Exception),
     ("hang", Expect::Timeout),
+    ("source", Expect::SourceModified),
 ];
 
 /// Size and destination misalignment the broken routines run at.
@@ -61,6 +65,62 @@ pub fn run(opts: &VmOptions, timeout: Duration) -> Result<Vec<CaseResult>> {
         .collect()
 }
 
+/// A broken copy between two correct ones, all three reading one shared
+/// source area as the suite runs them (the source compared after the
+/// three, then each re-run alone because it changed): only the broken one
+/// may be blamed, for exactly the one source byte it changed.
+fn run_source_case(opts: &VmOptions, name: &str, timeout: Duration) -> Result<CaseResult> {
+    let memcpy = routines::variants(Routine::Memcpy, &opts.side)
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Blob("no memcpy variant".into()))?;
+    let pats = Patterns::new(opts.seed, LEN as usize);
+    let mut vm = Vm::new(crate::vmm::open_kvm()?, opts)?;
+    let index = vm
+        .blob
+        .selftest_index(name)
+        .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{name}`")))?;
+    let good = CheckSpec {
+        routine: Routine::Memcpy,
+        variant: memcpy,
+        len: LEN,
+        count: 1,
+        dst_offset: DST_OFFSET,
+        src_offset: Some(0),
+        table: None,
+    };
+    let broken = CheckSpec {
+        table: Some((abi::TABLE_SELFTEST, index)),
+        ..good
+    };
+    let run = suite::run(
+        &mut vm,
+        &[good, broken, good],
+        &pats,
+        timeout,
+        checker::Scope::Target,
+        &indicatif::ProgressBar::hidden(),
+    )?;
+    let verdicts: Vec<String> = run
+        .records
+        .iter()
+        .map(|r| r.reason.clone().unwrap_or_else(|| "ok".into()))
+        .collect();
+    let only_source =
+        |r: &suite::CheckRecord| r.breakdown.source_modified == 1 && r.breakdown.total() == 1;
+    let detected = run.failure.is_none()
+        && run.records.len() == 3
+        && run.records[0].verdict == Verdict::Pass
+        && only_source(&run.records[1])
+        && run.records[2].verdict == Verdict::Pass;
+    Ok(CaseResult {
+        name: name.to_string(),
+        expected: Expect::SourceModified,
+        detected,
+        observed: format!("copies before / broken / after: {}", verdicts.join(" / ")),
+    })
+}
+
 // Over 80 lines (81): boot, run, and the judgement of each observed outcome
 // against the expected one, one match arm per outcome.
 /// Run one broken routine in a fresh VM and judge what was observed.
@@ -70,6 +130,9 @@ pub fn run_case(
     expected: Expect,
     timeout: Duration,
 ) -> Result<CaseResult> {
+    if expected == Expect::SourceModified {
+        return run_source_case(opts, name, timeout);
+    }
     let memset = routines::variants(Routine::Memset, &opts.side)
         .into_iter()
         .next()
@@ -87,6 +150,7 @@ pub fn run_case(
         count: 1,
         dst_offset: DST_OFFSET,
         src_offset: None,
+        table: Some((abi::TABLE_SELFTEST, index)),
     };
     // A hang is expected here: do not wait the full --timeout for it.
     let t = if expected == Expect::Timeout {
@@ -94,14 +158,7 @@ pub fn run_case(
     } else {
         timeout
     };
-    let res = suite::run_check(
-        &mut vm,
-        &spec,
-        &pats,
-        t,
-        Some((abi::TABLE_SELFTEST, index)),
-        None,
-    );
+    let res = suite::run_check(&mut vm, &spec, &pats, t, None);
     let (detected, observed) = match res {
         Ok((rec, _, _)) => {
             let b = rec.breakdown;
@@ -118,7 +175,7 @@ pub fn run_case(
                 Expect::WrongValue => {
                     b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2)
                 }
-                Expect::Exception | Expect::Timeout => false,
+                Expect::Exception | Expect::Timeout | Expect::SourceModified => false,
             };
             (detected, observed)
         }

@@ -158,7 +158,8 @@ pub struct CallResult {
     pub t0: u64,
     pub t1: u64,
     pub ret: u64,
-    /// KVM binary-stats deltas of this vCPU across the command.
+    /// KVM binary-stats deltas of this vCPU across the command (empty
+    /// unless run with `Vcpu::call_with_stats`).
     pub stats: BTreeMap<String, u64>,
 }
 

@@ -272,7 +272,7 @@ fn calibrate() -> Result<Option<u64>> {
     cpu.start(timeout)?;
     // Warm up once (first touch of the page), then measure.
     cpu.call(&cmd, timeout)?;
-    let r = cpu.call(&cmd, timeout)?;
+    let r = cpu.call_with_stats(&cmd, timeout)?;
     Ok(r.stats.get("insn_emulation").copied())
 }
 
