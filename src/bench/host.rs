@@ -124,7 +124,7 @@ fn host_calls(
     let mut calls = Vec::new();
     for p in &places {
         if let Some(src) = p.src {
-            buf.write_bytes(src, &pats.source[..plan.size as usize])?;
+            buf.write_bytes(src, &pats.source()[..plan.size as usize])?;
         }
         let mut l = routines::lower(
             spec.config,

@@ -33,13 +33,17 @@ pub struct Patterns {
     pub target: [u8; 8],
     pub guard: [u8; 8],
     pub fill: u8,
-    /// The seeded source stream for copies: a copy's source holds
-    /// `source[Placement::src_index..][..len]` (at least as long as the
-    /// largest copy plus [`SOURCE_SLACK`]).
-    pub source: Vec<u8>,
+    seed: u64,
+    source_len: usize,
+    /// The seeded source stream for copies, made on first use (tens of MB:
+    /// off the path to the first hypercall, and never for a run without
+    /// copies).
+    source: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Patterns {
+    /// The patterns of `seed`, with a source stream long enough for a copy
+    /// of `max_copy` bytes at any source offset the suite uses.
     pub fn new(seed: u64, max_copy: usize) -> Patterns {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7061_7474);
         let mut byte = |avoid: &[u8]| loop {
@@ -57,14 +61,25 @@ impl Patterns {
             target[i] = byte(&[fill, !fill]);
             guard[i] = byte(&[fill, target[i]]);
         }
-        let mut source = vec![0u8; max_copy + SOURCE_SLACK];
-        rng.fill_bytes(&mut source);
         Patterns {
             target,
             guard,
             fill,
-            source,
+            seed,
+            source_len: max_copy + SOURCE_SLACK,
+            source: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The source stream: a copy's source holds
+    /// `source()[Placement::src_index..][..len]`.
+    pub fn source(&self) -> &[u8] {
+        self.source.get_or_init(|| {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed ^ 0x7372_6373);
+            let mut source = vec![0u8; self.source_len];
+            rng.fill_bytes(&mut source);
+            source
+        })
     }
 }
 
@@ -216,11 +231,11 @@ impl Placement {
         let len = usize::try_from(self.len).unwrap_or(usize::MAX);
         self.src_index
             .checked_add(len)
-            .and_then(|end| pats.source.get(self.src_index..end))
+            .and_then(|end| pats.source().get(self.src_index..end))
             .ok_or_else(|| {
                 Error::Internal(format!(
                     "the source pattern ({} bytes) is shorter than a copy of {len} bytes at index {}",
-                    pats.source.len(),
+                    pats.source().len(),
                     self.src_index
                 ))
             })
@@ -476,8 +491,9 @@ mod tests {
                 assert_ne!(p.target[i], !p.fill);
             }
         }
-        assert_eq!(Patterns::new(7, 64).source, Patterns::new(7, 64).source);
-        assert_ne!(Patterns::new(7, 64).source, Patterns::new(8, 64).source);
+        assert_eq!(Patterns::new(7, 64).source(), Patterns::new(7, 64).source());
+        assert_ne!(Patterns::new(7, 64).source(), Patterns::new(8, 64).source());
+        assert_eq!(Patterns::new(7, 64).source().len(), 64 + SOURCE_SLACK);
     }
 
     #[test]

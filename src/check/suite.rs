@@ -498,10 +498,10 @@ impl SharedSource {
             (lo - self.layout.src_base) as usize,
             (hi - self.layout.src_base) as usize,
         );
-        pats.source.get(a..b).ok_or_else(|| {
+        pats.source().get(a..b).ok_or_else(|| {
             Error::Internal(format!(
                 "the source area [{a:#x}, {b:#x}) is longer than the source pattern ({} bytes)",
-                pats.source.len()
+                pats.source().len()
             ))
         })
     }

@@ -70,10 +70,16 @@ fn check_filter(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
             }
         }
     }
+    // Only explicit sizes make a too small --mem an error (built-in sizes
+    // that do not fit are skipped with the reason); planning costs
+    // milliseconds, so it is skipped otherwise.
+    if f.sizes.is_empty() {
+        return Ok(());
+    }
     for c in configs {
         let (specs, _) = suite::plan(c, &ctx.caps, f, u64::MAX);
         let need = specs.iter().map(suite::footprint).max().unwrap_or(0);
-        if !f.sizes.is_empty() && need > arena(ctx.mem) {
+        if need > arena(ctx.mem) {
             let mem = (arch::ARENA_BASE - arch::RAM_BASE + need).next_multiple_of(arch::RAM_ALIGN);
             return Err(Error::Usage(format!(
                 "--mem {} is too small for the requested sizes: they need {} of arena; use --mem {} or more",
@@ -123,15 +129,15 @@ fn run_config(
     ctx: &Ctx,
     side: &Side,
     filter: &Filter,
-    pats: &PatternsOnce,
+    pats: &Patterns,
     bars: &indicatif::MultiProgress,
 ) -> Result<ConfigRun> {
     let config = side.config();
     let opts = ctx.vm_options(side);
-    let (specs, skipped) = suite::plan(side, &ctx.caps, filter, arena(opts.mem));
     let mut vm = Vm::new(vmm::open_kvm()?, &opts)?;
     vm.vcpu(0)?.start(ctx.timeout)?;
     let first_hypercall = ctx.start.elapsed();
+    let (specs, skipped) = suite::plan(side, &ctx.caps, filter, arena(opts.mem));
     let banner = format!(
         "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
         vm.blob.aliases.len(),
@@ -148,7 +154,7 @@ fn run_config(
     let run = suite::run(
         &mut vm,
         &specs,
-        pats.get(),
+        pats,
         ctx.timeout,
         ctx.common.check,
         &pb,
@@ -182,28 +188,6 @@ fn concurrent(ctx: &Ctx, configs: &[Side]) -> bool {
         && need <= available / 2
 }
 
-/// The run's patterns, made once, by whichever thread needs them first.
-struct PatternsOnce {
-    seed: u64,
-    max_copy: usize,
-    cell: std::sync::OnceLock<Patterns>,
-}
-
-impl PatternsOnce {
-    fn new(seed: u64, max_copy: usize) -> PatternsOnce {
-        PatternsOnce {
-            seed,
-            max_copy,
-            cell: std::sync::OnceLock::new(),
-        }
-    }
-
-    fn get(&self) -> &Patterns {
-        self.cell
-            .get_or_init(|| Patterns::new(self.seed, self.max_copy))
-    }
-}
-
 /// One VM per configuration: side by side on scoped threads when
 /// [`concurrent`] allows, else one after the other, stopping at the first
 /// guest failure.
@@ -212,7 +196,7 @@ fn run_configs(
     configs: &[Side],
     side_by_side: bool,
     filter: &Filter,
-    pats: &PatternsOnce,
+    pats: &Patterns,
     bars: &indicatif::MultiProgress,
 ) -> Vec<Result<ConfigRun>> {
     if side_by_side {
@@ -254,16 +238,10 @@ fn run_configs(
 /// guest work. Results are reported in configuration order either way.
 fn run_suite(ctx: &Ctx, configs: &[Side], side_by_side: bool, filter: &Filter) -> Result<Outcome> {
     let (_, pattern) = sizes(filter);
-    let pats = PatternsOnce::new(ctx.seed, pattern as usize);
+    // The copy source (tens of MB) is made when the first copy needs it.
+    let pats = Patterns::new(ctx.seed, pattern as usize);
     let bars = super::progress_group();
-    let runs: Vec<Result<ConfigRun>> = std::thread::scope(|s| {
-        // The seeded copy source (tens of MB) is generated while the VMs
-        // boot, off the path to the first hypercall.
-        s.spawn(|| {
-            pats.get();
-        });
-        run_configs(ctx, configs, side_by_side, filter, &pats, &bars)
-    });
+    let runs = run_configs(ctx, configs, side_by_side, filter, &pats, &bars);
     let mut o = Outcome::default();
     for r in runs {
         let r = match r {
