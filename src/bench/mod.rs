@@ -19,6 +19,7 @@ pub mod host;
 pub mod inference;
 pub mod plan;
 pub mod report;
+pub mod sched;
 pub mod sequence;
 pub mod sides;
 pub mod stats;
@@ -170,6 +171,10 @@ impl Axes {
     }
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// One measured (or warm-up) run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sample {
@@ -181,7 +186,13 @@ pub struct Sample {
     /// Counter ticks (TSC / CNTVCT) per byte.
     pub ticks_per_byte: f64,
     pub verified: bool,
+    /// Left out of the statistics: emulated code in a guest run, or the
+    /// host preempted the thread during a timed pass (`preempted`).
     pub disturbed: bool,
+    /// Involuntary context switches of the running thread(s) during the
+    /// timed passes (see [`sched`]); 0 in older files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preempted: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_vcpu_bytes_per_sec: Vec<f64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -235,6 +246,16 @@ impl Cell {
     }
 }
 
+/// The undisturbed samples, or all of them when every one is disturbed.
+fn undisturbed(samples: &[Sample]) -> Vec<&Sample> {
+    let clean: Vec<&Sample> = samples.iter().filter(|s| !s.disturbed).collect();
+    if clean.is_empty() {
+        samples.iter().collect()
+    } else {
+        clean
+    }
+}
+
 /// Runs grouped by session (sessions in order, runs in order), for the
 /// session-level statistics of `inference`.
 pub fn by_session(samples: &[&Sample]) -> Vec<inference::Session> {
@@ -256,12 +277,13 @@ impl Cell {
     /// The guest runs the statistics use: undisturbed ones (all of them if
     /// every run was disturbed), as in [`summarize`].
     pub fn guest_used(&self) -> Vec<&Sample> {
-        let clean: Vec<&Sample> = self.guest.iter().filter(|s| !s.disturbed).collect();
-        if clean.is_empty() {
-            self.guest.iter().collect()
-        } else {
-            clean
-        }
+        undisturbed(&self.guest)
+    }
+
+    /// The host runs the statistics use: those the host did not preempt
+    /// (all of them if every run was).
+    pub fn host_used(&self) -> Vec<&Sample> {
+        undisturbed(&self.host)
     }
 
     /// Guest sessions (see [`Cell::guest_used`]).
@@ -270,7 +292,7 @@ impl Cell {
     }
 
     pub fn host_sessions(&self) -> Vec<inference::Session> {
-        by_session(&self.host.iter().collect::<Vec<_>>())
+        by_session(&self.host_used())
     }
 
     /// Sessions whose warm-up hit the cap without settling, guest and host.
@@ -491,7 +513,7 @@ pub fn summarize(cell: &mut Cell) {
     cell.guest_ticks_per_byte = tpb;
     cell.host_bytes_per_sec = Summary::of(
         &cell
-            .host
+            .host_used()
             .iter()
             .map(|s| s.bytes_per_sec)
             .collect::<Vec<_>>(),
