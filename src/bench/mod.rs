@@ -259,16 +259,38 @@ fn undisturbed(samples: &[Sample]) -> Vec<&Sample> {
 /// Runs grouped by session (sessions in order, runs in order), for the
 /// session-level statistics of `inference`.
 pub fn by_session(samples: &[&Sample]) -> Vec<inference::Session> {
+    by_session_map(samples).into_values().collect()
+}
+
+fn by_session_map(samples: &[&Sample]) -> BTreeMap<u64, inference::Session> {
     let mut m: BTreeMap<u64, Vec<(u64, f64)>> = BTreeMap::new();
     for s in samples {
         m.entry(s.session)
             .or_default()
             .push((s.run, s.bytes_per_sec));
     }
-    m.into_values()
-        .map(|mut v| {
+    m.into_iter()
+        .map(|(k, mut v)| {
             v.sort_by_key(|x| x.0);
-            inference::Session::new(v.into_iter().map(|x| x.1).collect())
+            (
+                k,
+                inference::Session::new(v.into_iter().map(|x| x.1).collect()),
+            )
+        })
+        .collect()
+}
+
+/// The sessions of `all` in order, with the runs of `used` (empty where a
+/// session has none left).
+fn keep_sessions(
+    all: &[Sample],
+    mut used: BTreeMap<u64, inference::Session>,
+) -> Vec<inference::Session> {
+    let ids: std::collections::BTreeSet<u64> = all.iter().map(|s| s.session).collect();
+    ids.into_iter()
+        .map(|k| {
+            used.remove(&k)
+                .unwrap_or_else(|| inference::Session::new(vec![]))
         })
         .collect()
 }
@@ -286,13 +308,16 @@ impl Cell {
         undisturbed(&self.host)
     }
 
-    /// Guest sessions (see [`Cell::guest_used`]).
+    /// Guest sessions (see [`Cell::guest_used`]); a session whose runs
+    /// were all left out stays, empty, so interleaved pairs keep their
+    /// partners.
     pub fn guest_sessions(&self) -> Vec<inference::Session> {
-        by_session(&self.guest_used())
+        keep_sessions(&self.guest, by_session_map(&self.guest_used()))
     }
 
+    /// Host sessions (see [`Cell::host_used`]), empty ones kept.
     pub fn host_sessions(&self) -> Vec<inference::Session> {
-        by_session(&self.host_used())
+        keep_sessions(&self.host, by_session_map(&self.host_used()))
     }
 
     /// Sessions whose warm-up hit the cap without settling, guest and host.

@@ -583,5 +583,11 @@ mod tests {
         let c = cell(vec![run(0, 3.0, 1), run(1, 3.1, 1)], vec![]);
         assert_eq!(c.guest_bytes_per_sec.as_ref().unwrap().n, 2);
         assert!(flags(&c).contains("2/2 runs preempted by the host (all: kept)"));
+        // A session that lost every run stays, empty: pairs keep partners.
+        let c = cell(vec![run(0, 3.0, 1), run(1, 9.0, 0), run(2, 9.1, 0)], vec![]);
+        let s = c.guest_sessions();
+        assert_eq!(s.len(), 3);
+        assert!(s[0].runs.is_empty());
+        assert_eq!(s[2].runs, vec![9.1]);
     }
 }
