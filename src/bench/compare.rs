@@ -815,6 +815,7 @@ mod tests {
                     ticks_per_byte: 1.0,
                     verified: false,
                     disturbed: false,
+                    preempted: 0,
                     per_vcpu_bytes_per_sec: vec![],
                     kvm_stats: Default::default(),
                 });

@@ -3,7 +3,7 @@
 //! and after, and the KVM statistics of every run.
 use super::plan::{CellSpec, Plan, pass_call, placement};
 use super::sequence::{self, Sequence};
-use super::{Fill, Sample};
+use super::{Fill, Sample, sched};
 use crate::check::checker::{self, Patterns, Placement};
 use crate::error::{Error, Result};
 use crate::routines;
@@ -35,17 +35,23 @@ fn disturbed(stats: &BTreeMap<String, u64>, commands: u64) -> bool {
     stats.get("insn_emulation").copied().unwrap_or(0) > 2 * commands
 }
 
-/// Run one pass (all vCPUs at once); returns per-vCPU results.
+/// Run one pass (all vCPUs at once); returns per-vCPU results and the
+/// involuntary context switches of the vCPU threads during it.
 fn guest_pass(
     vm: &mut Vm,
     cmds: &[crate::vmm::Command],
     timeout: Duration,
-) -> Result<Vec<CallResult>> {
+) -> Result<(Vec<CallResult>, u64)> {
     if vm.vcpus.len() == 1 {
-        return Ok(vec![vm.vcpu(0)?.call_with_stats(&cmds[0], timeout)?]);
+        let before = sched::involuntary_switches();
+        let r = vm.vcpu(0)?.call_with_stats(&cmds[0], timeout)?;
+        return Ok((
+            vec![r],
+            sched::between(before, sched::involuntary_switches()),
+        ));
     }
     let barrier = Barrier::new(vm.vcpus.len());
-    let results: Vec<Result<CallResult>> = std::thread::scope(|s| {
+    let results: Vec<Result<(CallResult, u64)>> = std::thread::scope(|s| {
         let handles: Vec<_> = vm
             .vcpus
             .iter_mut()
@@ -54,7 +60,9 @@ fn guest_pass(
                 let b = &barrier;
                 s.spawn(move || {
                     b.wait();
-                    v.call_with_stats(c, timeout)
+                    let before = sched::involuntary_switches();
+                    let r = v.call_with_stats(c, timeout)?;
+                    Ok((r, sched::between(before, sched::involuntary_switches())))
                 })
             })
             .collect();
@@ -66,7 +74,14 @@ fn guest_pass(
             })
             .collect()
     });
-    results.into_iter().collect()
+    let mut out = Vec::with_capacity(results.len());
+    let mut switches = 0;
+    for r in results {
+        let (r, n) = r?;
+        out.push(r);
+        switches += n;
+    }
+    Ok((out, switches))
 }
 
 /// Timeout for one pass: the watchdog base plus time for slow first touch.
@@ -93,7 +108,12 @@ pub(super) fn run_cell(
     verify_pass(vm, &cmds, &places, plan, spec, pats, timeout)?;
     let bytes = plan.size * plan.loops * plan.vcpus;
     let mut seq = sequence::run(plan, session, || {
-        let (ticks, per_vcpu_ticks, stats) = timed_passes(vm, &cmds, &places, plan, spec, timeout)?;
+        let Timed {
+            ticks,
+            per_vcpu_ticks,
+            stats,
+            preempted,
+        } = timed_passes(vm, &cmds, &places, plan, spec, timeout)?;
         let (ns, bps, tpb) = rates(bytes, ticks, vm.counter_khz);
         let per_vcpu = if plan.vcpus > 1 {
             per_vcpu_ticks
@@ -111,7 +131,8 @@ pub(super) fn run_cell(
             bytes_per_sec: bps,
             ticks_per_byte: tpb,
             verified: false,
-            disturbed: disturbed(&stats, plan.loops * plan.vcpus),
+            disturbed: disturbed(&stats, plan.loops * plan.vcpus) || preempted > 0,
+            preempted,
             per_vcpu_bytes_per_sec: per_vcpu,
             kvm_stats: stats.into_iter().filter(|(_, v)| *v != 0).collect(),
         })
@@ -134,9 +155,18 @@ fn overflow(what: &str) -> crate::error::Error {
     }))
 }
 
-/// `-l` passes of one run, each from the precondition: total ticks (first
-/// start to last end over the vCPUs), ticks per vCPU, and the summed KVM
-/// statistics.
+/// What the timed passes of one run measured.
+struct Timed {
+    /// Sum over the passes of first start to last end over the vCPUs.
+    ticks: u64,
+    per_vcpu_ticks: Vec<u64>,
+    /// Summed KVM statistics.
+    stats: BTreeMap<String, u64>,
+    /// Involuntary context switches of the vCPU threads during the passes.
+    preempted: u64,
+}
+
+/// `-l` passes of one run, each from the precondition.
 fn timed_passes(
     vm: &mut Vm,
     cmds: &[crate::vmm::Command],
@@ -144,14 +174,16 @@ fn timed_passes(
     plan: &Plan,
     spec: &CellSpec,
     timeout: Duration,
-) -> Result<(u64, Vec<u64>, BTreeMap<String, u64>)> {
+) -> Result<Timed> {
     let demand = spec.axes.fill == Fill::Demand;
     let mut ticks = 0u64;
     let mut per_vcpu_ticks = vec![0u64; places.len()];
     let mut stats = BTreeMap::new();
+    let mut preempted = 0;
     for _ in 0..plan.loops {
         sequence::precondition(&vm.ram, places, demand, plan.cache)?;
-        let rs = guest_pass(vm, cmds, timeout)?;
+        let (rs, switches) = guest_pass(vm, cmds, timeout)?;
+        preempted += switches;
         let t0 = rs.iter().map(|r| r.t0).min().unwrap_or(0);
         let t1 = rs.iter().map(|r| r.t1).max().unwrap_or(0);
         ticks = t1
@@ -165,7 +197,12 @@ fn timed_passes(
             sum_stats(&mut stats, &r.stats);
         }
     }
-    Ok((ticks, per_vcpu_ticks, stats))
+    Ok(Timed {
+        ticks,
+        per_vcpu_ticks,
+        stats,
+        preempted,
+    })
 }
 
 /// An untimed verification pass: the seeded patterns into the guards, the

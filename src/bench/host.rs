@@ -3,7 +3,7 @@
 //! laid out like the guest arena, with the same lowered calls.
 use super::plan::{CellSpec, Plan, pass_call, region_stride};
 use super::sequence::{self, Sequence};
-use super::{Fill, Sample};
+use super::{Fill, Sample, sched};
 use crate::blob::abi::PAGE_SIZE;
 use crate::check::checker::{Patterns, Placement};
 use crate::error::Result;
@@ -64,15 +64,17 @@ pub(super) fn run_cell(
     sequence::run(plan, session, || {
         let mut ns = 0f64;
         let mut per = vec![0f64; places.len()];
+        let mut preempted = 0;
         for _ in 0..plan.loops {
             sequence::precondition(&buf, &places, demand, plan.cache)?;
             let times = host_pass(f, &calls);
+            preempted += times.iter().map(|t| t.2).sum::<u64>();
             let start = times.iter().map(|t| t.0).min();
             let end = times.iter().map(|t| t.1).max();
             if let (Some(a), Some(b)) = (start, end) {
                 ns += (b - a).as_nanos() as f64;
             }
-            for (i, (a, b)) in times.iter().enumerate() {
+            for (i, (a, b, _)) in times.iter().enumerate() {
                 per[i] += (*b - *a).as_nanos() as f64;
             }
         }
@@ -85,7 +87,8 @@ pub(super) fn run_cell(
             bytes_per_sec: bps,
             ticks_per_byte: ns * tsc_khz as f64 / 1e6 / bytes as f64,
             verified: false,
-            disturbed: false,
+            disturbed: preempted > 0,
+            preempted,
             per_vcpu_bytes_per_sec: if places.len() > 1 {
                 per.iter()
                     .map(|n| (plan.size * plan.loops) as f64 * 1e9 / n.max(1.0))
@@ -142,8 +145,8 @@ fn host_calls(
 }
 
 /// One host pass: every lowered call on its own thread, started together;
-/// returns each thread's (start, end).
-fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant)> {
+/// returns each thread's (start, end, involuntary context switches).
+fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant, u64)> {
     let barrier = Barrier::new(calls.len());
     std::thread::scope(|s| {
         let hs: Vec<_> = calls
@@ -152,6 +155,7 @@ fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant)> 
                 let b = &barrier;
                 s.spawn(move || {
                     b.wait();
+                    let before = sched::involuntary_switches();
                     let t0 = Instant::now();
                     let a = &l.args;
                     let (mut x0, mut x1) = (a.a0, a.a1);
@@ -164,12 +168,17 @@ fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant)> 
                         x0 = x0.wrapping_add(a.a0_step);
                         x1 = x1.wrapping_add(a.a1_step);
                     }
-                    (t0, Instant::now())
+                    let t1 = Instant::now();
+                    (
+                        t0,
+                        t1,
+                        sched::between(before, sched::involuntary_switches()),
+                    )
                 })
             })
             .collect();
         hs.into_iter()
-            .map(|h| h.join().unwrap_or((Instant::now(), Instant::now())))
+            .map(|h| h.join().unwrap_or((Instant::now(), Instant::now(), 0)))
             .collect()
     })
 }

@@ -19,6 +19,7 @@ pub mod host;
 pub mod inference;
 pub mod plan;
 pub mod report;
+pub mod sched;
 pub mod sequence;
 pub mod sides;
 pub mod stats;
@@ -170,6 +171,10 @@ impl Axes {
     }
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// One measured (or warm-up) run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sample {
@@ -181,7 +186,13 @@ pub struct Sample {
     /// Counter ticks (TSC / CNTVCT) per byte.
     pub ticks_per_byte: f64,
     pub verified: bool,
+    /// Left out of the statistics: emulated code in a guest run, or the
+    /// host preempted the thread during a timed pass (`preempted`).
     pub disturbed: bool,
+    /// Involuntary context switches of the running thread(s) during the
+    /// timed passes (see [`sched`]); 0 in older files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preempted: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_vcpu_bytes_per_sec: Vec<f64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -235,19 +246,51 @@ impl Cell {
     }
 }
 
+/// The undisturbed samples, or all of them when every one is disturbed.
+fn undisturbed(samples: &[Sample]) -> Vec<&Sample> {
+    let clean: Vec<&Sample> = samples.iter().filter(|s| !s.disturbed).collect();
+    if clean.is_empty() {
+        samples.iter().collect()
+    } else {
+        clean
+    }
+}
+
 /// Runs grouped by session (sessions in order, runs in order), for the
 /// session-level statistics of `inference`.
 pub fn by_session(samples: &[&Sample]) -> Vec<inference::Session> {
+    by_session_map(samples).into_values().collect()
+}
+
+fn by_session_map(samples: &[&Sample]) -> BTreeMap<u64, inference::Session> {
     let mut m: BTreeMap<u64, Vec<(u64, f64)>> = BTreeMap::new();
     for s in samples {
         m.entry(s.session)
             .or_default()
             .push((s.run, s.bytes_per_sec));
     }
-    m.into_values()
-        .map(|mut v| {
+    m.into_iter()
+        .map(|(k, mut v)| {
             v.sort_by_key(|x| x.0);
-            inference::Session::new(v.into_iter().map(|x| x.1).collect())
+            (
+                k,
+                inference::Session::new(v.into_iter().map(|x| x.1).collect()),
+            )
+        })
+        .collect()
+}
+
+/// The sessions of `all` in order, with the runs of `used` (empty where a
+/// session has none left).
+fn keep_sessions(
+    all: &[Sample],
+    mut used: BTreeMap<u64, inference::Session>,
+) -> Vec<inference::Session> {
+    let ids: std::collections::BTreeSet<u64> = all.iter().map(|s| s.session).collect();
+    ids.into_iter()
+        .map(|k| {
+            used.remove(&k)
+                .unwrap_or_else(|| inference::Session::new(vec![]))
         })
         .collect()
 }
@@ -256,21 +299,25 @@ impl Cell {
     /// The guest runs the statistics use: undisturbed ones (all of them if
     /// every run was disturbed), as in [`summarize`].
     pub fn guest_used(&self) -> Vec<&Sample> {
-        let clean: Vec<&Sample> = self.guest.iter().filter(|s| !s.disturbed).collect();
-        if clean.is_empty() {
-            self.guest.iter().collect()
-        } else {
-            clean
-        }
+        undisturbed(&self.guest)
     }
 
-    /// Guest sessions (see [`Cell::guest_used`]).
+    /// The host runs the statistics use: those the host did not preempt
+    /// (all of them if every run was).
+    pub fn host_used(&self) -> Vec<&Sample> {
+        undisturbed(&self.host)
+    }
+
+    /// Guest sessions (see [`Cell::guest_used`]); a session whose runs
+    /// were all left out stays, empty, so interleaved pairs keep their
+    /// partners.
     pub fn guest_sessions(&self) -> Vec<inference::Session> {
-        by_session(&self.guest_used())
+        keep_sessions(&self.guest, by_session_map(&self.guest_used()))
     }
 
+    /// Host sessions (see [`Cell::host_used`]), empty ones kept.
     pub fn host_sessions(&self) -> Vec<inference::Session> {
-        by_session(&self.host.iter().collect::<Vec<_>>())
+        keep_sessions(&self.host, by_session_map(&self.host_used()))
     }
 
     /// Sessions whose warm-up hit the cap without settling, guest and host.
@@ -491,7 +538,7 @@ pub fn summarize(cell: &mut Cell) {
     cell.guest_ticks_per_byte = tpb;
     cell.host_bytes_per_sec = Summary::of(
         &cell
-            .host
+            .host_used()
             .iter()
             .map(|s| s.bytes_per_sec)
             .collect::<Vec<_>>(),

@@ -82,13 +82,37 @@ pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
 /// Warnings about a cell, shown instead of being averaged in.
 pub fn flags(c: &Cell) -> String {
     let mut f = Vec::new();
-    if c.disturbed_runs > 0 {
+    let preempted = c.guest.iter().filter(|s| s.preempted > 0).count();
+    let emulated = c.disturbed_runs as usize - preempted.min(c.disturbed_runs as usize);
+    let all = c.disturbed_runs as usize == c.guest.len();
+    if emulated > 0 {
         f.push(format!(
             "{}/{} runs disturbed by emulation{}",
-            c.disturbed_runs,
+            emulated,
             c.guest.len(),
-            if c.disturbed_runs as usize == c.guest.len() {
+            if all {
                 " (all: numbers are emulation speed)"
+            } else {
+                " (left out)"
+            }
+        ));
+    }
+    if preempted > 0 {
+        f.push(format!(
+            "{}/{} runs preempted by the host{}",
+            preempted,
+            c.guest.len(),
+            if all { " (all: kept)" } else { " (left out)" }
+        ));
+    }
+    let host_preempted = c.host.iter().filter(|s| s.preempted > 0).count();
+    if host_preempted > 0 {
+        f.push(format!(
+            "host: {}/{} runs preempted{}",
+            host_preempted,
+            c.host.len(),
+            if host_preempted == c.host.len() {
+                " (all: kept)"
             } else {
                 " (left out)"
             }
@@ -168,7 +192,11 @@ pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
             session: r.session_setup_seconds + warmup * run_s,
             run: run_s.max(1e-9),
         };
-        let rec = v.recommend(costs, margin, 0.05, 0.8, 20, 50);
+        // Sessions are cheap here (a fresh VM in milliseconds, ~0.2 s per
+        // session of a warm -l 20 cell on the PVM host), and the between-
+        // session component is what limits detection: look far enough to
+        // name a design that reaches the margin (issue 10: ~300 sessions).
+        let rec = v.recommend(costs, margin, 0.05, 0.8, 20, 1000);
         out.push(format!("  {class}: {v}; {rec}"));
     }
     out
@@ -495,4 +523,75 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
             .map(|(k, leaves)| Test::parent(k, leaves))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::{Axes, Fill, Order, Sample, summarize};
+
+    fn run(session: u64, bps: f64, preempted: u64) -> Sample {
+        Sample {
+            session,
+            run: 0,
+            bytes: 1 << 20,
+            ns: 1.0,
+            bytes_per_sec: bps,
+            ticks_per_byte: 1.0,
+            verified: false,
+            disturbed: preempted > 0,
+            preempted,
+            per_vcpu_bytes_per_sec: vec![],
+            kvm_stats: Default::default(),
+        }
+    }
+
+    fn cell(guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+        let axes = Axes {
+            routine: crate::routines::Routine::Memset,
+            variant: "erms".into(),
+            side: 0,
+            config: crate::blob::LinkConfig::Vanilla,
+            chunk: 4096,
+            order: Order::Forward,
+            fill: Fill::Populate,
+            backing: crate::vmm::memory::Backing::Anon,
+            size: 1 << 20,
+            loops: 1,
+            vcpus: 1,
+        };
+        let mut c = Cell::new(axes, guest, host);
+        summarize(&mut c);
+        c
+    }
+
+    #[test]
+    fn preempted_runs_are_left_out_and_said() {
+        // One preempted run at a third of the speed on each side.
+        let c = cell(
+            vec![run(0, 9.0, 0), run(0, 3.0, 2), run(1, 9.0, 0)],
+            vec![run(0, 10.0, 0), run(1, 10.0, 0), run(1, 3.3, 1)],
+        );
+        assert_eq!(c.guest_bytes_per_sec.as_ref().unwrap().min, 9.0);
+        assert_eq!(c.host_bytes_per_sec.as_ref().unwrap().min, 10.0);
+        assert_eq!(c.host_sessions()[1].runs, vec![10.0]);
+        assert_eq!(c.guest_sessions()[0].runs, vec![9.0]);
+        let f = flags(&c);
+        assert!(
+            f.contains("1/3 runs preempted by the host (left out)"),
+            "{f}"
+        );
+        assert!(f.contains("host: 1/3 runs preempted (left out)"), "{f}");
+        assert!(!f.contains("emulation"), "{f}");
+        // Every run preempted: kept (there is nothing else), and said.
+        let c = cell(vec![run(0, 3.0, 1), run(1, 3.1, 1)], vec![]);
+        assert_eq!(c.guest_bytes_per_sec.as_ref().unwrap().n, 2);
+        assert!(flags(&c).contains("2/2 runs preempted by the host (all: kept)"));
+        // A session that lost every run stays, empty: pairs keep partners.
+        let c = cell(vec![run(0, 3.0, 1), run(1, 9.0, 0), run(2, 9.1, 0)], vec![]);
+        let s = c.guest_sessions();
+        assert_eq!(s.len(), 3);
+        assert!(s[0].runs.is_empty());
+        assert_eq!(s[2].runs, vec![9.1]);
+    }
 }

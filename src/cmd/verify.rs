@@ -151,14 +151,7 @@ fn run_config(
     );
     let pb = bars.add(progress(specs.len() as u64));
     pb.set_prefix(config.name());
-    let run = suite::run(
-        &mut vm,
-        &specs,
-        pats,
-        ctx.timeout,
-        ctx.common.check,
-        &pb,
-    )?;
+    let run = suite::run(&mut vm, &specs, pats, ctx.timeout, ctx.common.check, &pb)?;
     pb.finish_and_clear();
     if run.failure.is_none() && !run.interrupted {
         vm.vcpu(0)?.exit(ctx.timeout)?;
