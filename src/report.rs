@@ -150,41 +150,63 @@ pub fn precheck_output(path: &Path) -> crate::error::Result<()> {
 /// and still load.
 pub const SCHEMA_VERSION: u64 = 1;
 
-/// Write `value` as pretty JSON to `path`, stamped with [`SCHEMA_VERSION`].
-pub fn write_json(path: &Path, value: &serde_json::Value) -> crate::error::Result<()> {
-    let mut value = value.clone();
-    if let serde_json::Value::Object(map) = &mut value {
-        map.insert("schema_version".into(), SCHEMA_VERSION.into());
+/// Write `value` (a JSON object: a map or a struct) as pretty JSON to
+/// `path`, stamped with [`SCHEMA_VERSION`]. It is serialized straight into
+/// the file (no intermediate `Value` or `String`: a `run` document holds
+/// tens of thousands of records).
+pub fn write_json<T: serde::Serialize + ?Sized>(
+    path: &Path,
+    value: &T,
+) -> crate::error::Result<()> {
+    #[derive(serde::Serialize)]
+    struct Stamped<'a, T: ?Sized> {
+        schema_version: u64,
+        #[serde(flatten)]
+        doc: &'a T,
     }
-    let text = serde_json::to_string_pretty(&value).map_err(|e| crate::error::Error::Io {
-        path: path.display().to_string(),
-        source: std::io::Error::other(e),
-    })?;
-    write_atomically(path, (text + "\n").as_bytes()).map_err(|source| crate::error::Error::Io {
+    let io = |source| crate::error::Error::Io {
         path: path.display().to_string(),
         source,
+    };
+    write_atomically(path, |w| {
+        let doc = Stamped {
+            schema_version: SCHEMA_VERSION,
+            doc: value,
+        };
+        serde_json::to_writer_pretty(&mut *w, &doc).map_err(std::io::Error::other)?;
+        w.write_all(b"\n")
     })
+    .map_err(io)
 }
 
 /// Replace a regular file in one step: write a temporary file beside it,
 /// then rename it over the target, so a reader (or a run killed by SIGKILL
 /// or the OOM killer mid-write) sees the old or the new contents, never
 /// half of them. Anything else (a device, a FIFO) is written in place.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use std::io::Write;
     let regular = match std::fs::metadata(path) {
         Ok(m) => m.is_file(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
         Err(e) => return Err(e),
     };
+    let to = |p: &Path| -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(p)?);
+        write(&mut w)?;
+        w.flush()
+    };
     let name = path.file_name();
     let (true, Some(name)) = (regular, name) else {
-        return std::fs::write(path, bytes);
+        return to(path);
     };
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
     tmp_name.push(format!(".tmp-{}", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
-    let r = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    let r = to(&tmp).and_then(|()| std::fs::rename(&tmp, path));
     if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

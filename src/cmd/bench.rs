@@ -5,7 +5,7 @@ use crate::arch;
 use crate::bench::{self, BenchResult};
 use crate::blob::{LinkConfig, Side};
 use crate::cli::{BenchArgs, Common};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::report;
 use crate::routines;
 use std::time::Instant;
@@ -174,11 +174,7 @@ fn announce(
 
 /// The bench JSON (the result carries its sides and kernel blob).
 fn write_json(path: &std::path::Path, result: &BenchResult) -> Result<()> {
-    let v = serde_json::to_value(result).map_err(|e| Error::Io {
-        path: path.display().to_string(),
-        source: std::io::Error::other(e),
-    })?;
-    report::write_json(path, &v)
+    report::write_json(path, result)
 }
 
 fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<()> {

@@ -415,25 +415,43 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
     Ok(if ok { 0 } else { EXIT_FAILED })
 }
 
-/// The JSON report of run/verify.
-fn json_doc(
-    ctx: &Ctx,
-    command: &str,
-    configs: &[Side],
-    o: &Outcome,
+/// The JSON report of run/verify (serialized straight into the file; the
+/// records are borrowed, not copied into a `Value`).
+#[derive(serde::Serialize)]
+struct JsonDoc<'a> {
+    tool: &'static str,
+    command: &'a str,
+    host: HostInfo,
+    cpu: &'a arch::CpuCaps,
+    guest: serde_json::Value,
+    partial: bool,
+    kernel: Option<&'a serde_json::Value>,
+    /// Per family, the built-in variant that follows the kernel blob's
+    /// path with the same alternatives decision (the differential check).
+    kernel_paths: Option<serde_json::Value>,
+    checks: &'a [CheckRecord],
+    failure: &'a Option<GuestFailure>,
     summary: serde_json::Value,
-) -> serde_json::Value {
+}
+
+fn json_doc<'a>(
+    ctx: &'a Ctx,
+    command: &'a str,
+    configs: &[Side],
+    o: &'a Outcome,
+    summary: serde_json::Value,
+) -> JsonDoc<'a> {
     let first_load = configs
         .first()
         .and_then(|c| o.loads.get(c.config().name()))
         .cloned()
         .unwrap_or(serde_json::Value::Null);
-    json!({
-        "tool": "hypclear",
-        "command": command,
-        "host": HostInfo::collect(&ctx.caps, o.counter_khz),
-        "cpu": ctx.caps,
-        "guest": {
+    JsonDoc {
+        tool: "hypclear",
+        command,
+        host: HostInfo::collect(&ctx.caps, o.counter_khz),
+        cpu: &ctx.caps,
+        guest: json!({
             "load_address": first_load,
             "load_addresses": o.loads,
             "privilege": ctx.privilege,
@@ -441,18 +459,16 @@ fn json_doc(
             "backing": ctx.common.backing,
             "prefault": ctx.common.prefault,
             "seed": ctx.seed,
-        },
-        "partial": o.interrupted,
-        "kernel": ctx.sides.iter().find_map(Side::external).map(|e| e.report.clone()),
-        // Per family, the built-in variant that follows the kernel blob's
-        // path with the same alternatives decision (the differential check).
-        "kernel_paths": ctx
+        }),
+        partial: o.interrupted,
+        kernel: ctx.sides.iter().find_map(Side::external).map(|e| &e.report),
+        kernel_paths: ctx
             .sides
             .iter()
             .find(|s| !s.is_builtin())
-            .map(|s| crate::bench::SideInfo::of(s, &ctx.caps).kernel_paths),
-        "checks": o.records,
-        "failure": o.failure,
-        "summary": summary,
-    })
+            .map(|s| json!(crate::bench::SideInfo::of(s, &ctx.caps).kernel_paths)),
+        checks: &o.records,
+        failure: &o.failure,
+        summary,
+    }
 }
