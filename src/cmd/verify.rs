@@ -316,6 +316,11 @@ pub fn verify(
     // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
     // request to stop too, never a silent kill.
     crate::vmm::interrupt::install()?;
+    // The cgroup walk behind the memory checks (a few hundred µs) runs
+    // while the options and the CPU are resolved.
+    std::thread::spawn(|| {
+        let _ = crate::vmm::memory::host_available();
+    });
     let ctx = Ctx::resolve(common, start, common.mem(), sides)?;
     let configs = ctx.sides.clone();
     let filter = Filter {
