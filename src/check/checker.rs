@@ -126,23 +126,50 @@ fn scan<'a>(
     mut expected: impl FnMut(usize, usize) -> &'a [u8],
     mut each: impl FnMut(usize, u8),
 ) -> (Option<usize>, u64) {
-    let mut first = None;
-    let mut count = 0u64;
+    let mut tally = (None, 0u64);
     for (blk, c) in buf.chunks(BLOCK).enumerate() {
         let i = blk * BLOCK;
-        let exp = expected(i, c.len());
-        if c == exp {
-            continue;
-        }
-        for (j, (b, e)) in c.iter().zip(exp).enumerate() {
-            if b != e {
-                first.get_or_insert(i + j);
-                count += 1;
-                each(i + j, *b);
-            }
+        scan_block(c, expected(i, c.len()), i, &mut tally, &mut each);
+    }
+    tally
+}
+
+/// [`scan`], and each block, once compared, is overwritten with `refill`
+/// (a `BLOCK` template) while it is still in the cache.
+fn scan_refill<'a>(
+    buf: &mut [u8],
+    refill: &[u8],
+    mut expected: impl FnMut(usize, usize) -> &'a [u8],
+    mut each: impl FnMut(usize, u8),
+) -> (Option<usize>, u64) {
+    let mut tally = (None, 0u64);
+    for (blk, c) in buf.chunks_mut(BLOCK).enumerate() {
+        let i = blk * BLOCK;
+        scan_block(c, expected(i, c.len()), i, &mut tally, &mut each);
+        let n = c.len();
+        c.copy_from_slice(&refill[..n]);
+    }
+    tally
+}
+
+/// One block of [`scan`]: the fast equality test, else a byte walk.
+fn scan_block(
+    c: &[u8],
+    exp: &[u8],
+    i: usize,
+    (first, count): &mut (Option<usize>, u64),
+    each: &mut impl FnMut(usize, u8),
+) {
+    if c == exp {
+        return;
+    }
+    for (j, (b, e)) in c.iter().zip(exp).enumerate() {
+        if b != e {
+            first.get_or_insert(i + j);
+            *count += 1;
+            each(i + j, *b);
         }
     }
-    (first, count)
 }
 
 /// `BLOCK` bytes of `pat` laid out from guest address `addr`; since
@@ -282,8 +309,32 @@ pub fn prepare_source(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<
 
 /// Write the patterns around and into the target.
 pub fn prepare_target(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
+    prepare_target_except(ram, p, pats, None)
+}
+
+/// [`prepare_target`], skipping the part of the target inside `prepared`,
+/// a range known to hold the target pattern already (left by a
+/// [`Refill::Target`] check).
+pub fn prepare_target_except(
+    ram: &GuestRam,
+    p: &Placement,
+    pats: &Patterns,
+    prepared: Option<(u64, u64)>,
+) -> Result<()> {
     prepare_guards(ram, p, pats)?;
-    fill_guest(ram, p.dst, p.len, pats.target)
+    let (lo, hi) = (p.dst, p.dst + p.len);
+    match prepared {
+        Some((a, b)) if a < hi && lo < b => {
+            if lo < a {
+                fill_guest(ram, lo, a - lo, pats.target)?;
+            }
+            if b < hi {
+                fill_guest(ram, b, hi - b, pats.target)?;
+            }
+            Ok(())
+        }
+        _ => fill_guest(ram, lo, p.len, pats.target),
+    }
 }
 
 /// Write the patterns around and into the target, and the source.
@@ -377,7 +428,7 @@ impl Snapshot {
 
 /// Check the result of a `kind` operation on `p`, its source included.
 pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Result<Outcome> {
-    check_with(ram, p, kind, pats, SourceCheck::Now)
+    check_with(ram, p, kind, pats, SourceCheck::Now, Refill::No)
 }
 
 /// Bytes of a copy's source (from `src`, holding `expected`) that changed.
@@ -392,13 +443,24 @@ pub fn source_changes(ram: &GuestRam, src: u64, expected: &[u8]) -> Result<u64> 
     })
 }
 
-/// [`check`], with the source compared now or left to the caller.
+/// Whether [`check_with`] leaves the target as it found it, or writes the
+/// target pattern back over it as it goes (the next check at the same
+/// place then finds it prepared: one pass over the target instead of two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refill {
+    No,
+    Target,
+}
+
+/// [`check`], with the source compared now or left to the caller, and the
+/// target optionally refilled.
 pub fn check_with(
     ram: &GuestRam,
     p: &Placement,
     kind: Kind,
     pats: &Patterns,
     source: SourceCheck,
+    refill: Refill,
 ) -> Result<Outcome> {
     let mut b = Breakdown::default();
     let mut first: Option<i64> = None;
@@ -423,7 +485,6 @@ pub fn check_with(
         b.underrun = n;
     }
 
-    let target = view(p.dst, p.len)?;
     let pre = |i: usize| pats.target[((p.dst + i as u64) % 8) as usize];
     let mut not_written = 0;
     let mut wrong = 0;
@@ -435,19 +496,22 @@ pub fn check_with(
         _ => 0,
     };
     let constant = vec![value; BLOCK];
-    let (f, _) = match kind {
-        Kind::Zero | Kind::Fill => scan(
-            target,
-            |_, n| &constant[..n],
-            |i, v| classify(i, v, &mut not_written, &mut wrong),
-        ),
-        Kind::Copy => {
-            let src = p.source(pats)?;
-            scan(
-                target,
-                |i, n| &src[i..i + n],
-                |i, v| classify(i, v, &mut not_written, &mut wrong),
-            )
+    let src = match kind {
+        Kind::Copy => p.source(pats)?,
+        Kind::Zero | Kind::Fill => &[],
+    };
+    let expected = |i: usize, n: usize| match kind {
+        Kind::Copy => &src[i..i + n],
+        Kind::Zero | Kind::Fill => &constant[..n],
+    };
+    let each = |i, v| classify(i, v, &mut not_written, &mut wrong);
+    let (f, _) = match refill {
+        Refill::No => scan(view(p.dst, p.len)?, expected, each),
+        Refill::Target => {
+            // SAFETY: as for `view` above; this slice is the only one of
+            // the target alive, dropped before the guard after it is read.
+            let target = unsafe { ram.slice_mut(p.dst, p.len) }?;
+            scan_refill(target, &template(p.dst, pats.target), expected, each)
         }
     };
     if let Some(f) = f {
@@ -533,6 +597,64 @@ mod tests {
         let (f, c) = scan(&big, |_, n| &zeros[..n], |_, _| {});
         assert_eq!((f, c), (Some(2 * BLOCK + 4), 1));
         assert_eq!((first, n), (None, 0));
+    }
+
+    #[test]
+    fn scan_refill_reports_like_scan_and_leaves_the_template() {
+        let mut buf = vec![0u8; 2 * BLOCK + 100];
+        buf[5] = 3;
+        buf[BLOCK + 7] = 4;
+        let zeros = vec![0u8; BLOCK];
+        let refill = template(0x1000, [9, 8, 7, 6, 5, 4, 3, 2]);
+        let before = scan(&buf, |_, n| &zeros[..n], |_, _| {});
+        let mut seen = vec![];
+        let after = scan_refill(
+            &mut buf,
+            &refill,
+            |_, n| &zeros[..n],
+            |i, v| seen.push((i, v)),
+        );
+        assert_eq!(before, after);
+        assert_eq!(after, (Some(5), 2));
+        assert_eq!(seen, vec![(5, 3), (BLOCK + 7, 4)]);
+        let mut want = vec![0u8; buf.len()];
+        fill_pattern(&mut want, 0x1000, [9, 8, 7, 6, 5, 4, 3, 2]);
+        assert_eq!(buf, want);
+    }
+
+    #[test]
+    fn prepare_skips_only_what_is_prepared() {
+        let ram = GuestRam::new(0, 1 << 20, crate::vmm::memory::Backing::Anon, false).unwrap();
+        let pats = Patterns::new(1, 0);
+        let p = Placement {
+            dst: 0x10000,
+            len: 0x3000,
+            src: None,
+            src_index: 0,
+        };
+        // A stale byte inside the prepared range stays (it is trusted to
+        // hold the pattern); everything outside it is written.
+        fill_guest(&ram, 0x10400, 0xc00, pats.target).unwrap();
+        ram.write_bytes(0x10800, &[0xee]).unwrap();
+        prepare_target_except(&ram, &p, &pats, Some((0x10400, 0x11000))).unwrap();
+        let mut t = vec![0u8; 0x3000];
+        ram.read_into(0x10000, &mut t).unwrap();
+        let mut want = vec![0u8; 0x3000];
+        fill_pattern(&mut want, 0x10000, pats.target);
+        assert_eq!(t[0x800], 0xee);
+        t[0x800] = want[0x800];
+        assert_eq!(t, want);
+        // Guards are always written.
+        let mut g = vec![0u8; GUARD as usize];
+        ram.read_into(0x10000 - GUARD, &mut g).unwrap();
+        let mut gw = vec![0u8; GUARD as usize];
+        fill_pattern(&mut gw, 0x10000 - GUARD, pats.guard);
+        assert_eq!(g, gw);
+        // No overlap: the whole target.
+        ram.write_bytes(0x10800, &[0xee]).unwrap();
+        prepare_target_except(&ram, &p, &pats, Some((0x20000, 0x21000))).unwrap();
+        ram.read_into(0x10000, &mut t).unwrap();
+        assert_eq!(t, want);
     }
 
     #[test]

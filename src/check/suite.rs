@@ -2,7 +2,7 @@
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::blob::abi::{self, PAGE_SIZE};
-use crate::check::checker::{self, Breakdown, GUARD, Patterns, Placement, SourceCheck};
+use crate::check::checker::{self, Breakdown, GUARD, Patterns, Placement, Refill, SourceCheck};
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
 use crate::vmm::{Command, GuestFailure, Vm};
@@ -358,32 +358,77 @@ pub fn run_check(
     whole: Option<&mut checker::Snapshot>,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let layout = Layout::of(std::slice::from_ref(spec));
-    check_one(vm, spec, &layout, pats, timeout, SourceCheck::Now, whole)
+    check_one(vm, spec, &layout, pats, timeout, Around::alone(), whole)
+}
+
+/// A range of guest RAM known to hold the target pattern (what a
+/// [`Refill::Target`] check leaves behind), so the next check there need
+/// not write it again.
+type Prepared = Option<(u64, u64)>;
+
+/// How [`check_one`] treats what lies around the check.
+struct Around<'a> {
+    /// `Now`: write the source before and compare it after. `Deferred`:
+    /// the source is the shared area, written and compared by [`run`].
+    source: SourceCheck,
+    /// Where the target pattern already is, kept up to date: the check
+    /// skips writing it there and refills its own target as it verifies
+    /// it. `None`: no tracking (a lone check, `--check whole`).
+    prepared: Option<&'a mut Prepared>,
+}
+
+impl Around<'_> {
+    fn alone() -> Around<'static> {
+        Around {
+            source: SourceCheck::Now,
+            prepared: None,
+        }
+    }
 }
 
 /// Prepare, call, verify. Returns the record, the checker's time and the
-/// bytes it compared. `source`: `Now` writes the source before and
-/// compares it after; `Deferred` leaves both to [`run`] (the shared area).
+/// bytes it compared.
 fn check_one(
     vm: &mut Vm,
     spec: &CheckSpec,
     layout: &Layout,
     pats: &Patterns,
     timeout: Duration,
-    source: SourceCheck,
+    mut around: Around<'_>,
     mut whole: Option<&mut checker::Snapshot>,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let p = placement(spec, layout);
-    checker::prepare_target(&vm.ram, &p, pats)?;
-    if source == SourceCheck::Now {
+    let known = around.prepared.as_deref().copied().flatten();
+    checker::prepare_target_except(&vm.ram, &p, pats, known)?;
+    if around.source == SourceCheck::Now {
         checker::prepare_source(&vm.ram, &p, pats)?;
     }
     if let Some(snap) = whole.as_deref_mut() {
         snap.refresh(&vm.ram, &p)?;
     }
+    // The guest may write anywhere from here on.
+    if let Some(k) = around.prepared.as_deref_mut() {
+        *k = None;
+    }
     let cmd = command(vm, spec, &p, pats)?;
     let r = vm.vcpu(0)?.call(&cmd, timeout)?;
-    verify(vm, spec, &p, pats, source, whole, r.ticks())
+    let refill = match (&around.prepared, &whole) {
+        (Some(_), None) => Refill::Target,
+        _ => Refill::No,
+    };
+    let done = verify(
+        vm,
+        spec,
+        &p,
+        pats,
+        (around.source, refill),
+        whole,
+        r.ticks(),
+    )?;
+    if let (Some(k), Refill::Target) = (around.prepared, refill) {
+        *k = Some((p.dst, p.dst + p.len));
+    }
+    Ok(done)
 }
 
 /// The command that runs `spec` on `p`.
@@ -411,12 +456,12 @@ fn verify(
     spec: &CheckSpec,
     p: &Placement,
     pats: &Patterns,
-    source: SourceCheck,
+    (source, refill): (SourceCheck, Refill),
     whole: Option<&mut checker::Snapshot>,
     ticks: u64,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let t = Instant::now();
-    let mut out = checker::check_with(&vm.ram, p, spec.routine.kind(), pats, source)?;
+    let mut out = checker::check_with(&vm.ram, p, spec.routine.kind(), pats, source, refill)?;
     let mut bytes = p.len
         + 2 * GUARD
         + match (p.src, source) {
@@ -469,11 +514,14 @@ fn judge(rec: &mut CheckRecord, out: &checker::Outcome) {
 /// between two comparisons of the shared source area.
 const DEFER: usize = 64;
 
-/// The shared source area of [`Layout`] during [`run`]: whether it holds
-/// the stream, and the copies that read it since it was last compared.
-struct SharedSource {
+/// What [`run`] knows about the arena: whether the shared source area of
+/// [`Layout`] holds the stream, the copies that read it since it was last
+/// compared, and where the target pattern already lies.
+struct Arena {
     layout: Layout,
     written: bool,
+    /// Left by the last check's refill; see [`Around::prepared`].
+    prepared: Prepared,
     /// (record index, spec) of each copy not yet vouched for.
     pending: Vec<(usize, CheckSpec)>,
     /// The part of the area those copies read.
@@ -481,11 +529,12 @@ struct SharedSource {
     hi: u64,
 }
 
-impl SharedSource {
-    fn new(layout: Layout) -> SharedSource {
-        SharedSource {
+impl Arena {
+    fn new(layout: Layout) -> Arena {
+        Arena {
             layout,
             written: false,
+            prepared: None,
             pending: Vec::new(),
             lo: u64::MAX,
             hi: 0,
@@ -509,6 +558,8 @@ impl SharedSource {
     /// Write the stream into the area unless it is known to hold it.
     fn ensure(&mut self, vm: &Vm, pats: &Patterns) -> Result<()> {
         if !self.written {
+            // The area may hold a target of a check that overlapped it.
+            self.prepared = None;
             let (lo, hi) = (
                 self.layout.src_base,
                 self.layout.src_base + self.layout.src_len,
@@ -538,7 +589,7 @@ impl SharedSource {
 /// judged as it is now.
 fn settle_source(
     vm: &mut Vm,
-    area: &mut SharedSource,
+    area: &mut Arena,
     pats: &Patterns,
     timeout: Duration,
     rerun: bool,
@@ -559,6 +610,7 @@ fn settle_source(
         return Ok(());
     }
     area.written = false;
+    area.prepared = None;
     for (index, spec) in pending {
         let Some(rec) = out.records.get_mut(index) else {
             continue;
@@ -586,15 +638,12 @@ fn settle_source(
             }
             continue;
         }
-        match check_one(
-            vm,
-            &spec,
-            &area.layout,
-            pats,
-            timeout,
-            SourceCheck::Now,
-            None,
-        ) {
+        let layout = area.layout;
+        let around = Around {
+            source: SourceCheck::Now,
+            prepared: Some(&mut area.prepared),
+        };
+        match check_one(vm, &spec, &layout, pats, timeout, around, None) {
             Ok((again, dt, bytes)) => {
                 out.records[index] = again;
                 out.check_time += dt;
@@ -620,12 +669,14 @@ fn settle_source(
 fn run_batch(
     vm: &mut Vm,
     chunk: &[CheckSpec],
-    area: &mut SharedSource,
+    area: &mut Arena,
     pats: &Patterns,
     timeout: Duration,
     out: &mut SuiteRun,
 ) -> Result<()> {
     let layout = area.layout;
+    // Slot guards and targets cover the usual place.
+    area.prepared = None;
     let places: Vec<Placement> = (0..)
         .zip(chunk)
         .map(|(k, s)| placement_in(s, &layout, k))
@@ -653,7 +704,7 @@ fn run_batch(
         } else {
             SourceCheck::Now
         };
-        let (rec, dt, bytes) = verify(vm, spec, p, pats, source, None, r.ticks())?;
+        let (rec, dt, bytes) = verify(vm, spec, p, pats, (source, Refill::No), None, r.ticks())?;
         if copy {
             area.defer(out.records.len(), spec, p);
         }
@@ -710,7 +761,7 @@ pub fn run(
         checker::Scope::Target => None,
     };
     let layout = Layout::of(specs);
-    let mut area = SharedSource::new(layout);
+    let mut area = Arena::new(layout);
     let mut i = 0;
     while let Some(spec) = specs.get(i) {
         let n = match scope {
@@ -756,7 +807,7 @@ pub fn run(
 fn run_single(
     vm: &mut Vm,
     spec: &CheckSpec,
-    area: &mut SharedSource,
+    area: &mut Arena,
     pats: &Patterns,
     timeout: Duration,
     snap: Option<&mut checker::Snapshot>,
@@ -775,12 +826,16 @@ fn run_single(
     if shared {
         area.ensure(vm, pats)?;
     }
-    let source = if shared {
-        SourceCheck::Deferred
-    } else {
-        SourceCheck::Now
+    let tracked = snap.is_none();
+    let around = Around {
+        source: if shared {
+            SourceCheck::Deferred
+        } else {
+            SourceCheck::Now
+        },
+        prepared: tracked.then_some(&mut area.prepared),
     };
-    match check_one(vm, spec, &layout, pats, timeout, source, snap) {
+    match check_one(vm, spec, &layout, pats, timeout, around, snap) {
         Ok((rec, dt, bytes)) => {
             if shared {
                 area.defer(out.records.len(), spec, &p);
