@@ -70,10 +70,12 @@ pub fn run(opts: &VmOptions, timeout: Duration) -> Result<Vec<CaseResult>> {
 /// three, then each re-run alone because it changed): only the broken one
 /// may be blamed, for exactly the one source byte it changed.
 fn run_source_case(opts: &VmOptions, name: &str, timeout: Duration) -> Result<CaseResult> {
+    // The correct copies must run on any CPU: a variant that needs no CPU
+    // feature (MOPS, say, is absent under pKVM).
     let memcpy = routines::variants(Routine::Memcpy, &opts.side)
         .into_iter()
-        .next()
-        .ok_or_else(|| Error::Blob("no memcpy variant".into()))?;
+        .find(|v| v.requires.is_none())
+        .ok_or_else(|| Error::Blob("no memcpy variant without a CPU requirement".into()))?;
     let pats = Patterns::new(opts.seed, LEN as usize);
     let mut vm = Vm::new(crate::vmm::open_kvm()?, opts)?;
     let index = vm
