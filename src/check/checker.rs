@@ -398,8 +398,8 @@ impl Snapshot {
     /// Bytes that changed outside `[dst - GUARD, dst + len + GUARD)` (that
     /// range is judged by [`check`]), and the first, relative to `dst`.
     pub fn changed_outside(&self, ram: &GuestRam, p: &Placement) -> Result<(u64, Option<i64>)> {
-        // SAFETY: as in `check`: called between commands from
-        // `suite::run_check`, which holds the `&mut Vm` owning every vCPU.
+        // SAFETY: as in `check_with`: called between commands by the suite,
+        // which holds the `&mut Vm` owning every vCPU.
         let now = unsafe { ram.slice(self.base, self.bytes.len() as u64) }?;
         let skip_lo = p.dst.saturating_sub(GUARD).saturating_sub(self.base) as usize;
         let skip_hi = (p.dst + p.len + GUARD).saturating_sub(self.base) as usize;
@@ -471,10 +471,10 @@ pub fn check_with(
     };
 
     let view = |gpa: u64, len: u64| {
-        // SAFETY: the checker runs between commands, called from
-        // `suite::run_check`, which holds the `&mut Vm` that owns every
-        // vCPU of this RAM; vCPUs run only inside `Vcpu` methods, so none
-        // runs while these slices live.
+        // SAFETY: the checker runs between commands, called by the suite
+        // (`suite::verify`) or bench's verification pass, which hold the
+        // `&mut Vm` that owns every vCPU of this RAM; vCPUs run only inside
+        // `Vcpu` methods, so none runs while these slices live.
         unsafe { ram.slice(gpa, len) }
     };
     let lo = p.dst - GUARD;
@@ -485,35 +485,7 @@ pub fn check_with(
         b.underrun = n;
     }
 
-    let pre = |i: usize| pats.target[((p.dst + i as u64) % 8) as usize];
-    let mut not_written = 0;
-    let mut wrong = 0;
-    let classify = |i: usize, v: u8, nw: &mut u64, wr: &mut u64| {
-        if v == pre(i) { *nw += 1 } else { *wr += 1 }
-    };
-    let value = match kind {
-        Kind::Fill => pats.fill,
-        _ => 0,
-    };
-    let constant = vec![value; BLOCK];
-    let src = match kind {
-        Kind::Copy => p.source(pats)?,
-        Kind::Zero | Kind::Fill => &[],
-    };
-    let expected = |i: usize, n: usize| match kind {
-        Kind::Copy => &src[i..i + n],
-        Kind::Zero | Kind::Fill => &constant[..n],
-    };
-    let each = |i, v| classify(i, v, &mut not_written, &mut wrong);
-    let (f, _) = match refill {
-        Refill::No => scan(view(p.dst, p.len)?, expected, each),
-        Refill::Target => {
-            // SAFETY: as for `view` above; this slice is the only one of
-            // the target alive, dropped before the guard after it is read.
-            let target = unsafe { ram.slice_mut(p.dst, p.len) }?;
-            scan_refill(target, &template(p.dst, pats.target), expected, each)
-        }
-    };
+    let (f, not_written, wrong) = check_target(ram, p, kind, pats, refill)?;
     if let Some(f) = f {
         note(f as i64);
     }
@@ -536,6 +508,53 @@ pub fn check_with(
         bad_bytes: b.total(),
         breakdown: b,
     })
+}
+
+/// The target part of [`check_with`]: the first bad byte (relative to
+/// `dst`) and the bad bytes that still hold the pre-fill pattern (not
+/// written) and that hold anything else (wrong value).
+fn check_target(
+    ram: &GuestRam,
+    p: &Placement,
+    kind: Kind,
+    pats: &Patterns,
+    refill: Refill,
+) -> Result<(Option<usize>, u64, u64)> {
+    let pre = |i: usize| pats.target[((p.dst + i as u64) % 8) as usize];
+    let mut not_written = 0;
+    let mut wrong = 0;
+    let value = match kind {
+        Kind::Fill => pats.fill,
+        _ => 0,
+    };
+    let constant = vec![value; BLOCK];
+    let src = match kind {
+        Kind::Copy => p.source(pats)?,
+        Kind::Zero | Kind::Fill => &[],
+    };
+    let expected = |i: usize, n: usize| match kind {
+        Kind::Copy => &src[i..i + n],
+        Kind::Zero | Kind::Fill => &constant[..n],
+    };
+    let each = |i, v| {
+        if v == pre(i) {
+            not_written += 1
+        } else {
+            wrong += 1
+        }
+    };
+    let (f, _) = match refill {
+        // SAFETY: as in `check_with`: between commands, with the `&mut Vm`
+        // that owns every vCPU of this RAM held by the caller.
+        Refill::No => scan(unsafe { ram.slice(p.dst, p.len) }?, expected, each),
+        Refill::Target => {
+            // SAFETY: as above; the only slice of the target alive, dropped
+            // before the caller reads the guard after it.
+            let target = unsafe { ram.slice_mut(p.dst, p.len) }?;
+            scan_refill(target, &template(p.dst, pats.target), expected, each)
+        }
+    };
+    Ok((f, not_written, wrong))
 }
 
 #[cfg(test)]
