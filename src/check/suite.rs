@@ -349,6 +349,25 @@ pub struct SuiteRun {
     pub interrupted: bool,
 }
 
+impl SuiteRun {
+    /// Take in a verified check (its record, the checker's time, the
+    /// bytes compared); returns the record's index.
+    fn add(&mut self, (rec, dt, bytes): (CheckRecord, Duration, u64)) -> usize {
+        self.records.push(rec);
+        self.check_time += dt;
+        self.checked_bytes += bytes;
+        self.records.len() - 1
+    }
+
+    /// A guest failure while `spec` ran: its record fails with the
+    /// failure's detail, and the failure ends the run.
+    fn guest_failed(&mut self, config: LinkConfig, spec: &CheckSpec, f: GuestFailure) {
+        self.records
+            .push(record(config, spec, Verdict::Fail, Some(f.detail.clone())));
+        self.failure = Some(f);
+    }
+}
+
 /// Run one check on its own: prepare (the source included), call, verify.
 pub fn run_check(
     vm: &mut Vm,
@@ -704,24 +723,24 @@ fn run_batch(
         } else {
             SourceCheck::Now
         };
-        let (rec, dt, bytes) = verify(vm, spec, p, pats, (source, Refill::No), None, r.ticks())?;
+        let index = out.add(verify(
+            vm,
+            spec,
+            p,
+            pats,
+            (source, Refill::No),
+            None,
+            r.ticks(),
+        )?);
         if copy {
-            area.defer(out.records.len(), spec, p);
+            area.defer(index, spec, p);
         }
-        out.records.push(rec);
-        out.check_time += dt;
-        out.checked_bytes += bytes;
     }
     if let Some((cur, f)) = failed {
-        if let Some(spec) = chunk.get(cur) {
-            out.records.push(record(
-                vm.blob.config,
-                spec,
-                Verdict::Fail,
-                Some(f.detail.clone()),
-            ));
+        match chunk.get(cur) {
+            Some(spec) => out.guest_failed(vm.blob.config, spec, *f),
+            None => out.failure = Some(*f),
         }
-        out.failure = Some(*f);
         settle_source(vm, area, pats, timeout, false, out)?;
     }
     Ok(())
@@ -836,23 +855,15 @@ fn run_single(
         prepared: tracked.then_some(&mut area.prepared),
     };
     match check_one(vm, spec, &layout, pats, timeout, around, snap) {
-        Ok((rec, dt, bytes)) => {
+        Ok(done) => {
+            let index = out.add(done);
             if shared {
-                area.defer(out.records.len(), spec, &p);
+                area.defer(index, spec, &p);
             }
-            out.records.push(rec);
-            out.check_time += dt;
-            out.checked_bytes += bytes;
             Ok(())
         }
         Err(Error::Guest(f)) => {
-            out.records.push(record(
-                vm.blob.config,
-                spec,
-                Verdict::Fail,
-                Some(f.detail.clone()),
-            ));
-            out.failure = Some(*f);
+            out.guest_failed(vm.blob.config, spec, *f);
             settle_source(vm, area, pats, timeout, false, out)
         }
         Err(e) => Err(e),
