@@ -64,6 +64,20 @@
 	str	x17, [x16]
 .endm
 
+/*
+ * x0 = MB_BATCH_CUR (past BATCH_SLOTS: bad command), \reg = the address of
+ * that batch slot in the mailbox (x28).
+ */
+.macro CUR_SLOT reg
+	ldr	x0, [x28, #MB_BATCH_CUR]
+	cmp	x0, #BATCH_SLOTS
+	b.hs	.Lbad_command
+	mov	\reg, #SLOT_SIZE
+	mul	\reg, x0, \reg
+	add	\reg, \reg, #MB_SLOTS
+	add	\reg, x28, \reg
+.endm
+
 /* Read the virtual counter into \reg, ordered by ISBs on both sides. */
 .macro READ_CNTVCT reg
 	isb
@@ -130,25 +144,14 @@ hyp_entry:
 	ldr	x1, [x28, #MB_BATCH_N]
 	cmp	x0, x1
 	b.hs	.Lresult
-	cmp	x0, #BATCH_SLOTS
-	b.hs	.Lbad_command
-	mov	x1, #SLOT_SIZE
-	mul	x0, x0, x1
-	add	x0, x0, #MB_SLOTS
-	add	x0, x28, x0			/* x0 = slot */
+	CUR_SLOT x2
 	add	x1, x28, #MB_CMD_TABLE
 	.irp	k, 0, 16, 32, 48
-	ldp	x2, x3, [x0, #\k]
-	stp	x2, x3, [x1, #\k]
+	ldp	x3, x4, [x2, #\k]
+	stp	x3, x4, [x1, #\k]
 	.endr
 	bl	.Lrun_call
-	ldr	x0, [x28, #MB_BATCH_CUR]
-	cmp	x0, #BATCH_SLOTS
-	b.hs	.Lbad_command
-	mov	x1, #SLOT_SIZE
-	mul	x1, x0, x1
-	add	x1, x1, #MB_SLOTS
-	add	x1, x28, x1
+	CUR_SLOT x1
 	ldr	x2, [x28, #MB_RES_T0]
 	str	x2, [x1, #SLOT_T0]
 	ldr	x2, [x28, #MB_RES_T1]

@@ -26,6 +26,15 @@
 	movq	$\nr, (%rax)
 .endm
 
+/* %rsi = mailbox offset of batch slot MB_BATCH_CUR (past BATCH_SLOTS: bad command). */
+.macro CUR_SLOT
+	mov	%gs:MB_BATCH_CUR, %rsi
+	cmp	$BATCH_SLOTS, %rsi
+	jae	.Lbad_command
+	imul	$SLOT_SIZE, %rsi, %rsi
+	add	$MB_SLOTS, %rsi
+.endm
+
 /* Read the TSC into %rax as a 64-bit value; clobbers %rdx. */
 .macro READ_TSC
 	rdtsc
@@ -68,20 +77,13 @@ hyp_entry:
 1:	mov	%gs:MB_BATCH_CUR, %rsi
 	cmp	%gs:MB_BATCH_N, %rsi
 	jae	.Lresult
-	cmp	$BATCH_SLOTS, %rsi
-	jae	.Lbad_command
-	imul	$SLOT_SIZE, %rsi, %rsi
-	add	$MB_SLOTS, %rsi			/* rsi = slot offset in the mailbox */
+	CUR_SLOT
 	.irp	k, 0, 8, 16, 24, 32, 40, 48, 56
 	mov	%gs:\k(%rsi), %rax
 	mov	%rax, %gs:MB_CMD_TABLE + \k
 	.endr
 	call	.Lrun_call
-	mov	%gs:MB_BATCH_CUR, %rsi
-	cmp	$BATCH_SLOTS, %rsi
-	jae	.Lbad_command
-	imul	$SLOT_SIZE, %rsi, %rsi
-	add	$MB_SLOTS, %rsi
+	CUR_SLOT
 	mov	%gs:MB_RES_T0, %rax
 	mov	%rax, %gs:SLOT_T0(%rsi)
 	mov	%gs:MB_RES_T1, %rax
