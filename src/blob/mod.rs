@@ -174,11 +174,14 @@ impl Blob {
             .map(|i| i as u64)
     }
 
-    pub fn selftest_index(&self, name: &str) -> Option<u64> {
+    /// The row of selftest (or hostile) routine `name` in the selftest
+    /// table.
+    pub fn selftest_index(&self, name: &str) -> Result<u64> {
         self.selftests
             .iter()
             .position(|r| r.name == name)
             .map(|i| i as u64)
+            .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{name}`")))
     }
 
     /// Load at `base` (page aligned), apply `.hyp.reloc`, return entry points.

@@ -203,10 +203,7 @@ fn run_case(opts: &VmOptions, case: &Case, timeout: Duration) -> Result<HostileR
         opts.vcpus = RACE_VCPUS;
     }
     let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
-    let index = vm
-        .blob
-        .selftest_index(routine)
-        .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{routine}`")))?;
+    let index = vm.blob.selftest_index(routine)?;
     let res = match args {
         Args::Memset => memset_case(&mut vm, index, opts.seed, timeout),
         Args::Scribble(i) => {

@@ -65,23 +65,30 @@ pub fn run(opts: &VmOptions, timeout: Duration) -> Result<Vec<CaseResult>> {
         .collect()
 }
 
+/// A VM for selftest case `name`: the VM, a `routine` variant that needs
+/// no CPU feature (correct calls must run on any CPU: MOPS, say, is absent
+/// under pKVM) and the case's row in the selftest table.
+fn boot(
+    opts: &VmOptions,
+    routine: Routine,
+    name: &str,
+) -> Result<(Vm, &'static routines::VariantDef, u64)> {
+    let variant = routines::variants(routine, &opts.side)
+        .into_iter()
+        .find(|v| v.requires.is_none())
+        .ok_or_else(|| Error::Blob(format!("no {routine} variant without a CPU requirement")))?;
+    let vm = Vm::new(crate::vmm::open_kvm()?, opts)?;
+    let index = vm.blob.selftest_index(name)?;
+    Ok((vm, variant, index))
+}
+
 /// A broken copy between two correct ones, all three reading one shared
 /// source area as the suite runs them (the source compared after the
 /// three, then each re-run alone because it changed): only the broken one
 /// may be blamed, for exactly the one source byte it changed.
 fn run_source_case(opts: &VmOptions, name: &str, timeout: Duration) -> Result<CaseResult> {
-    // The correct copies must run on any CPU: a variant that needs no CPU
-    // feature (MOPS, say, is absent under pKVM).
-    let memcpy = routines::variants(Routine::Memcpy, &opts.side)
-        .into_iter()
-        .find(|v| v.requires.is_none())
-        .ok_or_else(|| Error::Blob("no memcpy variant without a CPU requirement".into()))?;
+    let (mut vm, memcpy, index) = boot(opts, Routine::Memcpy, name)?;
     let pats = Patterns::new(opts.seed, LEN as usize);
-    let mut vm = Vm::new(crate::vmm::open_kvm()?, opts)?;
-    let index = vm
-        .blob
-        .selftest_index(name)
-        .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{name}`")))?;
     let good = CheckSpec {
         routine: Routine::Memcpy,
         variant: memcpy,
@@ -123,8 +130,6 @@ fn run_source_case(opts: &VmOptions, name: &str, timeout: Duration) -> Result<Ca
     })
 }
 
-// Over 80 lines (81): boot, run, and the judgement of each observed outcome
-// against the expected one, one match arm per outcome.
 /// Run one broken routine in a fresh VM and judge what was observed.
 pub fn run_case(
     opts: &VmOptions,
@@ -135,16 +140,8 @@ pub fn run_case(
     if expected == Expect::SourceModified {
         return run_source_case(opts, name, timeout);
     }
-    let memset = routines::variants(Routine::Memset, &opts.side)
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::Blob("no memset variant".into()))?;
+    let (mut vm, memset, index) = boot(opts, Routine::Memset, name)?;
     let pats = Patterns::new(opts.seed, 0);
-    let mut vm = Vm::new(crate::vmm::open_kvm()?, opts)?;
-    let index = vm
-        .blob
-        .selftest_index(name)
-        .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{name}`")))?;
     let spec = CheckSpec {
         routine: Routine::Memset,
         variant: memset,
