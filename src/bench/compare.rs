@@ -768,7 +768,7 @@ fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{Axes, Fill, Order, Sample};
+    use crate::bench::{Axes, Sample};
     use crate::vmm::host::HostInfo;
 
     fn host(model: &str) -> HostInfo {
@@ -786,19 +786,10 @@ mod tests {
     }
 
     fn axes(config: &str, chunk: u64) -> Axes {
-        Axes {
-            routine: crate::routines::Routine::Memset,
-            variant: "erms".into(),
-            side: 0,
-            config: serde_json::from_value(serde_json::json!(config)).unwrap(),
+        Axes::test_memset(
+            serde_json::from_value(serde_json::json!(config)).unwrap(),
             chunk,
-            order: Order::Forward,
-            fill: Fill::Populate,
-            backing: crate::vmm::memory::Backing::Anon,
-            size: 1 << 20,
-            loops: 1,
-            vcpus: 1,
-        }
+        )
     }
 
     /// `sessions[s][r]`: throughput of run r of session s.

@@ -142,6 +142,25 @@ pub struct Axes {
 }
 
 impl Axes {
+    /// A 1 MB `memset erms` cell of `config` at `chunk` (the unit tests'
+    /// usual cell).
+    #[cfg(test)]
+    pub(crate) fn test_memset(config: LinkConfig, chunk: u64) -> Axes {
+        Axes {
+            routine: Routine::Memset,
+            variant: "erms".into(),
+            side: 0,
+            config,
+            chunk,
+            order: Order::Forward,
+            fill: Fill::Populate,
+            backing: Backing::Anon,
+            size: 1 << 20,
+            loops: 1,
+            vcpus: 1,
+        }
+    }
+
     /// One-line name, like a perf bench benchmark name (without the side).
     pub fn label(&self) -> String {
         self.label_with(true)

@@ -528,7 +528,7 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{Axes, Fill, Order, Sample, summarize};
+    use crate::bench::{Axes, Sample, summarize};
 
     fn run(session: u64, bps: f64, preempted: u64) -> Sample {
         Sample {
@@ -547,19 +547,7 @@ mod tests {
     }
 
     fn cell(guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
-        let axes = Axes {
-            routine: crate::routines::Routine::Memset,
-            variant: "erms".into(),
-            side: 0,
-            config: crate::blob::LinkConfig::Vanilla,
-            chunk: 4096,
-            order: Order::Forward,
-            fill: Fill::Populate,
-            backing: crate::vmm::memory::Backing::Anon,
-            size: 1 << 20,
-            loops: 1,
-            vcpus: 1,
-        };
+        let axes = Axes::test_memset(crate::blob::LinkConfig::Vanilla, 4096);
         let mut c = Cell::new(axes, guest, host);
         summarize(&mut c);
         c
