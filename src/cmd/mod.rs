@@ -19,7 +19,7 @@ use crate::vmm::privilege::{self, CplChoice, PrivilegeChoice};
 use crate::vmm::{self, VmOptions};
 use std::time::{Duration, Instant};
 
-/// Everything decided before the first VM is created, decided once.
+/// Everything decided before the first check runs, decided once.
 pub struct Ctx {
     pub start: Instant,
     pub common: Common,
@@ -33,44 +33,71 @@ pub struct Ctx {
     pub sides: Vec<Side>,
 }
 
+/// The part of [`Ctx`] a VM needs to boot, resolved first so that run and
+/// verify can boot their VMs while the rest is resolved and checked.
+pub struct Early {
+    pub start: Instant,
+    pub seed: u64,
+    pub privilege: PrivilegeChoice,
+    pub mem: u64,
+    pub timeout: Duration,
+}
+
+impl Early {
+    /// Validate the options a VM depends on and pick the seed and the
+    /// guest privilege (`--cpl auto` reads its cached decision, or runs a
+    /// calibration VM).
+    pub fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Early> {
+        let timeout = crate::cli::timeout(common.timeout)?;
+        let cpl = cpl_choice(common)?;
+        vmm::validate_mem(mem)?;
+        crate::vmm::memory::precheck(mem, common.backing)?;
+        Ok(Early {
+            start,
+            seed: common.seed.unwrap_or_else(random_seed),
+            privilege: privilege::choose(cpl)?,
+            mem,
+            timeout,
+        })
+    }
+
+    /// Options of one VM of `side`.
+    pub fn vm_options(&self, common: &Common, side: &Side) -> VmOptions {
+        vm_options(common, self.mem, &self.privilege, self.seed, side)
+    }
+}
+
 impl Ctx {
     /// Validate the options and the environment, read the CPU
     /// capabilities, pick the seed and the guest privilege (`--cpl auto`
     /// may run a calibration VM). `mem` is the guest RAM size to use.
     pub fn resolve(common: &Common, start: Instant, mem: u64, sides: Vec<Side>) -> Result<Ctx> {
-        let timeout = crate::cli::timeout(common.timeout)?;
+        Ctx::complete(common, &Early::resolve(common, start, mem)?, sides)
+    }
+
+    /// [`Ctx::resolve`] after [`Early::resolve`]: the output file and the
+    /// CPU capabilities.
+    pub fn complete(common: &Common, early: &Early, sides: Vec<Side>) -> Result<Ctx> {
         if let Some(path) = &common.json {
             crate::report::precheck_output(path)?;
         }
-        let cpl = cpl_choice(common)?;
-        let seed = common.seed.unwrap_or_else(random_seed);
-        vmm::validate_mem(mem)?;
-        crate::vmm::memory::precheck(mem, common.backing)?;
         let kvm = vmm::open_kvm()?;
         let caps = arch::cpu_caps(&kvm);
         Ok(Ctx {
-            start,
+            start: early.start,
             common: common.clone(),
             caps,
-            seed,
-            privilege: privilege::choose(cpl)?,
-            mem,
-            timeout,
+            seed: early.seed,
+            privilege: early.privilege.clone(),
+            mem: early.mem,
+            timeout: early.timeout,
             sides,
         })
     }
 
     /// Options of one VM of `side`.
     pub fn vm_options(&self, side: &Side) -> VmOptions {
-        VmOptions {
-            mem: self.mem,
-            backing: self.common.backing,
-            prefault: self.common.prefault,
-            privilege: self.privilege.privilege,
-            side: side.clone(),
-            vcpus: 1,
-            seed: self.seed,
-        }
+        vm_options(&self.common, self.mem, &self.privilege, self.seed, side)
     }
 
     /// Whether any side is a kernel blob.
@@ -86,6 +113,25 @@ impl Ctx {
         } else {
             crate::report::print_bytes(format!("{line}\n").as_bytes());
         }
+    }
+}
+
+/// Options of one single-vCPU VM of `side`.
+fn vm_options(
+    common: &Common,
+    mem: u64,
+    privilege: &PrivilegeChoice,
+    seed: u64,
+    side: &Side,
+) -> VmOptions {
+    VmOptions {
+        mem,
+        backing: common.backing,
+        prefault: common.prefault,
+        privilege: privilege.privilege,
+        side: side.clone(),
+        vcpus: 1,
+        seed,
     }
 }
 

@@ -1,6 +1,6 @@
 //! `hypclear verify`: the verification suite, filtered by routine, variant
 //! and size.
-use super::{Ctx, progress};
+use super::{Ctx, Early, progress};
 use crate::arch;
 use crate::blob::abi::PAGE_SIZE;
 use crate::blob::{LinkConfig, Side};
@@ -54,7 +54,7 @@ fn check_variants(configs: &[Side], f: &Filter) -> Result<()> {
 }
 
 /// Usage errors in verify's filters, found before any VM is created.
-fn check_filter(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
+fn check_filter(configs: &[Side], f: &Filter) -> Result<()> {
     check_variants(configs, f)?;
     for &size in &f.sizes {
         for r in Routine::ALL {
@@ -70,9 +70,14 @@ fn check_filter(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
             }
         }
     }
-    // Only explicit sizes make a too small --mem an error (built-in sizes
-    // that do not fit are skipped with the reason); planning costs
-    // milliseconds, so it is skipped otherwise.
+    Ok(())
+}
+
+/// A `--mem` too small for the requested sizes, found before any check
+/// runs. Only explicit sizes make it an error (built-in sizes that do not
+/// fit are skipped with the reason); planning costs milliseconds, so it is
+/// skipped otherwise.
+fn check_mem_fits(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
     if f.sizes.is_empty() {
         return Ok(());
     }
@@ -123,29 +128,46 @@ struct ConfigRun {
     skipped: Vec<CheckRecord>,
 }
 
-/// The suite of one link configuration in its own VM, stopping at the
+/// A VM that has booted and answered its first hypercall.
+struct Booted {
+    vm: Vm,
+    first_hypercall: Duration,
+}
+
+/// Boot one VM of `side` up to its first hypercall.
+fn boot(common: &Common, early: &Early, side: &Side) -> Result<Booted> {
+    let mut vm = Vm::new(vmm::open_kvm()?, &early.vm_options(common, side))?;
+    vm.vcpu(0)?.start(early.timeout)?;
+    Ok(Booted {
+        first_hypercall: early.start.elapsed(),
+        vm,
+    })
+}
+
+/// The suite of one link configuration in its booted VM, stopping at the
 /// first guest failure.
 fn run_config(
     ctx: &Ctx,
     side: &Side,
+    booted: Booted,
     filter: &Filter,
     pats: &Patterns,
     bars: &indicatif::MultiProgress,
 ) -> Result<ConfigRun> {
+    let Booted {
+        mut vm,
+        first_hypercall,
+    } = booted;
     let config = side.config();
-    let opts = ctx.vm_options(side);
-    let mut vm = Vm::new(vmm::open_kvm()?, &opts)?;
-    vm.vcpu(0)?.start(ctx.timeout)?;
-    let first_hypercall = ctx.start.elapsed();
-    let (specs, skipped) = suite::plan(side, &ctx.caps, filter, arena(opts.mem));
+    let (specs, skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem));
     let banner = format!(
         "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
         vm.blob.aliases.len(),
         vm.blob.relocs.len(),
         vm.loaded.base,
         ctx.seed,
-        format_size(opts.mem),
-        opts.backing,
+        format_size(ctx.mem),
+        ctx.common.backing,
         arch::COUNTER_NAME,
         vm.counter_khz
     );
@@ -167,104 +189,108 @@ fn run_config(
     })
 }
 
-/// Whether the configurations' VMs may run side by side: a second core,
-/// and guest RAM for all of them within half the host memory this process
-/// may use (`host_available`: MemAvailable, cgroup limits; hugetlb pages
-/// are reserved per VM, so that backing stays one at a time).
+/// Whether the configurations' suites may run side by side: a second
+/// core, and guest RAM for all of them within half the host memory this
+/// process may use (`host_available`: MemAvailable, cgroup limits;
+/// hugetlb pages are reserved per VM, so that backing stays one at a time).
 fn concurrent(ctx: &Ctx, configs: &[Side]) -> bool {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let available = crate::vmm::memory::host_available().map_or(0, |(bytes, _)| bytes);
     let need = ctx.mem.saturating_mul(configs.len() as u64);
-    configs.len() > 1
-        && cores > 1
-        && ctx.common.backing != crate::vmm::memory::Backing::Hugetlb
-        && need <= available / 2
+    configs.len() > 1 && cores > 1 && boots_early(&ctx.common) && need <= available / 2
 }
 
-/// One VM per configuration: side by side on scoped threads when
-/// [`concurrent`] allows, else one after the other, stopping at the first
-/// guest failure.
-fn run_configs(
-    ctx: &Ctx,
+/// Whether the VM of a configuration after the first boots before its
+/// turn comes: not when hugetlb-backed (those pages are reserved per VM,
+/// so such VMs exist one at a time).
+fn boots_early(common: &Common) -> bool {
+    common.backing != crate::vmm::memory::Backing::Hugetlb
+}
+
+/// Whether the run stops after this configuration's result when the
+/// configurations run one after the other.
+fn stops(r: &Result<ConfigRun>) -> bool {
+    r.as_ref()
+        .map_or(true, |r| r.run.failure.is_some() || r.run.interrupted)
+}
+
+/// Boot one VM per configuration, resolve and check the rest (`prepare`:
+/// everything that may still refuse the run, and whether the suites run
+/// side by side), then run the suites: side by side, or one after the
+/// other stopping at the first guest failure. The first configuration's
+/// VM boots on this thread before anything else: that is the first
+/// hypercall. The others boot on their own threads meanwhile (see
+/// [`boots_early`]) and wait for their turn; when `prepare` refuses the
+/// run, they are dropped unused. Results come in configuration order.
+fn boot_and_run(
+    common: &Common,
+    early: &Early,
     configs: &[Side],
-    side_by_side: bool,
     filter: &Filter,
-    pats: &Patterns,
-    bars: &indicatif::MultiProgress,
-) -> Vec<Result<ConfigRun>> {
-    if side_by_side {
-        return std::thread::scope(|s| {
-            let handles: Vec<_> = configs
-                .iter()
-                .map(|c| s.spawn(|| run_config(ctx, c, filter, pats, bars)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(Error::Internal(
-                            "a verification thread panicked; please report this as a hypclear bug"
-                                .into(),
-                        ))
-                    })
-                })
-                .collect()
-        });
-    }
-    let mut runs = Vec::new();
-    for c in configs {
-        let r = run_config(ctx, c, filter, pats, bars);
-        let stop = r
-            .as_ref()
-            .map_or(true, |r| r.run.failure.is_some() || r.run.interrupted);
-        runs.push(r);
-        if stop {
-            break;
-        }
-    }
-    runs
-}
-
-/// Run the filtered suite in one VM per configuration. The configurations
-/// run side by side on their own threads where the machine allows (see
-/// [`concurrent`]): the host's fills and checks of one overlap the other's
-/// guest work. Results are reported in configuration order either way.
-fn run_suite(ctx: &Ctx, configs: &[Side], side_by_side: bool, filter: &Filter) -> Result<Outcome> {
+    prepare: impl FnOnce() -> Result<(Ctx, bool)>,
+) -> Result<(Ctx, Vec<Result<ConfigRun>>)> {
+    let Some((first, rest)) = configs.split_first() else {
+        return Err(Error::Internal("no link configuration to run".into()));
+    };
     let (_, pattern) = sizes(filter);
     // The copy source (tens of MB) is made when the first copy needs it.
-    let pats = Patterns::new(ctx.seed, pattern as usize);
-    let bars = super::progress_group();
-    let runs = run_configs(ctx, configs, side_by_side, filter, &pats, &bars);
-    let mut o = Outcome::default();
-    for r in runs {
-        let r = match r {
-            // Ctrl-C while this configuration's VM booted: nothing of it
-            // to report, but the others' results (and the table) stand.
-            Err(Error::Interrupted) => {
-                o.interrupted = true;
-                continue;
+    let pats = &Patterns::new(early.seed, pattern as usize);
+    let bars = &super::progress_group();
+    let ctx_cell = std::sync::OnceLock::new();
+    let shared = &ctx_cell;
+    let runs = std::thread::scope(|s| {
+        let booted = boot(common, early, first);
+        let others: Vec<_> = rest
+            .iter()
+            .map(|side| {
+                // `true`: run now; `false`, or the sender dropped: stop.
+                let (go, turn) = std::sync::mpsc::channel::<bool>();
+                let h = s.spawn(move || {
+                    let booted = boots_early(common).then(|| boot(common, early, side));
+                    if !turn.recv().unwrap_or(false) {
+                        return None;
+                    }
+                    // Set before any `true` is sent.
+                    let ctx: &Ctx = shared.get()?;
+                    let booted = booted.unwrap_or_else(|| boot(common, early, side));
+                    Some(booted.and_then(|b| run_config(ctx, side, b, filter, pats, bars)))
+                });
+                (go, h)
+            })
+            .collect();
+        let (ctx, side_by_side) = prepare()?;
+        let ctx = shared.get_or_init(|| ctx);
+        if side_by_side {
+            for (go, _) in &others {
+                let _ = go.send(true);
             }
-            r => r?,
-        };
-        ctx.say(&r.banner);
-        o.counter_khz = r.counter_khz;
-        o.first_hypercall = Some(
-            o.first_hypercall
-                .map_or(r.first_hypercall, |f| f.min(r.first_hypercall)),
-        );
-        o.loads.insert(r.config.name().into(), json!(r.load));
-        o.records.extend(r.skipped);
-        o.records.extend(r.run.records);
-        o.checked_bytes += r.run.checked_bytes;
-        o.check_time += r.run.check_time;
-        if o.failure.is_none() {
-            o.failure = r.run.failure;
         }
-        o.interrupted |= r.run.interrupted;
-    }
-    Ok(o)
+        let first = booted.and_then(|b| run_config(ctx, first, b, filter, pats, bars));
+        let mut stop = stops(&first);
+        let mut runs = vec![first];
+        for (go, h) in others {
+            if !side_by_side {
+                let _ = go.send(!stop);
+            }
+            drop(go);
+            match h.join() {
+                Ok(Some(r)) => {
+                    stop |= stops(&r);
+                    runs.push(r);
+                }
+                Ok(None) => {}
+                Err(_) => runs.push(Err(Error::Internal(
+                    "a verification thread panicked; please report this as a hypclear bug".into(),
+                ))),
+            }
+        }
+        Ok::<_, Error>(runs)
+    })?;
+    let ctx = ctx_cell
+        .into_inner()
+        .ok_or_else(|| Error::Internal("the run context was never set".into()))?;
+    Ok((ctx, runs))
 }
-
 /// The largest check and the copy source pattern (host) the suite needs.
 fn sizes(filter: &Filter) -> (u64, u64) {
     let largest = suite::LARGE_SIZES
@@ -317,36 +343,76 @@ pub fn verify(
     // request to stop too, never a silent kill.
     crate::vmm::interrupt::install()?;
     // The cgroup walk behind the memory checks (a few hundred µs) runs
-    // while the options and the CPU are resolved.
+    // while the first VM boots.
     std::thread::spawn(|| {
         let _ = crate::vmm::memory::host_available();
     });
-    let ctx = Ctx::resolve(common, start, common.mem(), sides)?;
-    let configs = ctx.sides.clone();
     let filter = Filter {
         routines: args.routine.clone(),
         variants: args.variant.clone(),
         sizes: args.size.clone(),
     };
-    check_filter(&ctx, &configs, &filter)?;
-    // Decided once: the memory check and the run must agree on it.
-    let side_by_side = concurrent(&ctx, &configs);
-    check_memory(&ctx, &configs, side_by_side, &filter)?;
-    let p = &ctx.privilege;
-    ctx.say(format_args!(
-        "hypclear {}: {} {}, KVM {}, guest at {} ({})",
-        env!("CARGO_PKG_VERSION"),
-        std::env::consts::ARCH,
-        ctx.caps.model,
-        arch::kvm_flavour(),
-        p.name,
-        p.reason
-    ));
-    for line in super::kernel::summary_lines(&ctx.sides) {
-        ctx.say(line);
-    }
-    let o = run_suite(&ctx, &configs, side_by_side, &filter)?;
+    check_filter(&sides, &filter)?;
+    let early = Early::resolve(common, start, common.mem())?;
+    let configs = sides.clone();
+    // Everything else is resolved and checked while the VMs boot; no
+    // check runs before it has passed.
+    let prepare = || {
+        let ctx = Ctx::complete(common, &early, sides)?;
+        check_mem_fits(&ctx, &configs, &filter)?;
+        // Decided once: the memory check and the run must agree on it.
+        let side_by_side = concurrent(&ctx, &configs);
+        check_memory(&ctx, &configs, side_by_side, &filter)?;
+        let p = &ctx.privilege;
+        ctx.say(format_args!(
+            "hypclear {}: {} {}, KVM {}, guest at {} ({})",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::ARCH,
+            ctx.caps.model,
+            arch::kvm_flavour(),
+            p.name,
+            p.reason
+        ));
+        for line in super::kernel::summary_lines(&ctx.sides) {
+            ctx.say(line);
+        }
+        Ok((ctx, side_by_side))
+    };
+    let (ctx, runs) = boot_and_run(common, &early, &configs, &filter, prepare)?;
+    let o = outcome(&ctx, runs)?;
     report_outcome(&ctx, &configs, &o, command)
+}
+
+/// Gather the configurations' results, printing each one's banner.
+fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
+    let mut o = Outcome::default();
+    for r in runs {
+        let r = match r {
+            // Ctrl-C while this configuration's VM booted: nothing of it
+            // to report, but the others' results (and the table) stand.
+            Err(Error::Interrupted) => {
+                o.interrupted = true;
+                continue;
+            }
+            r => r?,
+        };
+        ctx.say(&r.banner);
+        o.counter_khz = r.counter_khz;
+        o.first_hypercall = Some(
+            o.first_hypercall
+                .map_or(r.first_hypercall, |f| f.min(r.first_hypercall)),
+        );
+        o.loads.insert(r.config.name().into(), json!(r.load));
+        o.records.extend(r.skipped);
+        o.records.extend(r.run.records);
+        o.checked_bytes += r.run.checked_bytes;
+        o.check_time += r.run.check_time;
+        if o.failure.is_none() {
+            o.failure = r.run.failure;
+        }
+        o.interrupted |= r.run.interrupted;
+    }
+    Ok(o)
 }
 
 /// Print the table (or KTAP), the summary line and the failure, write the
