@@ -8,7 +8,7 @@ pub use crate::exit::{Category, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
 
 #[derive(Debug, Error)]
 pub enum Error {
-    // ---- environment / usage: exit 2, before any VM is created ----
+    // ---- environment / usage: exit 2, before any check runs ----
     #[error(
         "cannot open the KVM device {0}; load the KVM module (modprobe kvm_intel, kvm_amd or kvm_pvm) \
          and make sure this user can read and write /dev/kvm (e.g. add it to the kvm group)"

@@ -127,7 +127,7 @@ pub fn checks_table(
     t
 }
 
-/// Check, before any VM runs, that an output file can be written: open it
+/// Check, before any check runs, that an output file can be written: open it
 /// for writing, creating it (empty) if missing, without truncating what is
 /// there. Exit 2 naming the path and the OS error otherwise, so a long run
 /// never ends with its results lost.

@@ -1,8 +1,11 @@
 //! The subcommands. Each resolves a [`Ctx`] once (options validated, CPU
 //! capabilities read, seed and guest privilege decided, guest RAM size
-//! fixed) and then only reads it. A new option for run/verify/bench/info
-//! goes into `cli.rs` (`Common`, or the subcommand's `*Args`) and, when
-//! several commands need its resolved value, into [`Ctx::resolve`].
+//! fixed) and then only reads it. run and verify resolve it in two steps:
+//! [`Early`] (what a VM needs to boot), then [`Ctx::complete`] while their
+//! first VM boots. A new option for run/verify/bench/info goes into
+//! `cli.rs` (`Common`, or the subcommand's `*Args`) and, when several
+//! commands need its resolved value, into [`Early::resolve`] if a VM
+//! depends on it, else [`Ctx::complete`].
 mod bench;
 mod compare;
 mod info;

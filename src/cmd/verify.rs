@@ -312,7 +312,7 @@ fn sizes(filter: &Filter) -> (u64, u64) {
     (largest, pattern)
 }
 
-/// Check, before any VM, that the host can hold what the run touches: the
+/// Check, before any check runs, that the host can hold what the run touches: the
 /// largest target and its copy source in guest RAM, plus the host pattern
 /// (per link configuration: they may run side by side).
 fn check_memory(ctx: &Ctx, configs: &[Side], side_by_side: bool, filter: &Filter) -> Result<()> {
