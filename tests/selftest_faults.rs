@@ -65,6 +65,11 @@ fn source_change_blamed_on_its_copy_only() {
 }
 
 #[test]
+fn short_copy_caught_where_a_copy_left_its_result() {
+    case("copy_short", Expect::CopyShort);
+}
+
+#[test]
 fn cli_reports_all_detected() {
     if !kvm_available("selftest cli") {
         return;
@@ -72,7 +77,7 @@ fn cli_reports_all_detected() {
     let out = hypclear(&["selftest", "--config", "vanilla", "--timeout", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("6/6 injected faults detected"), "{stdout}");
+    assert!(stdout.contains("7/7 injected faults detected"), "{stdout}");
 }
 
 #[test]

@@ -253,6 +253,12 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// Where a copy puts the source stream: byte `a` of the target must
+    /// become `source()[a - shift]` (wrapping arithmetic).
+    pub fn shift(&self) -> u64 {
+        self.dst.wrapping_sub(self.src_index as u64)
+    }
+
     /// The bytes the source must hold (and a copy's target must become).
     pub fn source<'a>(&self, pats: &'a Patterns) -> Result<&'a [u8]> {
         let len = usize::try_from(self.len).unwrap_or(usize::MAX);
@@ -266,6 +272,40 @@ impl Placement {
                     self.src_index
                 ))
             })
+    }
+}
+
+/// A range of guest RAM whose content the harness knows, left there by the
+/// last check: the next check at the same place need not write its
+/// pre-image again where this one serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Known {
+    /// The target pattern (a [`Refill::Target`] check's leftovers).
+    Pattern { lo: u64, hi: u64 },
+    /// A passed copy's result: byte `a` holds `source()[a - shift]`.
+    Copy { lo: u64, hi: u64, shift: u64 },
+}
+
+impl Known {
+    pub fn range(&self) -> (u64, u64) {
+        match *self {
+            Known::Pattern { lo, hi } | Known::Copy { lo, hi, .. } => (lo, hi),
+        }
+    }
+
+    /// Whether this content may stand as the pre-image of a `kind` check
+    /// on `p`: bytes the routine fails to write must differ from what it
+    /// should write. The pattern always serves (it never equals a fill or
+    /// zero byte, and equals a random source byte 1 time in 256). A copy's
+    /// result serves only another copy at a different shift: its bytes then
+    /// equal the expected ones 1 time in 256 too. Not a fill (a fill byte
+    /// would be the same 1 in 256, where the pattern never is), nor a copy
+    /// at the same shift (equal everywhere).
+    pub fn serves(&self, kind: Kind, p: &Placement) -> bool {
+        match *self {
+            Known::Pattern { .. } => true,
+            Known::Copy { shift, .. } => kind == Kind::Copy && shift != p.shift(),
+        }
     }
 }
 
@@ -313,8 +353,7 @@ pub fn prepare_target(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<
 }
 
 /// [`prepare_target`], skipping the part of the target inside `prepared`,
-/// a range known to hold the target pattern already (left by a
-/// [`Refill::Target`] check).
+/// a range known to hold a pre-image already (see [`Known::serves`]).
 pub fn prepare_target_except(
     ram: &GuestRam,
     p: &Placement,
@@ -428,7 +467,7 @@ impl Snapshot {
 
 /// Check the result of a `kind` operation on `p`, its source included.
 pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Result<Outcome> {
-    check_with(ram, p, kind, pats, SourceCheck::Now, Refill::No)
+    check_with(ram, p, kind, pats, SourceCheck::Now, Refill::No, None)
 }
 
 /// Bytes of a copy's source (from `src`, holding `expected`) that changed.
@@ -452,8 +491,10 @@ pub enum Refill {
     Target,
 }
 
-/// [`check`], with the source compared now or left to the caller, and the
-/// target optionally refilled.
+/// [`check`], with the source compared now or left to the caller, the
+/// target optionally refilled, and `kept`: the part of the target whose
+/// pre-image was not the target pattern but a copy's result (what tells
+/// "not written" from "wrong value" there).
 pub fn check_with(
     ram: &GuestRam,
     p: &Placement,
@@ -461,6 +502,7 @@ pub fn check_with(
     pats: &Patterns,
     source: SourceCheck,
     refill: Refill,
+    kept: Option<Known>,
 ) -> Result<Outcome> {
     let mut b = Breakdown::default();
     let mut first: Option<i64> = None;
@@ -485,7 +527,7 @@ pub fn check_with(
         b.underrun = n;
     }
 
-    let (f, not_written, wrong) = check_target(ram, p, kind, pats, refill)?;
+    let (f, not_written, wrong) = check_target(ram, p, kind, pats, refill, kept)?;
     if let Some(f) = f {
         note(f as i64);
     }
@@ -519,8 +561,20 @@ fn check_target(
     kind: Kind,
     pats: &Patterns,
     refill: Refill,
+    kept: Option<Known>,
 ) -> Result<(Option<usize>, u64, u64)> {
-    let pre = |i: usize| pats.target[((p.dst + i as u64) % 8) as usize];
+    let pattern = |a: u64| pats.target[(a % 8) as usize];
+    let pre = |i: usize| {
+        let a = p.dst + i as u64;
+        match kept {
+            Some(Known::Copy { lo, hi, shift }) if (lo..hi).contains(&a) => {
+                let at = usize::try_from(a.wrapping_sub(shift)).ok();
+                at.and_then(|x| pats.source().get(x).copied())
+                    .unwrap_or_else(|| pattern(a))
+            }
+            _ => pattern(a),
+        }
+    };
     let mut not_written = 0;
     let mut wrong = 0;
     let value = match kind {
@@ -639,6 +693,34 @@ mod tests {
         let mut want = vec![0u8; buf.len()];
         fill_pattern(&mut want, 0x1000, [9, 8, 7, 6, 5, 4, 3, 2]);
         assert_eq!(buf, want);
+    }
+
+    #[test]
+    fn a_copy_result_serves_only_a_copy_at_another_shift() {
+        let p = Placement {
+            dst: 0x10005,
+            len: 4096,
+            src: Some(0x900000),
+            src_index: 1,
+        };
+        let pattern = Known::Pattern {
+            lo: 0x10000,
+            hi: 0x12000,
+        };
+        let copy = |shift| Known::Copy {
+            lo: 0x10000,
+            hi: 0x12000,
+            shift,
+        };
+        for kind in [Kind::Zero, Kind::Fill, Kind::Copy] {
+            assert!(pattern.serves(kind, &p), "{kind:?}");
+        }
+        assert_eq!(p.shift(), 0x10004);
+        assert!(copy(0x10005).serves(Kind::Copy, &p));
+        assert!(!copy(p.shift()).serves(Kind::Copy, &p), "same shift");
+        assert!(!copy(0x10005).serves(Kind::Fill, &p));
+        assert!(!copy(0x10005).serves(Kind::Zero, &p));
+        assert_eq!(copy(7).range(), (0x10000, 0x12000));
     }
 
     #[test]

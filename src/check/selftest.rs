@@ -32,6 +32,11 @@ pub enum Expect {
     /// A copy that changes one byte of its source, between correct copies
     /// sharing that source: only it is blamed.
     SourceModified,
+    /// A copy one byte short, run where a correct copy left its result
+    /// (the suite keeps a copy's result as the next copy's pre-image): at
+    /// the same shift, where that result would hide it, and at another.
+    /// The unwritten last byte is caught both times.
+    CopyShort,
 }
 
 /// The injected faults: (selftest table name, expectation).
@@ -42,6 +47,7 @@ pub const CASES: &[(&str, Expect)] = &[
     ("fault", Expect::Exception),
     ("hang", Expect::Timeout),
     ("source", Expect::SourceModified),
+    ("copy_short", Expect::CopyShort),
 ];
 
 /// Size and destination misalignment the broken routines run at.
@@ -130,6 +136,75 @@ fn run_source_case(opts: &VmOptions, name: &str, timeout: Duration) -> Result<Ca
     })
 }
 
+/// A memcpy one byte short, each time after a correct copy at the same
+/// place, as the suite runs them: first at the same source offset (the
+/// correct copy's result equals what the broken one must write, so it may
+/// not stand as the pre-image), then at another source offset whose last
+/// byte differs from the correct copy's (that result is the pre-image).
+/// Both must fail with exactly the last byte not written, and the correct
+/// copies pass.
+fn run_copy_short_case(opts: &VmOptions, name: &str, timeout: Duration) -> Result<CaseResult> {
+    let (mut vm, memcpy, index) = boot(opts, Routine::Memcpy, name)?;
+    let pats = Patterns::new(opts.seed, LEN as usize);
+    let last = LEN as usize - 1;
+    // A source offset whose last byte differs from offset 0's: where they
+    // are equal, an unwritten byte holds the right value and no check can
+    // see it (1 seed in 256 for one offset).
+    let other = (1..64)
+        .find(|o| pats.source().get(o + last) != pats.source().get(last))
+        .ok_or_else(|| {
+            Error::Internal("no source offset whose last byte differs from offset 0's".into())
+        })?;
+    let good = |src: u64| CheckSpec {
+        routine: Routine::Memcpy,
+        variant: memcpy,
+        len: LEN,
+        count: 1,
+        dst_offset: DST_OFFSET,
+        src_offset: Some(src),
+        table: None,
+    };
+    let broken = |src: u64| CheckSpec {
+        table: Some((abi::TABLE_SELFTEST, index)),
+        ..good(src)
+    };
+    let specs = [good(0), broken(0), good(0), broken(other as u64)];
+    let run = suite::run(
+        &mut vm,
+        &specs,
+        &pats,
+        timeout,
+        checker::Scope::Target,
+        &indicatif::ProgressBar::hidden(),
+    )?;
+    let verdicts: Vec<String> = run
+        .records
+        .iter()
+        .map(|r| r.reason.clone().unwrap_or_else(|| "ok".into()))
+        .collect();
+    let short = |r: &suite::CheckRecord| {
+        r.breakdown.not_written == 1
+            && r.breakdown.total() == 1
+            && r.first_bad_offset == Some(last as i64)
+    };
+    let r = &run.records;
+    let detected = run.failure.is_none()
+        && r.len() == 4
+        && r[0].verdict == Verdict::Pass
+        && short(&r[1])
+        && r[2].verdict == Verdict::Pass
+        && short(&r[3]);
+    Ok(CaseResult {
+        name: name.to_string(),
+        expected: Expect::CopyShort,
+        detected,
+        observed: format!(
+            "copy / short (same offset) / copy / short (offset {other}): {}",
+            verdicts.join(" / ")
+        ),
+    })
+}
+
 /// Run one broken routine in a fresh VM and judge what was observed.
 pub fn run_case(
     opts: &VmOptions,
@@ -137,8 +212,10 @@ pub fn run_case(
     expected: Expect,
     timeout: Duration,
 ) -> Result<CaseResult> {
-    if expected == Expect::SourceModified {
-        return run_source_case(opts, name, timeout);
+    match expected {
+        Expect::SourceModified => return run_source_case(opts, name, timeout),
+        Expect::CopyShort => return run_copy_short_case(opts, name, timeout),
+        _ => {}
     }
     let (mut vm, memset, index) = boot(opts, Routine::Memset, name)?;
     let pats = Patterns::new(opts.seed, 0);
@@ -174,7 +251,10 @@ pub fn run_case(
                 Expect::WrongValue => {
                     b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2)
                 }
-                Expect::Exception | Expect::Timeout | Expect::SourceModified => false,
+                Expect::Exception
+                | Expect::Timeout
+                | Expect::SourceModified
+                | Expect::CopyShort => false,
             };
             (detected, observed)
         }

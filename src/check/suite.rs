@@ -2,7 +2,9 @@
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::blob::abi::{self, PAGE_SIZE};
-use crate::check::checker::{self, Breakdown, GUARD, Patterns, Placement, Refill, SourceCheck};
+use crate::check::checker::{
+    self, Breakdown, GUARD, Known, Patterns, Placement, Refill, SourceCheck,
+};
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
 use crate::vmm::{Command, GuestFailure, Vm};
@@ -380,19 +382,21 @@ pub fn run_check(
     check_one(vm, spec, &layout, pats, timeout, Around::alone(), whole)
 }
 
-/// A range of guest RAM known to hold the target pattern (what a
-/// [`Refill::Target`] check leaves behind), so the next check there need
-/// not write it again.
-type Prepared = Option<(u64, u64)>;
+/// What the last check left in its target, if the harness knows it: the
+/// target pattern (a [`Refill::Target`] check) or a passed copy's result.
+type Prepared = Option<Known>;
 
 /// How [`check_one`] treats what lies around the check.
 struct Around<'a> {
     /// `Now`: write the source before and compare it after. `Deferred`:
     /// the source is the shared area, written and compared by [`run`].
     source: SourceCheck,
-    /// Where the target pattern already is, kept up to date: the check
-    /// skips writing it there and refills its own target as it verifies
-    /// it. `None`: no tracking (a lone check, `--check whole`).
+    /// What the arena already holds, kept up to date: the check skips
+    /// writing its pre-image where that serves ([`Known::serves`]), and
+    /// leaves a known content behind (it refills its target with the
+    /// pattern as it verifies it, or, for a single copy, keeps the result
+    /// as the next copy's pre-image). `None`: no tracking (a lone check,
+    /// `--check whole`).
     prepared: Option<&'a mut Prepared>,
 }
 
@@ -417,8 +421,14 @@ fn check_one(
     mut whole: Option<&mut checker::Snapshot>,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let p = placement(spec, layout);
-    let known = around.prepared.as_deref().copied().flatten();
-    checker::prepare_target_except(&vm.ram, &p, pats, known)?;
+    let kind = spec.routine.kind();
+    let known = around
+        .prepared
+        .as_deref()
+        .copied()
+        .flatten()
+        .filter(|k| k.serves(kind, &p));
+    checker::prepare_target_except(&vm.ram, &p, pats, known.map(|k| k.range()))?;
     if around.source == SourceCheck::Now {
         checker::prepare_source(&vm.ram, &p, pats)?;
     }
@@ -431,21 +441,34 @@ fn check_one(
     }
     let cmd = command(vm, spec, &p, pats)?;
     let r = vm.vcpu(0)?.call(&cmd, timeout)?;
+    // A single copy's result is the next copy's pre-image (when it
+    // passes): its target is compared, not rewritten.
+    let chain = kind == Kind::Copy && spec.count == 1;
     let refill = match (&around.prepared, &whole) {
-        (Some(_), None) => Refill::Target,
+        (Some(_), None) if !chain => Refill::Target,
         _ => Refill::No,
     };
+    let kept = known.filter(|k| matches!(k, Known::Copy { .. }));
     let done = verify(
         vm,
         spec,
         &p,
         pats,
-        (around.source, refill),
+        (around.source, refill, kept),
         whole,
         r.ticks(),
     )?;
-    if let (Some(k), Refill::Target) = (around.prepared, refill) {
-        *k = Some((p.dst, p.dst + p.len));
+    if let Some(k) = around.prepared {
+        let (lo, hi) = (p.dst, p.dst + p.len);
+        *k = match refill {
+            Refill::Target => Some(Known::Pattern { lo, hi }),
+            Refill::No if chain && done.0.verdict == Verdict::Pass => Some(Known::Copy {
+                lo,
+                hi,
+                shift: p.shift(),
+            }),
+            Refill::No => None,
+        };
     }
     Ok(done)
 }
@@ -475,12 +498,13 @@ fn verify(
     spec: &CheckSpec,
     p: &Placement,
     pats: &Patterns,
-    (source, refill): (SourceCheck, Refill),
+    (source, refill, kept): (SourceCheck, Refill, Option<Known>),
     whole: Option<&mut checker::Snapshot>,
     ticks: u64,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let t = Instant::now();
-    let mut out = checker::check_with(&vm.ram, p, spec.routine.kind(), pats, source, refill)?;
+    let kind = spec.routine.kind();
+    let mut out = checker::check_with(&vm.ram, p, kind, pats, source, refill, kept)?;
     let mut bytes = p.len
         + 2 * GUARD
         + match (p.src, source) {
@@ -728,7 +752,7 @@ fn run_batch(
             spec,
             p,
             pats,
-            (source, Refill::No),
+            (source, Refill::No, None),
             None,
             r.ticks(),
         )?);
