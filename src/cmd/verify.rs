@@ -218,9 +218,10 @@ fn stops(r: &Result<ConfigRun>) -> bool {
 /// everything that may still refuse the run, and whether the suites run
 /// side by side), then run the suites: side by side, or one after the
 /// other stopping at the first guest failure. The first configuration's
-/// VM boots on this thread before anything else: that is the first
-/// hypercall. The others boot on their own threads meanwhile (see
-/// [`boots_early`]) and wait for their turn; when `prepare` refuses the
+/// VM boots on this thread before anything else (and alone: two VMs
+/// created at once slow each other down): that is the first hypercall.
+/// The others then boot on their own threads (see [`boots_early`]) while
+/// `prepare` runs, and wait for their turn; when `prepare` refuses the
 /// run, they are dropped unused. Results come in configuration order.
 fn boot_and_run(
     common: &Common,
@@ -312,9 +313,9 @@ fn sizes(filter: &Filter) -> (u64, u64) {
     (largest, pattern)
 }
 
-/// Check, before any check runs, that the host can hold what the run touches: the
-/// largest target and its copy source in guest RAM, plus the host pattern
-/// (per link configuration: they may run side by side).
+/// Check, before any check runs, that the host can hold what the run
+/// touches: the largest target and its copy source in guest RAM, plus the
+/// host pattern (per link configuration: they may run side by side).
 fn check_memory(ctx: &Ctx, configs: &[Side], side_by_side: bool, filter: &Filter) -> Result<()> {
     let (largest, pattern) = sizes(filter);
     let guest = (arch::ARENA_BASE - arch::RAM_BASE + 2 * largest + (4 << 20)).min(ctx.mem);
