@@ -88,6 +88,47 @@ fn boot(
     Ok((vm, variant, index))
 }
 
+/// Memcpy checks of `LEN` bytes at `DST_OFFSET`, one per `(broken, source
+/// offset)` step: the case's broken routine (selftest table row `index`)
+/// where `broken`, else the correct `memcpy`; run in order as the suite
+/// runs them (one shared source area, a copy's result kept as the next
+/// copy's pre-image). The run, and each record's verdict text.
+fn run_copies(
+    vm: &mut Vm,
+    memcpy: &'static routines::VariantDef,
+    index: u64,
+    steps: &[(bool, u64)],
+    pats: &Patterns,
+    timeout: Duration,
+) -> Result<(suite::SuiteRun, Vec<String>)> {
+    let specs: Vec<CheckSpec> = steps
+        .iter()
+        .map(|&(broken, src)| CheckSpec {
+            routine: Routine::Memcpy,
+            variant: memcpy,
+            len: LEN,
+            count: 1,
+            dst_offset: DST_OFFSET,
+            src_offset: Some(src),
+            table: broken.then_some((abi::TABLE_SELFTEST, index)),
+        })
+        .collect();
+    let run = suite::run(
+        vm,
+        &specs,
+        pats,
+        timeout,
+        checker::Scope::Target,
+        &indicatif::ProgressBar::hidden(),
+    )?;
+    let verdicts = run
+        .records
+        .iter()
+        .map(|r| r.reason.clone().unwrap_or_else(|| "ok".into()))
+        .collect();
+    Ok((run, verdicts))
+}
+
 /// A broken copy between two correct ones, all three reading one shared
 /// source area as the suite runs them (the source compared after the
 /// three, then each re-run alone because it changed): only the broken one
@@ -95,32 +136,8 @@ fn boot(
 fn run_source_case(opts: &VmOptions, name: &str, timeout: Duration) -> Result<CaseResult> {
     let (mut vm, memcpy, index) = boot(opts, Routine::Memcpy, name)?;
     let pats = Patterns::new(opts.seed, LEN as usize);
-    let good = CheckSpec {
-        routine: Routine::Memcpy,
-        variant: memcpy,
-        len: LEN,
-        count: 1,
-        dst_offset: DST_OFFSET,
-        src_offset: Some(0),
-        table: None,
-    };
-    let broken = CheckSpec {
-        table: Some((abi::TABLE_SELFTEST, index)),
-        ..good
-    };
-    let run = suite::run(
-        &mut vm,
-        &[good, broken, good],
-        &pats,
-        timeout,
-        checker::Scope::Target,
-        &indicatif::ProgressBar::hidden(),
-    )?;
-    let verdicts: Vec<String> = run
-        .records
-        .iter()
-        .map(|r| r.reason.clone().unwrap_or_else(|| "ok".into()))
-        .collect();
+    let steps = [(false, 0), (true, 0), (false, 0)];
+    let (run, verdicts) = run_copies(&mut vm, memcpy, index, &steps, &pats, timeout)?;
     let only_source =
         |r: &suite::CheckRecord| r.breakdown.source_modified == 1 && r.breakdown.total() == 1;
     let detected = run.failure.is_none()
@@ -155,33 +172,8 @@ fn run_copy_short_case(opts: &VmOptions, name: &str, timeout: Duration) -> Resul
         .ok_or_else(|| {
             Error::Internal("no source offset whose last byte differs from offset 0's".into())
         })?;
-    let good = |src: u64| CheckSpec {
-        routine: Routine::Memcpy,
-        variant: memcpy,
-        len: LEN,
-        count: 1,
-        dst_offset: DST_OFFSET,
-        src_offset: Some(src),
-        table: None,
-    };
-    let broken = |src: u64| CheckSpec {
-        table: Some((abi::TABLE_SELFTEST, index)),
-        ..good(src)
-    };
-    let specs = [good(0), broken(0), good(0), broken(other as u64)];
-    let run = suite::run(
-        &mut vm,
-        &specs,
-        &pats,
-        timeout,
-        checker::Scope::Target,
-        &indicatif::ProgressBar::hidden(),
-    )?;
-    let verdicts: Vec<String> = run
-        .records
-        .iter()
-        .map(|r| r.reason.clone().unwrap_or_else(|| "ok".into()))
-        .collect();
+    let steps = [(false, 0), (true, 0), (false, 0), (true, other as u64)];
+    let (run, verdicts) = run_copies(&mut vm, memcpy, index, &steps, &pats, timeout)?;
     let short = |r: &suite::CheckRecord| {
         r.breakdown.not_written == 1
             && r.breakdown.total() == 1
