@@ -343,11 +343,6 @@ pub fn verify(
     // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
     // request to stop too, never a silent kill.
     crate::vmm::interrupt::install()?;
-    // The cgroup walk behind the memory checks (a few hundred µs) runs
-    // while the first VM boots.
-    std::thread::spawn(|| {
-        let _ = crate::vmm::memory::host_available();
-    });
     let filter = Filter {
         routines: args.routine.clone(),
         variants: args.variant.clone(),
