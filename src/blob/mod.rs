@@ -144,7 +144,8 @@ impl Blob {
                 .ok_or_else(|| Error::Blob(format!("symbol {SYMBOL_PREFIX}{n} is missing")))
         };
         let size = sym("hyp_end")?;
-        let table = |start: &str, end: &str| read_table(&file, &symbols, sym(start)?, sym(end)?);
+        let (sections, names) = (Sections::new(&file)?, RoutineNames::new(&symbols));
+        let table = |start: &str, end: &str| read_table(&sections, &names, sym(start)?, sym(end)?);
         let aliases = table("alias_table_start", "alias_table_end")?;
         let selftests = table("selftest_table_start", "selftest_table_end")?;
         Ok(Blob {
@@ -223,27 +224,29 @@ impl Blob {
 /// The `{ u64 routine, u64 name }` rows from link-time address `start` to
 /// `end`, each with the name of the routine it reaches.
 fn read_table(
-    file: &object::File,
-    symbols: &BTreeMap<String, u64>,
+    image: &Sections,
+    names: &RoutineNames,
     start: u64,
     end: u64,
 ) -> Result<Vec<TableRow>> {
     let read_u64 = |addr: u64| -> Result<u64> {
-        read_at(file, addr, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        let b = image.read(addr, 8)?;
+        <[u8; 8]>::try_from(b)
+            .map(u64::from_le_bytes)
+            .map_err(|_| Error::Blob(format!("table entry at {addr:#x} runs past its section")))
     };
     let mut rows = Vec::new();
     let mut at = start;
     while at + ROW_SIZE <= end {
         let fun = read_u64(at)?;
-        let name_addr = read_u64(at + 8)?;
-        let name_bytes = read_at(file, name_addr, 64).or_else(|_| read_at(file, name_addr, 1))?;
+        let name_bytes = image.read(read_u64(at + 8)?, 64)?;
         let len = name_bytes
             .iter()
             .position(|&c| c == 0)
             .unwrap_or(name_bytes.len());
         rows.push(TableRow {
             name: String::from_utf8_lossy(&name_bytes[..len]).into_owned(),
-            target: routine_name(symbols, fun),
+            target: names.name(fun),
             offset: fun,
         });
         at += ROW_SIZE;
@@ -251,39 +254,66 @@ fn read_table(
     Ok(rows)
 }
 
-/// The routine at link-time address `fun`: its `__pi_`/`selftest_`/
-/// `hostile_` name, else (a kernel blob) the kernel's own name, else the
-/// address.
-fn routine_name(symbols: &BTreeMap<String, u64>, fun: u64) -> String {
-    symbols
-        .iter()
-        .filter(|(_, a)| **a == fun)
-        .map(|(n, _)| n.clone())
-        .find(|n| n.starts_with("__pi_") || n.starts_with("selftest_") || n.starts_with("hostile_"))
-        .or_else(|| {
-            symbols
-                .iter()
-                .filter(|(n, a)| **a == fun && !n.contains("_kernel"))
-                .map(|(n, _)| n.clone())
-                .next()
-        })
-        .unwrap_or_else(|| format!("{fun:#x}"))
+/// The symbols of each link-time address, in name order (built once: the
+/// tables name every routine they reach).
+struct RoutineNames<'a>(BTreeMap<u64, Vec<&'a str>>);
+
+impl<'a> RoutineNames<'a> {
+    fn new(symbols: &'a BTreeMap<String, u64>) -> Self {
+        let mut by_addr: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+        for (n, a) in symbols {
+            by_addr.entry(*a).or_default().push(n);
+        }
+        RoutineNames(by_addr)
+    }
+
+    /// The routine at link-time address `fun`: its `__pi_`/`selftest_`/
+    /// `hostile_` name, else (a kernel blob) the kernel's own name, else
+    /// the address.
+    fn name(&self, fun: u64) -> String {
+        let names = self.0.get(&fun).map_or(&[][..], |v| v.as_slice());
+        names
+            .iter()
+            .find(|n| {
+                n.starts_with("__pi_") || n.starts_with("selftest_") || n.starts_with("hostile_")
+            })
+            .or_else(|| names.iter().find(|n| !n.contains("_kernel")))
+            .map_or_else(|| format!("{fun:#x}"), |n| n.to_string())
+    }
 }
 
-/// `len` bytes at link-time address `addr` from whichever section holds them.
-fn read_at(file: &object::File, addr: u64, len: u64) -> Result<Vec<u8>> {
-    for s in file.sections() {
-        let (a, sz) = (s.address(), s.size());
-        if addr >= a && addr < a + sz && s.kind() != object::SectionKind::UninitializedData {
-            let data = s.data().map_err(|e| Error::Blob(e.to_string()))?;
-            let from = (addr - a) as usize;
-            let to = (from + len as usize).min(data.len());
-            return Ok(data[from..to].to_vec());
+/// The initialized sections' bytes by link-time address (collected once:
+/// the tables are read eight bytes at a time).
+struct Sections<'a>(Vec<(u64, &'a [u8])>);
+
+impl<'a> Sections<'a> {
+    fn new(file: &object::File<'a>) -> Result<Self> {
+        let mut v = Vec::new();
+        for s in file.sections() {
+            if s.kind() != object::SectionKind::UninitializedData && s.size() > 0 {
+                v.push((
+                    s.address(),
+                    s.data().map_err(|e| Error::Blob(e.to_string()))?,
+                ));
+            }
         }
+        Ok(Sections(v))
     }
-    Err(Error::Blob(format!(
-        "address {addr:#x} is in no section of the blob"
-    )))
+
+    /// Up to `len` bytes at link-time address `addr` (fewer at the end of
+    /// the section that holds them).
+    fn read(&self, addr: u64, len: u64) -> Result<&'a [u8]> {
+        for &(a, data) in &self.0 {
+            if addr >= a && addr - a < data.len() as u64 {
+                let from = (addr - a) as usize;
+                let to = from.saturating_add(len as usize).min(data.len());
+                return Ok(&data[from..to]);
+            }
+        }
+        Err(Error::Blob(format!(
+            "address {addr:#x} is in no section of the blob"
+        )))
+    }
 }
 
 #[cfg(test)]
