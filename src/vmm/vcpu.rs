@@ -42,7 +42,9 @@ pub struct Vcpu {
     ram: Arc<GuestRam>,
     sym: Arc<Symbolizer>,
     watchdog: Option<(ThreadId, Watchdog)>,
-    stats: Option<KvmStats>,
+    /// Opened on first use (three syscalls and a parse that the commands
+    /// without stats, and the first hypercall, need not wait for).
+    stats: std::sync::OnceLock<Option<KvmStats>>,
     started: bool,
 }
 
@@ -54,7 +56,6 @@ impl Vcpu {
         ram: Arc<GuestRam>,
         sym: Arc<Symbolizer>,
     ) -> Vcpu {
-        let stats = KvmStats::open(&fd);
         Vcpu {
             fd,
             id,
@@ -63,7 +64,7 @@ impl Vcpu {
             ram,
             sym,
             watchdog: None,
-            stats,
+            stats: std::sync::OnceLock::new(),
             started: false,
         }
     }
@@ -87,7 +88,11 @@ impl Vcpu {
 
     /// Current KVM stats of this vCPU (empty where unsupported).
     pub fn stats(&self) -> BTreeMap<String, u64> {
-        self.stats.as_ref().map(KvmStats::read).unwrap_or_default()
+        self.stats
+            .get_or_init(|| KvmStats::open(&self.fd))
+            .as_ref()
+            .map(KvmStats::read)
+            .unwrap_or_default()
     }
 
     /// One KVM_RUN (the watchdog is armed by the caller, per wait).
@@ -136,15 +141,15 @@ impl Vcpu {
     fn run(&mut self, waiting: Waiting, timeout: Duration) -> Result<Step> {
         let me = std::thread::current().id();
         if self.watchdog.as_ref().is_none_or(|(t, _)| *t != me) {
-            // Drop (join) the old watchdog before creating the new one.
+            // Delete the old thread's timer before making this thread's.
             self.watchdog = None;
             self.watchdog = Some((me, Watchdog::for_current_thread()));
         }
-        if let Some((_, w)) = &self.watchdog {
+        if let Some((_, w)) = &mut self.watchdog {
             w.arm(timeout);
         }
         let r = self.run_armed(waiting, timeout);
-        if let Some((_, w)) = &self.watchdog {
+        if let Some((_, w)) = &mut self.watchdog {
             w.disarm();
         }
         r

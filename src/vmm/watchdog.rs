@@ -1,25 +1,26 @@
 //! Per-vCPU watchdog: a guest that stops making progress blocks `KVM_RUN`
-//! forever (a spinning guest never exits). When a deadline passes, the
-//! watchdog thread keeps signalling the vCPU thread until it is disarmed; the
-//! signal makes `KVM_RUN` return `EINTR`, and the vCPU loop reports a timeout
-//! together with the guest's registers.
+//! forever (a spinning guest never exits). When a deadline passes, a POSIX
+//! timer of the vCPU thread's keeps signalling that thread, every [`POLL`],
+//! until it is disarmed; the signal makes `KVM_RUN` return `EINTR`, and the
+//! vCPU loop reports a timeout together with the guest's registers.
 //!
 //! The vCPU loop arms it once per wait (boot, command, exit), so it measures
-//! progress, not exits. The watchdog thread polls every [`POLL`], which is
-//! the resolution of the timeout.
+//! progress, not exits. Arming and disarming are one `timer_settime` each
+//! (about 1.5 µs here); there is no watchdog thread to start (one cost
+//! 0.1 ms on the way to every VM's first hypercall) or to wake.
 //!
-//! Soundness of `pthread_kill`: the signal is sent only while holding
-//! `Shared::armed` locked and armed; the vCPU thread disarms under the same
-//! lock before it leaves the wait (and so before it can exit), so no signal
-//! can be in flight to a thread that has exited.
-use std::sync::Arc;
-use std::sync::Mutex;
+//! Soundness: the timer signals its thread by thread ID (`SIGEV_THREAD_ID`).
+//! The kernel holds a reference to that thread, not the number, so a timer
+//! that outlives its thread signals nobody; the vCPU loop disarms it before
+//! it leaves the wait anyway, and a vCPU used from another thread gets a new
+//! watchdog (see `Vcpu::run`).
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How often the watchdog thread looks at the deadline.
+/// How often the timer signals the thread once the deadline has passed (a
+/// signal may land just before the thread enters KVM_RUN: the next one
+/// comes `POLL` later).
 pub const POLL: Duration = Duration::from_millis(20);
 
 /// Signal used to kick a vCPU thread out of KVM_RUN.
@@ -32,18 +33,22 @@ extern "C" fn on_kick(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_v
 static INSTALL: Once = Once::new();
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-struct Shared {
-    epoch: Instant,
-    /// Deadline in ns since `epoch`; 0 when disarmed. A kick is sent only
-    /// with this lock held (see the module docs).
-    deadline: Mutex<u64>,
-    fired: AtomicBool,
-    shutdown: AtomicBool,
-}
+/// A POSIX timer id: a process-wide handle, valid from any thread until
+/// `timer_delete`.
+struct Timer(libc::timer_t);
+
+// SAFETY: a timer id names a process-wide kernel object; timer_settime and
+// timer_delete may be called from any thread of the process.
+unsafe impl Send for Timer {}
 
 pub struct Watchdog {
-    shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    /// None when no timer could be made (the run then has no watchdog,
+    /// as announced on stderr).
+    timer: Option<Timer>,
+    /// The deadline of the last `arm`.
+    deadline: Option<Instant>,
+    /// Whether the deadline had passed when the timer was disarmed.
+    fired_at_disarm: bool,
 }
 
 impl Watchdog {
@@ -51,104 +56,157 @@ impl Watchdog {
     pub fn for_current_thread() -> Watchdog {
         INSTALL.call_once(|| {
             // If installing fails the default action of a real-time signal
-            // would kill the process, so never send one in that case.
+            // would kill the process, so never arm a timer in that case.
             match vmm_sys_util::signal::register_signal_handler(kick_signal(), on_kick) {
                 Ok(()) => INSTALLED.store(true, Ordering::SeqCst),
                 Err(e) => eprintln!("hypclear: warning: no watchdog (signal handler: {e})"),
             }
         });
-        // SAFETY: pthread_self has no preconditions.
-        let target = unsafe { libc::pthread_self() };
-        let shared = Arc::new(Shared {
-            epoch: Instant::now(),
-            deadline: Mutex::new(0),
-            fired: AtomicBool::new(false),
-            shutdown: AtomicBool::new(false),
-        });
-        let s = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("hypclear-watchdog".into())
-            .spawn(move || watch(&s, target))
-            .ok();
-        Watchdog { shared, thread }
+        let timer = if INSTALLED.load(Ordering::SeqCst) {
+            create_timer()
+                .map_err(|e| eprintln!("hypclear: warning: no watchdog (timer_create: {e})"))
+                .ok()
+        } else {
+            None
+        };
+        Watchdog {
+            timer,
+            deadline: None,
+            fired_at_disarm: false,
+        }
     }
 
     /// Start (or restart) the countdown. A deadline that does not fit
     /// (centuries away) saturates: it never fires.
-    pub fn arm(&self, timeout: Duration) {
-        self.shared.fired.store(false, Ordering::SeqCst);
-        let ns = self
-            .shared
-            .epoch
-            .elapsed()
-            .checked_add(timeout)
-            .and_then(|d| u64::try_from(d.as_nanos()).ok())
-            .unwrap_or(u64::MAX);
-        *lock(&self.shared.deadline) = ns.max(1);
+    pub fn arm(&mut self, timeout: Duration) {
+        self.deadline = Instant::now().checked_add(timeout);
+        self.fired_at_disarm = false;
+        let Some(t) = &self.timer else { return };
+        let Some(value) = timespec(timeout) else {
+            // Too far away for the kernel's time type: never fires.
+            set_timer(t, zero(), zero());
+            return;
+        };
+        set_timer(t, value, timespec(POLL).unwrap_or(value));
     }
 
-    /// Stop the countdown; when this returns no kick is in flight.
-    pub fn disarm(&self) {
-        *lock(&self.shared.deadline) = 0;
+    /// Stop the countdown; when this returns, the timer sends no more
+    /// signals (one already sent may still be delivered: the vCPU loop
+    /// treats an interrupted KVM_RUN before the deadline as spurious).
+    pub fn disarm(&mut self) {
+        if let Some(t) = &self.timer {
+            set_timer(t, zero(), zero());
+        }
+        self.fired_at_disarm = self.passed();
+        self.deadline = None;
     }
 
-    /// Whether the deadline passed since the last `arm`.
+    /// Whether the deadline of the last `arm` has passed (while armed), or
+    /// had passed when it was disarmed.
     pub fn fired(&self) -> bool {
-        self.shared.fired.load(Ordering::SeqCst)
+        self.fired_at_disarm || self.passed()
+    }
+
+    fn passed(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 }
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.thread().unpark();
-            let _ = t.join();
+        if let Some(t) = self.timer.take() {
+            // SAFETY: `t` came from timer_create and is deleted only here.
+            unsafe { libc::timer_delete(t.0) };
         }
     }
 }
 
-fn lock(m: &Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
-    // The value is a plain number: a poisoned lock still holds a valid one.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// A CLOCK_MONOTONIC timer that signals the calling thread.
+fn create_timer() -> std::io::Result<Timer> {
+    // SAFETY: a zeroed sigevent is a valid value to fill in.
+    let mut ev: libc::sigevent = unsafe { std::mem::zeroed() };
+    ev.sigev_notify = libc::SIGEV_THREAD_ID;
+    ev.sigev_signo = kick_signal();
+    // SAFETY: gettid has no preconditions.
+    ev.sigev_notify_thread_id = unsafe { libc::gettid() };
+    let mut id: libc::timer_t = std::ptr::null_mut();
+    // SAFETY: `ev` and `id` are valid for the call; the thread named is
+    // the calling one, which exists.
+    if unsafe { libc::timer_create(libc::CLOCK_MONOTONIC, &mut ev, &mut id) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Timer(id))
 }
 
-fn watch(s: &Shared, target: libc::pthread_t) {
-    while !s.shutdown.load(Ordering::SeqCst) {
-        std::thread::park_timeout(POLL);
-        let d = lock(&s.deadline);
-        let now = u64::try_from(s.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        if *d != 0 && now >= *d && INSTALLED.load(Ordering::SeqCst) {
-            s.fired.store(true, Ordering::SeqCst);
-            // Keep kicking until disarmed: a signal may land just before the
-            // thread enters KVM_RUN.
-            // SAFETY: `target` is alive: it is armed only inside the vCPU
-            // thread's wait, and that thread disarms under this lock (held
-            // here until after the call) before leaving the wait.
-            unsafe { libc::pthread_kill(target, kick_signal()) };
-        }
-        drop(d);
+fn set_timer(t: &Timer, value: libc::timespec, interval: libc::timespec) {
+    let spec = libc::itimerspec {
+        it_interval: interval,
+        it_value: value,
+    };
+    // SAFETY: `t` is a live timer id (deleted only on drop); `spec` is valid.
+    // It cannot fail for a live id and a normalized value.
+    unsafe { libc::timer_settime(t.0, 0, &spec, std::ptr::null_mut()) };
+}
+
+fn zero() -> libc::timespec {
+    libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     }
+}
+
+/// `d` as a timespec (at least 1 ns: zero would disarm), if it fits.
+fn timespec(d: Duration) -> Option<libc::timespec> {
+    let d = d.max(Duration::from_nanos(1));
+    Some(libc::timespec {
+        tv_sec: libc::time_t::try_from(d.as_secs()).ok()?,
+        tv_nsec: libc::c_long::from(d.subsec_nanos()),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Wait up to `ms` in poll(2); true when a signal cut it short.
+    fn interrupted_wait(ms: i32) -> bool {
+        // SAFETY: no file descriptors: a plain interruptible sleep.
+        let rc = unsafe { libc::poll(std::ptr::null_mut(), 0, ms) };
+        rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+    }
+
     #[test]
-    fn fires_only_after_the_deadline_and_interrupts_a_sleep() {
-        let w = Watchdog::for_current_thread();
+    fn signals_the_thread_after_the_deadline_and_not_after_disarm() {
+        let mut w = Watchdog::for_current_thread();
+        assert!(w.timer.is_some(), "no timer could be made");
         w.arm(Duration::from_secs(3600));
-        std::thread::sleep(POLL * 3);
+        assert!(!interrupted_wait(3 * POLL.as_millis() as i32));
         assert!(!w.fired());
-        w.arm(Duration::from_millis(1));
-        // A long sleep is cut short by the signal (EINTR, nanosleep resumes
-        // in std, so just wait until fired).
-        let t = Instant::now();
-        while !w.fired() && t.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let armed = Instant::now();
+        w.arm(Duration::from_millis(30));
+        // Blocked in a syscall, as in KVM_RUN: the signal ends the wait
+        // (10 s would be a hang).
+        assert!(interrupted_wait(10_000));
+        assert!(armed.elapsed() >= Duration::from_millis(30));
         assert!(w.fired());
+        // It keeps signalling until disarmed.
+        assert!(interrupted_wait(10_000));
+        w.disarm();
+        assert!(w.fired(), "fired stays true after disarm");
+        // A kick sent just before the disarm may still be pending once.
+        let _ = interrupted_wait(0);
+        assert!(!interrupted_wait(3 * POLL.as_millis() as i32));
+        w.arm(Duration::from_secs(3600));
+        assert!(!w.fired(), "a new arm starts a new countdown");
+        w.disarm();
+    }
+
+    #[test]
+    fn a_deadline_past_the_time_type_never_fires() {
+        let mut w = Watchdog::for_current_thread();
+        w.arm(Duration::MAX);
+        assert!(!interrupted_wait(3 * POLL.as_millis() as i32));
+        assert!(!w.fired());
         w.disarm();
     }
 }

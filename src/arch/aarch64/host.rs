@@ -361,7 +361,7 @@ pub fn probe_mops(kvm: &Kvm) -> Result<Option<u64>> {
     ] {
         set_reg(&fd, id, v, "KVM_SET_ONE_REG")?;
     }
-    let watchdog = crate::vmm::watchdog::Watchdog::for_current_thread();
+    let mut watchdog = crate::vmm::watchdog::Watchdog::for_current_thread();
     let mut fd = fd;
     let result = loop {
         watchdog.arm(std::time::Duration::from_secs(5));
