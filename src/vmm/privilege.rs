@@ -76,8 +76,13 @@ impl CacheKey {
     /// The key of this boot; None when the boot cannot be identified
     /// (then nothing is cached).
     pub fn current() -> Option<CacheKey> {
+        // One open and one read per file (procfs and sysfs hand out these
+        // few bytes in one read): this runs before every `--cpl auto` VM.
         let read = |p: &str| {
-            std::fs::read_to_string(p)
+            use std::io::Read;
+            let mut buf = [0u8; 128];
+            let n = std::fs::File::open(p).ok()?.read(&mut buf).ok()?;
+            std::str::from_utf8(&buf[..n])
                 .ok()
                 .map(|s| s.trim().to_string())
         };
@@ -132,8 +137,7 @@ fn cache_file() -> Option<std::path::PathBuf> {
 /// The cached decision if its key matches this boot. A missing, unreadable
 /// or foreign file is a miss, never an error.
 fn cached(file: &std::path::Path, key: &CacheKey) -> Option<CacheEntry> {
-    let text = std::fs::read_to_string(file).ok()?;
-    let entry: CacheEntry = serde_json::from_str(&text).ok()?;
+    let entry: CacheEntry = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
     (entry.key == *key).then_some(entry)
 }
 
