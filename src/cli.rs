@@ -20,52 +20,101 @@ use std::path::PathBuf;
                   environment error."
 )]
 pub struct Cli {
+    /// After [`Cli::parse_args`]: the common options wherever they were
+    /// given, before or after the subcommand.
     #[command(flatten)]
     pub common: Common,
     #[command(subcommand)]
     pub command: Option<Cmd>,
 }
 
-/// Options every subcommand takes.
+impl Cli {
+    /// Parse the process's command line (usage errors exit as clap's do).
+    pub fn parse_args() -> Cli {
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        Self::parse_with(&mut cmd, std::env::args_os())
+            .unwrap_or_else(|e| e.format(&mut cmd).exit())
+    }
+
+    /// Parse `args` (the first is the program name).
+    pub fn try_parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        Self::parse_with(&mut cmd, args).map_err(|e| e.format(&mut cmd))
+    }
+
+    /// The common options are defined on the top level and again on each
+    /// subcommand that takes them, instead of as clap `global` options:
+    /// clap copies a global option into every subcommand at each start
+    /// (15 options into 9 subcommands cost 0.2 ms of the way to the first
+    /// hypercall); a subcommand's own copy is built only when it is the one
+    /// given (`defer`). Here the two occurrences are merged as clap merges
+    /// globals: per option, the one after the subcommand wins, else the
+    /// one before it, else the default.
+    fn parse_with<I, T>(cmd: &mut clap::Command, args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::FromArgMatches;
+        let m = cmd.try_get_matches_from_mut(args)?;
+        let mut cli = Cli::from_arg_matches(&m)?;
+        if let (Some((_, sub)), Some(after)) = (
+            m.subcommand(),
+            cli.command.as_mut().and_then(Cmd::common_mut),
+        ) {
+            cli.common = Common::merged(&m, sub)?;
+            after.clone_from(&cli.common);
+        }
+        Ok(cli)
+    }
+}
+
+// Options every subcommand that runs or reads results takes, before or
+// after its name. (A doc comment here would become the about text of
+// every subcommand that flattens it.)
 #[derive(Debug, Clone, Args)]
 pub struct Common {
     /// Guest RAM size (B/KB/MB/GB, like perf bench) [default: 256MB; bench: what -s needs]
-    #[arg(long, global = true, value_parser = clap_size)]
+    #[arg(long, value_parser = clap_size)]
     pub mem: Option<u64>,
     /// Seed for the load address and the fill patterns (random if not given)
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub seed: Option<u64>,
     /// Guest privilege: auto picks CPL3 where CPL0 would be emulated (PVM)
-    #[arg(long, global = true, value_enum, default_value = "auto")]
+    #[arg(long, value_enum, default_value = "auto")]
     pub cpl: CplChoice,
     /// Write the full results as JSON to FILE
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Which built-in link configuration(s) to run [default: both; with a
     /// kernel side and bench --builtin: the kernel's configuration]
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, value_enum)]
     pub config: Option<ConfigChoice>,
     /// Guest RAM backing
-    #[arg(long, global = true, value_enum, default_value = "anon")]
+    #[arg(long, value_enum, default_value = "anon")]
     pub backing: Backing,
     /// Populate guest RAM on the host before the guest starts
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub prefault: bool,
     /// aarch64: run the routines where DC ZVA is prohibited (EL0 with
     /// SCTLR_EL1.DZE clear, so DCZID_EL0.DZP reads 1): the seed's "no DC ZVA" columns
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_dc_zva: bool,
     /// Watchdog: seconds one command (or the boot) may take before the guest is
     /// declared stuck; logs do not extend it (0 < s <= 86400)
-    #[arg(long, global = true, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0)]
     pub timeout: f64,
     /// What a check verifies: the target and its guards, or all guest RAM
     /// outside the harness areas ("nothing more"; slower: use a small --mem)
-    #[arg(long, global = true, value_enum, default_value = "target")]
+    #[arg(long, value_enum, default_value = "target")]
     pub check: crate::check::checker::Scope,
     /// Output format: text tables; ktap (run, verify, selftest: KTAP version 1
     /// for kernel CI); markdown or rst (compare)
-    #[arg(long, global = true, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -107,35 +156,31 @@ impl Format {
     }
 }
 
-/// Running a kernel tree's own routines instead of the built-ins.
+// Running a kernel tree's own routines instead of the built-ins. (Not a
+// doc comment: see `Common`.)
 #[derive(Debug, Clone, Default, Args)]
 pub struct KernelArgs {
     /// Build and run this kernel tree's own clear_page/memset/memcpy/copy_page
     /// (kbuild into --kernel-build-dir, then linked like the nVHE hyp)
     /// (bench: repeatable, each tree a side, sessions interleaved)
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, value_name = "PATH")]
     pub kernel_tree: Vec<PathBuf>,
     /// Kernel configuration: a .config FILE or `defconfig` [default: the tree's .config, else defconfig]
-    #[arg(long, global = true, value_name = "FILE|defconfig")]
+    #[arg(long, value_name = "FILE|defconfig")]
     pub kernel_config: Option<String>,
     /// kbuild output directory [default: a cache dir keyed by tree path + config hash]
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub kernel_build_dir: Option<PathBuf>,
     /// Architecture of the kernel blob (only `blob` can build for another one)
-    #[arg(long, global = true, value_parser = parse_arch)]
+    #[arg(long, value_parser = parse_arch)]
     pub arch: Option<crate::kernel::tree::Arch>,
     /// Kernel alternatives at load time: host (what the host kernel decided),
     /// guest (the guest's CPUID view), none, or FEATURE[,FEATURE..]
-    #[arg(
-        long,
-        global = true,
-        default_value = "host",
-        value_name = "host|guest|none|FEATURES"
-    )]
+    #[arg(long, default_value = "host", value_name = "host|guest|none|FEATURES")]
     pub alternatives: String,
     /// Run a kernel blob file made by `hypclear blob` (no toolchain needed;
     /// bench: repeatable, each file a side)
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub blob: Vec<PathBuf>,
 }
 
@@ -162,6 +207,65 @@ fn parse_arch(s: &str) -> Result<crate::kernel::tree::Arch, String> {
 pub const DEFAULT_MEM: u64 = 256 << 20;
 
 impl Common {
+    /// The options given `before` the subcommand merged into those given
+    /// `after` it (see [`Cli::parse_with`]).
+    fn merged(before: &clap::ArgMatches, after: &clap::ArgMatches) -> Result<Common, clap::Error> {
+        use clap::FromArgMatches;
+        use clap::parser::ValueSource;
+        let given = |m: &clap::ArgMatches, id: &str| {
+            matches!(
+                m.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        };
+        let mut merged = Common::from_arg_matches(after)?;
+        let b = Common::from_arg_matches(before)?;
+        for id in before.ids() {
+            let id = id.as_str();
+            if given(before, id) && !given(after, id) && !merged.take(id, &b) {
+                return Err(clap::Error::raw(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "option `{id}` given before the subcommand has no merge rule \
+                         (a hypclear bug: please report it; give it after the subcommand)\n"
+                    ),
+                ));
+            }
+        }
+        Ok(merged)
+    }
+
+    /// Set option `id` (a clap id: the field name) from `from`; false for
+    /// an id that is not a common option.
+    fn take(&mut self, id: &str, from: &Common) -> bool {
+        let k = &mut self.kernel;
+        let f = &from.kernel;
+        match id {
+            "mem" => self.mem = from.mem,
+            "seed" => self.seed = from.seed,
+            "cpl" => self.cpl = from.cpl,
+            "json" => self.json.clone_from(&from.json),
+            "config" => self.config = from.config,
+            "backing" => self.backing = from.backing,
+            "prefault" => self.prefault = from.prefault,
+            "no_dc_zva" => self.no_dc_zva = from.no_dc_zva,
+            "timeout" => self.timeout = from.timeout,
+            "check" => self.check = from.check,
+            "format" => self.format = from.format,
+            "kernel_tree" => k.kernel_tree.clone_from(&f.kernel_tree),
+            "kernel_config" => k.kernel_config.clone_from(&f.kernel_config),
+            "kernel_build_dir" => k.kernel_build_dir.clone_from(&f.kernel_build_dir),
+            "arch" => k.arch = f.arch,
+            "alternatives" => k.alternatives.clone_from(&f.alternatives),
+            "blob" => k.blob.clone_from(&f.blob),
+            // The argument groups clap derives for the two structs: their
+            // members are handled one by one above.
+            "Common" | "KernelArgs" => {}
+            _ => return false,
+        }
+        true
+    }
+
     pub fn mem(&self) -> u64 {
         self.mem.unwrap_or(DEFAULT_MEM)
     }
@@ -197,26 +301,58 @@ impl ConfigChoice {
     }
 }
 
-/// Each subcommand's own arguments are built only when it is the one on
-/// the command line (`defer`): building all of them cost 80 µs of every
-/// start (man and completions build the whole tree anyway).
+/// Each subcommand's own arguments, and its copy of the common options, are
+/// built only when it is the one on the command line (`defer`): building
+/// all of them cost 80 µs of every start (man and completions build the
+/// whole tree anyway).
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub enum Cmd {
     /// Run the whole verification suite (the default)
-    Run,
+    Run {
+        #[command(flatten, next_help_heading = "Common options")]
+        common: Common,
+    },
     /// Run verification checks only for some routines / variants
-    Verify(VerifyArgs),
+    Verify {
+        #[command(flatten)]
+        args: VerifyArgs,
+        #[command(flatten, next_help_heading = "Common options")]
+        common: Common,
+    },
     /// Prove the checker can fail: run deliberately broken routines
-    Selftest(SelftestArgs),
+    Selftest {
+        #[command(flatten)]
+        args: SelftestArgs,
+        #[command(flatten, next_help_heading = "Common options")]
+        common: Common,
+    },
     /// Show host, KVM and CPU capabilities, privilege, load address and alias table
-    Info,
+    Info {
+        #[command(flatten, next_help_heading = "Common options")]
+        common: Common,
+    },
     /// perf-bench-style throughput inside the guest, with a host baseline
-    Bench(BenchArgs),
+    Bench {
+        #[command(flatten)]
+        args: BenchArgs,
+        #[command(flatten, next_help_heading = "Common options")]
+        common: Common,
+    },
     /// Compare bench JSON: change with CI, q and equivalence marks, like the seed's table
-    Compare(CompareArgs),
+    Compare {
+        #[command(flatten)]
+        args: CompareArgs,
+        #[command(flatten, next_help_heading = "Common options")]
+        common: Common,
+    },
     /// Build a kernel blob file from --kernel-tree (cross-compiles with --arch)
-    Blob(BlobArgs),
+    Blob {
+        #[command(flatten)]
+        args: BlobArgs,
+        #[command(flatten, next_help_heading = "Common options")]
+        common: Common,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         #[arg(value_enum)]
@@ -224,6 +360,24 @@ pub enum Cmd {
     },
     /// Print the man page (roff) on stdout, e.g. `hypclear man > hypclear.1`
     Man,
+}
+
+impl Cmd {
+    /// The common options of this subcommand's own command line (None:
+    /// it takes none). [`Cli::parse_args`] sets them to the merged ones,
+    /// the same as [`Cli::common`], which is what the commands read.
+    fn common_mut(&mut self) -> Option<&mut Common> {
+        match self {
+            Cmd::Run { common }
+            | Cmd::Info { common }
+            | Cmd::Verify { common, .. }
+            | Cmd::Selftest { common, .. }
+            | Cmd::Bench { common, .. }
+            | Cmd::Compare { common, .. }
+            | Cmd::Blob { common, .. } => Some(common),
+            Cmd::Completions { .. } | Cmd::Man => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -414,4 +568,101 @@ pub fn timeout(secs: f64) -> crate::error::Result<std::time::Duration> {
     }
     std::time::Duration::try_from_secs_f64(secs)
         .map_err(|e| crate::error::Error::Usage(format!("--timeout {secs}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Command-line words that set common option `id` away from its
+    /// default. A new common option needs its line here.
+    fn sample(id: &str) -> Vec<&'static str> {
+        match id {
+            "mem" => vec!["--mem", "64MB"],
+            "seed" => vec!["--seed", "7"],
+            "cpl" => vec!["--cpl", "3"],
+            "json" => vec!["--json", "/tmp/out.json"],
+            "config" => vec!["--config", "memset"],
+            "backing" => vec!["--backing", "thp"],
+            "prefault" => vec!["--prefault"],
+            "no_dc_zva" => vec!["--no-dc-zva"],
+            "timeout" => vec!["--timeout", "7"],
+            "check" => vec!["--check", "whole"],
+            "format" => vec!["--format", "ktap"],
+            "kernel_tree" => vec!["--kernel-tree", "/src/linux"],
+            "kernel_config" => vec!["--kernel-config", "defconfig"],
+            "kernel_build_dir" => vec!["--kernel-build-dir", "/tmp/kb"],
+            "arch" => vec!["--arch", "arm64"],
+            "alternatives" => vec!["--alternatives", "none"],
+            "blob" => vec!["--blob", "/tmp/k.blob"],
+            other => panic!("common option `{other}` has no sample: add one to this test"),
+        }
+    }
+
+    fn parse(words: &[&str]) -> Cli {
+        let argv = std::iter::once("hypclear").chain(words.iter().copied());
+        Cli::try_parse_args(argv).unwrap_or_else(|e| panic!("{words:?}: {e}"))
+    }
+
+    fn show(c: &Common) -> String {
+        format!("{c:?}")
+    }
+
+    #[test]
+    fn the_command_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_common_option_applies_before_or_after_the_subcommand() {
+        let default = show(&parse(&["verify"]).common);
+        let cmd = Common::augment_args(clap::Command::new("common"));
+        let ids: Vec<String> = cmd
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        assert_eq!(ids.len(), 17, "{ids:?}");
+        for id in &ids {
+            let w = sample(id);
+            let before = parse(&[&w[..], &["verify"]].concat());
+            let after = parse(&[&["verify"], &w[..]].concat());
+            let alone = parse(&w);
+            assert_ne!(show(&after.common), default, "{id}: no effect");
+            assert_eq!(show(&before.common), show(&after.common), "{id}");
+            assert_eq!(show(&alone.common), show(&after.common), "{id}");
+            for c in [&before, &after] {
+                let Some(Cmd::Verify { common, .. }) = &c.command else {
+                    panic!("{id}: not verify");
+                };
+                assert_eq!(show(common), show(&c.common), "{id}: the subcommand's copy");
+            }
+        }
+    }
+
+    #[test]
+    fn an_option_after_the_subcommand_wins_over_the_one_before() {
+        let c = parse(&["--mem", "1GB", "--seed", "5", "run", "--mem", "64MB"]);
+        assert_eq!(c.common.mem, Some(64 << 20));
+        assert_eq!(c.common.seed, Some(5));
+        let c = parse(&[
+            "--blob", "/a", "bench", "memset", "--blob", "/b", "--blob", "/c",
+        ]);
+        assert_eq!(
+            c.common.kernel.blob,
+            [PathBuf::from("/b"), PathBuf::from("/c")]
+        );
+        let c = parse(&["--blob", "/a", "--blob", "/b", "bench", "memset"]);
+        assert_eq!(
+            c.common.kernel.blob,
+            [PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+    }
+
+    #[test]
+    fn completions_and_man_take_no_common_options_after_their_name() {
+        assert!(Cli::try_parse_args(["hypclear", "man", "--mem", "1GB"]).is_err());
+        assert!(Cli::try_parse_args(["hypclear", "completions", "bash", "--seed", "1"]).is_err());
+        assert!(Cli::try_parse_args(["hypclear", "--seed", "1", "man"]).is_ok());
+    }
 }

@@ -2,7 +2,6 @@
 //! status (0 pass, 1 failure, 2 usage/environment).
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-use clap::Parser;
 use std::time::Instant;
 
 fn main() {
@@ -12,7 +11,7 @@ fn main() {
     // SIG_DFL is a valid disposition for SIGPIPE.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let start = Instant::now();
-    let cli = hypclear::cli::Cli::parse();
+    let cli = hypclear::cli::Cli::parse_args();
     match hypclear::cmd::main(cli, start) {
         Ok(code) => std::process::exit(code),
         Err(e) => {

@@ -186,18 +186,22 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
     let common = &cli.common;
     let text_or_ktap = [Format::Text, Format::Ktap];
     match &cli.command {
-        Some(Cmd::Run | Cmd::Verify(_) | Cmd::Selftest(_)) | None => common
-            .format
-            .check("run, verify and selftest", &text_or_ktap)?,
-        Some(Cmd::Info) => common.format.check("info", &[Format::Text])?,
-        Some(Cmd::Bench(_)) => common.format.check("bench", &text_or_ktap)?,
+        Some(Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Selftest { .. }) | None => {
+            common
+                .format
+                .check("run, verify and selftest", &text_or_ktap)?
+        }
+        Some(Cmd::Info { .. }) => common.format.check("info", &[Format::Text])?,
+        Some(Cmd::Bench { .. }) => common.format.check("bench", &text_or_ktap)?,
         _ => {}
     }
-    let command = cli.command.unwrap_or(Cmd::Run);
+    let command = cli.command.unwrap_or_else(|| Cmd::Run {
+        common: common.clone(),
+    });
     let sides = match &command {
-        Cmd::Run | Cmd::Verify(_) | Cmd::Info => sides(common, false, false)?,
-        Cmd::Bench(a) => sides(common, true, a.builtin)?,
-        Cmd::Blob(_) => Vec::new(),
+        Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Info { .. } => sides(common, false, false)?,
+        Cmd::Bench { args, .. } => sides(common, true, args.builtin)?,
+        Cmd::Blob { .. } => Vec::new(),
         _ if common.kernel.is_set() => {
             return Err(Error::Usage(
                 "--kernel-tree/--blob apply to run, verify, bench, info and blob only \
@@ -213,8 +217,8 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
     };
     let resolve = |sides: Vec<Side>| Ctx::resolve(common, start, common.mem(), sides);
     match command {
-        Cmd::Blob(a) => kernel::blob(common, &a),
-        Cmd::Compare(a) => compare::compare(common, &a),
+        Cmd::Blob { args, .. } => kernel::blob(common, &args),
+        Cmd::Compare { args, .. } => compare::compare(common, &args),
         Cmd::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "hypclear", &mut std::io::stdout());
@@ -229,12 +233,14 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             crate::report::print_bytes(&out);
             Ok(0)
         }
-        Cmd::Bench(a) => bench::bench(common, &a, start, sides),
-        Cmd::Run => run::run(common, start, sides),
-        Cmd::Verify(a) => verify::verify(common, &a, start, "verify", sides),
-        Cmd::Selftest(a) if a.hostile => selftest::hostile(&resolve(sides)?, &a.case),
-        Cmd::Selftest(_) => selftest::selftest(&resolve(sides)?),
-        Cmd::Info => info::info(&resolve(sides)?),
+        Cmd::Bench { args, .. } => bench::bench(common, &args, start, sides),
+        Cmd::Run { .. } => run::run(common, start, sides),
+        Cmd::Verify { args, .. } => verify::verify(common, &args, start, "verify", sides),
+        Cmd::Selftest { args, .. } if args.hostile => {
+            selftest::hostile(&resolve(sides)?, &args.case)
+        }
+        Cmd::Selftest { .. } => selftest::selftest(&resolve(sides)?),
+        Cmd::Info { .. } => info::info(&resolve(sides)?),
     }
 }
 
