@@ -49,7 +49,7 @@ impl Cli {
     /// The common options are defined on the top level and again on each
     /// subcommand that takes them, instead of as clap `global` options:
     /// clap copies a global option into every subcommand at each start
-    /// (15 options into 9 subcommands cost 0.2 ms of the way to the first
+    /// (17 options into 9 subcommands cost 0.2 ms of the way to the first
     /// hypercall); a subcommand's own copy is built only when it is the one
     /// given (`defer`). Here the two occurrences are merged as clap merges
     /// globals: per option, the one after the subcommand wins, else the

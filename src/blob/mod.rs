@@ -224,13 +224,13 @@ impl Blob {
 /// The `{ u64 routine, u64 name }` rows from link-time address `start` to
 /// `end`, each with the name of the routine it reaches.
 fn read_table(
-    image: &Sections,
+    sections: &Sections,
     names: &RoutineNames,
     start: u64,
     end: u64,
 ) -> Result<Vec<TableRow>> {
     let read_u64 = |addr: u64| -> Result<u64> {
-        let b = image.read(addr, 8)?;
+        let b = sections.read(addr, 8)?;
         <[u8; 8]>::try_from(b)
             .map(u64::from_le_bytes)
             .map_err(|_| Error::Blob(format!("table entry at {addr:#x} runs past its section")))
@@ -239,7 +239,7 @@ fn read_table(
     let mut at = start;
     while at + ROW_SIZE <= end {
         let fun = read_u64(at)?;
-        let name_bytes = image.read(read_u64(at + 8)?, 64)?;
+        let name_bytes = sections.read(read_u64(at + 8)?, 64)?;
         let len = name_bytes
             .iter()
             .position(|&c| c == 0)
