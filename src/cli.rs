@@ -66,8 +66,8 @@ impl Cli {
             m.subcommand(),
             cli.command.as_mut().and_then(Cmd::common_mut),
         ) {
-            cli.common = Common::merged(&m, sub)?;
-            after.clone_from(&cli.common);
+            after.merge_before(&cli.common, &m, sub)?;
+            cli.common.clone_from(after);
         }
         Ok(cli)
     }
@@ -207,10 +207,16 @@ fn parse_arch(s: &str) -> Result<crate::kernel::tree::Arch, String> {
 pub const DEFAULT_MEM: u64 = 256 << 20;
 
 impl Common {
-    /// The options given `before` the subcommand merged into those given
-    /// `after` it (see [`Cli::parse_with`]).
-    fn merged(before: &clap::ArgMatches, after: &clap::ArgMatches) -> Result<Common, clap::Error> {
-        use clap::FromArgMatches;
+    /// Merge into these options, as parsed after the subcommand (matches
+    /// `after_m`), those given `before` it (matches `before_m`; see
+    /// [`Cli::parse_with`]). Both are already parsed: only the matches say
+    /// which options were given.
+    fn merge_before(
+        &mut self,
+        before: &Common,
+        before_m: &clap::ArgMatches,
+        after_m: &clap::ArgMatches,
+    ) -> Result<(), clap::Error> {
         use clap::parser::ValueSource;
         let given = |m: &clap::ArgMatches, id: &str| {
             matches!(
@@ -218,11 +224,9 @@ impl Common {
                 Some(ValueSource::CommandLine | ValueSource::EnvVariable)
             )
         };
-        let mut merged = Common::from_arg_matches(after)?;
-        let b = Common::from_arg_matches(before)?;
-        for id in before.ids() {
+        for id in before_m.ids() {
             let id = id.as_str();
-            if given(before, id) && !given(after, id) && !merged.take(id, &b) {
+            if given(before_m, id) && !given(after_m, id) && !self.take(id, before) {
                 return Err(clap::Error::raw(
                     clap::error::ErrorKind::ArgumentConflict,
                     format!(
@@ -232,7 +236,7 @@ impl Common {
                 ));
             }
         }
-        Ok(merged)
+        Ok(())
     }
 
     /// Set option `id` (a clap id: the field name) from `from`; false for
