@@ -93,6 +93,9 @@ pub enum Error {
 /// re-export list) into the generic one.
 impl From<crate::arch::HostError> for Error {
     fn from(e: crate::arch::HostError) -> Self {
+        if e.kvm_errno().is_some_and(crate::vmm::interrupt::cut_short) {
+            return Self::Interrupted;
+        }
         Self::Arch(e.into())
     }
 }
@@ -125,8 +128,16 @@ impl Error {
         self.category().exit_code()
     }
 
+    /// A failed KVM ioctl: [`Error::Interrupted`] when the SIGINT cut it
+    /// short (see [`crate::vmm::interrupt::cut_short`]).
     pub fn kvm(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> Error {
-        move |source| Error::Kvm { op, source }
+        move |source| {
+            if crate::vmm::interrupt::cut_short(source.errno()) {
+                Error::Interrupted
+            } else {
+                Error::Kvm { op, source }
+            }
+        }
     }
 }
 

@@ -39,6 +39,14 @@ pub fn requested() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
+/// Whether a KVM ioctl that failed with `errno` failed because of the
+/// SIGINT: it slept interruptibly (KVM_CREATE_VM does, here) and the
+/// signal cut it short with EINTR. Then the run stops as for any other
+/// Ctrl-C, not as a KVM failure.
+pub fn cut_short(errno: i32) -> bool {
+    errno == libc::EINTR && requested()
+}
+
 /// `Err(Error::Interrupted)` once a SIGINT arrived.
 pub fn check() -> Result<()> {
     if requested() {

@@ -84,6 +84,15 @@ impl Error {
     pub fn probe(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> Error {
         move |source| Error::ProbeIoctl { op, source }
     }
+
+    /// The errno of a failed KVM ioctl (for the generic error, which tells
+    /// an ioctl cut short by SIGINT from a failure).
+    pub fn kvm_errno(&self) -> Option<i32> {
+        match self {
+            Error::Kvm { source, .. } | Error::ProbeIoctl { source, .. } => Some(source.errno()),
+            _ => None,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -40,6 +40,15 @@ impl Error {
     pub fn kvm(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> Error {
         move |source| Error::Kvm { op, source }
     }
+
+    /// The errno of a failed KVM ioctl (for the generic error, which tells
+    /// an ioctl cut short by SIGINT from a failure).
+    pub fn kvm_errno(&self) -> Option<i32> {
+        match self {
+            Error::Kvm { source, .. } => Some(source.errno()),
+            _ => None,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
