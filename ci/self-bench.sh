@@ -2,12 +2,19 @@
 # hypclear's own speed, so regressions are visible (no thresholds: it only
 # reports). Runs `hypclear run` N times (default 3) and prints, per run and as
 # the median: the command's wall time (process start to exit, JSON written),
-# the run's own elapsed time, first-hypercall latency after process start
-# and the checker's throughput (from the run's JSON summary), plus the
-# process's user+sys CPU time (both cores used means CPU > wall). Then the
-# machine's memcmp bandwidth (ci/memcmp-bw.c) at the sizes the checker
-# compares, weighted by the bytes the run checked at each: what the checker
-# could reach on this machine.
+# the run's own elapsed time, the first hypercall's latency after main(),
+# the checker's throughput (from the run's JSON summary) and the process's
+# user+sys CPU time (both cores used means CPU > wall).
+#
+# Beside each run, in the same minutes (this machine's speed drifts by the
+# hour, so only figures taken together compare):
+# - the machine's floor for the first hypercall: ci/kvm-floor.c, the least a
+#   KVM program does before its guest's first exit (VM, a memslot of the
+#   run's guest RAM size, one vCPU, KVM_RUN), timed from its main();
+# - the machine's memcmp bandwidth (ci/memcmp-bw.c) at the sizes the checker
+#   compares, weighted by the bytes the run checked at each: what the checker
+#   could reach here; once alone and once with a second memcmp on the other
+#   core, as `run` has its other configuration's guest there.
 #
 #   ci/self-bench.sh [N] [extra hypclear args...]
 set -euo pipefail
@@ -18,31 +25,50 @@ cargo build --release --quiet
 bin=target/release/hypclear
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+floor=""
+if command -v cc >/dev/null && cc -O2 -o "$tmp/kvm-floor" ci/kvm-floor.c 2>/dev/null; then
+    floor="$tmp/kvm-floor"
+fi
 for i in $(seq 1 "$n"); do
     /usr/bin/time -f '%e %U %S' -o "$tmp/time.$i" "$bin" run --json "$tmp/run.$i.json" "$@" >/dev/null
+    if [ -n "$floor" ]; then
+        mem=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["guest"]["mem"])' "$tmp/run.$i.json")
+        "$floor" "$mem" > "$tmp/floor.$i"
+    fi
 done
 bw=""
 if command -v cc >/dev/null && cc -O2 -fno-builtin-memcmp -o "$tmp/memcmp-bw" ci/memcmp-bw.c 2>/dev/null; then
-    "$tmp/memcmp-bw" $((2 << 20)) $((8 << 20)) $((32 << 20)) > "$tmp/bw"
+    sizes="$((2 << 20)) $((8 << 20)) $((32 << 20))"
+    # shellcheck disable=SC2086 # three size arguments
+    "$tmp/memcmp-bw" $sizes > "$tmp/bw"
+    # shellcheck disable=SC2086
+    { "$tmp/memcmp-bw" $sizes > "$tmp/bw2" & "$tmp/memcmp-bw" $sizes > /dev/null; wait; }
     bw="$tmp/bw"
 fi
-python3 - "$tmp" "$n" "$bw" <<'PY'
-import json, statistics, sys
-tmp, n, bw = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+python3 - "$tmp" "$n" "$bw" "$floor" <<'PY'
+import json, os, statistics, sys
+tmp, n, bw, floor = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 rows = []
 for i in range(1, n + 1):
     d = json.load(open(f"{tmp}/run.{i}.json"))
     s = d["summary"]
     wall, u, sy = map(float, open(f"{tmp}/time.{i}").read().split())
-    rows.append((wall, s["elapsed_s"], s["first_hypercall_ms"], s["checker_gb_per_s"], u + sy, s["passed"]))
-print(f"{'run':>4} {'wall s':>7} {'run s':>7} {'first hc ms':>12} {'checker GB/s':>13} {'cpu s':>7} {'checks':>7}")
+    fl = float(open(f"{tmp}/floor.{i}").read().split()[0]) if floor else float("nan")
+    rows.append((wall, s["elapsed_s"], s["first_hypercall_ms"], fl, s["checker_gb_per_s"], u + sy, s["passed"]))
+print(f"{'run':>4} {'wall s':>7} {'run s':>7} {'first hc ms':>12} {'floor ms':>9} {'checker GB/s':>13} {'cpu s':>7} {'checks':>7}")
 for i, r in enumerate(rows, 1):
-    print(f"{i:>4} {r[0]:>7.2f} {r[1]:>7.2f} {r[2]:>12.1f} {r[3]:>13.1f} {r[4]:>7.2f} {r[5]:>7}")
+    print(f"{i:>4} {r[0]:>7.2f} {r[1]:>7.2f} {r[2]:>12.2f} {r[3]:>9.2f} {r[4]:>13.1f} {r[5]:>7.2f} {r[6]:>7}")
 med = [statistics.median(c) for c in zip(*rows)]
-print(f"{'med':>4} {med[0]:>7.2f} {med[1]:>7.2f} {med[2]:>12.1f} {med[3]:>13.1f} {med[4]:>7.2f}")
-if bw:
-    rate = {int(a): float(b) for a, b in (l.split() for l in open(bw))}
-    print("machine memcmp GB/s: " + ", ".join(f"{k >> 20} MB {v:.1f}" for k, v in sorted(rate.items())))
+print(f"{'med':>4} {med[0]:>7.2f} {med[1]:>7.2f} {med[2]:>12.2f} {med[3]:>9.2f} {med[4]:>13.1f} {med[5]:>7.2f}")
+if floor:
+    mem = json.load(open(f"{tmp}/run.{n}.json"))["guest"]["mem"]
+    print(f"first hypercall: {med[2]:.2f} ms, {med[2] - med[3]:.2f} ms above the machine's floor "
+          f"({med[3]:.2f} ms: ci/kvm-floor.c, {mem >> 20} MB memslot)")
+
+
+def mix(path):
+    """memcmp GB/s for the last run's size mix, from memcmp-bw's output."""
+    rate = {int(a): float(b) for a, b in (l.split() for l in open(path))}
     # Bytes the last run checked per target size, each at the memcmp rate
     # of the nearest measured size at or above it (2 MB for smaller ones).
     sizes = sorted(rate)
@@ -54,6 +80,15 @@ if bw:
         k = next((x for x in sizes if b <= x), sizes[-1])
         t += b / (rate[k] * 1e9)
         total += b
-    if t > 0:
-        print(f"memcmp bandwidth for this run's size mix: {total / t / 1e9:.1f} GB/s (checker: {med[3]:.1f})")
+    return rate, (total / t / 1e9 if t > 0 else None)
+
+
+if bw:
+    rate, alone = mix(bw)
+    rate2, busy = mix(os.path.join(tmp, "bw2"))
+    print("machine memcmp GB/s: " + ", ".join(f"{k >> 20} MB {v:.1f}" for k, v in sorted(rate.items()))
+          + "; with the other core comparing too: " + ", ".join(f"{k >> 20} MB {v:.1f}" for k, v in sorted(rate2.items())))
+    if alone is not None:
+        print(f"memcmp bandwidth for this run's size mix: {alone:.1f} GB/s alone, {busy:.1f} GB/s "
+              f"with the other core busy (checker: {med[4]:.1f})")
 PY
