@@ -33,12 +33,17 @@ fn build(name: &str, test: &str) -> Option<PathBuf> {
     }
 }
 
+/// `ci/kvm-floor.c` built for `test`, when KVM and a C compiler are there.
+fn floor(test: &str) -> Option<PathBuf> {
+    if !common::kvm_available(test) {
+        return None;
+    }
+    build("kvm-floor", test)
+}
+
 #[test]
 fn kvm_floor_times_each_step_to_the_first_exit() {
-    if !common::kvm_available("kvm_floor_times_each_step_to_the_first_exit") {
-        return;
-    }
-    let Some(floor) = build("kvm-floor", "floor_steps") else {
+    let Some(floor) = floor("kvm_floor_times_each_step_to_the_first_exit") else {
         return;
     };
     let o = Command::new(&floor)
@@ -71,10 +76,7 @@ fn kvm_floor_times_each_step_to_the_first_exit() {
 
 #[test]
 fn kvm_floor_names_the_step_that_failed() {
-    if !common::kvm_available("kvm_floor_names_the_step_that_failed") {
-        return;
-    }
-    let Some(floor) = build("kvm-floor", "floor_fails") else {
+    let Some(floor) = floor("kvm_floor_names_the_step_that_failed") else {
         return;
     };
     // No guest RAM can be mapped for a size of zero.
@@ -93,7 +95,7 @@ fn kvm_floor_names_the_step_that_failed() {
 
 #[test]
 fn memcmp_bw_prints_each_size_and_its_bandwidth() {
-    let Some(bw) = build("memcmp-bw", "memcmp") else {
+    let Some(bw) = build("memcmp-bw", "memcmp_bw_prints_each_size_and_its_bandwidth") else {
         return;
     };
     let o = Command::new(&bw)
