@@ -5,7 +5,7 @@
  * exit, timed from this program's main() as hypclear times its own first
  * hypercall from its main(). Open /dev/kvm, KVM_CREATE_VM, map and register
  * one memslot of the size given (bytes; hypclear's guest RAM), one vCPU, and
- * KVM_RUN into a two-instruction guest that exits to the host at once
+ * KVM_RUN into a guest of a few instructions that exits to the host at once
  * (x86_64: real mode, `out`; arm64: a store to an address no memslot backs,
  * an MMIO exit). No CPUID table, no page tables, no blob: what is left of
  * hypclear's figure above this one is its own work.

@@ -6,12 +6,13 @@
 # the checker's throughput (from the run's JSON summary) and the process's
 # user+sys CPU time (both cores used means CPU > wall).
 #
-# Beside each run, in the same minutes (this machine's speed drifts by the
-# hour, so only figures taken together compare):
-# - the machine's floor for the first hypercall: ci/kvm-floor.c, the least a
-#   KVM program does before its guest's first exit (VM, a memslot of the
-#   run's guest RAM size, one vCPU, KVM_RUN), timed from its main();
-# - the machine's memcmp bandwidth (ci/memcmp-bw.c) at the sizes the checker
+# Beside them, in the same minutes (this machine's speed drifts by the hour,
+# so only figures taken together compare):
+# - after each run, the machine's floor for the first hypercall:
+#   ci/kvm-floor.c, the least a KVM program does before its guest's first
+#   exit (VM, a memslot of the run's guest RAM size, one vCPU, KVM_RUN),
+#   timed from its main();
+# - after the runs, the machine's memcmp bandwidth (ci/memcmp-bw.c) at the sizes the checker
 #   compares, weighted by the bytes the run checked at each: what the checker
 #   could reach here; once alone and once with a second memcmp on the other
 #   core, as `run` has its other configuration's guest there.
