@@ -67,14 +67,14 @@ if floor:
           f"({med[3]:.2f} ms: ci/kvm-floor.c, {mem >> 20} MB memslot)")
 
 
-def mix(path):
-    """memcmp GB/s for the last run's size mix, from memcmp-bw's output."""
+def mix(path, checks):
+    """memcmp GB/s for a run's size mix (its JSON checks), from memcmp-bw's output."""
     rate = {int(a): float(b) for a, b in (l.split() for l in open(path))}
-    # Bytes the last run checked per target size, each at the memcmp rate
+    # Bytes the run checked per target size, each at the memcmp rate
     # of the nearest measured size at or above it (2 MB for smaller ones).
     sizes = sorted(rate)
     t = total = 0
-    for c in d["checks"]:
+    for c in checks:
         if c["verdict"] == "skipped":
             continue
         b = c["size"] * c["count"]
@@ -85,8 +85,10 @@ def mix(path):
 
 
 if bw:
-    rate, alone = mix(bw)
-    rate2, busy = mix(os.path.join(tmp, "bw2"))
+    # The size mix of the last run (every run checks the same sizes).
+    checks = json.load(open(f"{tmp}/run.{n}.json"))["checks"]
+    rate, alone = mix(bw, checks)
+    rate2, busy = mix(os.path.join(tmp, "bw2"), checks)
     print("machine memcmp GB/s: " + ", ".join(f"{k >> 20} MB {v:.1f}" for k, v in sorted(rate.items()))
           + "; with the other core comparing too: " + ", ".join(f"{k >> 20} MB {v:.1f}" for k, v in sorted(rate2.items())))
     if alone is not None:
