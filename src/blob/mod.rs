@@ -85,6 +85,24 @@ pub struct TableRow {
     pub offset: u64,
 }
 
+/// A blob's bytes: built into hypclear (used in place, never copied) or
+/// read at run time (shared between the VMs of a side).
+#[derive(Debug, Clone)]
+pub enum BlobBytes {
+    Static(&'static [u8]),
+    Shared(Arc<[u8]>),
+}
+
+impl std::ops::Deref for BlobBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlobBytes::Static(b) => b,
+            BlobBytes::Shared(b) => b,
+        }
+    }
+}
+
 /// A parsed blob, not yet loaded.
 #[derive(Debug, Clone)]
 pub struct Blob {
@@ -98,9 +116,9 @@ pub struct Blob {
     /// Bytes from the base to the end of .bss.
     pub size: u64,
     /// The linked ELF (after load-time patching for a kernel blob).
-    pub elf: Arc<[u8]>,
+    pub elf: BlobBytes,
     /// The flat image from address 0 (what the aarch64 PE loader takes).
-    pub image: Option<Arc<[u8]>>,
+    pub image: Option<BlobBytes>,
 }
 
 /// Where a blob was loaded (plain data, defined by the arch contract).
@@ -109,13 +127,13 @@ impl Blob {
     /// The built-in blob of `config` (a kernel blob is a [`Side::Kernel`]).
     pub fn get(config: LinkConfig) -> Result<Blob> {
         #[cfg(target_arch = "aarch64")]
-        let image = Some(Arc::from(config.image()));
+        let image = Some(BlobBytes::Static(config.image()));
         #[cfg(not(target_arch = "aarch64"))]
         let image = None;
-        Self::parse(config, Arc::from(config.elf()), image)
+        Self::parse(config, BlobBytes::Static(config.elf()), image)
     }
 
-    pub fn parse(config: LinkConfig, elf: Arc<[u8]>, image: Option<Arc<[u8]>>) -> Result<Blob> {
+    pub fn parse(config: LinkConfig, elf: BlobBytes, image: Option<BlobBytes>) -> Result<Blob> {
         let bytes = elf.clone();
         let elf: &[u8] = &bytes;
         let file = object::File::parse(elf).map_err(|e| Error::Blob(e.to_string()))?;

@@ -1,6 +1,6 @@
 //! `--kernel-tree` / `--blob` on run, verify, bench and info (select the
 //! kernel blob before anything else), and `hypclear blob`.
-use crate::blob::{Blob, External, LinkConfig, Side};
+use crate::blob::{Blob, BlobBytes, External, LinkConfig, Side};
 use crate::cli::{BlobArgs, Common};
 use crate::error::{Error, Result};
 use crate::kernel::blob::{self as kblob, AltChoice, Loaded, MakeRequest};
@@ -117,9 +117,13 @@ fn external(l: Loaded, source: &str, short: String) -> Result<External> {
         tree::LinkConfig::Vanilla => LinkConfig::Vanilla,
         tree::LinkConfig::Memset => LinkConfig::Memset,
     };
-    let image = Some(Arc::from(l.image.as_slice()));
-    let blob = Blob::parse(config, Arc::from(l.elf.as_slice()), image)
-        .map_err(|e| Error::Usage(format!("{}: {e}", l.path.display())))?;
+    let image = Some(BlobBytes::Shared(Arc::from(l.image.as_slice())));
+    let blob = Blob::parse(
+        config,
+        BlobBytes::Shared(Arc::from(l.elf.as_slice())),
+        image,
+    )
+    .map_err(|e| Error::Usage(format!("{}: {e}", l.path.display())))?;
     for (row, _) in &m.rows {
         if blob.alias_index(row).is_none() {
             return Err(Error::Usage(format!(

@@ -89,41 +89,50 @@ pub fn validate(opts: &VmOptions) -> Result<()> {
     Ok(())
 }
 
-/// Resolves guest addresses to `symbol+offset` inside the blob.
-#[derive(Debug, Clone)]
+/// Resolves guest addresses to `symbol+offset` inside the blob. Its table
+/// is built on first use: only a failure report needs it, and building it
+/// before the first hypercall would delay every boot.
+#[derive(Debug)]
 pub struct Symbolizer {
+    blob: Arc<Blob>,
     base: u64,
-    end: u64,
-    syms: Vec<(u64, String)>,
+    syms: std::sync::OnceLock<Vec<(u64, String)>>,
 }
 
 impl Symbolizer {
-    pub fn new(blob: &Blob, base: u64) -> Symbolizer {
-        // Only symbols inside the image name addresses: absolute assembler
-        // symbols (e.g. `__hypclear_vector`, a constant) and markers past
-        // the end would otherwise name far-away addresses.
-        let mut syms: Vec<(u64, String)> = blob
-            .symbols
-            .iter()
-            .filter(|(_, a)| **a < blob.size)
-            .map(|(n, a)| (*a + base, n.clone()))
-            .filter(|(_, n)| !blob.absolute.contains(n))
-            .collect();
-        syms.sort();
+    pub fn new(blob: Arc<Blob>, base: u64) -> Symbolizer {
         Symbolizer {
+            blob,
             base,
-            end: base.saturating_add(blob.size),
-            syms,
+            syms: std::sync::OnceLock::new(),
         }
+    }
+
+    fn syms(&self) -> &[(u64, String)] {
+        self.syms.get_or_init(|| {
+            // Only symbols inside the image name addresses: absolute
+            // assembler symbols (e.g. `__hypclear_vector`, a constant) and
+            // markers past the end would otherwise name far-away addresses.
+            let blob = &self.blob;
+            let mut syms: Vec<(u64, String)> = blob
+                .symbols
+                .iter()
+                .filter(|(_, a)| **a < blob.size)
+                .map(|(n, a)| (*a + self.base, n.clone()))
+                .filter(|(_, n)| !blob.absolute.contains(n))
+                .collect();
+            syms.sort();
+            syms
+        })
     }
 
     /// `symbol+offset` for an address inside the blob image, otherwise
     /// "outside the blob".
     pub fn name(&self, addr: u64) -> String {
-        if addr < self.base || addr >= self.end {
+        if addr < self.base || addr >= self.base.saturating_add(self.blob.size) {
             return "outside the blob".into();
         }
-        match self.syms.iter().rev().find(|(a, _)| *a <= addr) {
+        match self.syms().iter().rev().find(|(a, _)| *a <= addr) {
             Some((a, n)) => format!("{n}+{:#x}", addr - a),
             None => "outside the blob".into(),
         }
@@ -209,7 +218,7 @@ impl Vm {
         let base = load_address(opts.seed, blob.size)?;
         let loaded = blob.load(ram.as_ref(), base)?;
         let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
-        let sym = Arc::new(Symbolizer::new(&blob, base));
+        let sym = Arc::new(Symbolizer::new(blob.clone(), base));
 
         let mut vcpus = Vec::new();
         for id in 0..opts.vcpus {
@@ -284,9 +293,9 @@ mod tests {
 
     #[test]
     fn symbolizer_names_the_enclosing_symbol() {
-        let blob = Blob::get(crate::blob::LinkConfig::Vanilla).unwrap();
+        let blob = Arc::new(Blob::get(crate::blob::LinkConfig::Vanilla).unwrap());
         let base = 0x40_0000;
-        let s = Symbolizer::new(&blob, base);
+        let s = Symbolizer::new(blob.clone(), base);
         let f = blob.symbol("selftest_fault").unwrap();
         assert_eq!(s.name(base + f), "selftest_fault+0x0");
         assert_eq!(s.name(base - 1), "outside the blob");
