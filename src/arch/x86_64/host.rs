@@ -38,6 +38,26 @@ pub fn setup_vm(_vm: &VmFd) -> Result<()> {
     Ok(())
 }
 
+/// KVM_GET_SUPPORTED_CPUID, asked once per process (0.1 ms a call here;
+/// every VM's vCPUs, `cpu_caps` and `cpu_details` need it). The answer
+/// cannot change while the process holds /dev/kvm open: it depends on the
+/// CPU, the kernel and the KVM module's parameters, and the module cannot
+/// be reloaded under an open fd. A failed query is not kept.
+fn supported_cpuid(kvm: &Kvm) -> std::result::Result<kvm_bindings::CpuId, kvm_ioctls::Error> {
+    static ONCE: std::sync::OnceLock<kvm_bindings::CpuId> = std::sync::OnceLock::new();
+    if let Some(c) = ONCE.get() {
+        return Ok(c.clone());
+    }
+    let c = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)?;
+    Ok(ONCE.get_or_init(|| c).clone())
+}
+
+/// The system-level queries a VM makes, made before the VM needs them (while a head start's helper works, see `vmm::prewarm`):
+/// the supported CPUID table. A failure is left for the VM to report.
+pub fn warm(kvm: &Kvm) {
+    let _ = supported_cpuid(kvm);
+}
+
 /// What vCPU setup needs from the memory setup.
 #[derive(Debug, Clone, Copy)]
 pub struct MemoryState {
@@ -84,9 +104,7 @@ pub fn setup_vcpu(
     mem: &MemoryState,
     privilege: Privilege,
 ) -> Result<()> {
-    let cpuid = kvm
-        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
-        .map_err(Error::kvm("KVM_GET_SUPPORTED_CPUID"))?;
+    let cpuid = supported_cpuid(kvm).map_err(Error::kvm("KVM_GET_SUPPORTED_CPUID"))?;
     fd.set_cpuid2(&cpuid)
         .map_err(Error::kvm("KVM_SET_CPUID2"))?;
     let cpl = match privilege {
@@ -228,7 +246,7 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
 pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
     let mut view = CpuidView::default();
     let mut clzero = false;
-    if let Ok(c) = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES) {
+    if let Ok(c) = supported_cpuid(kvm) {
         for e in c.as_slice() {
             match (e.function, e.index) {
                 (0, _) => {
@@ -311,7 +329,7 @@ pub fn privilege_name(p: Privilege) -> &'static str {
 /// Extra architecture details for `info` (name, value).
 pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
     let mut v = Vec::new();
-    if let Ok(c) = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES) {
+    if let Ok(c) = supported_cpuid(kvm) {
         for e in c.as_slice() {
             if e.function == 1 {
                 let family = ((e.eax >> 8) & 0xf) + ((e.eax >> 20) & 0xff);
