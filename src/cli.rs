@@ -8,6 +8,24 @@ use crate::vmm::privilege::CplChoice;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+/// The subcommands that boot no VM, and the help and version flags (see
+/// [`Cli::may_boot_vm`]); the test below keeps the list complete.
+const NO_VM_WORDS: &[&str] = &[
+    "compare",
+    "blob",
+    "completions",
+    "man",
+    "help",
+    "--help",
+    "-h",
+    "--version",
+    "-V",
+];
+
+/// The subcommands that boot VMs.
+#[cfg(test)]
+const VM_COMMANDS: &[&str] = &["run", "verify", "selftest", "info", "bench"];
+
 #[derive(Debug, Parser)]
 #[command(
     name = "hypclear",
@@ -34,6 +52,18 @@ impl Cli {
         let mut cmd = <Cli as clap::CommandFactory>::command();
         Self::parse_with(&mut cmd, std::env::args_os())
             .unwrap_or_else(|e| e.format(&mut cmd).exit())
+    }
+
+    /// Whether the command line (without the program name) may name a
+    /// command that boots a VM, judged from its words alone, before the
+    /// parse: none of them is a subcommand that boots none, or a help or
+    /// version flag. It only decides whether `vmm::prewarm` gets a head
+    /// start on the first VM; a wrong guess costs that head start, or a VM
+    /// made for nothing, never a different result.
+    pub fn may_boot_vm<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
+        !args
+            .into_iter()
+            .any(|a| a.to_str().is_some_and(|a| NO_VM_WORDS.contains(&a)))
     }
 
     /// Parse `args` (the first is the program name).
@@ -578,6 +608,36 @@ pub fn timeout(secs: f64) -> crate::error::Result<std::time::Duration> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn every_subcommand_is_known_to_boot_a_vm_or_not() {
+        let cmd = Cli::command();
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            assert!(
+                VM_COMMANDS.contains(&name) != NO_VM_WORDS.contains(&name),
+                "subcommand `{name}`: list it in exactly one of VM_COMMANDS and NO_VM_WORDS"
+            );
+        }
+        let words = |s: &str| s.split_whitespace().map(Into::into).collect::<Vec<_>>();
+        for yes in [
+            "",
+            "run",
+            "--timeout 20 selftest --hostile",
+            "verify --routine memset",
+        ] {
+            assert!(Cli::may_boot_vm(words(yes)), "{yes:?}");
+        }
+        for no in [
+            "compare a.json b.json",
+            "--help",
+            "run -h",
+            "man",
+            "blob --arch aarch64",
+        ] {
+            assert!(!Cli::may_boot_vm(words(no)), "{no:?}");
+        }
+    }
 
     /// Command-line words that set common option `id` away from its
     /// default. A new common option needs its line here.

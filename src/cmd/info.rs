@@ -19,6 +19,8 @@ struct BlobInfo {
     relocations: usize,
     aliases: Vec<TableRow>,
     selftests: Vec<TableRow>,
+    /// Whether this VM was the one made ahead (`vmm::prewarm`).
+    made_ahead: bool,
 }
 
 /// Boot (without running) one VM per configuration to see each blob loaded.
@@ -40,6 +42,7 @@ fn blobs(ctx: &Ctx, host: &mut HostInfo) -> Result<BTreeMap<String, BlobInfo>> {
                 relocations: blob.relocs.len(),
                 aliases: blob.aliases.clone(),
                 selftests: blob.selftests.clone(),
+                made_ahead: vm.prewarmed,
             },
         );
     }
@@ -95,6 +98,12 @@ fn summary_table(
         format!("{} ({}; {})", p.name, p.reason, p.source_text()),
     ]);
     t.add_row(vec!["seed".to_string(), ctx.seed.to_string()]);
+    t.add_row(vec![
+        "head start".to_string(),
+        vmm::prewarm::status()
+            .describe(blobs.values().any(|b| b.made_ahead))
+            .to_string(),
+    ]);
     for e in ctx.sides.iter().filter_map(Side::external) {
         let r = &e.report;
         t.add_row(vec!["kernel blob".to_string(), e.label.clone()]);

@@ -103,7 +103,7 @@ struct Outcome {
     records: Vec<CheckRecord>,
     failure: Option<GuestFailure>,
     loads: serde_json::Map<String, serde_json::Value>,
-    first_hypercall: Option<Duration>,
+    first_hypercall: Option<FirstHypercall>,
     checked_bytes: u64,
     check_time: Duration,
     counter_khz: u64,
@@ -123,7 +123,7 @@ struct ConfigRun {
     banner: String,
     load: u64,
     counter_khz: u64,
-    first_hypercall: Duration,
+    first_hypercall: FirstHypercall,
     run: suite::SuiteRun,
     skipped: Vec<CheckRecord>,
 }
@@ -132,6 +132,14 @@ struct ConfigRun {
 struct Booted {
     vm: Vm,
     first_hypercall: Duration,
+}
+
+/// The first hypercall of a run: when, and whether that VM was made ahead
+/// (`vmm::prewarm`).
+#[derive(Clone, Copy)]
+struct FirstHypercall {
+    after: Duration,
+    made_ahead: bool,
 }
 
 /// Boot one VM of `side` up to its first hypercall.
@@ -183,7 +191,10 @@ fn run_config(
         banner,
         load: vm.loaded.base,
         counter_khz: vm.counter_khz,
-        first_hypercall,
+        first_hypercall: FirstHypercall {
+            after: first_hypercall,
+            made_ahead: vm.prewarmed,
+        },
         run,
         skipped,
     })
@@ -394,10 +405,10 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
         };
         ctx.say(&r.banner);
         o.counter_khz = r.counter_khz;
-        o.first_hypercall = Some(
-            o.first_hypercall
-                .map_or(r.first_hypercall, |f| f.min(r.first_hypercall)),
-        );
+        o.first_hypercall = match o.first_hypercall {
+            Some(f) if f.after <= r.first_hypercall.after => Some(f),
+            _ => Some(r.first_hypercall),
+        };
         o.loads.insert(r.config.name().into(), json!(r.load));
         o.records.extend(r.skipped);
         o.records.extend(r.run.records);
@@ -440,7 +451,8 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
         let _ = writeln!(std::io::stderr(), "{f}");
     }
     let ok = failed == 0 && o.failure.is_none() && !o.interrupted;
-    let first_ms = o.first_hypercall.unwrap_or_default().as_secs_f64() * 1e3;
+    let first = o.first_hypercall;
+    let first_ms = first.map_or(0.0, |f| f.after.as_secs_f64() * 1e3);
     ctx.say(format_args!(
         "hypclear {command}: {} — {passed} passed, {failed} failed, {skipped} skipped ({}) in {:.2} s; \
          first hypercall after {:.1} ms; checker {:.1} GB/s",
@@ -467,6 +479,7 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
             "skipped": skipped,
             "elapsed_s": elapsed.as_secs_f64(),
             "first_hypercall_ms": first_ms,
+            "first_vm_made_ahead": first.is_some_and(|f| f.made_ahead),
             "checker_gb_per_s": checker_gbps,
             "checked_bytes": o.checked_bytes,
         });
