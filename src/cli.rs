@@ -22,6 +22,10 @@ const NO_VM_WORDS: &[&str] = &[
     "-V",
 ];
 
+/// Options whose commands run other programs before their first VM (see
+/// [`Cli::may_boot_vm`]).
+const NO_HEAD_START_OPTIONS: &[&str] = &["--kernel-tree"];
+
 /// The subcommands that boot VMs.
 #[cfg(test)]
 const VM_COMMANDS: &[&str] = &["run", "verify", "selftest", "info", "bench"];
@@ -54,16 +58,22 @@ impl Cli {
             .unwrap_or_else(|e| e.format(&mut cmd).exit())
     }
 
-    /// Whether the command line (without the program name) may name a
-    /// command that boots a VM, judged from its words alone, before the
-    /// parse: none of them is a subcommand that boots none, or a help or
-    /// version flag. It only decides whether `vmm::prewarm` gets a head
-    /// start on the first VM; a wrong guess costs that head start, or a VM
-    /// made for nothing, never a different result.
+    /// Whether `vmm::prewarm` should get a head start on the first VM,
+    /// judged from the command line's words alone (without the program
+    /// name), before the parse: none of them is a subcommand that boots no
+    /// VM, a help or version flag, or `--kernel-tree` (kbuild runs before
+    /// the first VM, and its processes would inherit the main thread's
+    /// pin). A wrong guess costs the head start, or a VM made for nothing,
+    /// never a different result.
     pub fn may_boot_vm<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
-        !args
-            .into_iter()
-            .any(|a| a.to_str().is_some_and(|a| NO_VM_WORDS.contains(&a)))
+        !args.into_iter().any(|a| {
+            a.to_str().is_some_and(|a| {
+                NO_VM_WORDS.contains(&a)
+                    || NO_HEAD_START_OPTIONS
+                        .iter()
+                        .any(|o| a == *o || a.strip_prefix(o).is_some_and(|v| v.starts_with('=')))
+            })
+        })
     }
 
     /// Parse `args` (the first is the program name).

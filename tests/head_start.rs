@@ -135,3 +135,61 @@ fn info_says_whether_the_first_vm_was_made_ahead() {
         text(&out)
     );
 }
+
+/// `Cpus_allowed_list` of every thread of `pid` (empty once it exited).
+fn threads_cpus(pid: u32) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string())
+        })
+        .collect()
+}
+
+/// The main thread is held on its CPU only for the head start: the threads
+/// `run` starts for its other configuration, and the main thread itself,
+/// have the process's whole CPU mask while the suite runs.
+#[test]
+fn no_thread_keeps_the_head_start_pin() {
+    if !kvm_available("head start pin") {
+        return;
+    }
+    if allowed_cpus().len() < 2 {
+        eprintln!("SKIP head start pin: this test runs on one CPU");
+        return;
+    }
+    let mine = std::fs::read_to_string("/proc/self/status")
+        .expect("own status")
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+        .expect("Cpus_allowed_list");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hypclear"))
+        .args(["run", "--seed", "3"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("cannot run the hypclear binary");
+    // The last view with both configurations' threads running.
+    let mut seen: Vec<String> = Vec::new();
+    while child.try_wait().expect("wait").is_none() {
+        let now = threads_cpus(child.id());
+        if now.len() >= 2 {
+            seen = now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(child.wait().expect("wait").success());
+    assert!(
+        seen.len() >= 2,
+        "never saw the second configuration's thread"
+    );
+    assert!(
+        seen.iter().all(|c| *c == mine),
+        "threads {seen:?}, process mask {mine}"
+    );
+}

@@ -20,16 +20,32 @@
 //! makes it the usual way, with the usual errors, so what the user sees
 //! does not depend on it. `HYPCLEAR_PREWARM=0` turns it off.
 //!
-//! Placement: the helper is created on a CPU of this process's affinity
-//! mask other than the caller's (the attribute is applied before the
-//! thread first runs). A scheduler that packs new threads onto a busy CPU,
-//! as this PVM host's does, would otherwise run it only when the main
-//! thread blocks, and the head start would become a delay. With no other
-//! CPU there is nothing to overlap, and no helper is started.
+//! Placement, measured on the PVM host whose scheduler packs threads onto
+//! as few vCPUs as it can (interleaved runs, first hypercall):
+//! - the helper is created on a CPU of this process's affinity mask other
+//!   than the caller's (the attribute is applied before it first runs):
+//!   created anywhere, it was packed onto the main thread's CPU and ran
+//!   only when the main thread blocked;
+//! - the main thread is pinned to its CPU until the head start is over
+//!   (the claim resolved, or the helper gave up waiting for one, see
+//!   [`CLAIM_WAIT`]), then gets the process's mask back: unpinned, it was
+//!   migrated onto the helper's CPU in about half the runs, and the two
+//!   took turns on one CPU (0.6-0.9 ms lost, the head start worse than
+//!   none);
+//! - each side waits for the other spinning, for up to [`SPIN`], before it
+//!   blocks: a blocked thread's vCPU halts, and waking it took 0.1-1.5 ms
+//!   here.
+//!
+//! With no other CPU there is nothing to overlap, and no helper is started.
+//! Threads and processes inherit their creator's affinity: the main thread
+//! creates none before its first VM (run, verify, selftest, info, bench),
+//! and the commands that do (`--kernel-tree` runs kbuild first) get no
+//! head start (`cli::Cli::may_boot_vm`).
 use kvm_bindings::kvm_userspace_memory_region;
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// What the helper makes: `/dev/kvm`, a VM and its vCPU 0, as
@@ -48,6 +64,8 @@ struct Pending {
     region: SyncSender<kvm_userspace_memory_region>,
     /// The helper's answer.
     shell: Receiver<Option<Shell>>,
+    /// The main thread's pin, released once the claim is resolved.
+    main: Pin,
 }
 
 static SPARE: Mutex<Option<Pending>> = Mutex::new(None);
@@ -95,10 +113,20 @@ impl Status {
 }
 
 /// How long [`Claim::wait`] waits for the helper before the VM makes
-/// everything itself. The
-/// helper takes about a millisecond; this only bounds a helper stuck in an
-/// ioctl, so that the VM's own attempt reports what is wrong.
+/// everything itself. The helper takes about a millisecond; this only
+/// bounds a helper stuck in an ioctl, so that the VM's own attempt reports
+/// what is wrong.
 const WAIT: Duration = Duration::from_secs(10);
+
+/// How long the helper waits for the first VM's claim before it gives the
+/// main thread its CPU mask back (the first VM of run and verify claims
+/// about a millisecond after `main`; a `--cpl auto` calibration claims as
+/// early). It still serves a later claim.
+pub const CLAIM_WAIT: Duration = Duration::from_millis(50);
+
+/// How long a side spins before it blocks on the other (see the module
+/// comment): longer than the helper's whole job.
+pub const SPIN: Duration = Duration::from_millis(2);
 
 /// Stack of the helper thread: it runs a few ioctls and an allocation.
 const STACK: usize = 256 << 10;
@@ -122,23 +150,31 @@ fn start_helper() -> Status {
     let Ok(mut spare) = SPARE.lock() else {
         return Status::NoThread;
     };
-    let Some(cpus) = other_cpus() else {
+    let Some(masks) = Masks::current() else {
         return Status::OneCpu;
     };
+    let main = Pin::main_thread(&masks);
     let (region_tx, region_rx) = sync_channel(1);
     let (shell_tx, shell_rx) = sync_channel(1);
-    if !spawn_on(&cpus, Box::new(move || make(region_rx, shell_tx))) {
+    let unpin = main.clone();
+    if !spawn_on(
+        &masks.others,
+        Box::new(move || make(region_rx, shell_tx, &unpin)),
+    ) {
+        main.release();
         return Status::NoThread;
     }
     *spare = Some(Pending {
         region: region_tx,
         shell: shell_rx,
+        main,
     });
     Status::Started
 }
 
-/// The helper's work. Every failure leaves the object to the VM.
-fn make(region: Receiver<kvm_userspace_memory_region>, tx: SyncSender<Option<Shell>>) {
+/// The helper's work. Every failure leaves the object to the VM; whatever
+/// happens, the main thread gets its CPU mask back.
+fn make(region: Receiver<kvm_userspace_memory_region>, tx: SyncSender<Option<Shell>>, main: &Pin) {
     let made = (|| {
         let kvm = crate::vmm::open_kvm().ok()?;
         let vm = kvm.create_vm().ok()?;
@@ -146,16 +182,26 @@ fn make(region: Receiver<kvm_userspace_memory_region>, tx: SyncSender<Option<She
         Some((kvm, vm, vcpu0))
     })();
     let Some((kvm, vm, vcpu0)) = made else {
+        main.release();
         let _ = tx.send(None);
         return;
     };
-    // Blocks until the first VM claims the head start (or the process
-    // ends); no claimant, no memslot.
-    let memslot = region.recv().ok().map(|r| {
+    let claimed = match recv_spinning(&region, CLAIM_WAIT) {
+        Ok(r) => Some(r),
+        Err(RecvTimeoutError::Disconnected) => None,
+        Err(RecvTimeoutError::Timeout) => {
+            // No VM yet: stop holding the main thread on its CPU, and
+            // still serve a later claim.
+            main.release();
+            region.recv().ok()
+        }
+    };
+    let memslot = claimed.map(|r| {
         // SAFETY: `claim`'s contract: the claimant keeps `r` mapped until
         // it has dropped this VM fd (it waits for this answer first).
         unsafe { vm.set_user_memory_region(r) }
     });
+    main.release();
     // The receiver is gone only if the process no longer wants it.
     let _ = tx.send(Some(Shell {
         kvm,
@@ -165,10 +211,119 @@ fn make(region: Receiver<kvm_userspace_memory_region>, tx: SyncSender<Option<She
     }));
 }
 
+/// `rx.recv_timeout(timeout)`, spinning for the first [`SPIN`] of it (see
+/// the module comment).
+fn recv_spinning<T>(rx: &Receiver<T>, timeout: Duration) -> Result<T, RecvTimeoutError> {
+    let start = std::time::Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(v) => return Ok(v),
+            Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+            Err(TryRecvError::Empty) => {}
+        }
+        let waited = start.elapsed();
+        if waited >= SPIN.min(timeout) {
+            return rx.recv_timeout(timeout.saturating_sub(waited));
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// A CPU set (plain data: the kernel's bitmap).
+#[derive(Clone, Copy)]
+struct CpuSet(libc::cpu_set_t);
+
+impl CpuSet {
+    /// Set `tid`'s affinity (0: the calling thread).
+    fn apply(&self, tid: libc::pid_t) -> bool {
+        // SAFETY: the set is a valid cpu_set_t of the size passed.
+        unsafe {
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &self.0) == 0
+        }
+    }
+}
+
+/// The process's CPU mask, and the same without the caller's CPU.
+struct Masks {
+    all: CpuSet,
+    others: CpuSet,
+    current: usize,
+}
+
+impl Masks {
+    /// None when the caller's CPU is the only one in the mask.
+    fn current() -> Option<Masks> {
+        // SAFETY: a zeroed cpu_set_t is the empty set; sched_getaffinity
+        // writes at most `size_of::<cpu_set_t>()` bytes into it;
+        // sched_getcpu has no preconditions; CPU_CLR and CPU_COUNT stay
+        // within the set for an index below CPU_SETSIZE.
+        unsafe {
+            let mut all: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut all) != 0 {
+                return None;
+            }
+            let current = usize::try_from(libc::sched_getcpu()).ok()?;
+            if current >= libc::CPU_SETSIZE as usize {
+                return None;
+            }
+            let mut others = all;
+            libc::CPU_CLR(current, &mut others);
+            (libc::CPU_COUNT(&others) > 0).then_some(Masks {
+                all: CpuSet(all),
+                others: CpuSet(others),
+                current,
+            })
+        }
+    }
+}
+
+/// The main thread held on its CPU for the head start; [`Pin::release`]
+/// (from either thread; the first call does it) gives it the process's
+/// mask back.
+#[derive(Clone)]
+struct Pin(Arc<PinInner>);
+
+struct PinInner {
+    tid: libc::pid_t,
+    all: CpuSet,
+    held: AtomicBool,
+}
+
+impl Pin {
+    /// Pin the calling (main) thread to its current CPU. A pin that cannot
+    /// be set holds nothing (the head start then runs unpinned).
+    fn main_thread(masks: &Masks) -> Pin {
+        // SAFETY: a zeroed cpu_set_t is the empty set; `current` is below
+        // CPU_SETSIZE (checked by `Masks::current`).
+        let one = unsafe {
+            let mut one: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(masks.current, &mut one);
+            one
+        };
+        let held = CpuSet(one).apply(0);
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        Pin(Arc::new(PinInner {
+            tid,
+            all: masks.all,
+            held: AtomicBool::new(held),
+        }))
+    }
+
+    fn release(&self) {
+        if self.0.held.swap(false, Ordering::AcqRel) {
+            // Failing leaves the main thread on one CPU of its mask: slower
+            // later, never wrong.
+            let _ = self.0.all.apply(self.0.tid);
+        }
+    }
+}
+
 /// The first VM's claim on the head start, made once its guest RAM is
 /// mapped; [`Claim::wait`] yields what the helper made.
 pub struct Claim {
     shell: Option<Receiver<Option<Shell>>>,
+    main: Pin,
 }
 
 /// Claim the head start for a VM whose guest RAM is `region`: the helper
@@ -187,14 +342,19 @@ pub unsafe fn claim(region: kvm_userspace_memory_region) -> Option<Claim> {
     let _ = pending.region.send(region);
     Some(Claim {
         shell: Some(pending.shell),
+        main: pending.main,
     })
 }
 
 impl Claim {
     /// What the helper made (waiting for it if it is still at work): None
-    /// when it could not make the VM, so the caller makes everything.
+    /// when it could not make the VM, so the caller makes everything. The
+    /// main thread has its CPU mask back afterwards.
     pub fn wait(mut self) -> Option<Shell> {
-        self.shell.take()?.recv_timeout(WAIT).ok().flatten()
+        let shell = self.shell.take()?;
+        let made = recv_spinning(&shell, WAIT).ok().flatten();
+        self.main.release();
+        made
     }
 }
 
@@ -208,25 +368,7 @@ impl Drop for Claim {
         if let Some(rx) = self.shell.take() {
             drop(rx.recv_timeout(WAIT));
         }
-    }
-}
-
-/// The CPUs of this process's affinity mask other than the caller's; None
-/// when there is none.
-fn other_cpus() -> Option<libc::cpu_set_t> {
-    // SAFETY: a zeroed cpu_set_t is the empty set; sched_getaffinity
-    // writes at most `size_of::<cpu_set_t>()` bytes into it; sched_getcpu
-    // has no preconditions.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return None;
-        }
-        let me = libc::sched_getcpu();
-        if let Ok(me) = usize::try_from(me) {
-            libc::CPU_CLR(me, &mut set);
-        }
-        (libc::CPU_COUNT(&set) > 0).then_some(set)
+        self.main.release();
     }
 }
 
@@ -246,7 +388,7 @@ extern "C" fn trampoline(job: *mut libc::c_void) -> *mut libc::c_void {
 /// before it first runs; see the module comment), with every signal blocked, so that SIGINT and the
 /// watchdog's signal keep going to the threads that run vCPUs. false when
 /// the thread could not be created (`job` is dropped unrun).
-fn spawn_on(cpus: &libc::cpu_set_t, job: Job) -> bool {
+fn spawn_on(cpus: &CpuSet, job: Job) -> bool {
     let job = Box::into_raw(Box::new(job)).cast::<libc::c_void>();
     // SAFETY: the attribute object is initialised before use and destroyed
     // after; the signal masks are valid sigset_t values, and the caller's
@@ -260,7 +402,11 @@ fn spawn_on(cpus: &libc::cpu_set_t, job: Job) -> bool {
             return false;
         }
         libc::pthread_attr_setstacksize(&mut attr, STACK);
-        libc::pthread_attr_setaffinity_np(&mut attr, std::mem::size_of::<libc::cpu_set_t>(), cpus);
+        libc::pthread_attr_setaffinity_np(
+            &mut attr,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &cpus.0,
+        );
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
@@ -281,33 +427,46 @@ fn spawn_on(cpus: &libc::cpu_set_t, job: Job) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc::RecvTimeoutError;
 
-    /// Each CPU of the affinity mask in turn: the job runs on exactly
-    /// that CPU, with SIGINT blocked.
-    #[test]
-    fn a_job_runs_only_on_the_cpus_given_with_signals_blocked() {
-        // SAFETY: as in `other_cpus`.
-        let mask = unsafe {
+    /// The calling thread's affinity mask.
+    fn affinity() -> libc::cpu_set_t {
+        // SAFETY: a zeroed cpu_set_t is the empty set; sched_getaffinity
+        // writes at most its size.
+        unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             assert_eq!(
                 libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
                 0
             );
             set
-        };
-        // SAFETY: every index is below CPU_SETSIZE.
-        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| unsafe { libc::CPU_ISSET(c, &mask) })
-            .collect();
-        for cpu in cpus {
-            // SAFETY: a zeroed cpu_set_t is the empty set.
-            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            // SAFETY: `cpu` is below CPU_SETSIZE.
-            unsafe { libc::CPU_SET(cpu, &mut one) };
+        }
+    }
+
+    fn cpus(set: &libc::cpu_set_t) -> Vec<usize> {
+        (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: every index is below CPU_SETSIZE.
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
+            .collect()
+    }
+
+    fn only(cpu: usize) -> CpuSet {
+        // SAFETY: a zeroed cpu_set_t is the empty set; `cpu` is below
+        // CPU_SETSIZE.
+        unsafe {
+            let mut one: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut one);
+            CpuSet(one)
+        }
+    }
+
+    /// Each CPU of the affinity mask in turn: the job runs on exactly
+    /// that CPU, with SIGINT blocked.
+    #[test]
+    fn a_job_runs_only_on_the_cpus_given_with_signals_blocked() {
+        for cpu in cpus(&affinity()) {
             let (tx, rx) = sync_channel(1);
             assert!(spawn_on(
-                &one,
+                &only(cpu),
                 Box::new(move || {
                     // SAFETY: sched_getcpu has no preconditions; the mask
                     // query writes one sigset_t.
@@ -334,15 +493,9 @@ mod tests {
 
     #[test]
     fn a_panicking_job_reads_as_nothing_made() {
-        // SAFETY: as in `other_cpus`.
-        let mask = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
-            set
-        };
         let (tx, rx) = sync_channel::<Option<Shell>>(1);
         assert!(spawn_on(
-            &mask,
+            &CpuSet(affinity()),
             Box::new(move || {
                 let _keep = tx;
                 panic!("helper panic (expected by this test)");
@@ -350,6 +503,54 @@ mod tests {
         ));
         assert!(matches!(
             rx.recv_timeout(WAIT),
+            Err(RecvTimeoutError::Disconnected)
+        ));
+    }
+
+    /// The pin holds the thread on its CPU; a release from another thread
+    /// gives it its whole mask back, once.
+    #[test]
+    fn the_pin_holds_the_main_thread_until_released_from_anywhere() {
+        let before = affinity();
+        let Some(masks) = Masks::current() else {
+            eprintln!("SKIP: one CPU in the affinity mask");
+            return;
+        };
+        assert!(!cpus(&masks.others.0).contains(&masks.current));
+        let pin = Pin::main_thread(&masks);
+        assert_eq!(cpus(&affinity()), vec![masks.current]);
+        let other = pin.clone();
+        std::thread::spawn(move || other.release())
+            .join()
+            .expect("release thread");
+        assert_eq!(cpus(&affinity()), cpus(&before));
+        // A second release does nothing (and the first one won).
+        pin.release();
+        assert_eq!(cpus(&affinity()), cpus(&before));
+    }
+
+    #[test]
+    fn the_spinning_wait_gets_values_timeouts_and_hangups() {
+        let (tx, rx) = sync_channel(1);
+        tx.send(7).expect("send");
+        assert_eq!(recv_spinning(&rx, SPIN).ok(), Some(7));
+        // Nothing sent: spins for SPIN, then blocks until the timeout.
+        let t = std::time::Instant::now();
+        assert!(matches!(
+            recv_spinning(&rx, SPIN * 3),
+            Err(RecvTimeoutError::Timeout)
+        ));
+        assert!(t.elapsed() >= SPIN * 3);
+        // A value sent after the spin is still received.
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(SPIN * 2);
+            tx.send(8).expect("send");
+        });
+        assert_eq!(recv_spinning(&rx, WAIT).ok(), Some(8));
+        late.join().expect("sender");
+        // The sender is gone.
+        assert!(matches!(
+            recv_spinning(&rx, WAIT),
             Err(RecvTimeoutError::Disconnected)
         ));
     }
