@@ -202,6 +202,15 @@ impl Vm {
     /// helper's CPU while this thread writes guest memory and makes the
     /// system-level queries every VM needs (`arch::warm`).
     pub fn new(kvm: Kvm, opts: &VmOptions) -> Result<Vm> {
+        // However this ends, the head start's hold on the main thread ends
+        // with it (the threads made after the first VM inherit the mask).
+        struct Release;
+        impl Drop for Release {
+            fn drop(&mut self) {
+                prewarm::release();
+            }
+        }
+        let _release = Release;
         validate(opts)?;
         let ram = Arc::new(GuestRam::new(
             arch::RAM_BASE,

@@ -27,8 +27,9 @@
 //!   created anywhere, it was packed onto the main thread's CPU and ran
 //!   only when the main thread blocked;
 //! - the main thread is pinned to its CPU until the head start is over
-//!   (the claim resolved, or the helper gave up waiting for one, see
-//!   [`CLAIM_WAIT`]), then gets the process's mask back: unpinned, it was
+//!   (the first VM made or failed, or the helper gave up waiting for its
+//!   claim, see [`CLAIM_WAIT`]; [`release`]), then gets the process's mask
+//!   back: unpinned, it was
 //!   migrated onto the helper's CPU in about half the runs, and the two
 //!   took turns on one CPU (0.6-0.9 ms lost, the head start worse than
 //!   none);
@@ -64,8 +65,6 @@ struct Pending {
     region: SyncSender<kvm_userspace_memory_region>,
     /// The helper's answer.
     shell: Receiver<Option<Shell>>,
-    /// The main thread's pin, released once the claim is resolved.
-    main: Pin,
 }
 
 static SPARE: Mutex<Option<Pending>> = Mutex::new(None);
@@ -153,21 +152,19 @@ fn start_helper() -> Status {
     let Some(masks) = Masks::current() else {
         return Status::OneCpu;
     };
-    let main = Pin::main_thread(&masks);
+    let main = MAIN_PIN.get_or_init(|| Pin::main_thread(&masks)).clone();
     let (region_tx, region_rx) = sync_channel(1);
     let (shell_tx, shell_rx) = sync_channel(1);
-    let unpin = main.clone();
     if !spawn_on(
         &masks.others,
-        Box::new(move || make(region_rx, shell_tx, &unpin)),
+        Box::new(move || make(region_rx, shell_tx, &main)),
     ) {
-        main.release();
+        release();
         return Status::NoThread;
     }
     *spare = Some(Pending {
         region: region_tx,
         shell: shell_rx,
-        main,
     });
     Status::Started
 }
@@ -319,11 +316,23 @@ impl Pin {
     }
 }
 
+/// The main thread's pin for the head start (see the module comment).
+static MAIN_PIN: OnceLock<Pin> = OnceLock::new();
+
+/// End the head start's hold on the main thread (it gets the process's
+/// CPU mask back); idempotent, from any thread. [`Claim::wait`] and
+/// [`Claim`]'s drop do it, the helper does it when its work is over, and
+/// every [`crate::vmm::Vm::new`] does it before it returns, made or failed.
+pub fn release() {
+    if let Some(pin) = MAIN_PIN.get() {
+        pin.release();
+    }
+}
+
 /// The first VM's claim on the head start, made once its guest RAM is
 /// mapped; [`Claim::wait`] yields what the helper made.
 pub struct Claim {
     shell: Option<Receiver<Option<Shell>>>,
-    main: Pin,
 }
 
 /// Claim the head start for a VM whose guest RAM is `region`: the helper
@@ -342,7 +351,6 @@ pub unsafe fn claim(region: kvm_userspace_memory_region) -> Option<Claim> {
     let _ = pending.region.send(region);
     Some(Claim {
         shell: Some(pending.shell),
-        main: pending.main,
     })
 }
 
@@ -353,7 +361,7 @@ impl Claim {
     pub fn wait(mut self) -> Option<Shell> {
         let shell = self.shell.take()?;
         let made = recv_spinning(&shell, WAIT).ok().flatten();
-        self.main.release();
+        release();
         made
     }
 }
@@ -368,7 +376,7 @@ impl Drop for Claim {
         if let Some(rx) = self.shell.take() {
             drop(rx.recv_timeout(WAIT));
         }
-        self.main.release();
+        release();
     }
 }
 
