@@ -28,11 +28,10 @@
 //!   only when the main thread blocked;
 //! - the main thread is pinned to its CPU until the head start is over
 //!   (the first VM made or failed, or the helper gave up waiting for its
-//!   claim, see [`CLAIM_WAIT`]; [`release`]), then gets the process's mask
-//!   back: unpinned, it was
-//!   migrated onto the helper's CPU in about half the runs, and the two
-//!   took turns on one CPU (0.6-0.9 ms lost, the head start worse than
-//!   none);
+//!   claim, see [`CLAIM_WAIT`] and [`release`]), then gets the process's
+//!   mask back: unpinned, it was migrated onto the helper's CPU in about
+//!   half the runs, and the two took turns on one CPU (0.6-0.9 ms lost, the
+//!   head start worse than none);
 //! - each side waits for the other spinning, for up to [`SPIN`], before it
 //!   blocks: a blocked thread's vCPU halts, and waking it took 0.1-1.5 ms
 //!   here.
@@ -383,19 +382,21 @@ impl Drop for Claim {
 type Job = Box<dyn FnOnce() + Send>;
 
 extern "C" fn trampoline(job: *mut libc::c_void) -> *mut libc::c_void {
-    // SAFETY: `job` is the `Box<Job>` leaked by `spawn_elsewhere` for this
+    // SAFETY: `job` is the `Box<Job>` leaked by `spawn_on` for this
     // thread only; it is taken back exactly once, here.
     let job: Box<Job> = unsafe { Box::from_raw(job.cast::<Job>()) };
     // A panic must not unwind into the C frame that called us; the job's
-    // sender is dropped with it, which `take` reads as "nothing made".
+    // sender is dropped with it, which `Claim::wait` reads as "nothing
+    // made".
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
     std::ptr::null_mut()
 }
 
 /// Run `job` on a detached thread that may run only on `cpus` (applied
-/// before it first runs; see the module comment), with every signal blocked, so that SIGINT and the
-/// watchdog's signal keep going to the threads that run vCPUs. false when
-/// the thread could not be created (`job` is dropped unrun).
+/// before it first runs; see the module comment), with every signal
+/// blocked, so that SIGINT and the watchdog's signal keep going to the
+/// threads that run vCPUs. false when the thread could not be created so
+/// placed (`job` is dropped unrun).
 fn spawn_on(cpus: &CpuSet, job: Job) -> bool {
     let job = Box::into_raw(Box::new(job)).cast::<libc::c_void>();
     // SAFETY: the attribute object is initialised before use and destroyed
@@ -410,11 +411,17 @@ fn spawn_on(cpus: &CpuSet, job: Job) -> bool {
             return false;
         }
         libc::pthread_attr_setstacksize(&mut attr, STACK);
-        libc::pthread_attr_setaffinity_np(
+        // An unplaced helper would be packed onto the caller's CPU: none.
+        if libc::pthread_attr_setaffinity_np(
             &mut attr,
             std::mem::size_of::<libc::cpu_set_t>(),
             &cpus.0,
-        );
+        ) != 0
+        {
+            libc::pthread_attr_destroy(&mut attr);
+            drop(Box::from_raw(job.cast::<Job>()));
+            return false;
+        }
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
