@@ -34,6 +34,19 @@ fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// KVM (see `kvm_available`) and a second CPU for the helper: with one,
+/// there is no head start to test (`one_cpu_gets_no_head_start` covers it).
+fn kvm_and_two_cpus(test: &str) -> bool {
+    if !kvm_available(test) {
+        return false;
+    }
+    if allowed_cpus().len() < 2 {
+        eprintln!("SKIP {test}: this test runs on one CPU");
+        return false;
+    }
+    true
+}
+
 /// `verify` with `--json`; its output and `summary.first_vm_made_ahead`.
 fn verify(name: &str, cmd: impl FnOnce(&mut Command)) -> (Output, bool) {
     let json = tmp_json(name);
@@ -52,11 +65,7 @@ fn verify(name: &str, cmd: impl FnOnce(&mut Command)) -> (Output, bool) {
 
 #[test]
 fn the_first_vm_is_made_ahead_when_there_is_another_cpu() {
-    if !kvm_available("head start") {
-        return;
-    }
-    if allowed_cpus().len() < 2 {
-        eprintln!("SKIP head start: this test runs on one CPU");
+    if !kvm_and_two_cpus("head start") {
         return;
     }
     let (on, ahead) = verify("head-start-on", |_| {});
@@ -156,11 +165,7 @@ fn threads_cpus(pid: u32) -> Vec<String> {
 /// have the process's whole CPU mask while the suite runs.
 #[test]
 fn no_thread_keeps_the_head_start_pin() {
-    if !kvm_available("head start pin") {
-        return;
-    }
-    if allowed_cpus().len() < 2 {
-        eprintln!("SKIP head start pin: this test runs on one CPU");
+    if !kvm_and_two_cpus("head start pin") {
         return;
     }
     let mine = std::fs::read_to_string("/proc/self/status")
