@@ -131,7 +131,7 @@ struct ConfigRun {
 /// A VM that has booted and answered its first hypercall.
 struct Booted {
     vm: Vm,
-    first_hypercall: Duration,
+    first_hypercall: FirstHypercall,
 }
 
 /// The first hypercall of a run: when, and whether that VM was made ahead
@@ -147,7 +147,10 @@ fn boot(common: &Common, early: &Early, side: &Side) -> Result<Booted> {
     let mut vm = Vm::new(vmm::open_kvm()?, &early.vm_options(common, side))?;
     vm.vcpu(0)?.start(early.timeout)?;
     Ok(Booted {
-        first_hypercall: early.start.elapsed(),
+        first_hypercall: FirstHypercall {
+            after: early.start.elapsed(),
+            made_ahead: vm.prewarmed,
+        },
         vm,
     })
 }
@@ -191,10 +194,7 @@ fn run_config(
         banner,
         load: vm.loaded.base,
         counter_khz: vm.counter_khz,
-        first_hypercall: FirstHypercall {
-            after: first_hypercall,
-            made_ahead: vm.prewarmed,
-        },
+        first_hypercall,
         run,
         skipped,
     })
