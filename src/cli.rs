@@ -635,6 +635,7 @@ mod tests {
             "run",
             "--timeout 20 selftest --hostile",
             "verify --routine memset",
+            "run --blob k.blob",
         ] {
             assert!(Cli::may_boot_vm(words(yes)), "{yes:?}");
         }
@@ -644,6 +645,8 @@ mod tests {
             "run -h",
             "man",
             "blob --arch aarch64",
+            "run --kernel-tree /src/linux",
+            "--kernel-tree=/src/linux verify",
         ] {
             assert!(!Cli::may_boot_vm(words(no)), "{no:?}");
         }
