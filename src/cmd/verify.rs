@@ -5,7 +5,7 @@ use crate::arch;
 use crate::blob::abi::PAGE_SIZE;
 use crate::blob::{LinkConfig, Side};
 use crate::check::checker::Patterns;
-use crate::check::suite::{self, CheckRecord, Filter, Verdict};
+use crate::check::suite::{self, CheckRecord, Filter, Geometry, Keep, Rows, RunOptions};
 use crate::cli::{Common, Format, VerifyArgs};
 use crate::error::{EXIT_FAILED, Error, Result};
 use crate::report;
@@ -81,8 +81,9 @@ fn check_mem_fits(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
     if f.sizes.is_empty() {
         return Ok(());
     }
+    let pats = Patterns::new(ctx.seed, 0);
     for c in configs {
-        let (specs, _) = suite::plan(c, &ctx.caps, f, u64::MAX);
+        let (specs, _) = suite::plan(c, &ctx.caps, f, u64::MAX, &pats);
         let need = specs.iter().map(suite::footprint).max().unwrap_or(0);
         if need > arena(ctx.mem) {
             let mem = (arch::ARENA_BASE - arch::RAM_BASE + need).next_multiple_of(arch::RAM_ALIGN);
@@ -100,7 +101,12 @@ fn check_mem_fits(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
 /// What the suite produced over all link configurations.
 #[derive(Default)]
 struct Outcome {
+    /// Every check's record, or with `--geometry full` those that did not
+    /// pass (see [`Keep`]).
     records: Vec<CheckRecord>,
+    /// Every check, counted per table row.
+    rows: Rows,
+    geometry: Geometry,
     failure: Option<GuestFailure>,
     loads: serde_json::Map<String, serde_json::Value>,
     first_hypercall: Option<FirstHypercall>,
@@ -109,12 +115,6 @@ struct Outcome {
     counter_khz: u64,
     /// SIGINT stopped the run: what is here is partial.
     interrupted: bool,
-}
-
-impl Outcome {
-    fn count(&self, v: Verdict) -> usize {
-        self.records.iter().filter(|r| r.verdict == v).count()
-    }
 }
 
 /// What one link configuration's VM produced.
@@ -170,7 +170,7 @@ fn run_config(
         first_hypercall,
     } = booted;
     let config = side.config();
-    let (specs, skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem));
+    let (specs, skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem), pats);
     let banner = format!(
         "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
         vm.blob.aliases.len(),
@@ -184,7 +184,15 @@ fn run_config(
     );
     let pb = bars.add(progress(specs.len() as u64));
     pb.set_prefix(config.name());
-    let run = suite::run(&mut vm, &specs, pats, ctx.timeout, ctx.common.check, &pb)?;
+    let opts = RunOptions {
+        timeout: ctx.timeout,
+        scope: ctx.common.check,
+        keep: match filter.geometry {
+            Geometry::Quick => Keep::All,
+            Geometry::Full => Keep::Failures,
+        },
+    };
+    let run = suite::run(&mut vm, &specs, pats, &opts, &pb)?;
     pb.finish_and_clear();
     if run.failure.is_none() && !run.interrupted {
         vm.vcpu(0)?.exit(ctx.timeout)?;
@@ -358,6 +366,7 @@ pub fn verify(
         routines: args.routine.clone(),
         variants: args.variant.clone(),
         sizes: args.size.clone(),
+        geometry: args.run.geometry,
     };
     check_filter(&sides, &filter)?;
     let early = Early::resolve(common, start, common.mem())?;
@@ -386,7 +395,8 @@ pub fn verify(
         Ok((ctx, side_by_side))
     };
     let (ctx, runs) = boot_and_run(common, &early, &configs, &filter, prepare)?;
-    let o = outcome(&ctx, runs)?;
+    let mut o = outcome(&ctx, runs)?;
+    o.geometry = filter.geometry;
     report_outcome(&ctx, &configs, &o, command)
 }
 
@@ -410,6 +420,8 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
             _ => Some(r.first_hypercall),
         };
         o.loads.insert(r.config.name().into(), json!(r.load));
+        o.rows.merge(Rows::of(&r.skipped));
+        o.rows.merge(r.run.rows);
         o.records.extend(r.skipped);
         o.records.extend(r.run.records);
         o.checked_bytes += r.run.checked_bytes;
@@ -426,7 +438,7 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
 /// JSON report; the exit status of the run.
 fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Result<i32> {
     if ctx.common.format == Format::Ktap {
-        let doc = report::checks_ktap(&o.records, o.failure.as_ref());
+        let doc = report::checks_ktap(&o.rows, o.records.last(), o.failure.as_ref());
         report::print_bytes(doc.render().as_bytes());
     } else {
         // The built-ins' "kernel default" marks name built-in variants; a
@@ -438,13 +450,9 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
             },
             false => ctx.caps.clone(),
         };
-        ctx.say(report::checks_table(&o.records, o.counter_khz, &caps));
+        ctx.say(report::checks_table(&o.rows, o.counter_khz, &caps));
     }
-    let (passed, failed, skipped) = (
-        o.count(Verdict::Pass),
-        o.count(Verdict::Fail),
-        o.count(Verdict::Skipped),
-    );
+    let (passed, failed, skipped) = o.rows.counts();
     let elapsed = ctx.start.elapsed();
     let checker_gbps = o.checked_bytes as f64 / o.check_time.as_secs_f64().max(1e-9) / 1e9;
     if let Some(f) = &o.failure {
@@ -495,6 +503,34 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
     Ok(if ok { 0 } else { EXIT_FAILED })
 }
 
+/// One table row in the JSON.
+#[derive(serde::Serialize)]
+struct RowJson<'a> {
+    config: crate::blob::LinkConfig,
+    routine: Routine,
+    variant: &'a str,
+    fill: Option<u8>,
+    checks: u64,
+    passed: u64,
+    failed: u64,
+    skipped: u64,
+}
+
+impl<'a> RowJson<'a> {
+    fn of((k, t): (&'a suite::RowKey, &suite::Totals)) -> RowJson<'a> {
+        RowJson {
+            config: k.config,
+            routine: k.routine,
+            variant: &k.variant,
+            fill: k.fill,
+            checks: t.checks,
+            passed: t.passed,
+            failed: t.failed,
+            skipped: t.skipped,
+        }
+    }
+}
+
 /// The JSON report of run/verify (serialized straight into the file; the
 /// records are borrowed, not copied into a `Value`).
 #[derive(serde::Serialize)]
@@ -509,6 +545,10 @@ struct JsonDoc<'a> {
     /// Per family, the built-in variant that follows the kernel blob's
     /// path with the same alternatives decision (the differential check).
     kernel_paths: Option<serde_json::Value>,
+    /// `checks` holds every check (`quick`) or those that did not pass
+    /// (`full`); `rows` counts every check either way.
+    geometry: Geometry,
+    rows: Vec<RowJson<'a>>,
     checks: &'a [CheckRecord],
     failure: &'a Option<GuestFailure>,
     summary: serde_json::Value,
@@ -547,6 +587,8 @@ fn json_doc<'a>(
             .iter()
             .find(|s| !s.is_builtin())
             .map(|s| json!(crate::bench::SideInfo::of(s, &ctx.caps).kernel_paths)),
+        geometry: o.geometry,
+        rows: o.rows.0.iter().map(RowJson::of).collect(),
         checks: &o.records,
         failure: &o.failure,
         summary,
