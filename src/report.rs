@@ -47,11 +47,18 @@ pub fn checks_table(rows: &Rows, counter_khz: u64, caps: &crate::arch::CpuCaps) 
             Some(lo) => crate::units::format_size(lo),
             None => "-".into(),
         };
+        let path = crate::arch::path_note(routine.family(config), &key.variant, key.fill, caps);
         let note = x
             .first_failure
             .clone()
             .or_else(|| x.skip_reason.clone().map(|r| format!("skipped: {r}")))
-            .or_else(|| crate::routines::default_note(routine, config, &key.variant, caps))
+            .or_else(|| {
+                let default = crate::routines::default_note(routine, config, &key.variant, caps);
+                match (default, path) {
+                    (Some(d), Some(p)) => Some(format!("{d}; {p}")),
+                    (d, p) => d.or(p.map(str::to_string)),
+                }
+            })
             .unwrap_or_default();
         t.add_row(vec![
             Cell::new(config.name()),
@@ -290,6 +297,7 @@ mod tests {
             dst_offset: 3,
             src_offset: None,
             fill: None,
+            overlap: None,
             verdict,
             first_bad_offset: (verdict == Verdict::Fail).then_some(7),
             bad_bytes: u64::from(verdict == Verdict::Fail),

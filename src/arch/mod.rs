@@ -109,6 +109,8 @@ pub struct VariantDef {
     /// The kernel code it follows (file, routine, versions, path taken);
     /// `None`: not kernel code, a hypclear comparison point.
     pub kernel: Option<&'static str>,
+    /// A memcpy that is memmove too: overlapping copies are checked.
+    pub memmove: bool,
 }
 
 /// What architecture setup needs of guest RAM.
@@ -183,6 +185,23 @@ pub use self::aarch64::host::{
 pub use self::aarch64::loader::load_image;
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::{Error as HostError, FORMER_NAMES, VARIANTS};
+
+/// The path a routine takes for a check, where its fill decides it and
+/// the architecture makes it knowable (arm64 memset: DC ZVA for zero).
+pub fn path_note(
+    family: &str,
+    variant: &str,
+    fill: Option<u8>,
+    caps: &CpuCaps,
+) -> Option<&'static str> {
+    #[cfg(target_arch = "aarch64")]
+    return aarch64::path_note(family, variant, fill, caps.has("dczva"));
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        let _ = (family, variant, fill, caps);
+        None
+    }
+}
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::cache::evict;
 #[cfg(target_arch = "x86_64")]

@@ -312,6 +312,10 @@ pub enum Expect {
     Byte(u8),
     /// The source bytes (copies).
     Source,
+    /// The source bytes, copied from `src = dst + delta` inside the same
+    /// window (memmove: the buffers overlap). The part of the source
+    /// outside the target must stay.
+    Move { delta: i64 },
 }
 
 impl Expect {
@@ -334,9 +338,12 @@ pub struct Placement {
     pub src: Option<u64>,
     /// Where in the seeded source stream the source starts.
     pub src_index: usize,
-    /// Guard bytes before and after the target.
+    /// Guard bytes before and after the target (with `moved`: before and
+    /// after the union of target and source).
     pub guard_lo: u64,
     pub guard_hi: u64,
+    /// The source overlaps the target ([`Expect::Move`]).
+    pub moved: bool,
 }
 
 impl Placement {
@@ -349,15 +356,23 @@ impl Placement {
             src_index,
             guard_lo: GUARD,
             guard_hi: GUARD,
+            moved: false,
         }
     }
 
-    /// The target with its guards: `[lo, hi)`.
+    /// The bytes a call may write or read: the target, and with `moved`
+    /// the source overlapping it.
+    pub fn span(&self) -> (u64, u64) {
+        match (self.moved, self.src) {
+            (true, Some(src)) => (self.dst.min(src), self.dst.max(src) + self.len),
+            _ => (self.dst, self.dst + self.len),
+        }
+    }
+
+    /// The span with its guards: `[lo, hi)`.
     pub fn window(&self) -> (u64, u64) {
-        (
-            self.dst - self.guard_lo,
-            self.dst + self.len + self.guard_hi,
-        )
+        let (lo, hi) = self.span();
+        (lo - self.guard_lo, hi + self.guard_hi)
     }
 
     /// Where a copy puts the source stream: byte `a` of the target must
@@ -528,11 +543,14 @@ pub fn prepare_target_except(
     expect: Expect,
     prepared: Option<Known>,
 ) -> Result<()> {
+    if let Expect::Move { .. } = expect {
+        return prepare_move(ram, p, pats);
+    }
     prepare_guards(ram, p, pats)?;
     let (lo, hi) = (p.dst, p.dst + p.len);
     let fill = |a: u64, b: u64| match expect {
         Expect::Byte(_) => fill_guest(ram, a, b - a, pats.target),
-        Expect::Source => fill_complement(ram, p, pats, a, b),
+        Expect::Source | Expect::Move { .. } => fill_complement(ram, p, pats, a, b),
     };
     match prepared.filter(|k| k.serves(expect, p)).map(|k| k.range()) {
         Some((a, b)) if a < hi && lo < b => {
@@ -546,6 +564,18 @@ pub fn prepare_target_except(
         }
         _ => fill(lo, hi),
     }
+}
+
+/// An overlapping copy's window: guards around the span, the complement
+/// of the expected bytes in the target, then the source over it (where
+/// the two overlap, the source byte a shift of at most
+/// [`SOURCE_DISTINCT`] away, which never equals the expected one).
+fn prepare_move(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
+    let (lo, hi) = p.span();
+    fill_guest(ram, lo - p.guard_lo, p.guard_lo, pats.guard)?;
+    fill_guest(ram, hi, p.guard_hi, pats.guard)?;
+    fill_complement(ram, p, pats, p.dst, p.dst + p.len)?;
+    prepare_source(ram, p, pats)
 }
 
 /// Write the patterns around and into the target, and the source.
@@ -701,6 +731,9 @@ pub fn check_with(
     pats: &Patterns,
     how: How,
 ) -> Result<Outcome> {
+    if let Expect::Move { .. } = expect {
+        return check_move(ram, p, pats);
+    }
     let mut b = Breakdown::default();
     let mut first: Option<i64> = None;
     let mut note = |off: i64| {
@@ -739,6 +772,64 @@ pub fn check_with(
     })
 }
 
+/// [`check_with`] for an overlapping copy: guards around the span, the
+/// target against the source stream, and the part of the source outside
+/// the target against what was written there.
+fn check_move(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<Outcome> {
+    let src = p
+        .src
+        .ok_or_else(|| Error::Internal("an overlapping copy without a source".into()))?;
+    let stream = p.source(pats)?;
+    let (lo, hi) = p.span();
+    let mut b = Breakdown::default();
+    let mut first: Option<i64> = None;
+    let mut note = |off: i64| {
+        if first.is_none_or(|f| off < f) {
+            first = Some(off);
+        }
+    };
+    let rel = |a: u64| a as i64 - p.dst as i64;
+    let (f, n) = scan_guard(ram, lo - p.guard_lo, p.guard_lo, pats)?;
+    if let Some(f) = f {
+        note(rel(lo - p.guard_lo + f as u64));
+        b.underrun = n;
+    }
+    let (f, n) = scan_guard(ram, hi, p.guard_hi, pats)?;
+    if let Some(f) = f {
+        note(rel(hi + f as u64));
+        b.overrun = n;
+    }
+    // SAFETY: as in `scan_guard`.
+    let span = unsafe { ram.slice(lo, hi - lo) }?;
+    let in_src = |a: u64| (src..src + p.len).contains(&a);
+    for (a, &v) in (lo..hi).zip(span) {
+        let in_dst = (p.dst..p.dst + p.len).contains(&a);
+        let from_src = in_src(a).then(|| stream[(a - src) as usize]);
+        let (want, pre) = if in_dst {
+            let want = stream[(a - p.dst) as usize];
+            (want, from_src.unwrap_or(!want))
+        } else {
+            // Outside the target: the source, left alone.
+            let s = from_src.unwrap_or(v);
+            (s, s)
+        };
+        if v == want {
+            continue;
+        }
+        note(rel(a));
+        match (in_dst, v == pre) {
+            (true, true) => b.not_written += 1,
+            (true, false) => b.wrong_value += 1,
+            (false, _) => b.source_modified += 1,
+        }
+    }
+    Ok(Outcome {
+        first_bad: first,
+        bad_bytes: b.total(),
+        breakdown: b,
+    })
+}
+
 /// Compare the guard `[gpa, gpa + len)` with the guard pattern: the first
 /// changed byte (relative to `gpa`) and how many changed.
 fn scan_guard(ram: &GuestRam, gpa: u64, len: u64, pats: &Patterns) -> Result<(Option<usize>, u64)> {
@@ -764,7 +855,7 @@ fn check_target(
     let pattern = |a: u64| pats.target[(a % 8) as usize];
     let (value, src) = match expect {
         Expect::Byte(v) => (v, &[][..]),
-        Expect::Source => (0, p.source(pats)?),
+        Expect::Source | Expect::Move { .. } => (0, p.source(pats)?),
     };
     // The pre-image `prepare_target_except` wrote or kept.
     let pre = |i: usize| {
@@ -773,14 +864,16 @@ fn check_target(
             Expect::Byte(_) => kept
                 .and_then(|k| k.kept_at(a, pats))
                 .unwrap_or_else(|| pattern(a)),
-            Expect::Source => kept.and_then(|k| k.kept_at(a, pats)).unwrap_or(!src[i]),
+            Expect::Source | Expect::Move { .. } => {
+                kept.and_then(|k| k.kept_at(a, pats)).unwrap_or(!src[i])
+            }
         }
     };
     let mut not_written = 0;
     let mut wrong = 0;
     let constant = [value; BLOCK];
     let expected = |i: usize, n: usize| match expect {
-        Expect::Source => &src[i..i + n],
+        Expect::Source | Expect::Move { .. } => &src[i..i + n],
         Expect::Byte(_) => &constant[..n],
     };
     let each = |i, v| {
@@ -983,7 +1076,7 @@ mod tests {
                         hi: p.dst + 250,
                         value: match expect {
                             Expect::Byte(v) => !v,
-                            Expect::Source => 0,
+                            Expect::Source | Expect::Move { .. } => 0,
                         },
                     }),
                     Some(Known::Complement {
@@ -1047,7 +1140,9 @@ mod tests {
                             prepare_target_except(&ram, &p, &pats, expect, None).unwrap();
                             let mut want = match expect {
                                 Expect::Byte(v) => vec![v; p.len as usize],
-                                Expect::Source => p.source(&pats).unwrap().to_vec(),
+                                Expect::Source | Expect::Move { .. } => {
+                                    p.source(&pats).unwrap().to_vec()
+                                }
                             };
                             let mut pre = [0u8];
                             ram.read_into(p.dst + skip, &mut pre).unwrap();
@@ -1089,6 +1184,77 @@ mod tests {
         }
         assert!(near(10, 11) && near(11, 10) && near(0, u64::MAX) && near(64, 0));
         assert!(!near(5, 5) && !near(0, 65));
+    }
+
+    /// memmove checks: a correct move passes at every delta; a forward
+    /// byte loop breaks where the source lies below the target, a backward
+    /// one where it lies above, and a move that skips a byte is short
+    /// there; a write into the source outside the target is named.
+    #[test]
+    fn overlapping_copies_catch_the_wrong_direction() {
+        let ram = GuestRam::new(0, 1 << 20, crate::vmm::memory::Backing::Anon, false).unwrap();
+        let pats = Patterns::new(9, 4096);
+        // A move: the window's bytes, target and source offsets, length.
+        type Mover<'a> = &'a dyn Fn(&mut [u8], usize, usize, usize);
+        let run = |delta: i64, how: Mover| {
+            let mut p =
+                Placement::new(0x20000, 200, Some(0x20000u64.wrapping_add_signed(delta)), 3);
+            p.moved = true;
+            let expect = Expect::Move { delta };
+            prepare_target(&ram, &p, &pats, expect).unwrap();
+            let (lo, hi) = p.span();
+            let mut buf = vec![0u8; (hi - lo) as usize];
+            ram.read_into(lo, &mut buf).unwrap();
+            let (d, s) = ((p.dst - lo) as usize, (p.src.unwrap() - lo) as usize);
+            how(&mut buf, d, s, p.len as usize);
+            ram.write_bytes(lo, &buf).unwrap();
+            check(&ram, &p, expect, &pats).unwrap()
+        };
+        let memmove = |b: &mut [u8], d: usize, s: usize, n: usize| b.copy_within(s..s + n, d);
+        let forward = |b: &mut [u8], d: usize, s: usize, n: usize| {
+            for i in 0..n {
+                b[d + i] = b[s + i];
+            }
+        };
+        let backward = |b: &mut [u8], d: usize, s: usize, n: usize| {
+            for i in (0..n).rev() {
+                b[d + i] = b[s + i];
+            }
+        };
+        for delta in [-64, -7, -1, 1, 8, 64] {
+            assert!(run(delta, &memmove).passed(), "{delta}");
+            let f = run(delta, &forward);
+            let b = run(delta, &backward);
+            assert_eq!(f.passed(), delta > 0, "forward, {delta}: {f:?}");
+            assert_eq!(b.passed(), delta < 0, "backward, {delta}: {b:?}");
+        }
+        let skip = |b: &mut [u8], d: usize, s: usize, n: usize| {
+            let keep = b[d + 150];
+            b.copy_within(s..s + n, d);
+            b[d + 150] = keep;
+        };
+        for delta in [-64, -1, 1, 64] {
+            let out = run(delta, &skip);
+            assert_eq!(out.first_bad, Some(150), "{delta}");
+            assert_eq!(
+                (out.breakdown.not_written, out.bad_bytes),
+                (1, 1),
+                "{delta}"
+            );
+        }
+        let scribble = |b: &mut [u8], d: usize, s: usize, n: usize| {
+            b.copy_within(s..s + n, d);
+            let outside = if s > d { s + n - 1 } else { s };
+            b[outside] ^= 0xff;
+        };
+        let out = run(16, &scribble);
+        assert_eq!(out.breakdown.source_modified, 1);
+        assert_eq!(out.first_bad, Some(200 + 16 - 1));
+        let out = run(-16, &scribble);
+        assert_eq!(
+            (out.breakdown.source_modified, out.first_bad),
+            (1, Some(-16))
+        );
     }
 
     #[test]

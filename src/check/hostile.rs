@@ -324,6 +324,7 @@ fn memset_case(vm: &mut Vm, index: u64, seed: u64, timeout: Duration) -> Result<
         dst_offset: DST_OFFSET,
         src_offset: None,
         fill: suite::Fill::Seeded,
+        overlap: None,
         table: Some((abi::TABLE_SELFTEST, index)),
     };
     let pats = Patterns::new(seed, 0);

@@ -111,6 +111,7 @@ fn run_copies(
             dst_offset: DST_OFFSET,
             src_offset: Some(src),
             fill: suite::Fill::Zero,
+            overlap: None,
             table: broken.then_some((abi::TABLE_SELFTEST, index)),
         })
         .collect();
@@ -218,6 +219,7 @@ pub fn run_case(
         dst_offset: DST_OFFSET,
         src_offset: None,
         fill: suite::Fill::Seeded,
+        overlap: None,
         table: Some((abi::TABLE_SELFTEST, index)),
     };
     // A hang is expected here: do not wait the full --timeout for it.

@@ -44,6 +44,12 @@ pub const FULL_MAX: u64 = 1024;
 /// `--geometry full`: clear_pages extents beside [`CLEAR_PAGES_N`] (odd
 /// counts, and one page either side of a 2 MiB extent).
 pub const FULL_CLEAR_PAGES_N: &[u64] = &[7, 13, 511, 513];
+/// memmove: where the source starts relative to the target (within
+/// `checker::SOURCE_DISTINCT`, so no overlapping byte equals its expected
+/// value beforehand), backward and forward.
+pub const OVERLAP_DELTAS: &[i64] = &[-64, -63, -33, -16, -8, -7, -1, 1, 7, 8, 16, 33, 63, 64];
+/// memmove: the destination offsets overlapping copies run at.
+pub const OVERLAP_DST_OFFSETS: &[u64] = &[0, 1, 63];
 /// `--geometry full`: the largest page order the nVHE hypervisor's
 /// allocator zeroes (`memset(addr, 0, PAGE_SIZE << order)`).
 pub const FULL_MAX_ORDER: u32 = 9;
@@ -105,6 +111,8 @@ pub struct CheckSpec {
     pub src_offset: Option<u64>,
     /// What memset writes (zero for the clearing routines; unused by copies).
     pub fill: Fill,
+    /// memmove: the source at `dst + delta`, overlapping the target.
+    pub overlap: Option<i64>,
     /// Call this (table, index) entry instead of the variant's alias (the
     /// selftest's deliberately broken routines).
     pub table: Option<(u64, u64)>,
@@ -117,15 +125,23 @@ impl CheckSpec {
 
     /// What the check's target must hold after the call.
     pub fn expect(&self, pats: &Patterns) -> Expect {
-        Expect::of(self.routine.kind(), self.fill.byte(pats))
+        match self.overlap {
+            Some(delta) => Expect::Move { delta },
+            None => Expect::of(self.routine.kind(), self.fill.byte(pats)),
+        }
     }
 
     /// The fill byte the record names (none for copies).
     fn fill_byte(&self, pats: &Patterns) -> Option<u8> {
         match self.expect(pats) {
             Expect::Byte(v) => Some(v),
-            Expect::Source => None,
+            Expect::Source | Expect::Move { .. } => None,
         }
+    }
+
+    /// A copy reading the plan's shared source area (not its own).
+    fn shares_source(&self) -> bool {
+        self.routine.kind() == Kind::Copy && self.overlap.is_none()
     }
 }
 
@@ -150,6 +166,9 @@ pub struct CheckRecord {
     /// The byte the target must hold: 0 for clear_page/clear_pages, the
     /// fill byte for memset; none for copies.
     pub fill: Option<u8>,
+    /// An overlapping copy (memmove): the source at `dst + overlap`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<i64>,
     pub verdict: Verdict,
     pub first_bad_offset: Option<i64>,
     pub bad_bytes: u64,
@@ -168,12 +187,16 @@ pub struct RowKey {
     pub routine: Routine,
     pub variant: String,
     pub fill: Option<u8>,
+    /// Overlapping copies (memmove).
+    pub overlap: bool,
 }
 
 impl RowKey {
-    /// "erms" or "erms fill 0x00": the variant as tables and KTAP name it.
+    /// "erms", "erms fill 0x00" or "generic overlap": the variant as
+    /// tables and KTAP name it.
     pub fn label(&self) -> String {
         match self.fill {
+            _ if self.overlap => format!("{} overlap", self.variant),
             Some(f) if self.routine == Routine::Memset => format!("{} fill {f:#04x}", self.variant),
             _ => self.variant.clone(),
         }
@@ -214,6 +237,7 @@ impl Rows {
             routine: r.routine,
             variant: r.variant.clone(),
             fill: r.fill,
+            overlap: r.overlap.is_some(),
         };
         let t = self.0.entry(key).or_default();
         t.checks += 1;
@@ -358,12 +382,12 @@ pub struct Layout {
 
 impl Layout {
     pub fn of(specs: &[CheckSpec]) -> Layout {
-        let copies = || specs.iter().filter(|s| s.routine.kind() == Kind::Copy);
+        let copies = || specs.iter().filter(|s| s.shares_source());
         if copies().next().is_none() {
             return Layout::default();
         }
         // Above every copy and every batch (so no batch overlaps it).
-        let above = |s: &&CheckSpec| s.routine.kind() == Kind::Copy || batchable(s);
+        let above = |s: &&CheckSpec| s.shares_source() || batchable(s);
         Layout {
             src_base: specs
                 .iter()
@@ -393,13 +417,25 @@ pub fn placement(spec: &CheckSpec, layout: &Layout) -> Placement {
 }
 
 fn placement_at(spec: &CheckSpec, layout: &Layout, dst: u64) -> Placement {
-    let src_index = spec.src_offset.unwrap_or(0);
-    Placement::new(
-        dst,
-        spec.total(),
-        spec.src_offset.map(|o| layout.src_base + o),
-        usize::try_from(src_index).unwrap_or(usize::MAX),
-    )
+    let src_index = usize::try_from(spec.src_offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    match spec.overlap {
+        Some(delta) => {
+            let mut p = Placement::new(
+                dst,
+                spec.total(),
+                Some(dst.wrapping_add_signed(delta)),
+                src_index,
+            );
+            p.moved = true;
+            p
+        }
+        None => Placement::new(
+            dst,
+            spec.total(),
+            spec.src_offset.map(|o| layout.src_base + o),
+            src_index,
+        ),
+    }
 }
 
 /// Places for the checks of a batch, packed from the usual place: each
@@ -417,21 +453,23 @@ fn pack(chunk: &[CheckSpec], layout: &Layout) -> Vec<Placement> {
         } else {
             64
         };
-        let dst = (cursor + SLOT_GUARD).next_multiple_of(align) + s.dst_offset;
-        if dst + s.total() + GUARD > end {
+        // An overlapping copy's source may start below its target.
+        let below = s.overlap.map_or(0, |d| d.min(0).unsigned_abs());
+        let dst = (cursor + SLOT_GUARD + below).next_multiple_of(align) + s.dst_offset;
+        let mut p = placement_at(s, layout, dst);
+        let (lo, hi) = p.span();
+        if hi + GUARD > end {
             break;
         }
-        let mut p = placement_at(s, layout, dst);
         p.guard_lo = match out.last_mut() {
             Some(prev) => {
                 // The previous window now ends where this one starts.
-                let prev_end = prev.dst + prev.len;
-                prev.guard_hi = cursor - prev_end;
-                dst - cursor
+                prev.guard_hi = cursor - prev.span().1;
+                lo - cursor
             }
             None => GUARD,
         };
-        cursor = (dst + s.total() + SLOT_GUARD).next_multiple_of(64);
+        cursor = (hi + SLOT_GUARD).next_multiple_of(64);
         out.push(p);
     }
     out
@@ -542,6 +580,32 @@ fn shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
     out
 }
 
+/// The (size, destination offset, delta) of every overlapping copy a
+/// memmove variant is checked with: sizes larger than the overlap.
+fn overlap_shapes(filter: &Filter) -> Vec<(u64, u64, i64)> {
+    let mut sizes: Vec<u64> = if filter.sizes.is_empty() {
+        SIZES.to_vec()
+    } else {
+        filter.sizes.clone()
+    };
+    if filter.geometry == Geometry::Full && filter.sizes.is_empty() {
+        sizes.extend(1..=FULL_MAX);
+        sizes.sort_unstable();
+        sizes.dedup();
+    }
+    let mut out = Vec::new();
+    for len in sizes {
+        for &d in OVERLAP_DST_OFFSETS {
+            for &delta in OVERLAP_DELTAS {
+                if len > delta.unsigned_abs() {
+                    out.push((len, d, delta));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Plan the suite for `side`. Variants the CPU cannot run and sizes that
 /// do not fit the arena come back as skipped records with the reason.
 pub fn plan(
@@ -554,14 +618,16 @@ pub fn plan(
     let mut specs = Vec::new();
     let mut skipped = Vec::new();
     let config = side.config();
+    let moves = overlap_shapes(filter);
     for routine in Routine::ALL {
         let shapes = shapes(routine, filter);
         for v in routines::variants(routine, side) {
             if !filter.wants(routine, v) {
                 continue;
             }
-            for &(len, count, dst_offset, src_offset, fill) in &shapes {
-                let spec = CheckSpec {
+            let plain = shapes
+                .iter()
+                .map(|&(len, count, dst_offset, src_offset, fill)| CheckSpec {
                     routine,
                     variant: v,
                     len,
@@ -569,8 +635,25 @@ pub fn plan(
                     dst_offset,
                     src_offset,
                     fill,
+                    overlap: None,
                     table: None,
-                };
+                });
+            let memmove = routine == Routine::Memcpy && v.memmove;
+            let moved = moves
+                .iter()
+                .filter(|_| memmove)
+                .map(|&(len, dst_offset, delta)| CheckSpec {
+                    routine,
+                    variant: v,
+                    len,
+                    count: 1,
+                    dst_offset,
+                    src_offset: None,
+                    fill: Fill::Zero,
+                    overlap: Some(delta),
+                    table: None,
+                });
+            for spec in plain.chain(moved) {
                 let reason = if let Some(f) = v.requires.filter(|f| !caps.has(f)) {
                     Some(format!("the CPU does not have {f}"))
                 } else if footprint(&spec) > arena {
@@ -607,6 +690,7 @@ fn record(
         dst_offset: s.dst_offset,
         src_offset: s.src_offset,
         fill: s.fill_byte(pats),
+        overlap: s.overlap,
         verdict,
         first_bad_offset: None,
         bad_bytes: 0,
@@ -761,6 +845,8 @@ fn refill_for(p: &Placement, expect: Expect, next: Option<(Placement, Expect)>) 
             }
         }
         Some((_, Expect::Byte(_))) | None => Refill::Target,
+        // Its window is written whole.
+        Some((_, Expect::Move { .. })) => Refill::No,
     }
 }
 
@@ -784,7 +870,7 @@ fn check_one(
         .flatten()
         .filter(|k| k.serves(expect, &p));
     checker::prepare_target_except(&vm.ram, &p, pats, expect, known)?;
-    if around.source == SourceCheck::Now {
+    if around.source == SourceCheck::Now && !p.moved {
         checker::prepare_source(&vm.ram, &p, pats)?;
     }
     if let Some(snap) = whole.as_deref_mut() {
@@ -1071,7 +1157,7 @@ fn run_batch(
 ) -> Result<()> {
     // The batch area covers the usual place.
     area.prepared = None;
-    if chunk.iter().any(|s| s.routine.kind() == Kind::Copy) {
+    if chunk.iter().any(CheckSpec::shares_source) {
         area.ensure(vm, pats)?;
     }
     let mut cmds = Vec::with_capacity(chunk.len());
@@ -1088,7 +1174,7 @@ fn run_batch(
         Err(e) => return Err(e),
     };
     for ((spec, p), r) in chunk.iter().zip(places).zip(&results) {
-        let copy = spec.routine.kind() == Kind::Copy;
+        let copy = spec.shares_source();
         let source = if copy {
             SourceCheck::Deferred
         } else {
@@ -1229,7 +1315,7 @@ fn run_single(
 ) -> Result<()> {
     let layout = area.layout;
     let p = placement(spec, &layout);
-    let shared = snap.is_none() && spec.routine.kind() == Kind::Copy;
+    let shared = snap.is_none() && spec.shares_source();
     if !shared && layout.overlaps(&p) {
         settle_source(vm, area, pats, timeout, true, out)?;
         area.written = false;
@@ -1281,6 +1367,7 @@ mod tests {
             dst_offset,
             src_offset,
             fill: Fill::Seeded,
+            overlap: None,
             table: None,
         }
     }
@@ -1375,6 +1462,35 @@ mod tests {
         let mut selftest = small;
         selftest.table = Some((abi::TABLE_SELFTEST, 0));
         assert_eq!(batch_len(&[small, selftest]), 1);
+    }
+
+    #[test]
+    fn overlapping_copies_pack_like_the_others() {
+        let layout = Layout::default();
+        let chunk: Vec<CheckSpec> = OVERLAP_DELTAS
+            .iter()
+            .map(|&d| CheckSpec {
+                overlap: Some(d),
+                ..spec(Routine::Memcpy, 100, 1, None)
+            })
+            .collect();
+        let places = pack(&chunk, &layout);
+        assert_eq!(places.len(), chunk.len());
+        for (p, s) in places.iter().zip(&chunk) {
+            assert!(p.moved);
+            assert_eq!(p.src, Some(p.dst.wrapping_add_signed(s.overlap.unwrap())));
+            assert_eq!(p.dst % 64, 1);
+            let (lo, hi) = p.span();
+            assert_eq!(hi - lo, 100 + s.overlap.unwrap().unsigned_abs());
+        }
+        for pair in places.windows(2) {
+            assert_eq!(pair[0].window().1, pair[1].window().0, "{pair:?}");
+        }
+        assert!(chunk.iter().all(|s| !s.shares_source()));
+        let f = Filter::default();
+        let shapes = overlap_shapes(&f);
+        assert!(shapes.contains(&(4097, 63, -64)) && shapes.contains(&(8, 0, 7)));
+        assert!(!shapes.iter().any(|&(len, _, d)| len <= d.unsigned_abs()));
     }
 
     fn count(f: &Filter, r: Routine) -> usize {

@@ -157,17 +157,34 @@ fn alias_table(side: &Side) -> Result<comfy_table::Table> {
 /// The built-in variants: what each needs and which kernel code it follows
 /// (from the guest sources' headers, see `routines::catalog`).
 fn variant_table() -> comfy_table::Table {
-    let mut t = report::table(&["family", "variant", "requires", "follows (kernel code)"]);
+    let mut t = report::table(&[
+        "family",
+        "variant",
+        "requires",
+        "overlapping buffers",
+        "follows (kernel code)",
+    ]);
     for v in arch::VARIANTS {
         t.add_row(vec![
             v.family,
             v.name,
             v.requires.unwrap_or("-"),
+            overlap_note(v),
             v.kernel
                 .unwrap_or("not kernel code (hypclear comparison point)"),
         ]);
     }
     t
+}
+
+/// What a copy routine promises for overlapping buffers, and so whether
+/// the suite checks them.
+fn overlap_note(v: &arch::VariantDef) -> &'static str {
+    match (v.family, v.memmove) {
+        ("memcpy", true) => "memmove: checked both ways",
+        ("memcpy" | "copy_page", false) => "no promise: not checked",
+        _ => "-",
+    }
 }
 
 pub fn info(ctx: &Ctx) -> Result<i32> {
@@ -190,6 +207,7 @@ pub fn info(ctx: &Ctx) -> Result<i32> {
             "cpu_details": arch::cpu_details(&kvm),
             "variants": arch::VARIANTS.iter().map(|v| json!({
                 "family": v.family, "name": v.name, "requires": v.requires, "kernel": v.kernel,
+                "memmove": v.memmove,
             })).collect::<Vec<_>>(),
             "kernel": ctx.sides.iter().find_map(Side::external).map(|e| e.report.clone()),
             "guest": { "privilege": ctx.privilege, "seed": ctx.seed, "blobs": blobs,

@@ -57,6 +57,7 @@ const fn v(family: &'static str, name: &'static str) -> VariantDef {
         requires: None,
         // The tree's own object: what it follows is the tree itself.
         kernel: Some("the kernel tree's own object"),
+        memmove: false,
     }
 }
 
@@ -75,7 +76,11 @@ pub fn variants(arch: Arch) -> &'static [VariantDef] {
     const ARM64: &[VariantDef] = &[
         v("clear_page", "kernel"),
         v("memset", "kernel"),
-        v("memcpy", "kernel"),
+        // arch/arm64/lib/memcpy.S is memmove too (SYM_FUNC_ALIAS).
+        VariantDef {
+            memmove: true,
+            ..v("memcpy", "kernel")
+        },
         v("copy_page", "kernel"),
     ];
     match arch {

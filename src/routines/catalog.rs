@@ -10,6 +10,10 @@
 //!  * Follows:  <kernel file, routine, versions, path> | none (not kernel code)
 //! ```
 //!
+//! A memcpy that is also memmove (safe for overlapping buffers either
+//! way, as arm64's `memcpy.S` is) says so on a fourth line,
+//! `* Overlap:  memmove`; the suite then checks overlapping copies too.
+//!
 //! The alias list decides which variants exist and their order; the header
 //! gives their family, name, requirement and the kernel code they follow.
 //! Every alias must be declared by exactly one header and every header must
@@ -30,6 +34,8 @@ pub struct Header {
     pub requires: Option<String>,
     /// The kernel code it follows, or `None` for `none (...)`.
     pub follows: Option<String>,
+    /// `Overlap: memmove`: overlapping buffers are copied correctly.
+    pub memmove: bool,
 }
 
 /// The alias-table name of variant `name` of `family` (`copy_page`,
@@ -117,11 +123,17 @@ pub fn parse_header(text: &str, origin: &str) -> Result<Header, CatalogError> {
     };
     let follows = field("Follows")?;
     let follows = (!follows.starts_with("none")).then_some(follows);
+    let memmove = match field("Overlap") {
+        Ok(v) if v.split_whitespace().next() == Some("memmove") => true,
+        Ok(v) => return Err(err(format!("`Overlap: {v}` is not `memmove`"))),
+        Err(_) => false,
+    };
     Ok(Header {
         family: family.to_string(),
         name: name.to_string(),
         requires,
         follows,
+        memmove,
     })
 }
 
@@ -176,11 +188,12 @@ pub fn render(variants: &[Header], sources: &str) -> String {
     for v in variants {
         let _ = writeln!(
             s,
-            "    VariantDef {{ family: {:?}, name: {:?}, requires: {}, kernel: {} }},",
+            "    VariantDef {{ family: {:?}, name: {:?}, requires: {}, kernel: {}, memmove: {} }},",
             v.family,
             v.name,
             opt(&v.requires),
-            opt(&v.follows)
+            opt(&v.follows),
+            v.memmove
         );
     }
     s.push_str("]\n");
@@ -209,8 +222,21 @@ mod tests {
         assert_eq!(h.alias(), "copy_page_ldp_stnp");
         assert_eq!(h.requires.as_deref(), Some("mops"));
         assert_eq!(h.follows.as_deref(), Some("arch/arm64/lib/copy_page.S"));
+        assert!(!h.memmove);
         let h = parse_header(&file("memset nt", "-", "none (not kernel code)"), "y.S").unwrap();
         assert_eq!((h.requires, h.follows), (None, None));
+        let text = file("memcpy g", "-", "x").replace(
+            " *\n * text",
+            " * Overlap:  memmove (x1 may overlap)\n * text",
+        );
+        assert!(parse_header(&text, "z.S").unwrap().memmove);
+        let bad = text.replace("memmove (x1", "forward (x1");
+        assert!(
+            parse_header(&bad, "z.S")
+                .unwrap_err()
+                .to_string()
+                .contains("Overlap: forward")
+        );
     }
 
     #[test]
@@ -239,6 +265,7 @@ mod tests {
                 name: name.into(),
                 requires: None,
                 follows: None,
+                memmove: false,
             },
         )
     }
@@ -278,7 +305,7 @@ mod tests {
         v.follows = Some("arch/x86/lib/memset_64.S \"q\"".into());
         let s = render(&[v], "guest");
         assert!(s.contains(
-            r#"VariantDef { family: "memset", name: "x", requires: Some("erms"), kernel: Some("arch/x86/lib/memset_64.S \"q\"") },"#
+            r#"VariantDef { family: "memset", name: "x", requires: Some("erms"), kernel: Some("arch/x86/lib/memset_64.S \"q\""), memmove: false },"#
         ), "{s}");
     }
 }

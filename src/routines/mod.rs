@@ -352,6 +352,7 @@ mod tests {
             name: "erms",
             requires: None,
             kernel: None,
+            memmove: false,
         };
         let mut c = call(Routine::ClearPages, 3 * 4096);
         c.count = 2;

@@ -31,6 +31,29 @@ pub const VARIANTS: &[super::VariantDef] = {
 /// on aarch64): (family, old name, current name).
 pub const FORMER_NAMES: &[(&str, &str, &str)] = &[];
 
+/// The path arm64's memset (the built-in `generic`, which follows
+/// arch/arm64/lib/memset.S, and a kernel blob's) takes for a check with
+/// fill `fill`, where the fill decides it: zero uses DC ZVA from 128
+/// bytes when DCZID_EL0 allows it (`dczva`: DZP = 0), the STP loop when it
+/// does not.
+pub fn path_note(
+    family: &str,
+    variant: &str,
+    fill: Option<u8>,
+    dczva: bool,
+) -> Option<&'static str> {
+    match (family, variant, fill) {
+        ("memset", "generic" | "kernel", Some(0)) if dczva => {
+            Some("fill 0: DC ZVA from 128 bytes (DZP=0), STP below")
+        }
+        ("memset", "generic" | "kernel", Some(0)) => {
+            Some("fill 0: STP loop only (DZP=1: no DC ZVA)")
+        }
+        ("memset", "generic" | "kernel", Some(_)) => Some("non-zero fill: STP loop"),
+        _ => None,
+    }
+}
+
 /// What the 6.12 and 6.1 kernels run on this CPU. Neither has a MOPS path
 /// or any alternative in clear_page / memset / memcpy (arch/arm64/lib); the
 /// only run-time choices are DCZID_EL0 inside clear_page and memset (DZP=1:
@@ -85,7 +108,28 @@ pub fn kernel_picks(midr: u64, dczva: bool) -> Vec<super::KernelPick> {
 
 #[cfg(test)]
 mod tests {
-    use super::{VARIANTS, kernel_picks};
+    use super::{VARIANTS, kernel_picks, path_note};
+
+    #[test]
+    fn memset_path_is_named_for_the_zero_fill() {
+        assert!(
+            path_note("memset", "generic", Some(0), true)
+                .unwrap()
+                .contains("DC ZVA from 128")
+        );
+        assert!(
+            path_note("memset", "kernel", Some(0), false)
+                .unwrap()
+                .contains("no DC ZVA")
+        );
+        assert!(
+            path_note("memset", "generic", Some(0x5a), true)
+                .unwrap()
+                .contains("STP")
+        );
+        assert_eq!(path_note("memset", "mops", Some(0), true), None);
+        assert_eq!(path_note("memcpy", "generic", None, true), None);
+    }
 
     #[test]
     fn kernel_picks_follow_dzp_and_no_hw_prefetch() {
