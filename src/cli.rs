@@ -215,9 +215,11 @@ pub struct KernelArgs {
     #[arg(long, value_parser = parse_arch)]
     pub arch: Option<crate::kernel::tree::Arch>,
     /// Kernel alternatives at load time: host (what the host kernel decided),
-    /// guest (the guest's CPUID view), none, or FEATURE[,FEATURE..]
-    #[arg(long, default_value = "host", value_name = "host|guest|none|FEATURES")]
-    pub alternatives: String,
+    /// guest (the guest's CPUID view), none, or FEATURE[,FEATURE..]. Default:
+    /// run/verify check every path the alternatives can take, bench and
+    /// info take the host's
+    #[arg(long, value_name = "host|guest|none|FEATURES")]
+    pub alternatives: Option<String>,
     /// Run a kernel blob file made by `hypclear blob` (no toolchain needed;
     /// bench: repeatable, each file a side)
     #[arg(long, value_name = "FILE")]

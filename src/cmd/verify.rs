@@ -109,6 +109,8 @@ struct Outcome {
     counter_khz: u64,
     /// SIGINT stopped the run: what is here is partial.
     interrupted: bool,
+    /// The kernel alternatives loads, run or SKIP (for the JSON).
+    alternatives_loads: Vec<crate::kernel::paths::Load>,
 }
 
 impl Outcome {
@@ -170,7 +172,9 @@ fn run_config(
         first_hypercall,
     } = booted;
     let config = side.config();
-    let (specs, skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem));
+    // Sides with nothing to run were dropped before booting.
+    let filter = &side_filter(side, filter).unwrap_or_else(|| filter.clone());
+    let (specs, mut skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem));
     let banner = format!(
         "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
         vm.blob.aliases.len(),
@@ -184,8 +188,10 @@ fn run_config(
     );
     let pb = bars.add(progress(specs.len() as u64));
     pb.set_prefix(config.name());
-    let run = suite::run(&mut vm, &specs, pats, ctx.timeout, ctx.common.check, &pb)?;
+    let mut run = suite::run(&mut vm, &specs, pats, ctx.timeout, ctx.common.check, &pb)?;
     pb.finish_and_clear();
+    relabel(side, &mut run.records);
+    relabel(side, &mut skipped);
     if run.failure.is_none() && !run.interrupted {
         vm.vcpu(0)?.exit(ctx.timeout)?;
     }
@@ -198,6 +204,69 @@ fn run_config(
         run,
         skipped,
     })
+}
+
+/// The filter of a kernel alternatives load: only the routines whose
+/// family's path it verifies (`None`: none of the selected ones). Other
+/// sides keep `filter`.
+fn side_filter(side: &Side, filter: &Filter) -> Option<Filter> {
+    let Some(load) = side.external().and_then(|e| e.load.as_ref()) else {
+        return Some(filter.clone());
+    };
+    let config = side.config();
+    let routines: Vec<Routine> = Routine::ALL
+        .into_iter()
+        .filter(|r| filter.routines.is_empty() || filter.routines.contains(r))
+        .filter(|r| load.verifies(r.family(config)).is_some())
+        .collect();
+    (!routines.is_empty()).then(|| Filter {
+        routines,
+        ..filter.clone()
+    })
+}
+
+/// Name a kernel alternatives load's rows by the path they verify.
+fn relabel(side: &Side, records: &mut [CheckRecord]) {
+    if let Some(load) = side.external().and_then(|e| e.load.as_ref()) {
+        for r in records {
+            r.variant = load.row_name(r.routine.family(r.config), &r.variant);
+        }
+    }
+}
+
+/// The kernel alternatives loads the guest CPU cannot run, with the
+/// reason, apart from the others; loads with nothing selected dropped.
+fn split_runnable(sides: Vec<Side>, filter: &Filter) -> (Vec<Side>, Vec<(Side, String)>) {
+    let mut run = Vec::new();
+    let mut skip = Vec::new();
+    for side in sides {
+        if side_filter(&side, filter).is_none() {
+            continue;
+        }
+        match side
+            .external()
+            .and_then(|e| e.load.as_ref())
+            .map(|l| l.runnable())
+        {
+            Some(crate::kernel::paths::Runnable::No { reason }) => skip.push((side, reason)),
+            _ => run.push(side),
+        }
+    }
+    (run, skip)
+}
+
+/// The SKIP rows of the loads the guest CPU cannot run.
+fn unrunnable_rows(ctx: &Ctx, skip: &[(Side, String)], filter: &Filter) -> Vec<CheckRecord> {
+    let mut out = Vec::new();
+    for (side, reason) in skip {
+        let Some(f) = side_filter(side, filter) else {
+            continue;
+        };
+        let mut rows = suite::skip_all(side, &ctx.caps, &f, reason);
+        relabel(side, &mut rows);
+        out.extend(rows);
+    }
+    out
 }
 
 /// Whether the configurations' suites may run side by side: a second
@@ -360,6 +429,7 @@ pub fn verify(
         sizes: args.size.clone(),
     };
     check_filter(&sides, &filter)?;
+    let (sides, unrunnable) = split_runnable(super::kernel::every_path(common, sides)?, &filter);
     let early = Early::resolve(common, start, common.mem())?;
     let configs = sides.clone();
     // Everything else is resolved and checked while the VMs boot; no
@@ -386,7 +456,14 @@ pub fn verify(
         Ok((ctx, side_by_side))
     };
     let (ctx, runs) = boot_and_run(common, &early, &configs, &filter, prepare)?;
-    let o = outcome(&ctx, runs)?;
+    let mut o = outcome(&ctx, runs)?;
+    o.records
+        .extend(unrunnable_rows(&ctx, &unrunnable, &filter));
+    o.alternatives_loads = configs
+        .iter()
+        .chain(unrunnable.iter().map(|(s, _)| s))
+        .filter_map(|c| c.external()?.load.clone())
+        .collect();
     report_outcome(&ctx, &configs, &o, command)
 }
 
@@ -463,11 +540,12 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
         } else {
             "FAIL"
         },
-        configs
-            .iter()
-            .map(|c| c.config().name())
-            .collect::<Vec<_>>()
-            .join(", "),
+        {
+            // One name per link configuration (alternatives loads share one).
+            let mut names: Vec<&str> = configs.iter().map(|c| c.config().name()).collect();
+            names.dedup();
+            names.join(", ")
+        },
         elapsed.as_secs_f64(),
         first_ms,
         checker_gbps
@@ -509,6 +587,10 @@ struct JsonDoc<'a> {
     /// Per family, the built-in variant that follows the kernel blob's
     /// path with the same alternatives decision (the differential check).
     kernel_paths: Option<serde_json::Value>,
+    /// Every kernel alternatives path verified (run/verify without
+    /// `--alternatives`), as the loads that carried them.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    alternatives_loads: &'a [crate::kernel::paths::Load],
     checks: &'a [CheckRecord],
     failure: &'a Option<GuestFailure>,
     summary: serde_json::Value,
@@ -547,6 +629,7 @@ fn json_doc<'a>(
             .iter()
             .find(|s| !s.is_builtin())
             .map(|s| json!(crate::bench::SideInfo::of(s, &ctx.caps).kernel_paths)),
+        alternatives_loads: &o.alternatives_loads,
         checks: &o.records,
         failure: &o.failure,
         summary,

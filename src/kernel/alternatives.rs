@@ -39,6 +39,15 @@ pub enum AltError {
          of features such as erms,fsrm,rep_good or mops"
     )]
     UnknownFeature(String),
+    #[error(
+        "{family}: {count} features decide its alternatives, more than the {max} whose \
+         combinations are tried; verify it with an explicit --alternatives"
+    )]
+    TooManyFeatures {
+        family: String,
+        count: usize,
+        max: usize,
+    },
 }
 
 /// The `struct alt_instr` layouts.
@@ -669,6 +678,17 @@ impl Image {
         names: &FeatureNames,
         present: &BTreeSet<String>,
     ) -> Result<Vec<Applied>, AltError> {
+        self.apply_by(names, &|_| present)
+    }
+
+    /// [`Image::apply`] with the present features decided per routine
+    /// (`present(routine)`): one image can carry a different path of each
+    /// routine, even where routines share a feature.
+    pub(crate) fn apply_by<'p>(
+        &mut self,
+        names: &FeatureNames,
+        present: &dyn Fn(&str) -> &'p BTreeSet<String>,
+    ) -> Result<Vec<Applied>, AltError> {
         // Describe the original code before anything is patched.
         let sites = self.sites.clone();
         let fallbacks: Vec<String> = sites
@@ -681,9 +701,9 @@ impl Image {
         let mut report: Vec<Applied> = Vec::new();
         for (k, site) in sites.iter().enumerate() {
             let fname = names.name(site.feature);
-            let has = present.contains(&fname);
-            let take = has != site.invert && !site.callback;
             let routine = self.function_at(site.orig).unwrap_or("?").to_string();
+            let has = present(&routine).contains(&fname);
+            let take = has != site.invert && !site.callback;
             let shown = if site.invert {
                 format!("!{}", fname.to_uppercase())
             } else {
