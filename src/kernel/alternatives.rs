@@ -899,15 +899,15 @@ pub fn feature_names(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use object::write::{Object as WObject, Relocation, Symbol, SymbolSection};
     use object::{Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolScope};
 
-    const FSRS: u16 = 12 * 32 + 11;
-    const ERMS: u16 = 9 * 32 + 9;
+    pub(crate) const FSRS: u16 = 12 * 32 + 11;
+    pub(crate) const ERMS: u16 = 9 * 32 + 9;
 
-    fn names() -> FeatureNames {
+    pub(crate) fn names() -> FeatureNames {
         FeatureNames::parse_x86(
             "#define X86_FEATURE_ERMS\t\t( 9*32+ 9) /* \"erms\" Enhanced REP */\n\
              #define X86_FEATURE_FSRS\t\t(12*32+11) /* Fast short REP STOSB */\n\
@@ -924,7 +924,12 @@ mod tests {
     /// 2 bytes, + `orig_pad` bytes of padding) whose replacement is
     /// `repl`; `memset` then jumps to `__x86_return_thunk`. Entries use
     /// `layout`; a second entry (ERMS, inverted) is added when `two`.
-    fn memset_object(layout: Layout, repl: &[u8], repl_jmp_to_orig: bool, two: bool) -> Vec<u8> {
+    pub(crate) fn memset_object(
+        layout: Layout,
+        repl: &[u8],
+        repl_jmp_to_orig: bool,
+        two: bool,
+    ) -> Vec<u8> {
         let mut o = WObject::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
         let text = o.add_section(vec![], b".noinstr.text".to_vec(), SectionKind::Text);
         // memset: 0: eb 0e (jmp 0x10) ; 2: 3 bytes pad (nop) ; 5: e9 <thunk> ; 10..16 int3

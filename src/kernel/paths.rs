@@ -299,3 +299,168 @@ pub fn loads(paths: &[AltPath], clear_page_pick: Option<&'static str>) -> Vec<Lo
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::alternatives::Layout;
+    use crate::kernel::alternatives::tests::{FSRS, memset_object, names};
+
+    fn set(l: &[&str]) -> BTreeSet<String> {
+        l.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn memset_paths(
+        two: bool,
+        names: &FeatureNames,
+        host: &[&str],
+        guest: &[&str],
+    ) -> Vec<AltPath> {
+        let elf = memset_object(Layout::X86FtFlags, &[0xf3, 0xaa], false, two);
+        let mut img = Image::from_elf(&elf, None).unwrap();
+        img.patch_returns().unwrap();
+        let d = Decisions {
+            names,
+            host: &set(host),
+            guest: &set(guest),
+        };
+        enumerate(&img, &d)
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.family == "memset")
+            .collect()
+    }
+
+    #[test]
+    fn functions_belong_to_their_family() {
+        for (f, fam) in [
+            ("memset", Some("memset")),
+            ("__memset", Some("memset")),
+            ("memset_orig", Some("memset")),
+            ("__pi_memcpy", Some("memcpy")),
+            ("memcpy_orig", Some("memcpy")),
+            ("copy_page_regs", Some("copy_page")),
+            ("clear_page_erms", Some("clear_page")),
+            ("rep_stos_alternative", None),
+            ("memmove", None),
+            ("memsetx", None),
+        ] {
+            assert_eq!(family_of(f), fam, "{f}");
+        }
+    }
+
+    #[test]
+    fn one_site_gives_two_paths_the_host_pick_first() {
+        let n = names();
+        // Host without FSRS: the fallback is its pick.
+        let p = memset_paths(false, &n, &["always"], &[]);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(p[0].label, "fallback memset_orig (no FSRS)");
+        assert!(p[0].host_pick && p[0].features.is_empty());
+        assert_eq!(p[1].label, "FSRS alternative");
+        assert!(!p[1].host_pick && p[1].features == set(&["fsrs"]));
+        // FSRS only says `rep stosb` is fast: runnable on a guest without it.
+        assert!(
+            p.iter()
+                .all(|p| p.runnable == Runnable::Yes && p.sites == 1)
+        );
+        // Host with FSRS: the alternative is its pick, listed first.
+        let p = memset_paths(false, &n, &["fsrs", "erms"], &[]);
+        assert_eq!(p[0].label, "FSRS alternative");
+        assert!(p[0].host_pick && p[0].features == set(&["fsrs"]));
+        assert!(!p[1].host_pick);
+    }
+
+    #[test]
+    fn feature_sets_with_the_same_bytes_are_one_path() {
+        // FSRS and !ERMS at one site with the same replacement: {}, {fsrs}
+        // and {erms, fsrs} patch the same bytes; {erms} keeps the jmp.
+        let p = memset_paths(true, &names(), &[], &[]);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(p[0].features, set(&[]));
+        assert_eq!(p[1].features, set(&["erms"]));
+        assert_eq!(
+            p[1].label,
+            "fallback memset_orig (no FSRS); fallback memset_orig (no !ERMS)"
+        );
+        assert_eq!(p[0].sites, 2);
+        // Every other family of the object has no sites: one empty path.
+        let elf = memset_object(Layout::X86FtFlags, &[0xf3, 0xaa], false, true);
+        let img = Image::from_elf(&elf, None).unwrap();
+        let n = names();
+        let empty = BTreeSet::new();
+        let d = Decisions {
+            names: &n,
+            host: &empty,
+            guest: &empty,
+        };
+        let all = enumerate(&img, &d).unwrap();
+        let others: Vec<_> = all.iter().filter(|p| p.family != "memset").collect();
+        assert_eq!(others.len(), 3);
+        assert!(
+            others
+                .iter()
+                .all(|p| p.sites == 0 && p.host_pick && p.label.is_empty())
+        );
+    }
+
+    #[test]
+    fn a_path_needing_a_missing_instruction_feature_is_not_runnable() {
+        // The site's feature named as an arm64 instruction feature.
+        let n = FeatureNames {
+            names: [(FSRS, "has_mops".to_string())].into(),
+        };
+        let p = memset_paths(false, &n, &[], &[]);
+        let mops = p.iter().find(|p| p.features == set(&["has_mops"])).unwrap();
+        assert!(matches!(&mops.runnable, Runnable::No { reason } if reason.contains("HAS_MOPS")));
+        assert_eq!(p.iter().filter(|p| p.runnable == Runnable::Yes).count(), 1);
+        let p = memset_paths(false, &n, &[], &["has_mops"]);
+        assert!(p.iter().all(|p| p.runnable == Runnable::Yes));
+        assert_eq!(
+            runnable(&set(&["always", "rep_good", "erms"]), &set(&[])),
+            Runnable::Yes
+        );
+    }
+
+    fn path(family: &'static str, label: &str, host_pick: bool, runnable: Runnable) -> AltPath {
+        AltPath {
+            family,
+            features: BTreeSet::new(),
+            label: label.into(),
+            sites: 1,
+            host_pick,
+            runnable,
+        }
+    }
+
+    #[test]
+    fn loads_carry_one_path_per_family_and_mark_the_pick() {
+        let no = Runnable::No { reason: "r".into() };
+        let paths = [
+            path("memset", "orig", true, Runnable::Yes),
+            path("memset", "fsrs", false, Runnable::Yes),
+            path("memcpy", "fsrm", true, Runnable::Yes),
+            path("memcpy", "orig", false, Runnable::Yes),
+            path("memcpy", "mops", false, no.clone()),
+            path("copy_page", "rep", true, Runnable::Yes),
+        ];
+        let l = loads(&paths, Some("erms"));
+        assert_eq!(l.len(), 3, "{l:?}");
+        let labels = |l: &Load| l.paths.iter().map(|p| p.label.clone()).collect::<Vec<_>>();
+        assert_eq!(labels(&l[0]), ["orig", "fsrm", "rep"]);
+        assert_eq!(labels(&l[1]), ["fsrs", "orig"]);
+        assert_eq!(labels(&l[2]), ["mops"]);
+        assert_eq!((l[1].runnable(), l[2].runnable()), (Runnable::Yes, no));
+        assert!(l[1].verifies("copy_page").is_none());
+        assert_eq!(
+            l[0].row_name("memset", "kernel"),
+            "kernel: orig [host pick]"
+        );
+        assert_eq!(l[1].row_name("memset", "kernel"), "kernel: fsrs");
+        // x86 clear_page: three routines, the one alternative_call_2 picks marked.
+        assert_eq!(l[0].row_name("clear_page", "erms"), "erms [host pick]");
+        assert_eq!(l[0].row_name("clear_page", "rep"), "rep");
+        let plain = loads(&paths, None);
+        assert_eq!(plain[0].row_name("clear_page", "kernel"), "kernel");
+    }
+}
