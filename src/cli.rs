@@ -497,6 +497,11 @@ pub struct BenchArgs {
     /// the kernel's link configuration; sessions interleave all sides
     #[arg(long)]
     pub builtin: bool,
+    /// With --kernel-tree/--blob and no --alternatives: time every
+    /// alternatives path of the routine the guest can run, each its own
+    /// side (default: the host kernel's pick only)
+    #[arg(long)]
+    pub every_path: bool,
     /// Write every raw sample as CSV
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,

@@ -388,3 +388,69 @@ fn every_alternatives_path_is_verified() {
     );
     std::fs::remove_dir_all(&copy).ok();
 }
+
+/// `bench --every-path` times each memset path the guest can run as its
+/// own side, the host's pick first; without it bench times the pick only.
+#[test]
+fn bench_every_path_times_each_path() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        println!("SKIP: the x86 6.12 memset paths are checked by name");
+        return;
+    }
+    if !common::kvm_available("bench_every_path_times_each_path") {
+        return;
+    }
+    let t = tree.display().to_string();
+    let json = common::tmp_json("kernel-bench-every-path");
+    let j = json.display().to_string();
+    let bench = |extra: &[&str]| {
+        let mut a = vec![
+            "bench",
+            "memset",
+            "-s",
+            "1MB",
+            "-k",
+            "4KB",
+            "--sessions",
+            "1",
+            "--repeats",
+            "1",
+            "--kernel-tree",
+            &t,
+            "--json",
+            &j,
+        ];
+        a.extend(extra);
+        let o = common::hypclear(&a);
+        assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+        let doc = common::read_json(&json);
+        let names: Vec<String> = doc["sides"]
+            .as_array()
+            .expect("sides")
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect();
+        names
+    };
+    let every = bench(&["--every-path"]);
+    println!("{every:?}");
+    assert_eq!(every.len(), 2, "{every:?}");
+    assert!(every[0].ends_with("[host pick])"), "{every:?}");
+    assert!(
+        every.iter().any(|n| n.contains("(FSRS alternative")),
+        "{every:?}"
+    );
+    let pick = bench(&[]);
+    assert_eq!(pick.len(), 1, "{pick:?}");
+    let o = common::hypclear(&[
+        "bench",
+        "memset",
+        "--every-path",
+        "--kernel-tree",
+        &t,
+        "--alternatives",
+        "host",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::text(&o));
+}

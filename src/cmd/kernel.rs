@@ -8,6 +8,7 @@ use crate::kernel::blob::{self as kblob, AltChoice, KernelBlobError, Loaded, Mak
 use crate::kernel::paths;
 use crate::kernel::routines;
 use crate::kernel::tree::{self, Arch};
+use crate::routines::Routine;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -239,16 +240,53 @@ pub fn every_path(common: &Common, sides: Vec<Side>) -> Result<Vec<Side>> {
     let mut out = Vec::new();
     for side in sides {
         match side.external() {
-            Some(e) => out.extend(path_sides(e, &guest)?),
+            Some(e) => out.extend(path_sides(e, &guest, |_| e.short.clone())?),
             None => out.push(side),
         }
     }
     Ok(out)
 }
 
+/// `bench --every-path`: each kernel side becomes one side per path of
+/// `routine`'s family the guest can run, named by its path
+/// (`linux-source-6.12 (FSRS alternative)`), the host's pick first.
+pub fn bench_paths(common: &Common, sides: Vec<Side>, routine: Routine) -> Result<Vec<Side>> {
+    if common.kernel.alternatives.is_some() || sides.iter().all(Side::is_builtin) {
+        return Err(Error::Usage(
+            "--every-path times the alternatives paths of a kernel side: give --kernel-tree or \
+             --blob, and no --alternatives (which names one path)"
+                .into(),
+        ));
+    }
+    let guest = kblob::guest_view(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?));
+    let mut out = Vec::new();
+    for side in sides {
+        let Some(e) = side.external() else {
+            out.push(side);
+            continue;
+        };
+        let fam = routine.family(e.blob.config);
+        let name = |l: &paths::Load| match l.path_name(fam) {
+            Some(p) => format!("{} ({p})", e.short),
+            None => e.short.clone(),
+        };
+        let loads = path_sides(e, &guest, name)?;
+        out.extend(loads.into_iter().filter(|s| {
+            s.external()
+                .and_then(|x| x.load.as_ref())
+                .is_some_and(|l| l.verifies(fam).is_some() && l.runnable() == paths::Runnable::Yes)
+        }));
+    }
+    Ok(out)
+}
+
 /// The loads of one kernel side's alternatives paths, the host's pick
-/// first.
-fn path_sides(e: &External, guest: &BTreeSet<String>) -> Result<Vec<Side>> {
+/// first, each with the short name `short(load)`.
+fn path_sides(
+    e: &External,
+    guest: &BTreeSet<String>,
+    short: impl Fn(&paths::Load) -> String,
+) -> Result<Vec<Side>> {
     let p = kblob::prepare(&e.file)?;
     let host = alternatives::host_features(p.img.machine);
     let names = p.names();
@@ -279,13 +317,23 @@ fn path_sides(e: &External, guest: &BTreeSet<String>) -> Result<Vec<Side>> {
                 .and_then(|f| by_family.get(f))
                 .unwrap_or(&host)
         };
+        // The decision as a whole, for the report and the built-in
+        // equivalents: the host's features, with those the load's
+        // families decide replaced by their paths'.
+        let decided: BTreeSet<&String> = all
+            .iter()
+            .filter(|a| load.verifies(a.family).is_some())
+            .flat_map(|a| &a.features)
+            .collect();
+        let features: BTreeSet<String> = host
+            .iter()
+            .filter(|f| !decided.contains(f))
+            .chain(load.paths.iter().flat_map(|a| &a.features))
+            .cloned()
+            .collect();
         let source = e.report["source"].as_str().unwrap_or("blob").to_string();
-        let l = p.apply("every path".into(), &present, &host, Some(load.clone()))?;
-        out.push(Side::Kernel(Arc::new(external(
-            l,
-            &source,
-            e.short.clone(),
-        )?)));
+        let l = p.apply("every path".into(), &present, &features, Some(load.clone()))?;
+        out.push(Side::Kernel(Arc::new(external(l, &source, short(&load))?)));
     }
     Ok(out)
 }

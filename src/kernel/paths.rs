@@ -247,6 +247,17 @@ impl Load {
             .unwrap_or(Runnable::Yes)
     }
 
+    /// The name of `family`'s path here: `FSRS alternative`, the host
+    /// kernel's pick marked `[host pick]` (`None`: not verified here, or
+    /// no alternatives).
+    pub fn path_name(&self, family: &str) -> Option<String> {
+        let p = self.verifies(family).filter(|p| p.sites > 0)?;
+        Some(match p.host_pick {
+            true => format!("{} [host pick]", p.label),
+            false => p.label.clone(),
+        })
+    }
+
     /// A row's variant as tables show it: `kernel: FSRS alternative`, the
     /// host kernel's pick marked `[host pick]`; a family without
     /// alternatives keeps its name.
@@ -457,6 +468,11 @@ mod tests {
             "kernel: orig [host pick]"
         );
         assert_eq!(l[1].row_name("memset", "kernel"), "kernel: fsrs");
+        assert_eq!(
+            l[0].path_name("memcpy").as_deref(),
+            Some("fsrm [host pick]")
+        );
+        assert_eq!(l[1].path_name("copy_page"), None);
         // x86 clear_page: three routines, the one alternative_call_2 picks marked.
         assert_eq!(l[0].row_name("clear_page", "erms"), "erms [host pick]");
         assert_eq!(l[0].row_name("clear_page", "rep"), "rep");
