@@ -635,3 +635,34 @@ fn json_doc<'a>(
         summary,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unrunnable_path_is_every_check_skipped_with_the_reason() {
+        let side = Side::Builtin(LinkConfig::Vanilla);
+        let caps = arch::CpuCaps::default();
+        let filter = Filter {
+            routines: vec![Routine::Memset],
+            ..Filter::default()
+        };
+        let (specs, skipped) = suite::plan(&side, &caps, &filter, u64::MAX);
+        let rows = suite::skip_all(&side, &caps, &filter, "no FEAT_MOPS");
+        assert!(!specs.is_empty());
+        assert_eq!(rows.len(), specs.len() + skipped.len());
+        assert!(rows.iter().all(|r| r.verdict == Verdict::Skipped
+            && r.reason.as_deref() == Some("no FEAT_MOPS")
+            && r.routine == Routine::Memset));
+        // A side that is no alternatives load keeps the filter and its names.
+        assert_eq!(
+            side_filter(&side, &filter).map(|f| f.routines),
+            Some(vec![Routine::Memset])
+        );
+        let mut r = rows[..1].to_vec();
+        let before = r[0].variant.clone();
+        relabel(&side, &mut r);
+        assert_eq!(r[0].variant, before);
+    }
+}
