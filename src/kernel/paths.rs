@@ -8,7 +8,7 @@
 //! of the features those sites test is applied to a copy of the image and
 //! the patched bytes of the sites compared: subsets giving the same bytes
 //! are one path, named by its smallest subset.
-use super::alternatives::{AltError, FeatureNames, Image};
+use super::alternatives::{AltError, Applied, FeatureNames, Image};
 use super::routines::FAMILIES;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -139,6 +139,37 @@ pub fn enumerate(img: &Image, d: &Decisions) -> Result<Vec<AltPath>, AltError> {
     Ok(out)
 }
 
+/// A path's name: per patched location, its last alternative taken (as
+/// the kernel, ALTERNATIVE_2's later entry wins), else the fallback and
+/// every feature it lacks: `fallback memset_orig (no REP_GOOD, ERMS)`.
+fn label(img: &Image, applied: &[Applied], sites: &[usize]) -> String {
+    let strip = |s: &str| s.split_once(": ").map_or(s, |(_, rest)| rest).to_string();
+    let mut places: Vec<u64> = sites.iter().map(|&i| img.sites[i].orig).collect();
+    places.dedup();
+    let mut parts = Vec::new();
+    for at in places {
+        let here: Vec<&Applied> = sites
+            .iter()
+            .filter(|&&i| img.sites[i].orig == at)
+            .map(|&i| &applied[i])
+            .collect();
+        if let Some(a) = here.iter().rev().find(|a| a.taken) {
+            parts.push(strip(&a.summary));
+            continue;
+        }
+        let first = strip(&here[0].summary);
+        let lacks: Vec<&str> = here
+            .iter()
+            .filter_map(|a| a.summary.rsplit_once(" (no ")?.1.strip_suffix(')'))
+            .collect();
+        match first.rsplit_once(" (no ") {
+            Some((base, _)) => parts.push(format!("{base} (no {})", lacks.join(", "))),
+            None => parts.push(first),
+        }
+    }
+    parts.join("; ")
+}
+
 /// The subsets of `feats` in order of size, then of their members.
 fn subsets(feats: &[String]) -> Vec<BTreeSet<String>> {
     let mut masks: Vec<u32> = (0..1u32 << feats.len()).collect();
@@ -183,14 +214,7 @@ fn family_paths(
     let patch = |present: &BTreeSet<String>| -> Result<(Vec<u8>, String), AltError> {
         let mut trial = img.clone();
         let applied = trial.apply(d.names, present)?;
-        let label: Vec<&str> = sites
-            .iter()
-            .map(|&i| {
-                let s = applied[i].summary.as_str();
-                s.split_once(": ").map_or(s, |(_, rest)| rest)
-            })
-            .collect();
-        Ok((site_bytes(&trial, sites), label.join("; ")))
+        Ok((site_bytes(&trial, sites), label(img, &applied, sites)))
     };
     let host: BTreeSet<String> = d
         .host
@@ -390,10 +414,8 @@ mod tests {
         assert_eq!(p.len(), 2, "{p:?}");
         assert_eq!(p[0].features, set(&[]));
         assert_eq!(p[1].features, set(&["erms"]));
-        assert_eq!(
-            p[1].label,
-            "fallback memset_orig (no FSRS); fallback memset_orig (no !ERMS)"
-        );
+        assert_eq!(p[1].label, "fallback memset_orig (no FSRS, !ERMS)");
+        assert_eq!(p[0].label, "!ERMS alternative");
         assert_eq!(p[0].sites, 2);
         // Every other family of the object has no sites: one empty path.
         let elf = memset_object(Layout::X86FtFlags, &[0xf3, 0xaa], false, true);
