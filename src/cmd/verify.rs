@@ -175,7 +175,7 @@ fn run_config(
     // Sides with nothing to run were dropped before booting.
     let filter = &side_filter(side, filter).unwrap_or_else(|| filter.clone());
     let (specs, mut skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem));
-    let banner = format!(
+    let mut banner = format!(
         "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
         vm.blob.aliases.len(),
         vm.blob.relocs.len(),
@@ -186,6 +186,13 @@ fn run_config(
         arch::COUNTER_NAME,
         vm.counter_khz
     );
+    if let Some(load) = side.external().and_then(|e| e.load.as_ref()) {
+        let names: Vec<String> = crate::kernel::routines::FAMILIES
+            .iter()
+            .filter_map(|f| Some(format!("{f} {}", load.path_name(f)?)))
+            .collect();
+        banner.push_str(&format!("; paths: {}", names.join(", ")));
+    }
     let pb = bars.add(progress(specs.len() as u64));
     pb.set_prefix(config.name());
     let mut run = suite::run(&mut vm, &specs, pats, ctx.timeout, ctx.common.check, &pb)?;
