@@ -301,11 +301,7 @@ fn path_sides(
             let f = alternatives::x86_clear_page_pick(&host);
             f.strip_prefix("clear_page_").unwrap_or(f)
         });
-    let always: BTreeSet<String> = host
-        .iter()
-        .filter(|f| f.starts_with("always"))
-        .cloned()
-        .collect();
+    let always = paths::always(&names);
     let mut out = Vec::new();
     for load in paths::loads(&all, clear_page_pick) {
         let mut by_family: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();

@@ -76,6 +76,17 @@ fn is_always(feature: &str) -> bool {
     feature.starts_with("always")
 }
 
+/// The features every path has (x86 `ALWAYS`, arm64 `ALWAYS_BOOT` /
+/// `ALWAYS_SYSTEM`), as named by `names`.
+pub fn always(names: &FeatureNames) -> BTreeSet<String> {
+    names
+        .names
+        .values()
+        .filter(|f| is_always(f))
+        .cloned()
+        .collect()
+}
+
 /// Whether a path taking `features` runs on a guest whose features are
 /// `guest` (names as in [`FeatureNames`]).
 pub fn runnable(features: &BTreeSet<String>, guest: &BTreeSet<String>) -> Runnable {
@@ -204,13 +215,7 @@ fn family_paths(
             max: MAX_FEATURES,
         });
     }
-    let always: BTreeSet<String> = d
-        .names
-        .names
-        .values()
-        .filter(|f| is_always(f))
-        .cloned()
-        .collect();
+    let always = always(d.names);
     let patch = |present: &BTreeSet<String>| -> Result<(Vec<u8>, String), AltError> {
         let mut trial = img.clone();
         let applied = trial.apply(d.names, present)?;
