@@ -308,10 +308,11 @@ impl Load {
     }
 }
 
-/// Group the paths into as few loads as can carry them: load 0 has every
-/// family's host pick (today's single load), load k every family's k-th
-/// other path. A path the guest cannot run is a load of its own, never
-/// booted (its rows are SKIP with the reason).
+/// Group the paths (each family's host pick first, as [`enumerate`] lists
+/// them) into as few loads as can carry them: load 0 has every family's
+/// host pick (today's single load), load k every family's k-th other path.
+/// A path the guest cannot run is a load of its own, never booted (its
+/// rows are SKIP with the reason).
 pub fn loads(paths: &[AltPath], clear_page_pick: Option<&'static str>) -> Vec<Load> {
     let mut runs: Vec<Vec<AltPath>> = vec![Vec::new()];
     let mut alone: Vec<Vec<AltPath>> = Vec::new();
@@ -322,7 +323,11 @@ pub fn loads(paths: &[AltPath], clear_page_pick: Option<&'static str>) -> Vec<Lo
         } else if p.host_pick {
             runs[0].push(p.clone());
         } else {
-            let k = next.entry(p.family).or_insert(1);
+            // Load 0 unless it has the family's pick (one the guest cannot
+            // run is SKIP, alone).
+            let k = next
+                .entry(p.family)
+                .or_insert_with(|| usize::from(runs[0].iter().any(|q| q.family == p.family)));
             if runs.len() <= *k {
                 runs.push(Vec::new());
             }
@@ -460,6 +465,99 @@ mod tests {
         );
     }
 
+    /// A relocatable arm64 object: `__pi_memset` whose first instruction
+    /// (`nop`) an ARM64_HAS_MOPS alternative replaces (by a MOPS `setp`).
+    fn arm64_mops_object() -> Vec<u8> {
+        use object::write::{Object as WObject, Relocation, Symbol, SymbolSection};
+        use object::{
+            Architecture, BinaryFormat, Endianness, RelocationFlags, SectionKind, SymbolFlags,
+            SymbolKind, SymbolScope,
+        };
+        let mut o = WObject::new(BinaryFormat::Elf, Architecture::Aarch64, Endianness::Little);
+        let text = o.add_section(vec![], b".text".to_vec(), SectionKind::Text);
+        let nop_ret: Vec<u8> = [0xd503_201fu32, 0xd65f_03c0]
+            .iter()
+            .flat_map(|i| i.to_le_bytes())
+            .collect();
+        o.append_section_data(text, &nop_ret, 4);
+        o.add_symbol(Symbol {
+            name: b"__pi_memset".to_vec(),
+            value: 0,
+            size: 8,
+            kind: SymbolKind::Text,
+            scope: SymbolScope::Linkage,
+            weak: false,
+            section: SymbolSection::Section(text),
+            flags: SymbolFlags::None,
+        });
+        let repl = o.add_section(vec![], b".altinstr_replacement".to_vec(), SectionKind::Text);
+        o.append_section_data(repl, &0x19c0_0401u32.to_le_bytes(), 4);
+        let alt = o.add_section(
+            vec![],
+            b".altinstructions".to_vec(),
+            SectionKind::ReadOnlyData,
+        );
+        let mut e = vec![0u8; 8];
+        e.extend(38u16.to_le_bytes());
+        e.extend([4, 4]);
+        o.append_section_data(alt, &e, 1);
+        for (offset, sec) in [(0, text), (4, repl)] {
+            let symbol = o.section_symbol(sec);
+            o.add_relocation(
+                alt,
+                Relocation {
+                    offset,
+                    symbol,
+                    addend: 0,
+                    flags: RelocationFlags::Elf {
+                        r_type: object::elf::R_AARCH64_PREL32,
+                    },
+                },
+            )
+            .unwrap();
+        }
+        o.write().unwrap()
+    }
+
+    #[test]
+    fn arm64_mops_path_is_skip_without_feat_mops() {
+        let img = Image::from_elf(&arm64_mops_object(), None).unwrap();
+        assert_eq!(img.sites.len(), 1, "{:?}", img.sites);
+        let n = FeatureNames::parse_arm64("#define ARM64_HAS_MOPS\t\t38\n");
+        let paths = |host: &[&str], guest: &[&str]| {
+            let d = Decisions {
+                names: &n,
+                host: &set(host),
+                guest: &set(guest),
+            };
+            let all = enumerate(&img, &d).unwrap();
+            all.into_iter()
+                .filter(|p| p.family == "memset")
+                .collect::<Vec<_>>()
+        };
+        // A host with MOPS picks it; a guest without FEAT_MOPS cannot run it.
+        let p = paths(&["has_mops"], &[]);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(p[0].label, "HAS_MOPS alternative");
+        assert!(p[0].host_pick && matches!(p[0].runnable, Runnable::No { .. }));
+        assert_eq!(p[1].label, "original instructions (no HAS_MOPS)");
+        assert_eq!(p[1].runnable, Runnable::Yes);
+        // Its own load, SKIP; the other path takes its place in load 0.
+        let l = loads(&p, None);
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert_eq!(l[0].paths[0].label, "original instructions (no HAS_MOPS)");
+        assert_eq!(
+            l[0].row_name("memset", "kernel"),
+            "kernel: original instructions (no HAS_MOPS)"
+        );
+        assert!(matches!(l[1].runnable(), Runnable::No { reason } if reason.contains("HAS_MOPS")));
+        assert!(
+            paths(&[], &["has_mops"])
+                .iter()
+                .all(|p| p.runnable == Runnable::Yes)
+        );
+    }
+
     fn path(family: &'static str, label: &str, host_pick: bool, runnable: Runnable) -> AltPath {
         AltPath {
             family,
@@ -488,7 +586,10 @@ mod tests {
         assert_eq!(labels(&l[0]), ["orig", "fsrm", "rep"]);
         assert_eq!(labels(&l[1]), ["fsrs", "orig"]);
         assert_eq!(labels(&l[2]), ["mops"]);
-        assert_eq!((l[1].runnable(), l[2].runnable()), (Runnable::Yes, no));
+        assert_eq!(
+            (l[1].runnable(), l[2].runnable()),
+            (Runnable::Yes, no.clone())
+        );
         assert!(l[1].verifies("copy_page").is_none());
         assert_eq!(
             l[0].row_name("memset", "kernel"),
@@ -503,6 +604,16 @@ mod tests {
         // x86 clear_page: three routines, the one alternative_call_2 picks marked.
         assert_eq!(l[0].row_name("clear_page", "erms"), "erms [host pick]");
         assert_eq!(l[0].row_name("clear_page", "rep"), "rep");
+        // An unrunnable pick: the family's next path joins load 0.
+        let odd = [
+            path("memset", "mops", true, no.clone()),
+            path("memset", "orig", false, Runnable::Yes),
+            path("memcpy", "fsrm", true, Runnable::Yes),
+        ];
+        let l = loads(&odd, None);
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert_eq!(labels(&l[0]), ["orig", "fsrm"]);
+        assert_eq!(labels(&l[1]), ["mops"]);
         let plain = loads(&paths, None);
         assert_eq!(plain[0].row_name("clear_page", "kernel"), "kernel");
     }
