@@ -356,6 +356,8 @@ impl ConfigChoice {
 pub enum Cmd {
     /// Run the whole verification suite (the default)
     Run {
+        #[command(flatten)]
+        args: RunArgs,
         #[command(flatten, next_help_heading = "Common options")]
         common: Common,
     },
@@ -414,7 +416,7 @@ impl Cmd {
     /// the same as [`Cli::common`], which is what the commands read.
     fn common_mut(&mut self) -> Option<&mut Common> {
         match self {
-            Cmd::Run { common }
+            Cmd::Run { common, .. }
             | Cmd::Info { common }
             | Cmd::Verify { common, .. }
             | Cmd::Selftest { common, .. }
@@ -562,6 +564,19 @@ pub struct VerifyArgs {
     /// Check only these sizes (B/KB/MB/GB) instead of the built-in list
     #[arg(long, short = 's', value_parser = clap_size, value_delimiter = ',')]
     pub size: Vec<u64>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `run`'s own options (verify takes them too).
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunArgs {
+    /// quick: the built-in sizes and offsets, memset with 0 and a seeded
+    /// byte. full: also every size 0..1024 at every offset 0..63 (memcpy:
+    /// every source offset too), memset with 0, 0xff and the seeded byte,
+    /// the hypervisor's page-order sizes, odd clear_pages extents
+    #[arg(long, value_enum, default_value_t)]
+    pub geometry: crate::check::suite::Geometry,
 }
 
 impl BenchArgs {

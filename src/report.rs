@@ -1,9 +1,8 @@
 //! Human-readable tables and the JSON document.
 use crate::blob::LinkConfig;
-use crate::check::suite::{CheckRecord, Verdict};
+use crate::check::suite::{CheckRecord, Rows};
 use crate::routines::Routine;
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 pub fn table(header: &[&str]) -> Table {
@@ -17,66 +16,8 @@ pub fn right(v: impl ToString) -> Cell {
     Cell::new(v.to_string()).set_alignment(CellAlignment::Right)
 }
 
-/// Per (config, routine, variant) totals.
-#[derive(Debug, Default, Clone)]
-pub struct Totals {
-    pub checks: u64,
-    pub passed: u64,
-    pub failed: u64,
-    pub skipped: u64,
-    pub bytes: u64,
-    pub ticks: u64,
-    pub min_size: Option<u64>,
-    pub max_size: u64,
-    pub first_failure: Option<String>,
-    pub skip_reason: Option<String>,
-}
-
-pub fn totals(records: &[CheckRecord]) -> BTreeMap<(LinkConfig, Routine, String), Totals> {
-    let mut m: BTreeMap<(LinkConfig, Routine, String), Totals> = BTreeMap::new();
-    for r in records {
-        let t = m
-            .entry((r.config, r.routine, r.variant.clone()))
-            .or_default();
-        t.checks += 1;
-        match r.verdict {
-            Verdict::Pass => t.passed += 1,
-            Verdict::Fail => {
-                t.failed += 1;
-                if t.first_failure.is_none() {
-                    t.first_failure = Some(format!(
-                        "size {} dst+{}{}: {}",
-                        r.size * r.count,
-                        r.dst_offset,
-                        r.src_offset
-                            .map(|s| format!(" src+{s}"))
-                            .unwrap_or_default(),
-                        r.reason.clone().unwrap_or_default()
-                    ));
-                }
-            }
-            Verdict::Skipped => {
-                t.skipped += 1;
-                t.skip_reason = r.reason.clone();
-            }
-        }
-        if r.verdict != Verdict::Skipped {
-            t.bytes += r.size * r.count;
-            t.ticks += r.ticks;
-            let s = r.size * r.count;
-            t.min_size = Some(t.min_size.map_or(s, |m| m.min(s)));
-            t.max_size = t.max_size.max(s);
-        }
-    }
-    m
-}
-
 /// The verification table printed by `run` and `verify`.
-pub fn checks_table(
-    records: &[CheckRecord],
-    counter_khz: u64,
-    caps: &crate::arch::CpuCaps,
-) -> Table {
+pub fn checks_table(rows: &Rows, counter_khz: u64, caps: &crate::arch::CpuCaps) -> Table {
     let mut t = table(&[
         "config",
         "routine",
@@ -89,7 +30,8 @@ pub fn checks_table(
         "guest GB/s",
         "note",
     ]);
-    for ((config, routine, variant), x) in totals(records) {
+    for (key, x) in &rows.0 {
+        let (config, routine) = (key.config, key.routine);
         let secs = x.ticks as f64 / (counter_khz.max(1) as f64 * 1e3);
         let rate = if x.ticks > 0 && x.bytes > 0 {
             format!("{:.2}", x.bytes as f64 / secs / 1e9)
@@ -109,12 +51,12 @@ pub fn checks_table(
             .first_failure
             .clone()
             .or_else(|| x.skip_reason.clone().map(|r| format!("skipped: {r}")))
-            .or_else(|| crate::routines::default_note(routine, config, &variant, caps))
+            .or_else(|| crate::routines::default_note(routine, config, &key.variant, caps))
             .unwrap_or_default();
         t.add_row(vec![
             Cell::new(config.name()),
             Cell::new(routine.name()),
-            Cell::new(variant),
+            Cell::new(key.label()),
             right(x.checks),
             right(x.passed),
             right(x.failed),
@@ -255,16 +197,16 @@ pub fn print_bytes(bytes: &[u8]) {
 /// subtest per routine, one leaf per variant (its checks summed up, the
 /// first failure and the guest's registers as diagnostics).
 pub fn checks_ktap(
-    records: &[CheckRecord],
+    rows: &Rows,
+    last: Option<&CheckRecord>,
     failure: Option<&crate::error::GuestFailure>,
 ) -> crate::ktap::Document {
     use crate::ktap::{Outcome, Test};
-    let last = records
-        .last()
-        .map(|r| (r.config, r.routine, r.variant.clone()));
+    let last = last.map(|r| (r.config, r.routine, r.variant.as_str(), r.fill));
     type Routines = Vec<(Routine, Vec<Test>)>;
     let mut configs: Vec<(LinkConfig, Routines)> = Vec::new();
-    for ((config, routine, variant), x) in totals(records) {
+    for (key, x) in &rows.0 {
+        let (config, routine, variant) = (key.config, key.routine, key.label());
         let mut diagnostics = Vec::new();
         let outcome = if x.failed > 0 {
             diagnostics.push(format!(
@@ -279,9 +221,8 @@ pub fn checks_ktap(
         } else {
             Outcome::Pass
         };
-        if let Some(f) =
-            failure.filter(|_| last.as_ref() == Some(&(config, routine, variant.clone())))
-        {
+        let this = (config, routine, key.variant.as_str(), key.fill);
+        if let Some(f) = failure.filter(|_| last == Some(this)) {
             diagnostics.extend(f.to_string().lines().map(str::to_string));
         }
         let leaf = Test::leaf(variant, outcome).with_diagnostics(diagnostics);
@@ -315,6 +256,7 @@ pub fn checks_ktap(
 mod tests {
     use super::*;
     use crate::check::checker::Breakdown;
+    use crate::check::suite::Verdict;
     use crate::ktap::Counts;
 
     #[test]
@@ -347,6 +289,7 @@ mod tests {
             count: 1,
             dst_offset: 3,
             src_offset: None,
+            fill: None,
             verdict,
             first_bad_offset: (verdict == Verdict::Fail).then_some(7),
             bad_bytes: u64::from(verdict == Verdict::Fail),
@@ -370,7 +313,7 @@ mod tests {
             rec(v, Routine::Memset, "orig", Verdict::Fail),
             rec(LinkConfig::Memset, Routine::Memset, "erms", Verdict::Pass),
         ];
-        let doc = checks_ktap(&records, None);
+        let doc = checks_ktap(&Rows::of(&records), records.last(), None);
         assert_eq!(
             doc.counts(),
             Counts {
@@ -395,5 +338,21 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ok 2 memset\n# Totals"), "{text}");
+    }
+
+    #[test]
+    fn each_memset_fill_is_its_own_leaf() {
+        let v = LinkConfig::Vanilla;
+        let mut zero = rec(v, Routine::Memset, "orig", Verdict::Pass);
+        zero.fill = Some(0);
+        let mut seeded = rec(v, Routine::Memset, "orig", Verdict::Fail);
+        seeded.fill = Some(0x5a);
+        let mut clear = rec(v, Routine::ClearPage, "erms", Verdict::Pass);
+        clear.fill = Some(0);
+        let records = vec![clear, zero, seeded];
+        let text = checks_ktap(&Rows::of(&records), records.last(), None).render();
+        assert!(text.contains("    ok 1 erms\n"), "{text}");
+        assert!(text.contains("    ok 1 orig fill 0x00\n"), "{text}");
+        assert!(text.contains("    not ok 2 orig fill 0x5a\n"), "{text}");
     }
 }

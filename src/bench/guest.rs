@@ -217,12 +217,13 @@ fn verify_pass(
     pats: &Patterns,
     timeout: Duration,
 ) -> Result<()> {
+    let expect = checker::Expect::of(plan.routine.kind(), pats.fill);
     for p in places {
-        checker::prepare(&vm.ram, p, pats)?;
+        checker::prepare(&vm.ram, p, pats, expect)?;
     }
     guest_pass(vm, cmds, timeout)?;
     for p in places {
-        let out = checker::check(&vm.ram, p, plan.routine.kind(), pats)?;
+        let out = checker::check(&vm.ram, p, expect, pats)?;
         if !out.passed() {
             return Err(verification_error(spec, &out));
         }

@@ -116,12 +116,7 @@ fn host_calls(
             let dst = v * stride + PAGE_SIZE;
             let src = (plan.routine.kind() == Kind::Copy)
                 .then(|| dst + (plan.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
-            Placement {
-                dst,
-                len: plan.size,
-                src,
-                src_index: 0,
-            }
+            Placement::new(dst, plan.size, src, 0)
         })
         .collect();
     let mut calls = Vec::new();

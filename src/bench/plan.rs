@@ -329,12 +329,7 @@ pub(super) fn placement(plan: &Plan, vcpu: u64) -> Placement {
     let dst = base + GUARD.next_multiple_of(PAGE_SIZE);
     let src = (plan.routine.kind() == Kind::Copy)
         .then(|| (dst + plan.size + GUARD).next_multiple_of(PAGE_SIZE) + PAGE_SIZE);
-    Placement {
-        dst,
-        len: plan.size,
-        src,
-        src_index: 0,
-    }
+    Placement::new(dst, plan.size, src, 0)
 }
 
 /// The call for one pass over a region.

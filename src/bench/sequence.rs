@@ -205,12 +205,7 @@ mod tests {
     fn eviction_keeps_the_contents() {
         let ram = GuestRam::new(0, 2 << 20, crate::vmm::memory::Backing::Anon, false).unwrap();
         ram.write_bytes(4096, &[0x5a; 8192]).unwrap();
-        let p = Placement {
-            dst: 4096,
-            len: 8192,
-            src: Some(0),
-            src_index: 0,
-        };
+        let p = Placement::new(4096, 8192, Some(0), 0);
         precondition(&ram, &[p], false, Cache::Cold).unwrap();
         let mut buf = vec![0u8; 8192];
         ram.read_into(4096, &mut buf).unwrap();

@@ -7,7 +7,7 @@
 //!   store of a hypercall number to [`DOORBELL_GPA`] exits to the host as
 //!   `KVM_EXIT_MMIO` on every KVM flavour (VMX, SVM, PVM, arm64), at any
 //!   privilege level.
-//! * **Mailbox**: one page of guest RAM per vCPU (where is up to the
+//! * **Mailbox**: [`MAILBOX_SIZE`] bytes of guest RAM per vCPU (where is up to the
 //!   architecture's layout, `src/arch/<arch>/layout.rs`), holding the command the host wants run
 //!   and the results/fault details the guest reports. The guest finds its
 //!   mailbox through a per-CPU register (x86_64: the GS base; aarch64:
@@ -34,6 +34,10 @@ pub const DOORBELL_GPA: u64 = 0x00ff_ffff_f000;
 
 /// Maximum number of vCPUs the fixed layout has room for.
 pub const MAX_VCPUS: u64 = 16;
+
+/// Bytes of guest RAM per vCPU mailbox: the command page, then the batch
+/// slots (enough for a full-geometry batch of small checks per exit).
+pub const MAILBOX_SIZE: u64 = 0x1_0000;
 
 // ---- Hypercall numbers: the value stored to the doorbell. ----
 /// Guest is up and waiting for its first command.
@@ -112,9 +116,9 @@ pub const MB_FAIL_D5: u64 = 0xf0;
 /// The batch slots: `BATCH_SLOTS` of `SLOT_SIZE` bytes from `MB_SLOTS`,
 /// each `SLOT_TABLE`..`SLOT_COUNT` laid out like `MB_CMD_TABLE`..
 /// `MB_CMD_COUNT`, then the slot's results.
-pub const MB_SLOTS: u64 = 0x200;
+pub const MB_SLOTS: u64 = 0x1000;
 pub const SLOT_SIZE: u64 = 0x60;
-pub const BATCH_SLOTS: u64 = 16;
+pub const BATCH_SLOTS: u64 = 512;
 pub const SLOT_TABLE: u64 = 0x00;
 pub const SLOT_INDEX: u64 = 0x08;
 pub const SLOT_A0: u64 = 0x10;
@@ -131,11 +135,11 @@ pub const MB_LOG_LEN: u64 = 0x100;
 pub const MB_LOG_BUF: u64 = 0x800;
 pub const LOG_BUF_SIZE: u64 = 0x800;
 
-// The slots fit between the log length and the log text, and a slot's
-// command fields mirror `MB_CMD_TABLE..=MB_CMD_COUNT` (the guest copies
-// them as eight consecutive words).
-const _: () = assert!(MB_SLOTS >= MB_LOG_LEN + 8);
-const _: () = assert!(MB_SLOTS + BATCH_SLOTS * SLOT_SIZE <= MB_LOG_BUF);
+// The slots follow the command page (its log text included) within the
+// mailbox, and a slot's command fields mirror `MB_CMD_TABLE..=MB_CMD_COUNT`
+// (the guest copies them as eight consecutive words).
+const _: () = assert!(MB_SLOTS >= MB_LOG_BUF + LOG_BUF_SIZE && MB_SLOTS == PAGE_SIZE);
+const _: () = assert!(MB_SLOTS + BATCH_SLOTS * SLOT_SIZE <= MAILBOX_SIZE);
 const _: () = assert!(SLOT_TABLE == 0 && SLOT_COUNT == MB_CMD_COUNT - MB_CMD_TABLE);
 const _: () = assert!(SLOT_INDEX == MB_CMD_INDEX - MB_CMD_TABLE);
 const _: () = assert!(SLOT_A0 == MB_CMD_A0 - MB_CMD_TABLE && SLOT_A2 == MB_CMD_A2 - MB_CMD_TABLE);
@@ -149,6 +153,7 @@ pub const ALL: &[(&str, u64)] = &[
     ("PAGE_SIZE", PAGE_SIZE),
     ("DOORBELL_GPA", DOORBELL_GPA),
     ("MAX_VCPUS", MAX_VCPUS),
+    ("MAILBOX_SIZE", MAILBOX_SIZE),
     ("HC_READY", HC_READY),
     ("HC_RESULT", HC_RESULT),
     ("HC_LOG", HC_LOG),

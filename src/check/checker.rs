@@ -5,15 +5,18 @@
 //! Layout of one check (addresses in guest RAM):
 //!
 //! ```text
-//! [dst - guard, dst)        guard pattern  (must stay)
-//! [dst, dst + len)          target pattern (must become 0 / fill / source)
-//! [dst + len, + guard)      guard pattern  (must stay)
+//! [dst - guard_lo, dst)     guard pattern  (must stay)
+//! [dst, dst + len)          pre-image      (must become 0 / fill / source)
+//! [dst + len, + guard_hi)   guard pattern  (must stay)
 //! [src, src + len)          source bytes   (must stay; copies only)
 //! ```
 //!
-//! Pattern bytes are chosen so that every classification is unambiguous: the
-//! target pattern, the guard pattern, zero and the fill byte never share a
-//! byte value at the same position.
+//! No byte can hide: the pre-image of every target byte differs from what
+//! the routine must write there (the target pattern never equals a fill
+//! byte, and a copy's target starts as the complement of its source), so a
+//! byte left unwritten is always seen. Pattern bytes are chosen so that
+//! every classification is unambiguous: the target pattern, the guard
+//! pattern and the fill bytes never share a byte value at the same position.
 use crate::error::{Error, Result};
 use crate::routines::Kind;
 use crate::vmm::memory::GuestRam;
@@ -24,14 +27,16 @@ use serde::Serialize;
 pub const GUARD: u64 = 4096 + 64;
 
 /// Room in the source stream beyond the largest copy, for source offsets
-/// (a page, as copy_page's source offset, plus a cache line).
-pub const SOURCE_SLACK: usize = 4096 + 64;
+/// (a page, as copy_page's source offset, plus a cache line) and for the
+/// stream's continuation that a copy's guard after the target is made from.
+pub const SOURCE_SLACK: usize = 2 * (4096 + 64);
 
 /// Seeded byte patterns for one run.
 #[derive(Debug, Clone)]
 pub struct Patterns {
     pub target: [u8; 8],
     pub guard: [u8; 8],
+    /// The seeded fill byte (never 0 or 0xff, which are filled too).
     pub fill: u8,
     seed: u64,
     source_len: usize,
@@ -39,7 +44,15 @@ pub struct Patterns {
     /// off the path to the first hypercall, and never for a run without
     /// copies).
     source: std::sync::OnceLock<Vec<u8>>,
+    /// `BLOCK`-byte templates of the target and guard patterns, one per
+    /// address phase (`addr % 8`), made on first use.
+    templates: std::sync::OnceLock<[[Vec<u8>; 8]; 2]>,
 }
+
+/// The fill bytes every memset is verified with: zero (every memset the
+/// nVHE hypervisor makes, and arm64's DC ZVA path), all ones, and the
+/// seeded byte of [`Patterns::fill`].
+pub const FIXED_FILLS: [u8; 2] = [0, 0xff];
 
 impl Patterns {
     /// The patterns of `seed`, with a source stream long enough for a copy
@@ -48,7 +61,7 @@ impl Patterns {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7061_7474);
         let mut byte = |avoid: &[u8]| loop {
             let b = (rng.next_u32() & 0xff) as u8;
-            if b != 0 && !avoid.contains(&b) {
+            if !FIXED_FILLS.contains(&b) && !avoid.contains(&b) {
                 return b;
             }
         };
@@ -56,8 +69,9 @@ impl Patterns {
         let mut target = [0u8; 8];
         let mut guard = [0u8; 8];
         for i in 0..8 {
-            // Never the fill byte nor its complement, so an inverted fill
-            // byte always reads as "wrong value", never as "not written".
+            // Never a fill byte nor the seeded fill's complement, so a
+            // byte left unwritten never reads as written, and an inverted
+            // fill byte always reads as "wrong value".
             target[i] = byte(&[fill, !fill]);
             guard[i] = byte(&[fill, target[i]]);
         }
@@ -68,20 +82,71 @@ impl Patterns {
             seed,
             source_len: max_copy + SOURCE_SLACK,
             source: std::sync::OnceLock::new(),
+            templates: std::sync::OnceLock::new(),
         }
     }
 
+    /// Every fill byte a memset check may use (see [`FIXED_FILLS`]).
+    pub fn fills(&self) -> [u8; 3] {
+        [FIXED_FILLS[0], FIXED_FILLS[1], self.fill]
+    }
+
     /// The source stream: a copy's source holds
-    /// `source()[Placement::src_index..][..len]`.
+    /// `source()[Placement::src_index..][..len]`. No byte value repeats
+    /// within [`SOURCE_DISTINCT`] bytes, so a copy read from a source
+    /// offset up to that far off is wrong at every byte, and a passed
+    /// copy's result is a pre-image with no hiding place for the next copy
+    /// at such a shift ([`Known::Copy`]).
     pub fn source(&self) -> &[u8] {
         self.source.get_or_init(|| {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed ^ 0x7372_6373);
             let mut source = vec![0u8; self.source_len];
             rng.fill_bytes(&mut source);
+            distinct_walk(&mut source, &mut rng);
             source
         })
     }
+
+    /// `BLOCK` bytes of the target or guard pattern laid out from address
+    /// `addr`; since `BLOCK` is a multiple of 8 the same template serves
+    /// every block of a range.
+    fn template(&self, addr: u64, which: Pattern) -> &[u8] {
+        let t = self.templates.get_or_init(|| {
+            let make = |p: [u8; 8]| std::array::from_fn(|phase| template(phase as u64, p));
+            [make(self.target), make(self.guard)]
+        });
+        &t[which as usize][(addr % 8) as usize]
+    }
 }
+
+/// Which of the two address-anchored patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pattern {
+    Target = 0,
+    Guard = 1,
+}
+
+/// A copy's source offset may be this far off (or a passed copy's result
+/// this far from the next copy's shift) and still differ at every byte.
+pub const SOURCE_DISTINCT: u64 = 64;
+
+/// Turn random bytes into a stream in which any [`SOURCE_DISTINCT`]
+/// consecutive bytes differ: a walk `y += 1..=3` (mod 256: 64 steps sum to
+/// 64..=192, never a multiple of 256) through a seeded permutation of the
+/// byte values.
+fn distinct_walk(buf: &mut [u8], rng: &mut impl Rng) {
+    let mut perm: [u8; 256] = std::array::from_fn(|i| i as u8);
+    for i in (1..256).rev() {
+        let j = (rng.next_u32() as usize) % (i + 1);
+        perm.swap(i, j);
+    }
+    let mut y = 0u8;
+    for b in buf.iter_mut() {
+        y = y.wrapping_add(1 + *b % 3);
+        *b = perm[y as usize];
+    }
+}
+const _: () = assert!(SOURCE_DISTINCT * 3 < 256);
 
 /// Fill `buf`, which starts at guest address `addr`, with the 8-byte pattern
 /// `pat` laid out by absolute address (byte `a` gets `pat[a % 8]`).
@@ -134,11 +199,11 @@ fn scan<'a>(
     tally
 }
 
-/// [`scan`], and each block, once compared, is overwritten with `refill`
-/// (a `BLOCK` template) while it is still in the cache.
+/// [`scan`], and each block, once compared, is handed to `refill` (with
+/// its index) to be overwritten while it is still in the cache.
 fn scan_refill<'a>(
     buf: &mut [u8],
-    refill: &[u8],
+    mut refill: impl FnMut(usize, &mut [u8]),
     mut expected: impl FnMut(usize, usize) -> &'a [u8],
     mut each: impl FnMut(usize, u8),
 ) -> (Option<usize>, u64) {
@@ -146,8 +211,7 @@ fn scan_refill<'a>(
     for (blk, c) in buf.chunks_mut(BLOCK).enumerate() {
         let i = blk * BLOCK;
         scan_block(c, expected(i, c.len()), i, &mut tally, &mut each);
-        let n = c.len();
-        c.copy_from_slice(&refill[..n]);
+        refill(i, c);
     }
     tally
 }
@@ -241,6 +305,26 @@ impl Outcome {
     }
 }
 
+/// What a check's target must hold after the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Every byte this value (clear_page: 0; memset: its fill byte).
+    Byte(u8),
+    /// The source bytes (copies).
+    Source,
+}
+
+impl Expect {
+    /// What a `kind` routine called with fill byte `fill` must leave.
+    pub fn of(kind: Kind, fill: u8) -> Expect {
+        match kind {
+            Kind::Zero => Expect::Byte(0),
+            Kind::Fill => Expect::Byte(fill),
+            Kind::Copy => Expect::Source,
+        }
+    }
+}
+
 /// Where one check lives in guest RAM.
 #[derive(Debug, Clone, Copy)]
 pub struct Placement {
@@ -250,9 +334,32 @@ pub struct Placement {
     pub src: Option<u64>,
     /// Where in the seeded source stream the source starts.
     pub src_index: usize,
+    /// Guard bytes before and after the target.
+    pub guard_lo: u64,
+    pub guard_hi: u64,
 }
 
 impl Placement {
+    /// A target of `len` bytes at `dst` with a [`GUARD`] on each side.
+    pub fn new(dst: u64, len: u64, src: Option<u64>, src_index: usize) -> Placement {
+        Placement {
+            dst,
+            len,
+            src,
+            src_index,
+            guard_lo: GUARD,
+            guard_hi: GUARD,
+        }
+    }
+
+    /// The target with its guards: `[lo, hi)`.
+    pub fn window(&self) -> (u64, u64) {
+        (
+            self.dst - self.guard_lo,
+            self.dst + self.len + self.guard_hi,
+        )
+    }
+
     /// Where a copy puts the source stream: byte `a` of the target must
     /// become `source()[a - shift]` (wrapping arithmetic).
     pub fn shift(&self) -> u64 {
@@ -276,42 +383,72 @@ impl Placement {
 }
 
 /// A range of guest RAM whose content the harness knows, left there by the
-/// last check: the next check at the same place need not write its
-/// pre-image again where this one serves.
+/// last check's refill: the next check at the same place need not write
+/// its pre-image again where this serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Known {
-    /// The target pattern (a [`Refill::Target`] check's leftovers).
+    /// The target pattern ([`Refill::Target`]).
     Pattern { lo: u64, hi: u64 },
-    /// A passed copy's result: byte `a` holds `source()[a - shift]`.
+    /// A copy's pre-image ([`Refill::Complement`]): byte `a` holds
+    /// `!source()[a - shift]`.
+    Complement { lo: u64, hi: u64, shift: u64 },
+    /// Every byte `value`: a constant check that passed.
+    Constant { lo: u64, hi: u64, value: u8 },
+    /// A copy that passed: byte `a` holds `source()[a - shift]`.
     Copy { lo: u64, hi: u64, shift: u64 },
 }
 
 impl Known {
     pub fn range(&self) -> (u64, u64) {
         match *self {
-            Known::Pattern { lo, hi } | Known::Copy { lo, hi, .. } => (lo, hi),
+            Known::Pattern { lo, hi }
+            | Known::Complement { lo, hi, .. }
+            | Known::Constant { lo, hi, .. }
+            | Known::Copy { lo, hi, .. } => (lo, hi),
         }
     }
 
-    /// Whether this content may stand as the pre-image of a `kind` check
-    /// on `p`: bytes the routine fails to write must differ from what it
-    /// should write. The pattern always serves (it never equals a fill or
-    /// zero byte, and equals a random source byte 1 time in 256). A copy's
-    /// result serves only another copy at a different shift: its bytes then
-    /// equal the expected ones 1 time in 256 too. Not a fill (a fill byte
-    /// would be the same 1 in 256, where the pattern never is), nor a copy
-    /// at the same shift (equal everywhere).
-    pub fn serves(&self, kind: Kind, p: &Placement) -> bool {
+    /// Whether this content may stand as the pre-image of a check on `p`
+    /// that must leave `expect`: every byte the routine fails to write
+    /// must differ from what it should write. The target pattern never
+    /// equals a fill byte, so it serves every constant, never a copy (it
+    /// equals a source byte 1 time in 256); a complement serves only the
+    /// copy at its own shift, a constant every other constant, and a
+    /// copy's result a copy at a shift up to [`SOURCE_DISTINCT`] away (the
+    /// source stream never repeats a byte that close).
+    pub fn serves(&self, expect: Expect, p: &Placement) -> bool {
+        match (*self, expect) {
+            (Known::Pattern { .. }, Expect::Byte(_)) => true,
+            (Known::Complement { shift, .. }, Expect::Source) => shift == p.shift(),
+            (Known::Constant { value, .. }, Expect::Byte(v)) => v != value,
+            (Known::Copy { shift, .. }, Expect::Source) => near(shift, p.shift()),
+            _ => false,
+        }
+    }
+
+    /// The byte this content holds at `a` (inside the range), where it is
+    /// not what `prepare_target` writes (a constant, a copy's result).
+    fn kept_at(&self, a: u64, pats: &Patterns) -> Option<u8> {
+        if !(self.range().0..self.range().1).contains(&a) {
+            return None;
+        }
         match *self {
-            Known::Pattern { .. } => true,
-            Known::Copy { shift, .. } => kind == Kind::Copy && shift != p.shift(),
+            Known::Constant { value, .. } => Some(value),
+            Known::Copy { shift, .. } => pats.source().get(a.wrapping_sub(shift) as usize).copied(),
+            Known::Pattern { .. } | Known::Complement { .. } => None,
         }
     }
 }
 
+/// Whether two copy shifts are 1..=[`SOURCE_DISTINCT`] apart.
+pub fn near(a: u64, b: u64) -> bool {
+    (1..=SOURCE_DISTINCT).contains(&(a.wrapping_sub(b) as i64).unsigned_abs())
+}
+
 /// When a copy's source is compared with what it must hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SourceCheck {
+    #[default]
     /// In this check (every check of a copy, unless the suite defers it).
     Now,
     /// Later, by the caller, over several checks' shared source area
@@ -335,8 +472,8 @@ fn fill_guest(ram: &GuestRam, gpa: u64, len: u64, pattern: [u8; 8]) -> Result<()
 /// Write the guard pattern on both sides of the target only (the target
 /// itself stays untouched, e.g. for a first-touch measurement).
 pub fn prepare_guards(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
-    fill_guest(ram, p.dst - GUARD, GUARD, pats.guard)?;
-    fill_guest(ram, p.dst + p.len, GUARD, pats.guard)
+    fill_guest(ram, p.dst - p.guard_lo, p.guard_lo, pats.guard)?;
+    fill_guest(ram, p.dst + p.len, p.guard_hi, pats.guard)
 }
 
 /// Write the source of a copy (if `p` has one).
@@ -347,38 +484,73 @@ pub fn prepare_source(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<
     }
 }
 
-/// Write the patterns around and into the target.
-pub fn prepare_target(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
-    prepare_target_except(ram, p, pats, None)
+/// Write a copy's pre-image over `[lo, hi)` of its target: the complement
+/// of the source byte each target byte must become, so that no unwritten
+/// byte can read as copied.
+fn fill_complement(ram: &GuestRam, p: &Placement, pats: &Patterns, lo: u64, hi: u64) -> Result<()> {
+    if lo >= hi {
+        return Ok(());
+    }
+    let src = p.source(pats)?;
+    let (a, b) = ((lo - p.dst) as usize, (hi - p.dst) as usize);
+    // SAFETY: as in `fill_guest`.
+    let t = unsafe { ram.slice_mut(lo, hi - lo)? };
+    complement_into(t, &src[a..b]);
+    Ok(())
+}
+
+/// `dst[i] = !src[i]`.
+fn complement_into(dst: &mut [u8], src: &[u8]) {
+    for (t, s) in dst.iter_mut().zip(src) {
+        *t = !s;
+    }
+}
+
+/// Write the patterns around and into the target: the guard pattern in
+/// the guards; in the target, the target pattern before a constant
+/// ([`Expect::Byte`]) and the complement of the source before a copy.
+pub fn prepare_target(
+    ram: &GuestRam,
+    p: &Placement,
+    pats: &Patterns,
+    expect: Expect,
+) -> Result<()> {
+    prepare_target_except(ram, p, pats, expect, None)
 }
 
 /// [`prepare_target`], skipping the part of the target inside `prepared`,
-/// a range known to hold a pre-image already (see [`Known::serves`]).
+/// a range known to hold this check's pre-image already (see
+/// [`Known::serves`]).
 pub fn prepare_target_except(
     ram: &GuestRam,
     p: &Placement,
     pats: &Patterns,
-    prepared: Option<(u64, u64)>,
+    expect: Expect,
+    prepared: Option<Known>,
 ) -> Result<()> {
     prepare_guards(ram, p, pats)?;
     let (lo, hi) = (p.dst, p.dst + p.len);
-    match prepared {
+    let fill = |a: u64, b: u64| match expect {
+        Expect::Byte(_) => fill_guest(ram, a, b - a, pats.target),
+        Expect::Source => fill_complement(ram, p, pats, a, b),
+    };
+    match prepared.filter(|k| k.serves(expect, p)).map(|k| k.range()) {
         Some((a, b)) if a < hi && lo < b => {
             if lo < a {
-                fill_guest(ram, lo, a - lo, pats.target)?;
+                fill(lo, a)?;
             }
             if b < hi {
-                fill_guest(ram, b, hi - b, pats.target)?;
+                fill(b, hi)?;
             }
             Ok(())
         }
-        _ => fill_guest(ram, lo, p.len, pats.target),
+        _ => fill(lo, hi),
     }
 }
 
 /// Write the patterns around and into the target, and the source.
-pub fn prepare(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
-    prepare_target(ram, p, pats)?;
+pub fn prepare(ram: &GuestRam, p: &Placement, pats: &Patterns, expect: Expect) -> Result<()> {
+    prepare_target(ram, p, pats, expect)?;
     prepare_source(ram, p, pats)
 }
 
@@ -419,7 +591,8 @@ impl Snapshot {
     /// Re-read the areas of `p` the harness owns: the target with its
     /// guards, and the source.
     pub fn refresh(&mut self, ram: &GuestRam, p: &Placement) -> Result<()> {
-        let mut areas = vec![(p.dst.saturating_sub(GUARD), p.len + 2 * GUARD)];
+        let (lo, hi) = p.window();
+        let mut areas = vec![(lo, hi - lo)];
         if let Some(src) = p.src {
             areas.push((src, p.len));
         }
@@ -434,14 +607,15 @@ impl Snapshot {
         Ok(())
     }
 
-    /// Bytes that changed outside `[dst - GUARD, dst + len + GUARD)` (that
+    /// Bytes that changed outside the target's window with its guards (that
     /// range is judged by [`check`]), and the first, relative to `dst`.
     pub fn changed_outside(&self, ram: &GuestRam, p: &Placement) -> Result<(u64, Option<i64>)> {
         // SAFETY: as in `check_with`: called between commands by the suite,
         // which holds the `&mut Vm` owning every vCPU.
         let now = unsafe { ram.slice(self.base, self.bytes.len() as u64) }?;
-        let skip_lo = p.dst.saturating_sub(GUARD).saturating_sub(self.base) as usize;
-        let skip_hi = (p.dst + p.len + GUARD).saturating_sub(self.base) as usize;
+        let (lo, hi) = p.window();
+        let skip_lo = lo.saturating_sub(self.base) as usize;
+        let skip_hi = hi.saturating_sub(self.base) as usize;
         let mut n = 0u64;
         let mut first = None;
         for (lo, hi) in [
@@ -465,9 +639,19 @@ impl Snapshot {
     }
 }
 
-/// Check the result of a `kind` operation on `p`, its source included.
-pub fn check(ram: &GuestRam, p: &Placement, kind: Kind, pats: &Patterns) -> Result<Outcome> {
-    check_with(ram, p, kind, pats, SourceCheck::Now, Refill::No, None)
+/// Check that `p` holds `expect` (its source included).
+pub fn check(ram: &GuestRam, p: &Placement, expect: Expect, pats: &Patterns) -> Result<Outcome> {
+    check_with(ram, p, expect, pats, How::default())
+}
+
+/// How [`check_with`] goes about a check.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct How {
+    pub source: SourceCheck,
+    pub refill: Refill,
+    /// What served as part of the pre-image ([`prepare_target_except`]'s
+    /// `prepared`): what tells "not written" from "wrong value" there.
+    pub kept: Option<Known>,
 }
 
 /// Bytes of a copy's source (from `src`, holding `expected`) that changed.
@@ -483,26 +667,39 @@ pub fn source_changes(ram: &GuestRam, src: u64, expected: &[u8]) -> Result<u64> 
 }
 
 /// Whether [`check_with`] leaves the target as it found it, or writes the
-/// target pattern back over it as it goes (the next check at the same
+/// next check's pre-image over it as it goes (the next check at the same
 /// place then finds it prepared: one pass over the target instead of two).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Refill {
+    #[default]
     No,
+    /// The target pattern, the pre-image of a constant.
     Target,
+    /// The pre-image of the copy at `shift` whose target overlaps this
+    /// one in `[lo, hi)`, written there only.
+    Complement { lo: u64, hi: u64, shift: u64 },
 }
 
-/// [`check`], with the source compared now or left to the caller, the
-/// target optionally refilled, and `kept`: the part of the target whose
-/// pre-image was not the target pattern but a copy's result (what tells
-/// "not written" from "wrong value" there).
+impl Refill {
+    /// What the target holds after a check with this refill.
+    pub fn leaves(self, p: &Placement) -> Option<Known> {
+        let (lo, hi) = (p.dst, p.dst + p.len);
+        match self {
+            Refill::No => None,
+            Refill::Target => Some(Known::Pattern { lo, hi }),
+            Refill::Complement { lo, hi, shift } => Some(Known::Complement { lo, hi, shift }),
+        }
+    }
+}
+
+/// [`check`], with the source compared now or left to the caller, and the
+/// target optionally refilled.
 pub fn check_with(
     ram: &GuestRam,
     p: &Placement,
-    kind: Kind,
+    expect: Expect,
     pats: &Patterns,
-    source: SourceCheck,
-    refill: Refill,
-    kept: Option<Known>,
+    how: How,
 ) -> Result<Outcome> {
     let mut b = Breakdown::default();
     let mut first: Option<i64> = None;
@@ -512,37 +709,27 @@ pub fn check_with(
         }
     };
 
-    let view = |gpa: u64, len: u64| {
-        // SAFETY: the checker runs between commands, called by the suite
-        // (`suite::verify`) or bench's verification pass, which hold the
-        // `&mut Vm` that owns every vCPU of this RAM; vCPUs run only inside
-        // `Vcpu` methods, so none runs while these slices live.
-        unsafe { ram.slice(gpa, len) }
-    };
-    let lo = p.dst - GUARD;
-    let t_lo = template(lo, pats.guard);
-    let (f, n) = scan(view(lo, GUARD)?, |_, n| &t_lo[..n], |_, _| {});
+    let (lo, hi) = (p.dst - p.guard_lo, p.dst + p.len);
+    let (f, n) = scan_guard(ram, lo, p.guard_lo, pats)?;
     if let Some(f) = f {
-        note(f as i64 - GUARD as i64);
+        note(f as i64 - p.guard_lo as i64);
         b.underrun = n;
     }
 
-    let (f, not_written, wrong) = check_target(ram, p, kind, pats, refill, kept)?;
+    let (f, not_written, wrong) = check_target(ram, p, expect, pats, how)?;
     if let Some(f) = f {
         note(f as i64);
     }
     b.not_written = not_written;
     b.wrong_value = wrong;
 
-    let hi = p.dst + p.len;
-    let t_hi = template(hi, pats.guard);
-    let (f, n) = scan(view(hi, GUARD)?, |_, n| &t_hi[..n], |_, _| {});
+    let (f, n) = scan_guard(ram, hi, p.guard_hi, pats)?;
     if let Some(f) = f {
         note((p.len + f as u64) as i64);
         b.overrun = n;
     }
 
-    if let (Some(src), SourceCheck::Now) = (p.src, source) {
+    if let (Some(src), SourceCheck::Now) = (p.src, how.source) {
         b.source_modified = source_changes(ram, src, p.source(pats)?)?;
     }
     Ok(Outcome {
@@ -552,43 +739,49 @@ pub fn check_with(
     })
 }
 
+/// Compare the guard `[gpa, gpa + len)` with the guard pattern: the first
+/// changed byte (relative to `gpa`) and how many changed.
+fn scan_guard(ram: &GuestRam, gpa: u64, len: u64, pats: &Patterns) -> Result<(Option<usize>, u64)> {
+    // SAFETY: the checker runs between commands, called by the suite
+    // (`suite::verify`) or bench's verification pass, which hold the
+    // `&mut Vm` that owns every vCPU of this RAM; vCPUs run only inside
+    // `Vcpu` methods, so none runs while this slice lives.
+    let view = unsafe { ram.slice(gpa, len) }?;
+    let t = pats.template(gpa, Pattern::Guard);
+    Ok(scan(view, |_, n| &t[..n], |_, _| {}))
+}
+
 /// The target part of [`check_with`]: the first bad byte (relative to
-/// `dst`) and the bad bytes that still hold the pre-fill pattern (not
-/// written) and that hold anything else (wrong value).
+/// `dst`) and the bad bytes that still hold the pre-image (not written)
+/// and that hold anything else (wrong value).
 fn check_target(
     ram: &GuestRam,
     p: &Placement,
-    kind: Kind,
+    expect: Expect,
     pats: &Patterns,
-    refill: Refill,
-    kept: Option<Known>,
+    How { refill, kept, .. }: How,
 ) -> Result<(Option<usize>, u64, u64)> {
     let pattern = |a: u64| pats.target[(a % 8) as usize];
+    let (value, src) = match expect {
+        Expect::Byte(v) => (v, &[][..]),
+        Expect::Source => (0, p.source(pats)?),
+    };
+    // The pre-image `prepare_target_except` wrote or kept.
     let pre = |i: usize| {
         let a = p.dst + i as u64;
-        match kept {
-            Some(Known::Copy { lo, hi, shift }) if (lo..hi).contains(&a) => {
-                let at = usize::try_from(a.wrapping_sub(shift)).ok();
-                at.and_then(|x| pats.source().get(x).copied())
-                    .unwrap_or_else(|| pattern(a))
-            }
-            _ => pattern(a),
+        match expect {
+            Expect::Byte(_) => kept
+                .and_then(|k| k.kept_at(a, pats))
+                .unwrap_or_else(|| pattern(a)),
+            Expect::Source => kept.and_then(|k| k.kept_at(a, pats)).unwrap_or(!src[i]),
         }
     };
     let mut not_written = 0;
     let mut wrong = 0;
-    let value = match kind {
-        Kind::Fill => pats.fill,
-        _ => 0,
-    };
-    let constant = vec![value; BLOCK];
-    let src = match kind {
-        Kind::Copy => p.source(pats)?,
-        Kind::Zero | Kind::Fill => &[],
-    };
-    let expected = |i: usize, n: usize| match kind {
-        Kind::Copy => &src[i..i + n],
-        Kind::Zero | Kind::Fill => &constant[..n],
+    let constant = [value; BLOCK];
+    let expected = |i: usize, n: usize| match expect {
+        Expect::Source => &src[i..i + n],
+        Expect::Byte(_) => &constant[..n],
     };
     let each = |i, v| {
         if v == pre(i) {
@@ -598,14 +791,35 @@ fn check_target(
         }
     };
     let (f, _) = match refill {
-        // SAFETY: as in `check_with`: between commands, with the `&mut Vm`
-        // that owns every vCPU of this RAM held by the caller.
+        // SAFETY: as in `scan_guard`.
         Refill::No => scan(unsafe { ram.slice(p.dst, p.len) }?, expected, each),
         Refill::Target => {
             // SAFETY: as above; the only slice of the target alive, dropped
             // before the caller reads the guard after it.
             let target = unsafe { ram.slice_mut(p.dst, p.len) }?;
-            scan_refill(target, &template(p.dst, pats.target), expected, each)
+            let t = pats.template(p.dst, Pattern::Target);
+            let refill = |_, c: &mut [u8]| {
+                let n = c.len();
+                c.copy_from_slice(&t[..n])
+            };
+            scan_refill(target, refill, expected, each)
+        }
+        Refill::Complement { lo, hi, shift } => {
+            // SAFETY: as above.
+            let target = unsafe { ram.slice_mut(p.dst, p.len) }?;
+            let stream = pats.source();
+            let refill = |i: usize, c: &mut [u8]| {
+                let a0 = p.dst + i as u64;
+                let (a, b) = (lo.max(a0), hi.min(a0 + c.len() as u64));
+                if a >= b {
+                    return;
+                }
+                let s0 = a.wrapping_sub(shift) as usize;
+                if let Some(s) = stream.get(s0..s0 + (b - a) as usize) {
+                    complement_into(&mut c[(a - a0) as usize..(b - a0) as usize], s);
+                }
+            };
+            scan_refill(target, refill, expected, each)
         }
     };
     Ok((f, not_written, wrong))
@@ -626,6 +840,11 @@ mod tests {
                 assert_ne!(p.guard[i], p.fill);
                 assert_ne!(p.guard[i], p.target[i]);
                 assert_ne!(p.target[i], !p.fill);
+                for f in FIXED_FILLS {
+                    assert_ne!(p.target[i], f);
+                    assert_ne!(p.guard[i], f);
+                    assert_ne!(p.fill, f);
+                }
             }
         }
         assert_eq!(Patterns::new(7, 64).source(), Patterns::new(7, 64).source());
@@ -683,7 +902,10 @@ mod tests {
         let mut seen = vec![];
         let after = scan_refill(
             &mut buf,
-            &refill,
+            |_, c| {
+                let n = c.len();
+                c.copy_from_slice(&refill[..n])
+            },
             |_, n| &zeros[..n],
             |i, v| seen.push((i, v)),
         );
@@ -696,48 +918,211 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_result_serves_only_a_copy_at_another_shift() {
-        let p = Placement {
-            dst: 0x10005,
-            len: 4096,
-            src: Some(0x900000),
-            src_index: 1,
-        };
-        let pattern = Known::Pattern {
+    fn the_pattern_serves_constants_never_copies() {
+        let p = Placement::new(0x10005, 4096, Some(0x900000), 1);
+        let k = Known::Pattern {
             lo: 0x10000,
             hi: 0x12000,
         };
-        let copy = |shift| Known::Copy {
+        for v in [0, 0xff, 0x5a] {
+            assert!(k.serves(Expect::Byte(v), &p));
+        }
+        assert!(!k.serves(Expect::Source, &p));
+        assert_eq!(k.range(), (0x10000, 0x12000));
+        let c = |shift| Known::Complement {
             lo: 0x10000,
             hi: 0x12000,
             shift,
         };
-        for kind in [Kind::Zero, Kind::Fill, Kind::Copy] {
-            assert!(pattern.serves(kind, &p), "{kind:?}");
-        }
         assert_eq!(p.shift(), 0x10004);
-        assert!(copy(0x10005).serves(Kind::Copy, &p));
-        assert!(!copy(p.shift()).serves(Kind::Copy, &p), "same shift");
-        assert!(!copy(0x10005).serves(Kind::Fill, &p));
-        assert!(!copy(0x10005).serves(Kind::Zero, &p));
-        assert_eq!(copy(7).range(), (0x10000, 0x12000));
+        assert!(c(p.shift()).serves(Expect::Source, &p));
+        assert!(
+            !c(p.shift() + 1).serves(Expect::Source, &p),
+            "another shift"
+        );
+        assert!(!c(p.shift()).serves(Expect::Byte(0), &p));
+        assert_eq!(
+            Refill::Complement {
+                lo: 1,
+                hi: 2,
+                shift: 3
+            }
+            .leaves(&p),
+            Some(Known::Complement {
+                lo: 1,
+                hi: 2,
+                shift: 3
+            })
+        );
+        assert_eq!(Expect::of(Kind::Zero, 7), Expect::Byte(0));
+        assert_eq!(Expect::of(Kind::Fill, 7), Expect::Byte(7));
+        assert_eq!(Expect::of(Kind::Copy, 7), Expect::Source);
+    }
+
+    /// No hiding place: for every expectation (zero, every fill byte, a
+    /// copy), every way the pre-image is made (fresh, or partly left by a
+    /// refilling check before) and every refill mode, a routine that
+    /// writes nothing is caught at every byte, and one that skips a single
+    /// byte is caught at exactly that byte, whatever the seed.
+    #[test]
+    fn every_unwritten_byte_is_seen() {
+        let ram = GuestRam::new(0, 1 << 20, crate::vmm::memory::Backing::Anon, false).unwrap();
+        for seed in 0..24 {
+            let pats = Patterns::new(seed, 4096);
+            let mut p = Placement::new(0x10003, 301, Some(0x80000), (seed % 64) as usize);
+            p.guard_hi = 77;
+            let mut expects: Vec<Expect> = pats.fills().iter().map(|&v| Expect::Byte(v)).collect();
+            expects.push(Expect::Source);
+            for expect in expects {
+                let (lo, hi) = (0x10000, 0x10100);
+                let knowns = [
+                    None,
+                    Some(Known::Pattern { lo, hi }),
+                    Some(Known::Constant {
+                        lo: p.dst + 5,
+                        hi: p.dst + 250,
+                        value: match expect {
+                            Expect::Byte(v) => !v,
+                            Expect::Source => 0,
+                        },
+                    }),
+                    Some(Known::Complement {
+                        lo: p.dst,
+                        hi: p.dst + 100,
+                        shift: p.shift(),
+                    }),
+                    Some(Known::Copy {
+                        lo: p.dst + 1,
+                        hi: p.dst + 300,
+                        shift: p.shift().wrapping_add(1 + seed % SOURCE_DISTINCT),
+                    }),
+                    Some(Known::Copy {
+                        lo: p.dst,
+                        hi: p.dst + 301,
+                        shift: p.shift().wrapping_sub(SOURCE_DISTINCT),
+                    }),
+                ];
+                let refills = [
+                    Refill::No,
+                    Refill::Target,
+                    Refill::Complement {
+                        lo: p.dst + 10,
+                        hi: p.dst + 200,
+                        shift: p.shift() + 3,
+                    },
+                ];
+                for known in knowns {
+                    for refill in refills {
+                        let what = format!("seed {seed} {expect:?} {known:?} {refill:?}");
+                        // Nothing written; what `known` claims is there.
+                        match known {
+                            Some(Known::Pattern { lo, hi }) => {
+                                fill_guest(&ram, lo, hi - lo, pats.target).unwrap()
+                            }
+                            Some(Known::Complement { lo, hi, .. }) => {
+                                fill_complement(&ram, &p, &pats, lo, hi).unwrap()
+                            }
+                            Some(Known::Constant { lo, hi, value }) => ram
+                                .write_bytes(lo, &vec![value; (hi - lo) as usize])
+                                .unwrap(),
+                            Some(Known::Copy { lo, hi, shift }) => {
+                                let at = |a: u64| pats.source()[a.wrapping_sub(shift) as usize];
+                                let bytes: Vec<u8> = (lo..hi).map(at).collect();
+                                ram.write_bytes(lo, &bytes).unwrap()
+                            }
+                            None => {}
+                        }
+                        prepare_target_except(&ram, &p, &pats, expect, known).unwrap();
+                        prepare_source(&ram, &p, &pats).unwrap();
+                        let how = How {
+                            source: SourceCheck::Now,
+                            refill,
+                            kept: known.filter(|k| k.serves(expect, &p)),
+                        };
+                        let out = check_with(&ram, &p, expect, &pats, how).unwrap();
+                        assert_eq!(out.breakdown.not_written, p.len, "{what}");
+                        assert_eq!(out.bad_bytes, p.len, "{what}");
+                        // Everything written but one byte.
+                        for skip in [0, 1, 150, p.len - 1] {
+                            prepare_target_except(&ram, &p, &pats, expect, None).unwrap();
+                            let mut want = match expect {
+                                Expect::Byte(v) => vec![v; p.len as usize],
+                                Expect::Source => p.source(&pats).unwrap().to_vec(),
+                            };
+                            let mut pre = [0u8];
+                            ram.read_into(p.dst + skip, &mut pre).unwrap();
+                            want[skip as usize] = pre[0];
+                            ram.write_bytes(p.dst, &want).unwrap();
+                            let how = How {
+                                refill,
+                                ..How::default()
+                            };
+                            let out = check_with(&ram, &p, expect, &pats, how).unwrap();
+                            assert_eq!(out.first_bad, Some(skip as i64), "{what} skip {skip}");
+                            assert_eq!(out.breakdown.not_written, 1, "{what} skip {skip}");
+                            assert_eq!(out.bad_bytes, 1, "{what} skip {skip}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_source_never_repeats_a_byte_within_its_distance() {
+        for seed in 0..8 {
+            let pats = Patterns::new(seed, 1 << 16);
+            let src = pats.source();
+            for i in 0..src.len() {
+                for d in 1..=SOURCE_DISTINCT as usize {
+                    if let Some(b) = src.get(i + d) {
+                        assert_ne!(src[i], *b, "seed {seed} at {i} + {d}");
+                    }
+                }
+            }
+            // Still every byte value, about evenly.
+            let mut seen = [0u32; 256];
+            for &b in src {
+                seen[b as usize] += 1;
+            }
+            assert!(seen.iter().all(|&n| n > 100), "{seen:?}");
+        }
+        assert!(near(10, 11) && near(11, 10) && near(0, u64::MAX) && near(64, 0));
+        assert!(!near(5, 5) && !near(0, 65));
+    }
+
+    #[test]
+    fn guards_are_as_wide_as_the_placement_says() {
+        let ram = GuestRam::new(0, 1 << 20, crate::vmm::memory::Backing::Anon, false).unwrap();
+        let pats = Patterns::new(3, 0);
+        let mut p = Placement::new(0x20000, 64, None, 0);
+        (p.guard_lo, p.guard_hi) = (100, 30);
+        assert_eq!(p.window(), (0x20000 - 100, 0x20000 + 64 + 30));
+        prepare_target(&ram, &p, &pats, Expect::Byte(0)).unwrap();
+        ram.write_bytes(0x20000, &[0; 64]).unwrap();
+        assert!(check(&ram, &p, Expect::Byte(0), &pats).unwrap().passed());
+        // The last guard byte after, the first before.
+        ram.write_bytes(0x20000 + 64 + 29, &[0]).unwrap();
+        ram.write_bytes(0x20000 - 100, &[0]).unwrap();
+        let out = check(&ram, &p, Expect::Byte(0), &pats).unwrap();
+        assert_eq!((out.breakdown.overrun, out.breakdown.underrun), (1, 1));
+        assert_eq!(out.first_bad, Some(-100));
     }
 
     #[test]
     fn prepare_skips_only_what_is_prepared() {
         let ram = GuestRam::new(0, 1 << 20, crate::vmm::memory::Backing::Anon, false).unwrap();
         let pats = Patterns::new(1, 0);
-        let p = Placement {
-            dst: 0x10000,
-            len: 0x3000,
-            src: None,
-            src_index: 0,
-        };
+        let p = Placement::new(0x10000, 0x3000, None, 0);
         // A stale byte inside the prepared range stays (it is trusted to
         // hold the pattern); everything outside it is written.
         fill_guest(&ram, 0x10400, 0xc00, pats.target).unwrap();
         ram.write_bytes(0x10800, &[0xee]).unwrap();
-        prepare_target_except(&ram, &p, &pats, Some((0x10400, 0x11000))).unwrap();
+        let known = Some(Known::Pattern {
+            lo: 0x10400,
+            hi: 0x11000,
+        });
+        prepare_target_except(&ram, &p, &pats, Expect::Byte(0), known).unwrap();
         let mut t = vec![0u8; 0x3000];
         ram.read_into(0x10000, &mut t).unwrap();
         let mut want = vec![0u8; 0x3000];
@@ -753,7 +1138,11 @@ mod tests {
         assert_eq!(g, gw);
         // No overlap: the whole target.
         ram.write_bytes(0x10800, &[0xee]).unwrap();
-        prepare_target_except(&ram, &p, &pats, Some((0x20000, 0x21000))).unwrap();
+        let far = Some(Known::Pattern {
+            lo: 0x20000,
+            hi: 0x21000,
+        });
+        prepare_target_except(&ram, &p, &pats, Expect::Byte(0), far).unwrap();
         ram.read_into(0x10000, &mut t).unwrap();
         assert_eq!(t, want);
     }

@@ -323,6 +323,7 @@ fn memset_case(vm: &mut Vm, index: u64, seed: u64, timeout: Duration) -> Result<
         count: 1,
         dst_offset: DST_OFFSET,
         src_offset: None,
+        fill: suite::Fill::Seeded,
         table: Some((abi::TABLE_SELFTEST, index)),
     };
     let pats = Patterns::new(seed, 0);

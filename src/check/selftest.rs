@@ -110,17 +110,16 @@ fn run_copies(
             count: 1,
             dst_offset: DST_OFFSET,
             src_offset: Some(src),
+            fill: suite::Fill::Zero,
             table: broken.then_some((abi::TABLE_SELFTEST, index)),
         })
         .collect();
-    let run = suite::run(
-        vm,
-        &specs,
-        pats,
+    let opts = suite::RunOptions {
         timeout,
-        checker::Scope::Target,
-        &indicatif::ProgressBar::hidden(),
-    )?;
+        scope: checker::Scope::Target,
+        keep: suite::Keep::All,
+    };
+    let run = suite::run(vm, &specs, pats, &opts, &indicatif::ProgressBar::hidden())?;
     let verdicts = run
         .records
         .iter()
@@ -218,6 +217,7 @@ pub fn run_case(
         count: 1,
         dst_offset: DST_OFFSET,
         src_offset: None,
+        fill: suite::Fill::Seeded,
         table: Some((abi::TABLE_SELFTEST, index)),
     };
     // A hang is expected here: do not wait the full --timeout for it.

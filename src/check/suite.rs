@@ -3,12 +3,13 @@ use crate::arch;
 use crate::blob::LinkConfig;
 use crate::blob::abi::{self, PAGE_SIZE};
 use crate::check::checker::{
-    self, Breakdown, GUARD, Known, Patterns, Placement, Refill, SourceCheck,
+    self, Breakdown, Expect, GUARD, How, Known, Patterns, Placement, Refill, SourceCheck,
 };
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
 use crate::vmm::{Command, GuestFailure, Vm};
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// Byte sizes every memset/memcpy variant is checked at.
@@ -37,6 +38,59 @@ pub const LARGE_DST_OFFSETS: &[u64] = &[0, 1, 31, 63];
 pub const SRC_OFFSETS: &[u64] = &[0, 1, 8, 33, 63];
 /// clear_pages page counts.
 pub const CLEAR_PAGES_N: &[u64] = &[1, 2, 3, 512];
+/// `--geometry full`: every size up to this, at every destination offset
+/// below 64 (lib/tests/memcpy_kunit.c's 1..1024 sizes, every alignment).
+pub const FULL_MAX: u64 = 1024;
+/// `--geometry full`: clear_pages extents beside [`CLEAR_PAGES_N`] (odd
+/// counts, and one page either side of a 2 MiB extent).
+pub const FULL_CLEAR_PAGES_N: &[u64] = &[7, 13, 511, 513];
+/// `--geometry full`: the largest page order the nVHE hypervisor's
+/// allocator zeroes (`memset(addr, 0, PAGE_SIZE << order)`).
+pub const FULL_MAX_ORDER: u32 = 9;
+
+/// How much of each routine's argument space the suite covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Geometry {
+    /// The built-in sizes and offsets; memset with the zero and the seeded
+    /// fill byte.
+    #[default]
+    Quick,
+    /// Parity with the kernel's memcpy kunit test: memset and memcpy at
+    /// every size 0..=1024 and every destination offset 0..63 (memcpy at
+    /// every source offset too), memset with 0, 0xff and the seeded byte,
+    /// the hypervisor's page-order sizes, odd clear_pages extents, plus
+    /// everything quick checks.
+    Full,
+}
+
+/// The fill byte of a memset check (clear_page and clear_pages always
+/// write zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fill {
+    Zero,
+    Ones,
+    /// The run's seeded byte ([`Patterns::fill`]).
+    Seeded,
+}
+
+impl Fill {
+    pub fn byte(self, pats: &Patterns) -> u8 {
+        match self {
+            Fill::Zero => 0,
+            Fill::Ones => 0xff,
+            Fill::Seeded => pats.fill,
+        }
+    }
+
+    /// The fills memset is verified with in `geometry`.
+    fn of(geometry: Geometry) -> &'static [Fill] {
+        match geometry {
+            Geometry::Quick => &[Fill::Zero, Fill::Seeded],
+            Geometry::Full => &[Fill::Zero, Fill::Ones, Fill::Seeded],
+        }
+    }
+}
 
 /// One planned check.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +103,8 @@ pub struct CheckSpec {
     pub count: u64,
     pub dst_offset: u64,
     pub src_offset: Option<u64>,
+    /// What memset writes (zero for the clearing routines; unused by copies).
+    pub fill: Fill,
     /// Call this (table, index) entry instead of the variant's alias (the
     /// selftest's deliberately broken routines).
     pub table: Option<(u64, u64)>,
@@ -57,6 +113,19 @@ pub struct CheckSpec {
 impl CheckSpec {
     pub fn total(&self) -> u64 {
         self.len * self.count
+    }
+
+    /// What the check's target must hold after the call.
+    pub fn expect(&self, pats: &Patterns) -> Expect {
+        Expect::of(self.routine.kind(), self.fill.byte(pats))
+    }
+
+    /// The fill byte the record names (none for copies).
+    fn fill_byte(&self, pats: &Patterns) -> Option<u8> {
+        match self.expect(pats) {
+            Expect::Byte(v) => Some(v),
+            Expect::Source => None,
+        }
     }
 }
 
@@ -78,6 +147,9 @@ pub struct CheckRecord {
     pub count: u64,
     pub dst_offset: u64,
     pub src_offset: Option<u64>,
+    /// The byte the target must hold: 0 for clear_page/clear_pages, the
+    /// fill byte for memset; none for copies.
+    pub fill: Option<u8>,
     pub verdict: Verdict,
     pub first_bad_offset: Option<i64>,
     pub bad_bytes: u64,
@@ -88,6 +160,121 @@ pub struct CheckRecord {
     pub reason: Option<String>,
 }
 
+/// One row of the verification table and one KTAP leaf: the checks of a
+/// variant in a link configuration with one fill byte.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RowKey {
+    pub config: LinkConfig,
+    pub routine: Routine,
+    pub variant: String,
+    pub fill: Option<u8>,
+}
+
+impl RowKey {
+    /// "erms" or "erms fill 0x00": the variant as tables and KTAP name it.
+    pub fn label(&self) -> String {
+        match self.fill {
+            Some(f) if self.routine == Routine::Memset => format!("{} fill {f:#04x}", self.variant),
+            _ => self.variant.clone(),
+        }
+    }
+}
+
+/// The checks of one row summed up.
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    pub checks: u64,
+    pub passed: u64,
+    pub failed: u64,
+    pub skipped: u64,
+    pub bytes: u64,
+    pub ticks: u64,
+    pub min_size: Option<u64>,
+    pub max_size: u64,
+    pub first_failure: Option<String>,
+    pub skip_reason: Option<String>,
+}
+
+/// Every check counted per row, in table order.
+#[derive(Debug, Default, Clone)]
+pub struct Rows(pub std::collections::BTreeMap<RowKey, Totals>);
+
+impl Rows {
+    pub fn of(records: &[CheckRecord]) -> Rows {
+        let mut rows = Rows::default();
+        for r in records {
+            rows.add(r);
+        }
+        rows
+    }
+
+    pub fn add(&mut self, r: &CheckRecord) {
+        let key = RowKey {
+            config: r.config,
+            routine: r.routine,
+            variant: r.variant.clone(),
+            fill: r.fill,
+        };
+        let t = self.0.entry(key).or_default();
+        t.checks += 1;
+        match r.verdict {
+            Verdict::Pass => t.passed += 1,
+            Verdict::Fail => {
+                t.failed += 1;
+                if t.first_failure.is_none() {
+                    t.first_failure = Some(format!(
+                        "size {} dst+{}{}: {}",
+                        r.size * r.count,
+                        r.dst_offset,
+                        r.src_offset
+                            .map(|s| format!(" src+{s}"))
+                            .unwrap_or_default(),
+                        r.reason.clone().unwrap_or_default()
+                    ));
+                }
+            }
+            Verdict::Skipped => {
+                t.skipped += 1;
+                t.skip_reason = r.reason.clone();
+            }
+        }
+        if r.verdict != Verdict::Skipped {
+            let s = r.size * r.count;
+            t.bytes += s;
+            t.ticks += r.ticks;
+            t.min_size = Some(t.min_size.map_or(s, |m| m.min(s)));
+            t.max_size = t.max_size.max(s);
+        }
+    }
+
+    /// Take in another VM's rows.
+    pub fn merge(&mut self, other: Rows) {
+        for (k, t) in other.0 {
+            let x = self.0.entry(k).or_default();
+            x.checks += t.checks;
+            x.passed += t.passed;
+            x.failed += t.failed;
+            x.skipped += t.skipped;
+            x.bytes += t.bytes;
+            x.ticks += t.ticks;
+            x.min_size = match (x.min_size, t.min_size) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            x.max_size = x.max_size.max(t.max_size);
+            x.first_failure = x.first_failure.take().or(t.first_failure);
+            x.skip_reason = x.skip_reason.take().or(t.skip_reason);
+        }
+    }
+
+    /// Checks with each verdict: (passed, failed, skipped).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        self.0.values().fold((0, 0, 0), |(p, f, s), t| {
+            (p + t.passed, f + t.failed, s + t.skipped)
+        })
+    }
+}
+
 /// Which routines/variants to check.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -95,6 +282,7 @@ pub struct Filter {
     pub variants: Vec<String>,
     /// Sizes to check instead of the built-in lists (total bytes per check).
     pub sizes: Vec<u64>,
+    pub geometry: Geometry,
 }
 
 impl Filter {
@@ -104,8 +292,8 @@ impl Filter {
     }
 }
 
-/// Arena bytes a check needs: guards, target (in every batch slot), and a
-/// separate source.
+/// Arena bytes a check needs: guards, target (anywhere in the batch area
+/// when batched), and a separate source.
 pub fn footprint(spec: &CheckSpec) -> u64 {
     let dst_window = GUARD.next_multiple_of(PAGE_SIZE) + 64 + reach(spec) + spec.total() + GUARD;
     let src = if spec.routine.kind() == Kind::Copy {
@@ -117,28 +305,35 @@ pub fn footprint(spec: &CheckSpec) -> u64 {
 }
 
 /// Checks this small run in batches: up to `abi::BATCH_SLOTS` with one
-/// exit, slot `k` at `k * SLOT_STRIDE` above the usual place.
+/// exit, packed one after the other into the batch area.
 const BATCH_MAX: u64 = 16 << 10;
-/// Distance between batch slots: a target of up to `BATCH_MAX` with its
-/// guards, so slots never share a byte.
-const SLOT_STRIDE: u64 = 32 << 10;
-const _: () = assert!(GUARD.next_multiple_of(PAGE_SIZE) + 64 + BATCH_MAX + GUARD <= SLOT_STRIDE);
+/// Bytes of guest RAM a batch may span (see [`pack`]).
+const BATCH_AREA: u64 = 4 << 20;
+/// Guard between two packed checks. Packed windows touch, so the batch
+/// area is covered end to end: a write past one check's guard lands in
+/// the next one's and fails the run (naming the neighbour); the first and
+/// last check of a batch keep the full [`GUARD`].
+const SLOT_GUARD: u64 = 128;
+const _: () =
+    assert!(GUARD + (PAGE_SIZE + SLOT_GUARD + BATCH_MAX + SLOT_GUARD + 64) + GUARD <= BATCH_AREA);
 
 fn batchable(spec: &CheckSpec) -> bool {
     spec.total() <= BATCH_MAX && spec.table.is_none()
 }
 
-/// How far above its usual place a check may go (its last batch slot).
+/// How far above its usual place a check may go (the end of the batch
+/// area); a copy counts it too, since its source lies above every batch
+/// ([`Layout::of`]).
 fn reach(spec: &CheckSpec) -> u64 {
-    if batchable(spec) {
-        (abi::BATCH_SLOTS - 1) * SLOT_STRIDE
+    if batchable(spec) || spec.routine.kind() == Kind::Copy {
+        BATCH_AREA
     } else {
         0
     }
 }
 
 /// End of a check's destination window (target plus the guard after it),
-/// in its highest batch slot.
+/// wherever a batch puts it.
 fn dst_window_end(spec: &CheckSpec) -> u64 {
     dst_address(spec) + reach(spec) + spec.total() + GUARD
 }
@@ -148,11 +343,12 @@ fn dst_address(spec: &CheckSpec) -> u64 {
 }
 
 /// Where the copies of a plan take their source from: one area above the
-/// destination window of every copy in the plan, holding the seeded source
-/// stream by address (byte `src_base + i` holds `Patterns::source[i]`). A
-/// copy with source offset `o` reads from `src_base + o`, so the area is
-/// written once per VM rather than once per check, and one comparison of
-/// the area vouches for every copy that read it since.
+/// destination window of every check in the plan, holding the seeded
+/// source stream by address (byte `src_base + i` holds
+/// `Patterns::source[i]`). A copy with source offset `o` reads from
+/// `src_base + o`, so the area is written once per VM rather than once per
+/// check, and one comparison of the area vouches for every copy that read
+/// it since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Layout {
     pub src_base: u64,
@@ -163,8 +359,15 @@ pub struct Layout {
 impl Layout {
     pub fn of(specs: &[CheckSpec]) -> Layout {
         let copies = || specs.iter().filter(|s| s.routine.kind() == Kind::Copy);
+        if copies().next().is_none() {
+            return Layout::default();
+        }
+        // Above every copy and every batch (so no batch overlaps it).
+        let above = |s: &&CheckSpec| s.routine.kind() == Kind::Copy || batchable(s);
         Layout {
-            src_base: copies()
+            src_base: specs
+                .iter()
+                .filter(above)
                 .map(|s| dst_window_end(s).next_multiple_of(PAGE_SIZE) + PAGE_SIZE)
                 .max()
                 .unwrap_or(0),
@@ -178,7 +381,7 @@ impl Layout {
     /// Whether `p`'s destination window (with its guards) overlaps the
     /// source area: such a check overwrites the area.
     fn overlaps(&self, p: &Placement) -> bool {
-        let (lo, hi) = (p.dst.saturating_sub(GUARD), p.dst + p.len + GUARD);
+        let (lo, hi) = p.window();
         self.src_len > 0 && lo < self.src_base + self.src_len && self.src_base < hi
     }
 }
@@ -186,22 +389,159 @@ impl Layout {
 /// Where a check goes in the arena (the same place for every check, so
 /// the memory stays warm); copies read from `layout`'s source area.
 pub fn placement(spec: &CheckSpec, layout: &Layout) -> Placement {
-    placement_in(spec, layout, 0)
+    placement_at(spec, layout, dst_address(spec))
 }
 
-/// [`placement`] in batch slot `slot`.
-fn placement_in(spec: &CheckSpec, layout: &Layout, slot: u64) -> Placement {
+fn placement_at(spec: &CheckSpec, layout: &Layout, dst: u64) -> Placement {
     let src_index = spec.src_offset.unwrap_or(0);
-    Placement {
-        dst: dst_address(spec) + slot * SLOT_STRIDE,
-        len: spec.total(),
-        src: spec.src_offset.map(|o| layout.src_base + o),
-        src_index: usize::try_from(src_index).unwrap_or(usize::MAX),
-    }
+    Placement::new(
+        dst,
+        spec.total(),
+        spec.src_offset.map(|o| layout.src_base + o),
+        usize::try_from(src_index).unwrap_or(usize::MAX),
+    )
 }
 
-// Over 80 lines: the check matrix written out as one list (routine x
-// variant x size x offset) so it reads as the specification of the suite.
+/// Places for the checks of a batch, packed from the usual place: each
+/// target at its offset from a 64-byte (page routines: page) boundary,
+/// windows touching. As many of `chunk` (from the first) as fit the batch
+/// area.
+fn pack(chunk: &[CheckSpec], layout: &Layout) -> Vec<Placement> {
+    let base = arch::ARENA_BASE + PAGE_SIZE;
+    let end = base + GUARD.next_multiple_of(PAGE_SIZE) + BATCH_AREA;
+    let mut out: Vec<Placement> = Vec::with_capacity(chunk.len());
+    let mut cursor = base + GUARD.next_multiple_of(PAGE_SIZE) - SLOT_GUARD;
+    for s in chunk {
+        let align = if s.routine.page_granular() {
+            PAGE_SIZE
+        } else {
+            64
+        };
+        let dst = (cursor + SLOT_GUARD).next_multiple_of(align) + s.dst_offset;
+        if dst + s.total() + GUARD > end {
+            break;
+        }
+        let mut p = placement_at(s, layout, dst);
+        p.guard_lo = match out.last_mut() {
+            Some(prev) => {
+                // The previous window now ends where this one starts.
+                let prev_end = prev.dst + prev.len;
+                prev.guard_hi = cursor - prev_end;
+                dst - cursor
+            }
+            None => GUARD,
+        };
+        cursor = (dst + s.total() + SLOT_GUARD).next_multiple_of(64);
+        out.push(p);
+    }
+    out
+}
+
+/// The (size, count, destination offset, source offset, fill) of every
+/// check of `routine` in `filter`'s geometry, in order and without repeats.
+type Shape = (u64, u64, u64, Option<u64>, Fill);
+
+fn shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
+    let fills = Fill::of(filter.geometry);
+    let mut out: Vec<Shape> = Vec::new();
+    // Sizes and (dst, src) offsets of memset and memcpy, before fills.
+    let mut bytes: Vec<(u64, u64, Option<u64>)> = Vec::new();
+    let copy = routine == Routine::Memcpy;
+    let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
+    let src = |o: u64| copy.then_some(o);
+    let mut at = |len: u64, dsts: &[u64], srcs: &[u64]| {
+        for &d in dsts {
+            for &s in srcs {
+                bytes.push((len, d, src(s)));
+            }
+        }
+    };
+    let every: Vec<u64> = (0..64).collect();
+    let sizes: Vec<u64> = if filter.sizes.is_empty() {
+        SIZES.iter().chain(LARGE_SIZES).copied().collect()
+    } else {
+        filter.sizes.clone()
+    };
+    let full = filter.geometry == Geometry::Full && filter.sizes.is_empty();
+    match routine {
+        Routine::ClearPage | Routine::CopyPage if !filter.sizes.is_empty() => {
+            for &size in &filter.sizes {
+                let src = (routine == Routine::CopyPage).then_some(0);
+                out.push((PAGE_SIZE, size / PAGE_SIZE, 0, src, Fill::Zero));
+            }
+        }
+        Routine::ClearPage => {
+            for count in [1, 3] {
+                for off in [0, PAGE_SIZE, 2 * PAGE_SIZE] {
+                    out.push((PAGE_SIZE, count, off, None, Fill::Zero));
+                }
+            }
+        }
+        Routine::CopyPage => {
+            for count in [1, 3] {
+                for src in [0, PAGE_SIZE] {
+                    out.push((PAGE_SIZE, count, 0, Some(src), Fill::Zero));
+                }
+            }
+        }
+        Routine::ClearPages => {
+            let ns: Vec<u64> = if !filter.sizes.is_empty() {
+                filter.sizes.iter().map(|s| s / PAGE_SIZE).collect()
+            } else if full {
+                CLEAR_PAGES_N
+                    .iter()
+                    .chain(FULL_CLEAR_PAGES_N)
+                    .copied()
+                    .collect()
+            } else {
+                CLEAR_PAGES_N.to_vec()
+            };
+            let offs: &[u64] = if filter.sizes.is_empty() {
+                &[0, PAGE_SIZE]
+            } else {
+                &[0]
+            };
+            for n in ns {
+                for &off in offs {
+                    out.push((n * PAGE_SIZE, 1, off, None, Fill::Zero));
+                }
+            }
+        }
+        Routine::Memset | Routine::Memcpy => {
+            for &len in &sizes {
+                let dsts = if len <= (2 << 20) + 1 {
+                    &every[..]
+                } else {
+                    LARGE_DST_OFFSETS
+                };
+                at(len, dsts, srcs);
+            }
+            if full {
+                for len in 0..=FULL_MAX {
+                    at(len, &every, &[0]);
+                    if copy {
+                        at(len, &[0], &every);
+                    }
+                }
+                for order in 0..=FULL_MAX_ORDER {
+                    at(PAGE_SIZE << order, LARGE_DST_OFFSETS, &[0]);
+                }
+            }
+        }
+    }
+    if matches!(routine, Routine::Memset | Routine::Memcpy) {
+        let mut seen = BTreeSet::new();
+        bytes.retain(|b| seen.insert(*b));
+        // Fills innermost: a passed memset's constant is the next one's
+        // pre-image (see `refill_for`).
+        let fills: &[Fill] = if copy { &[Fill::Zero] } else { fills };
+        for &(len, d, s) in &bytes {
+            out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
+        }
+    }
+    out
+}
+
 /// Plan the suite for `side`. Variants the CPU cannot run and sizes that
 /// do not fit the arena come back as skipped records with the reason.
 pub fn plan(
@@ -209,92 +549,28 @@ pub fn plan(
     caps: &arch::CpuCaps,
     filter: &Filter,
     arena: u64,
+    pats: &Patterns,
 ) -> (Vec<CheckSpec>, Vec<CheckRecord>) {
     let mut specs = Vec::new();
     let mut skipped = Vec::new();
+    let config = side.config();
     for routine in Routine::ALL {
-        let config = side.config();
+        let shapes = shapes(routine, filter);
         for v in routines::variants(routine, side) {
             if !filter.wants(routine, v) {
                 continue;
             }
-            let mut mine = Vec::new();
-            let mut add = |len, count, dst_offset, src_offset| {
-                mine.push(CheckSpec {
+            for &(len, count, dst_offset, src_offset, fill) in &shapes {
+                let spec = CheckSpec {
                     routine,
                     variant: v,
                     len,
                     count,
                     dst_offset,
                     src_offset,
+                    fill,
                     table: None,
-                })
-            };
-            if !filter.sizes.is_empty() {
-                for &size in &filter.sizes {
-                    match routine {
-                        Routine::ClearPage | Routine::CopyPage => {
-                            let src = (routine == Routine::CopyPage).then_some(0);
-                            add(PAGE_SIZE, size / PAGE_SIZE, 0, src);
-                        }
-                        Routine::ClearPages => add(size, 1, 0, None),
-                        Routine::Memset | Routine::Memcpy => {
-                            let offs: Vec<u64> = if size <= (2 << 20) + 1 {
-                                (0..64).collect()
-                            } else {
-                                LARGE_DST_OFFSETS.to_vec()
-                            };
-                            for off in offs {
-                                let src = (routine == Routine::Memcpy).then_some(off % 7);
-                                add(size, 1, off, src);
-                            }
-                        }
-                    }
-                }
-            } else {
-                match routine {
-                    Routine::ClearPage => {
-                        for count in [1, 3] {
-                            for off in [0, PAGE_SIZE, 2 * PAGE_SIZE] {
-                                add(PAGE_SIZE, count, off, None);
-                            }
-                        }
-                    }
-                    Routine::ClearPages => {
-                        for n in CLEAR_PAGES_N {
-                            for off in [0, PAGE_SIZE] {
-                                add(n * PAGE_SIZE, 1, off, None);
-                            }
-                        }
-                    }
-                    Routine::CopyPage => {
-                        for count in [1, 3] {
-                            for src in [0, PAGE_SIZE] {
-                                add(PAGE_SIZE, count, 0, Some(src));
-                            }
-                        }
-                    }
-                    Routine::Memset | Routine::Memcpy => {
-                        let srcs: &[u64] = if routine == Routine::Memcpy {
-                            SRC_OFFSETS
-                        } else {
-                            &[0]
-                        };
-                        let sized = SIZES
-                            .iter()
-                            .map(|s| (*s, (0..64).collect::<Vec<u64>>()))
-                            .chain(LARGE_SIZES.iter().map(|s| (*s, LARGE_DST_OFFSETS.to_vec())));
-                        for (len, offs) in sized {
-                            for off in offs {
-                                for src in srcs {
-                                    add(len, 1, off, (routine == Routine::Memcpy).then_some(*src));
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            for spec in mine {
+                };
                 let reason = if let Some(f) = v.requires.filter(|f| !caps.has(f)) {
                     Some(format!("the CPU does not have {f}"))
                 } else if footprint(&spec) > arena {
@@ -307,7 +583,7 @@ pub fn plan(
                 };
                 match reason {
                     None => specs.push(spec),
-                    Some(r) => skipped.push(record(config, &spec, Verdict::Skipped, Some(r))),
+                    Some(r) => skipped.push(record(config, &spec, pats, Verdict::Skipped, Some(r))),
                 }
             }
         }
@@ -321,13 +597,14 @@ pub(crate) fn skip_all(
     side: &crate::blob::Side,
     caps: &arch::CpuCaps,
     filter: &Filter,
+    pats: &Patterns,
     reason: &str,
 ) -> Vec<CheckRecord> {
-    let (specs, skipped) = plan(side, caps, filter, u64::MAX);
+    let (specs, skipped) = plan(side, caps, filter, u64::MAX, pats);
     let why = || Some(reason.to_string());
     let planned = specs
         .iter()
-        .map(|s| record(side.config(), s, Verdict::Skipped, why()));
+        .map(|s| record(side.config(), s, pats, Verdict::Skipped, why()));
     let skipped = skipped
         .into_iter()
         .map(|r| CheckRecord { reason: why(), ..r });
@@ -337,6 +614,7 @@ pub(crate) fn skip_all(
 fn record(
     config: LinkConfig,
     s: &CheckSpec,
+    pats: &Patterns,
     verdict: Verdict,
     reason: Option<String>,
 ) -> CheckRecord {
@@ -348,6 +626,7 @@ fn record(
         count: s.count,
         dst_offset: s.dst_offset,
         src_offset: s.src_offset,
+        fill: s.fill_byte(pats),
         verdict,
         first_bad_offset: None,
         bad_bytes: 0,
@@ -360,7 +639,10 @@ fn record(
 /// The outcome of running a plan on one VM.
 #[derive(Debug, Default)]
 pub struct SuiteRun {
+    /// Every check, or with [`Keep::Failures`] those that did not pass.
     pub records: Vec<CheckRecord>,
+    /// Every check counted per row, passes included (see [`Keep`]).
+    pub rows: Rows,
     /// A guest failure that ended the run early.
     pub failure: Option<GuestFailure>,
     /// Bytes the checker compared and the time it took.
@@ -368,6 +650,24 @@ pub struct SuiteRun {
     pub check_time: Duration,
     /// SIGINT stopped the run early.
     pub interrupted: bool,
+}
+
+/// Which records [`run`] keeps: every one, or (for the hundreds of
+/// thousands of checks of `--geometry full`) only those that did not
+/// pass, every check still counted in [`SuiteRun::rows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Keep {
+    #[default]
+    All,
+    Failures,
+}
+
+/// How [`run`] runs a plan.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    pub timeout: Duration,
+    pub scope: checker::Scope,
+    pub keep: Keep,
 }
 
 impl SuiteRun {
@@ -382,10 +682,35 @@ impl SuiteRun {
 
     /// A guest failure while `spec` ran: its record fails with the
     /// failure's detail, and the failure ends the run.
-    fn guest_failed(&mut self, config: LinkConfig, spec: &CheckSpec, f: GuestFailure) {
-        self.records
-            .push(record(config, spec, Verdict::Fail, Some(f.detail.clone())));
+    fn guest_failed(&mut self, vm: &Vm, spec: &CheckSpec, pats: &Patterns, f: GuestFailure) {
+        let rec = record(
+            vm.blob.config,
+            spec,
+            pats,
+            Verdict::Fail,
+            Some(f.detail.clone()),
+        );
+        self.records.push(rec);
         self.failure = Some(f);
+    }
+
+    /// Count the records from `from` on in [`SuiteRun::rows`]; with
+    /// [`Keep::Failures`] drop those that passed. Called only when no
+    /// record index is held (no copy awaits its source comparison).
+    fn fold(&mut self, from: usize, keep: Keep) {
+        let Some(tail) = self.records.get(from..) else {
+            return;
+        };
+        for r in tail {
+            self.rows.add(r);
+        }
+        if keep == Keep::Failures {
+            let mut i = 0;
+            self.records.retain(|r| {
+                i += 1;
+                i <= from || r.verdict != Verdict::Pass
+            });
+        }
     }
 }
 
@@ -402,7 +727,7 @@ pub fn run_check(
 }
 
 /// What the last check left in its target, if the harness knows it: the
-/// target pattern (a [`Refill::Target`] check) or a passed copy's result.
+/// target pattern (a [`Refill::Target`] check).
 type Prepared = Option<Known>;
 
 /// How [`check_one`] treats what lies around the check.
@@ -412,11 +737,12 @@ struct Around<'a> {
     source: SourceCheck,
     /// What the arena already holds, kept up to date: the check skips
     /// writing its pre-image where that serves ([`Known::serves`]), and
-    /// leaves a known content behind (it refills its target with the
-    /// pattern as it verifies it, or, for a single copy, keeps the result
-    /// as the next copy's pre-image). `None`: no tracking (a lone check,
-    /// `--check whole`).
+    /// refills its target with the next check's pre-image as it verifies
+    /// it. `None`: no tracking (a lone check, `--check whole`).
     prepared: Option<&'a mut Prepared>,
+    /// The check that runs next at the usual place, if known: where it
+    /// goes and what it must leave.
+    next: Option<(Placement, Expect)>,
 }
 
 impl Around<'_> {
@@ -424,7 +750,37 @@ impl Around<'_> {
         Around {
             source: SourceCheck::Now,
             prepared: None,
+            next: None,
         }
+    }
+}
+
+/// What a verified target at `p` (that had to become `expect`) is
+/// refilled with for the check after it: nothing where a passed check's
+/// result serves it (a constant before another constant, a copy before a
+/// copy at a near shift: [`Known::serves`]); a copy's pre-image where the
+/// next copy's target overlaps it; else the target pattern.
+fn refill_for(p: &Placement, expect: Expect, next: Option<(Placement, Expect)>) -> Refill {
+    match next {
+        Some((_, Expect::Byte(w))) if matches!(expect, Expect::Byte(v) if v != w) => Refill::No,
+        Some((n, Expect::Source))
+            if expect == Expect::Source && checker::near(p.shift(), n.shift()) =>
+        {
+            Refill::No
+        }
+        Some((n, Expect::Source)) => {
+            let (lo, hi) = (p.dst.max(n.dst), (p.dst + p.len).min(n.dst + n.len));
+            if lo < hi {
+                Refill::Complement {
+                    lo,
+                    hi,
+                    shift: n.shift(),
+                }
+            } else {
+                Refill::No
+            }
+        }
+        Some((_, Expect::Byte(_))) | None => Refill::Target,
     }
 }
 
@@ -440,14 +796,14 @@ fn check_one(
     mut whole: Option<&mut checker::Snapshot>,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let p = placement(spec, layout);
-    let kind = spec.routine.kind();
+    let expect = spec.expect(pats);
     let known = around
         .prepared
         .as_deref()
         .copied()
         .flatten()
-        .filter(|k| k.serves(kind, &p));
-    checker::prepare_target_except(&vm.ram, &p, pats, known.map(|k| k.range()))?;
+        .filter(|k| k.serves(expect, &p));
+    checker::prepare_target_except(&vm.ram, &p, pats, expect, known)?;
     if around.source == SourceCheck::Now {
         checker::prepare_source(&vm.ram, &p, pats)?;
     }
@@ -460,33 +816,28 @@ fn check_one(
     }
     let cmd = command(vm, spec, &p, pats)?;
     let r = vm.vcpu(0)?.call(&cmd, timeout)?;
-    // A single copy's result is the next copy's pre-image (when it
-    // passes): its target is compared, not rewritten.
-    let chain = kind == Kind::Copy && spec.count == 1;
     let refill = match (&around.prepared, &whole) {
-        (Some(_), None) if !chain => Refill::Target,
+        (Some(_), None) => refill_for(&p, expect, around.next),
         _ => Refill::No,
     };
-    let kept = known.filter(|k| matches!(k, Known::Copy { .. }));
-    let done = verify(
-        vm,
-        spec,
-        &p,
-        pats,
-        (around.source, refill, kept),
-        whole,
-        r.ticks(),
-    )?;
+    let how = How {
+        source: around.source,
+        refill,
+        kept: known,
+    };
+    let done = verify(vm, spec, &p, pats, how, whole, r.ticks())?;
     if let Some(k) = around.prepared {
         let (lo, hi) = (p.dst, p.dst + p.len);
-        *k = match refill {
-            Refill::Target => Some(Known::Pattern { lo, hi }),
-            Refill::No if chain && done.0.verdict == Verdict::Pass => Some(Known::Copy {
+        *k = match (refill, expect) {
+            (Refill::No, Expect::Byte(value)) if done.0.verdict == Verdict::Pass => {
+                Some(Known::Constant { lo, hi, value })
+            }
+            (Refill::No, Expect::Source) if done.0.verdict == Verdict::Pass => Some(Known::Copy {
                 lo,
                 hi,
                 shift: p.shift(),
             }),
-            Refill::No => None,
+            (r, _) => r.leaves(&p),
         };
     }
     Ok(done)
@@ -498,7 +849,7 @@ fn command(vm: &Vm, spec: &CheckSpec, p: &Placement, pats: &Patterns) -> Result<
         routine: spec.routine,
         dst: p.dst,
         src: p.src.unwrap_or(0),
-        fill: pats.fill,
+        fill: spec.fill.byte(pats),
         len: spec.len,
         count: spec.count,
         step: spec.len as i64,
@@ -517,16 +868,16 @@ fn verify(
     spec: &CheckSpec,
     p: &Placement,
     pats: &Patterns,
-    (source, refill, kept): (SourceCheck, Refill, Option<Known>),
+    how: How,
     whole: Option<&mut checker::Snapshot>,
     ticks: u64,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let t = Instant::now();
-    let kind = spec.routine.kind();
-    let mut out = checker::check_with(&vm.ram, p, kind, pats, source, refill, kept)?;
-    let mut bytes = p.len
-        + 2 * GUARD
-        + match (p.src, source) {
+    let expect = spec.expect(pats);
+    let mut out = checker::check_with(&vm.ram, p, expect, pats, how)?;
+    let (lo, hi) = p.window();
+    let mut bytes = hi - lo
+        + match (p.src, how.source) {
             (Some(_), SourceCheck::Now) => p.len,
             _ => 0,
         };
@@ -543,7 +894,7 @@ fn verify(
         bytes = vm.ram.end() - arch::BLOB_WINDOW;
     }
     let dt = t.elapsed();
-    let mut rec = record(vm.blob.config, spec, Verdict::Pass, None);
+    let mut rec = record(vm.blob.config, spec, pats, Verdict::Pass, None);
     rec.ticks = ticks;
     judge(&mut rec, &out);
     Ok((rec, dt, bytes))
@@ -704,6 +1055,7 @@ fn settle_source(
         let around = Around {
             source: SourceCheck::Now,
             prepared: Some(&mut area.prepared),
+            next: None,
         };
         match check_one(vm, &spec, &layout, pats, timeout, around, None) {
             Ok((again, dt, bytes)) => {
@@ -724,31 +1076,27 @@ fn settle_source(
     Ok(())
 }
 
-/// Run a batch of small checks (slot `k` at [`placement_in`] `k`) with
-/// one exit; each is prepared, timed and verified on its own. A guest
-/// failure is recorded against the slot that was running, after the slots
-/// before it are verified.
+/// Run a batch of small checks (packed by [`pack`]) with one exit; each
+/// is prepared, timed and verified on its own. A guest failure is
+/// recorded against the slot that was running, after the slots before it
+/// are verified. `places` comes from `pack(chunk)`.
 fn run_batch(
     vm: &mut Vm,
     chunk: &[CheckSpec],
+    places: &[Placement],
     area: &mut Arena,
     pats: &Patterns,
     timeout: Duration,
     out: &mut SuiteRun,
 ) -> Result<()> {
-    let layout = area.layout;
-    // Slot guards and targets cover the usual place.
+    // The batch area covers the usual place.
     area.prepared = None;
-    let places: Vec<Placement> = (0..)
-        .zip(chunk)
-        .map(|(k, s)| placement_in(s, &layout, k))
-        .collect();
     if chunk.iter().any(|s| s.routine.kind() == Kind::Copy) {
         area.ensure(vm, pats)?;
     }
     let mut cmds = Vec::with_capacity(chunk.len());
-    for (s, p) in chunk.iter().zip(&places) {
-        checker::prepare_target(&vm.ram, p, pats)?;
+    for (s, p) in chunk.iter().zip(places) {
+        checker::prepare_target(&vm.ram, p, pats, s.expect(pats))?;
         cmds.push(command(vm, s, p, pats)?);
     }
     let (results, failed) = match vm.vcpu(0)?.call_batch(&cmds, timeout) {
@@ -759,29 +1107,25 @@ fn run_batch(
         }
         Err(e) => return Err(e),
     };
-    for ((spec, p), r) in chunk.iter().zip(&places).zip(&results) {
+    for ((spec, p), r) in chunk.iter().zip(places).zip(&results) {
         let copy = spec.routine.kind() == Kind::Copy;
         let source = if copy {
             SourceCheck::Deferred
         } else {
             SourceCheck::Now
         };
-        let index = out.add(verify(
-            vm,
-            spec,
-            p,
-            pats,
-            (source, Refill::No, None),
-            None,
-            r.ticks(),
-        )?);
+        let how = How {
+            source,
+            ..How::default()
+        };
+        let index = out.add(verify(vm, spec, p, pats, how, None, r.ticks())?);
         if copy {
             area.defer(index, spec, p);
         }
     }
     if let Some((cur, f)) = failed {
         match chunk.get(cur) {
-            Some(spec) => out.guest_failed(vm.blob.config, spec, *f),
+            Some(spec) => out.guest_failed(vm, spec, pats, *f),
             None => out.failure = Some(*f),
         }
         settle_source(vm, area, pats, timeout, false, out)?;
@@ -790,16 +1134,14 @@ fn run_batch(
 }
 
 /// How many of `specs` (from the first) run as one batch: consecutive
-/// small checks, none of which overwrites the shared source area; 0 or 1
-/// means "run the first alone".
-fn batch_len(specs: &[CheckSpec], layout: &Layout) -> usize {
-    (0..abi::BATCH_SLOTS)
-        .zip(specs)
-        .take_while(|(k, s)| {
-            batchable(s)
-                && (s.routine.kind() == Kind::Copy
-                    || !layout.overlaps(&placement_in(s, layout, *k)))
-        })
+/// small checks, at most `abi::BATCH_SLOTS`; 0 or 1 means "run the first
+/// alone". The batch area lies below the copies' source area
+/// ([`Layout::of`]), so no batch overwrites it.
+fn batch_len(specs: &[CheckSpec]) -> usize {
+    specs
+        .iter()
+        .take(abi::BATCH_SLOTS as usize)
+        .take_while(|s| batchable(s))
         .count()
 }
 
@@ -813,32 +1155,56 @@ pub fn run(
     vm: &mut Vm,
     specs: &[CheckSpec],
     pats: &Patterns,
-    timeout: Duration,
-    scope: checker::Scope,
+    opts: &RunOptions,
     progress: &indicatif::ProgressBar,
 ) -> Result<SuiteRun> {
+    let timeout = opts.timeout;
     let mut out = SuiteRun::default();
-    let mut snap = match scope {
+    let mut snap = match opts.scope {
         checker::Scope::Whole => Some(checker::Snapshot::take(&vm.ram)?),
         checker::Scope::Target => None,
     };
     let layout = Layout::of(specs);
     let mut area = Arena::new(layout);
     let mut i = 0;
+    let mut folded = 0;
     while let Some(spec) = specs.get(i) {
-        let n = match scope {
-            checker::Scope::Target => batch_len(&specs[i..], &layout),
+        let n = match opts.scope {
+            checker::Scope::Target => batch_len(&specs[i..]),
             checker::Scope::Whole => 0,
         };
-        let r = if n > 1 {
-            let r = run_batch(vm, &specs[i..i + n], &mut area, pats, timeout, &mut out);
+        let places = if n > 1 {
+            pack(&specs[i..i + n], &layout)
+        } else {
+            Vec::new()
+        };
+        let r = if places.len() > 1 {
+            let n = places.len();
+            let r = run_batch(
+                vm,
+                &specs[i..i + n],
+                &places,
+                &mut area,
+                pats,
+                timeout,
+                &mut out,
+            );
             i += n;
             progress.inc(n as u64);
             r
         } else {
             i += 1;
             progress.inc(1);
-            run_single(vm, spec, &mut area, pats, timeout, snap.as_mut(), &mut out)
+            let next = specs.get(i);
+            run_single(
+                vm,
+                (spec, next),
+                &mut area,
+                pats,
+                timeout,
+                snap.as_mut(),
+                &mut out,
+            )
         };
         match r {
             Ok(()) => {}
@@ -852,23 +1218,29 @@ pub fn run(
         if out.failure.is_some() {
             break;
         }
-        if area.pending.len() >= DEFER {
+        if area.pending.len() >= DEFER || (opts.keep == Keep::Failures && !area.pending.is_empty())
+        {
             settle_source(vm, &mut area, pats, timeout, true, &mut out)?;
             if out.failure.is_some() {
                 break;
             }
         }
+        if area.pending.is_empty() {
+            out.fold(folded, opts.keep);
+            folded = out.records.len();
+        }
     }
     if out.failure.is_none() && !out.interrupted {
         settle_source(vm, &mut area, pats, timeout, true, &mut out)?;
     }
+    out.fold(folded, opts.keep);
     Ok(out)
 }
 
 /// One check on its own (a large one, or any with `--check whole`).
 fn run_single(
     vm: &mut Vm,
-    spec: &CheckSpec,
+    (spec, next): (&CheckSpec, Option<&CheckSpec>),
     area: &mut Arena,
     pats: &Patterns,
     timeout: Duration,
@@ -896,6 +1268,7 @@ fn run_single(
             SourceCheck::Now
         },
         prepared: tracked.then_some(&mut area.prepared),
+        next: next.map(|n| (placement(n, &layout), n.expect(pats))),
     };
     match check_one(vm, spec, &layout, pats, timeout, around, snap) {
         Ok(done) => {
@@ -906,7 +1279,7 @@ fn run_single(
             Ok(())
         }
         Err(Error::Guest(f)) => {
-            out.guest_failed(vm.blob.config, spec, *f);
+            out.guest_failed(vm, spec, pats, *f);
             settle_source(vm, area, pats, timeout, false, out)
         }
         Err(e) => Err(e),
@@ -927,16 +1300,13 @@ mod tests {
             count: 1,
             dst_offset,
             src_offset,
+            fill: Fill::Seeded,
             table: None,
         }
     }
 
-    fn window(p: &Placement) -> (u64, u64) {
-        (p.dst - GUARD, p.dst + p.len + GUARD)
-    }
-
     #[test]
-    fn the_source_area_lies_above_every_copy_in_every_slot() {
+    fn the_source_area_lies_above_every_copy_and_every_batch() {
         let mut specs = Vec::new();
         for len in [1, 4097, BATCH_MAX, (2 << 20) + 1] {
             for off in [0, 63] {
@@ -948,56 +1318,133 @@ mod tests {
         specs.push(spec(Routine::CopyPage, PAGE_SIZE, 0, Some(PAGE_SIZE)));
         let layout = Layout::of(&specs);
         assert_eq!(layout.src_len, (2 << 20) + 1 + 63);
-        for s in &specs {
-            let slots = if batchable(s) { abi::BATCH_SLOTS } else { 1 };
-            for k in 0..slots {
-                let p = placement_in(s, &layout, k);
-                assert!(
-                    window(&p).1 + PAGE_SIZE <= layout.src_base,
-                    "{s:?} slot {k}"
-                );
-                assert!(!layout.overlaps(&p));
-                let src = p.src.unwrap();
-                assert!(src >= layout.src_base);
-                assert!(src + p.len <= layout.src_base + layout.src_len);
-                assert_eq!(src - layout.src_base, p.src_index as u64);
-            }
+        let biggest = specs.iter().map(footprint).max().unwrap();
+        let check = |p: &Placement, what: &str| {
+            assert!(p.window().1 + PAGE_SIZE <= layout.src_base, "{what}");
+            assert!(!layout.overlaps(p), "{what}");
+            let src = p.src.unwrap();
+            assert!(src >= layout.src_base);
+            assert!(src + p.len <= layout.src_base + layout.src_len);
+            assert_eq!(src - layout.src_base, p.src_index as u64);
             // The whole layout fits the footprint the plan checks the
             // arena against.
-            let biggest = specs.iter().map(footprint).max().unwrap();
             assert!(layout.src_base + layout.src_len <= arch::ARENA_BASE + biggest);
+        };
+        for s in &specs {
+            check(&placement(s, &layout), &format!("{s:?} alone"));
         }
+        let small: Vec<CheckSpec> = specs.iter().copied().filter(batchable).collect();
+        let many: Vec<CheckSpec> = small
+            .iter()
+            .cycle()
+            .take(abi::BATCH_SLOTS as usize)
+            .copied()
+            .collect();
+        for (k, p) in pack(&many, &layout).iter().enumerate() {
+            check(p, &format!("slot {k}"));
+        }
+        // A plan without batched copies still keeps batches off the area.
+        let mixed = [
+            spec(Routine::Memset, 64, 0, None),
+            spec(Routine::Memcpy, 2 << 20, 0, Some(0)),
+        ];
+        let layout = Layout::of(&mixed);
+        let batch = pack(&[mixed[0]; 512], &layout);
+        assert!(batch.iter().all(|p| !layout.overlaps(p)));
     }
 
     #[test]
-    fn batch_slots_never_share_a_byte() {
+    fn packed_windows_touch_and_never_share_a_byte() {
         let layout = Layout::default();
-        let s = spec(Routine::Memset, BATCH_MAX, 63, None);
-        let w: Vec<_> = (0..abi::BATCH_SLOTS)
-            .map(|k| window(&placement_in(&s, &layout, k)))
+        let chunk: Vec<CheckSpec> = (0..abi::BATCH_SLOTS - 1)
+            .map(|k| spec(Routine::Memset, k % 1025, k % 64, None))
+            .chain([spec(Routine::ClearPage, PAGE_SIZE, PAGE_SIZE, None)])
             .collect();
-        for pair in w.windows(2) {
-            assert!(pair[0].1 <= pair[1].0, "{pair:?}");
+        let places = pack(&chunk, &layout);
+        assert_eq!(places.len(), chunk.len());
+        for (p, s) in places.iter().zip(&chunk) {
+            let align = if s.routine.page_granular() {
+                PAGE_SIZE
+            } else {
+                64
+            };
+            assert_eq!(p.dst % align, s.dst_offset % align, "{s:?}");
+            assert!(p.guard_lo >= SLOT_GUARD && p.guard_hi >= SLOT_GUARD);
         }
+        assert_eq!(places[0].guard_lo, GUARD);
+        assert_eq!(places.last().unwrap().guard_hi, GUARD);
+        for pair in places.windows(2) {
+            assert_eq!(pair[0].window().1, pair[1].window().0, "{pair:?}");
+        }
+        // Large checks: as many as fit the batch area.
+        let big = vec![spec(Routine::Memset, BATCH_MAX, 63, None); 512];
+        let places = pack(&big, &layout);
+        assert!(places.len() > 100 && places.len() < 512);
+        let (lo, hi) = (places[0].window().0, places.last().unwrap().window().1);
+        assert!(hi - lo <= GUARD.next_multiple_of(PAGE_SIZE) + BATCH_AREA);
+        assert!(dst_window_end(&big[0]) >= hi);
     }
 
     #[test]
     fn batches_take_consecutive_small_checks_only() {
         let small = spec(Routine::Memset, 64, 0, None);
         let big = spec(Routine::Memset, BATCH_MAX + 1, 0, None);
-        let layout = Layout::default();
-        assert_eq!(batch_len(&[small; 40], &layout), abi::BATCH_SLOTS as usize);
-        assert_eq!(batch_len(&[small, small, big, small], &layout), 2);
-        assert_eq!(batch_len(&[big, small], &layout), 0);
+        assert_eq!(batch_len(&[small; 600]), abi::BATCH_SLOTS as usize);
+        assert_eq!(batch_len(&[small, small, big, small]), 2);
+        assert_eq!(batch_len(&[big, small]), 0);
         let mut selftest = small;
         selftest.table = Some((abi::TABLE_SELFTEST, 0));
-        assert_eq!(batch_len(&[small, selftest], &layout), 1);
-        // A small memset whose slot would land on the copies' source area
-        // is not batched (it runs alone, after the area is settled).
-        let copy = spec(Routine::Memcpy, 8, 0, Some(0));
-        let layout = Layout::of(&[copy]);
-        let wide = spec(Routine::Memset, BATCH_MAX, 0, None);
-        assert!(batch_len(&[wide; 16], &layout) < 16);
-        assert_eq!(batch_len(&[copy; 16], &layout), 16);
+        assert_eq!(batch_len(&[small, selftest]), 1);
+    }
+
+    fn count(f: &Filter, r: Routine) -> usize {
+        shapes(r, f).len()
+    }
+
+    #[test]
+    fn geometries_cover_what_they_promise() {
+        let quick = Filter::default();
+        let full = Filter {
+            geometry: Geometry::Full,
+            ..Filter::default()
+        };
+        // quick: today's memset set once per fill (zero and seeded).
+        let per_fill = SIZES.len() * 64 + LARGE_SIZES.len() * LARGE_DST_OFFSETS.len();
+        assert_eq!(count(&quick, Routine::Memset), 2 * per_fill);
+        assert_eq!(count(&quick, Routine::Memcpy), per_fill * SRC_OFFSETS.len());
+        // full: every (size <= 1024, dst offset) at every fill; memcpy at
+        // every dst offset and every src offset too.
+        let shapes_full = shapes(Routine::Memset, &full);
+        for fill in [Fill::Zero, Fill::Ones, Fill::Seeded] {
+            for len in 0..=FULL_MAX {
+                for d in 0..64 {
+                    assert!(shapes_full.contains(&(len, 1, d, None, fill)), "{len} {d}");
+                }
+            }
+            for order in 0..=FULL_MAX_ORDER {
+                assert!(shapes_full.contains(&(PAGE_SIZE << order, 1, 0, None, fill)));
+            }
+        }
+        let copies = shapes(Routine::Memcpy, &full);
+        for len in 0..=FULL_MAX {
+            for o in 0..64 {
+                assert!(copies.contains(&(len, 1, o, Some(0), Fill::Zero)));
+                assert!(copies.contains(&(len, 1, 0, Some(o), Fill::Zero)));
+            }
+        }
+        let mut seen = BTreeSet::new();
+        assert!(copies.iter().all(|c| seen.insert(*c)), "no check twice");
+        let pages = shapes(Routine::ClearPages, &full);
+        for n in CLEAR_PAGES_N.iter().chain(FULL_CLEAR_PAGES_N) {
+            assert!(pages.contains(&(n * PAGE_SIZE, 1, 0, None, Fill::Zero)));
+        }
+        // An explicit size keeps the suite's source offsets.
+        let sized = Filter {
+            sizes: vec![100],
+            ..Filter::default()
+        };
+        let c = shapes(Routine::Memcpy, &sized);
+        assert_eq!(c.len(), 64 * SRC_OFFSETS.len());
+        assert!(c.contains(&(100, 1, 5, Some(33), Fill::Zero)));
     }
 }

@@ -196,6 +196,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         _ => {}
     }
     let command = cli.command.unwrap_or_else(|| Cmd::Run {
+        args: crate::cli::RunArgs::default(),
         common: common.clone(),
     });
     let sides = match &command {
@@ -234,7 +235,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             Ok(0)
         }
         Cmd::Bench { args, .. } => bench::bench(common, &args, start, sides),
-        Cmd::Run { .. } => run::run(common, start, sides),
+        Cmd::Run { args, .. } => run::run(common, &args, start, sides),
         Cmd::Verify { args, .. } => verify::verify(common, &args, start, "verify", sides),
         Cmd::Selftest { args, .. } if args.hostile => {
             selftest::hostile(&resolve(sides)?, &args.case)

@@ -2,10 +2,14 @@
 //! both link configurations.
 use super::verify;
 use crate::blob::Side;
-use crate::cli::{Common, VerifyArgs};
+use crate::cli::{Common, RunArgs, VerifyArgs};
 use crate::error::Result;
 use std::time::Instant;
 
-pub fn run(common: &Common, start: Instant, sides: Vec<Side>) -> Result<i32> {
-    verify::verify(common, &VerifyArgs::default(), start, "run", sides)
+pub fn run(common: &Common, args: &RunArgs, start: Instant, sides: Vec<Side>) -> Result<i32> {
+    let args = VerifyArgs {
+        run: args.clone(),
+        ..VerifyArgs::default()
+    };
+    verify::verify(common, &args, start, "run", sides)
 }

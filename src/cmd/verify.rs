@@ -5,7 +5,7 @@ use crate::arch;
 use crate::blob::abi::PAGE_SIZE;
 use crate::blob::{LinkConfig, Side};
 use crate::check::checker::Patterns;
-use crate::check::suite::{self, CheckRecord, Filter, Verdict};
+use crate::check::suite::{self, CheckRecord, Filter, Geometry, Keep, Rows, RunOptions};
 use crate::cli::{Common, Format, VerifyArgs};
 use crate::error::{EXIT_FAILED, Error, Result};
 use crate::report;
@@ -81,8 +81,9 @@ fn check_mem_fits(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
     if f.sizes.is_empty() {
         return Ok(());
     }
+    let pats = Patterns::new(ctx.seed, 0);
     for c in configs {
-        let (specs, _) = suite::plan(c, &ctx.caps, f, u64::MAX);
+        let (specs, _) = suite::plan(c, &ctx.caps, f, u64::MAX, &pats);
         let need = specs.iter().map(suite::footprint).max().unwrap_or(0);
         if need > arena(ctx.mem) {
             let mem = (arch::ARENA_BASE - arch::RAM_BASE + need).next_multiple_of(arch::RAM_ALIGN);
@@ -100,7 +101,12 @@ fn check_mem_fits(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
 /// What the suite produced over all link configurations.
 #[derive(Default)]
 struct Outcome {
+    /// Every check's record, or with `--geometry full` those that did not
+    /// pass (see [`Keep`]).
     records: Vec<CheckRecord>,
+    /// Every check, counted per table row.
+    rows: Rows,
+    geometry: Geometry,
     failure: Option<GuestFailure>,
     loads: serde_json::Map<String, serde_json::Value>,
     first_hypercall: Option<FirstHypercall>,
@@ -111,12 +117,6 @@ struct Outcome {
     interrupted: bool,
     /// The kernel alternatives loads, run or SKIP (for the JSON).
     alternatives_loads: Vec<crate::kernel::paths::Load>,
-}
-
-impl Outcome {
-    fn count(&self, v: Verdict) -> usize {
-        self.records.iter().filter(|r| r.verdict == v).count()
-    }
 }
 
 /// What one link configuration's VM produced.
@@ -174,7 +174,7 @@ fn run_config(
     let config = side.config();
     // Sides with nothing to run were dropped before booting.
     let filter = &side_filter(side, filter).unwrap_or_else(|| filter.clone());
-    let (specs, mut skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem));
+    let (specs, mut skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem), pats);
     let mut banner = format!(
         "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
         vm.blob.aliases.len(),
@@ -195,10 +195,19 @@ fn run_config(
     }
     let pb = bars.add(progress(specs.len() as u64));
     pb.set_prefix(config.name());
-    let mut run = suite::run(&mut vm, &specs, pats, ctx.timeout, ctx.common.check, &pb)?;
+    let opts = RunOptions {
+        timeout: ctx.timeout,
+        scope: ctx.common.check,
+        keep: match filter.geometry {
+            Geometry::Quick => Keep::All,
+            Geometry::Full => Keep::Failures,
+        },
+    };
+    let mut run = suite::run(&mut vm, &specs, pats, &opts, &pb)?;
     pb.finish_and_clear();
     relabel(side, &mut run.records);
     relabel(side, &mut skipped);
+    run.rows = relabel_rows(side, std::mem::take(&mut run.rows));
     if run.failure.is_none() && !run.interrupted {
         vm.vcpu(0)?.exit(ctx.timeout)?;
     }
@@ -241,6 +250,18 @@ fn relabel(side: &Side, records: &mut [CheckRecord]) {
     }
 }
 
+/// [`relabel`] for the per-row counts of a run.
+fn relabel_rows(side: &Side, rows: suite::Rows) -> suite::Rows {
+    let Some(load) = side.external().and_then(|e| e.load.as_ref()) else {
+        return rows;
+    };
+    let renamed = rows.0.into_iter().map(|(mut k, t)| {
+        k.variant = load.row_name(k.routine.family(k.config), &k.variant);
+        (k, t)
+    });
+    suite::Rows(renamed.collect())
+}
+
 /// The kernel alternatives loads the guest CPU cannot run, with the
 /// reason, apart from the others; loads with nothing selected dropped.
 fn split_runnable(sides: Vec<Side>, filter: &Filter) -> (Vec<Side>, Vec<(Side, String)>) {
@@ -264,12 +285,13 @@ fn split_runnable(sides: Vec<Side>, filter: &Filter) -> (Vec<Side>, Vec<(Side, S
 
 /// The SKIP rows of the loads the guest CPU cannot run.
 fn unrunnable_rows(ctx: &Ctx, skip: &[(Side, String)], filter: &Filter) -> Vec<CheckRecord> {
+    let pats = Patterns::new(ctx.seed, 0);
     let mut out = Vec::new();
     for (side, reason) in skip {
         let Some(f) = side_filter(side, filter) else {
             continue;
         };
-        let mut rows = suite::skip_all(side, &ctx.caps, &f, reason);
+        let mut rows = suite::skip_all(side, &ctx.caps, &f, &pats, reason);
         relabel(side, &mut rows);
         out.extend(rows);
     }
@@ -434,6 +456,7 @@ pub fn verify(
         routines: args.routine.clone(),
         variants: args.variant.clone(),
         sizes: args.size.clone(),
+        geometry: args.run.geometry,
     };
     check_filter(&sides, &filter)?;
     let (sides, unrunnable) = split_runnable(super::kernel::every_path(common, sides)?, &filter);
@@ -464,8 +487,10 @@ pub fn verify(
     };
     let (ctx, runs) = boot_and_run(common, &early, &configs, &filter, prepare)?;
     let mut o = outcome(&ctx, runs)?;
-    o.records
-        .extend(unrunnable_rows(&ctx, &unrunnable, &filter));
+    o.geometry = filter.geometry;
+    let skip = unrunnable_rows(&ctx, &unrunnable, &filter);
+    o.rows.merge(suite::Rows::of(&skip));
+    o.records.extend(skip);
     o.alternatives_loads = configs
         .iter()
         .chain(unrunnable.iter().map(|(s, _)| s))
@@ -494,6 +519,8 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
             _ => Some(r.first_hypercall),
         };
         o.loads.insert(r.config.name().into(), json!(r.load));
+        o.rows.merge(Rows::of(&r.skipped));
+        o.rows.merge(r.run.rows);
         o.records.extend(r.skipped);
         o.records.extend(r.run.records);
         o.checked_bytes += r.run.checked_bytes;
@@ -510,7 +537,7 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
 /// JSON report; the exit status of the run.
 fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Result<i32> {
     if ctx.common.format == Format::Ktap {
-        let doc = report::checks_ktap(&o.records, o.failure.as_ref());
+        let doc = report::checks_ktap(&o.rows, o.records.last(), o.failure.as_ref());
         report::print_bytes(doc.render().as_bytes());
     } else {
         // The built-ins' "kernel default" marks name built-in variants; a
@@ -522,13 +549,9 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
             },
             false => ctx.caps.clone(),
         };
-        ctx.say(report::checks_table(&o.records, o.counter_khz, &caps));
+        ctx.say(report::checks_table(&o.rows, o.counter_khz, &caps));
     }
-    let (passed, failed, skipped) = (
-        o.count(Verdict::Pass),
-        o.count(Verdict::Fail),
-        o.count(Verdict::Skipped),
-    );
+    let (passed, failed, skipped) = o.rows.counts();
     let elapsed = ctx.start.elapsed();
     let checker_gbps = o.checked_bytes as f64 / o.check_time.as_secs_f64().max(1e-9) / 1e9;
     if let Some(f) = &o.failure {
@@ -580,6 +603,34 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
     Ok(if ok { 0 } else { EXIT_FAILED })
 }
 
+/// One table row in the JSON.
+#[derive(serde::Serialize)]
+struct RowJson<'a> {
+    config: crate::blob::LinkConfig,
+    routine: Routine,
+    variant: &'a str,
+    fill: Option<u8>,
+    checks: u64,
+    passed: u64,
+    failed: u64,
+    skipped: u64,
+}
+
+impl<'a> RowJson<'a> {
+    fn of((k, t): (&'a suite::RowKey, &suite::Totals)) -> RowJson<'a> {
+        RowJson {
+            config: k.config,
+            routine: k.routine,
+            variant: &k.variant,
+            fill: k.fill,
+            checks: t.checks,
+            passed: t.passed,
+            failed: t.failed,
+            skipped: t.skipped,
+        }
+    }
+}
+
 /// The JSON report of run/verify (serialized straight into the file; the
 /// records are borrowed, not copied into a `Value`).
 #[derive(serde::Serialize)]
@@ -594,6 +645,10 @@ struct JsonDoc<'a> {
     /// Per family, the built-in variant that follows the kernel blob's
     /// path with the same alternatives decision (the differential check).
     kernel_paths: Option<serde_json::Value>,
+    /// `checks` holds every check (`quick`) or those that did not pass
+    /// (`full`); `rows` counts every check either way.
+    geometry: Geometry,
+    rows: Vec<RowJson<'a>>,
     /// Every kernel alternatives path verified (run/verify without
     /// `--alternatives`), as the loads that carried them.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -636,6 +691,8 @@ fn json_doc<'a>(
             .iter()
             .find(|s| !s.is_builtin())
             .map(|s| json!(crate::bench::SideInfo::of(s, &ctx.caps).kernel_paths)),
+        geometry: o.geometry,
+        rows: o.rows.0.iter().map(RowJson::of).collect(),
         alternatives_loads: &o.alternatives_loads,
         checks: &o.records,
         failure: &o.failure,
@@ -655,11 +712,12 @@ mod tests {
             routines: vec![Routine::Memset],
             ..Filter::default()
         };
-        let (specs, skipped) = suite::plan(&side, &caps, &filter, u64::MAX);
-        let rows = suite::skip_all(&side, &caps, &filter, "no FEAT_MOPS");
+        let pats = Patterns::new(1, 0);
+        let (specs, skipped) = suite::plan(&side, &caps, &filter, u64::MAX, &pats);
+        let rows = suite::skip_all(&side, &caps, &filter, &pats, "no FEAT_MOPS");
         assert!(!specs.is_empty());
         assert_eq!(rows.len(), specs.len() + skipped.len());
-        assert!(rows.iter().all(|r| r.verdict == Verdict::Skipped
+        assert!(rows.iter().all(|r| r.verdict == suite::Verdict::Skipped
             && r.reason.as_deref() == Some("no FEAT_MOPS")
             && r.routine == Routine::Memset));
         // A side that is no alternatives load keeps the filter and its names.

@@ -292,8 +292,9 @@ impl Vcpu {
         }
         let id = self.next_id;
         self.next_id += 1;
-        for (i, cmd) in cmds.iter().enumerate() {
-            let slot = abi::MB_SLOTS + i as u64 * abi::SLOT_SIZE;
+        // The slots in one write: a full batch is hundreds of them.
+        let mut slots = vec![0u8; (n * abi::SLOT_SIZE) as usize];
+        for (slot, cmd) in slots.chunks_exact_mut(abi::SLOT_SIZE as usize).zip(cmds) {
             for (off, v) in [
                 (abi::SLOT_TABLE, cmd.table),
                 (abi::SLOT_INDEX, cmd.index),
@@ -304,17 +305,19 @@ impl Vcpu {
                 (abi::SLOT_A2, cmd.args.a2),
                 (abi::SLOT_COUNT, cmd.args.count),
             ] {
-                self.set_mb(slot + off, v)?;
+                let o = off as usize;
+                slot[o..o + 8].copy_from_slice(&v.to_le_bytes());
             }
         }
+        self.ram.write_bytes(self.mailbox + abi::MB_SLOTS, &slots)?;
         self.set_mb(abi::MB_BATCH_N, n)?;
         self.set_mb(abi::MB_CMD_OP, abi::CMD_BATCH)?;
         self.set_mb(abi::MB_CMD_ID, id)?;
         let step = self.run(Waiting::Result { id }, timeout)?;
         match self.expect(step)? {
             Step::Result(_) => {
-                let m = self.snapshot()?;
-                (0..n).map(|i| self.slot_result(&m, i)).collect()
+                let slots = self.slots(n)?;
+                (0..n).map(|i| self.slot_result(&slots, i)).collect()
             }
             other => Err(Error::Internal(format!(
                 "the protocol handed back {other:?} for a batch"
@@ -322,10 +325,25 @@ impl Vcpu {
         }
     }
 
-    /// One slot's results, validated like a single command's.
-    fn slot_result(&self, m: &Mailbox, i: u64) -> Result<CallResult> {
-        let slot = abi::MB_SLOTS + i * abi::SLOT_SIZE;
-        let (t0, t1) = (m.u64(slot + abi::SLOT_T0), m.u64(slot + abi::SLOT_T1));
+    /// A host copy of the first `n` batch slots (the guest may be writing
+    /// them).
+    fn slots(&self, n: u64) -> Result<Vec<u8>> {
+        let mut b = vec![0u8; (n.min(abi::BATCH_SLOTS) * abi::SLOT_SIZE) as usize];
+        self.ram.read_into(self.mailbox + abi::MB_SLOTS, &mut b)?;
+        Ok(b)
+    }
+
+    /// One slot's results (from [`Vcpu::slots`]), validated like a single
+    /// command's.
+    fn slot_result(&self, slots: &[u8], i: u64) -> Result<CallResult> {
+        let word = |off: u64| {
+            let o = (i * abi::SLOT_SIZE + off) as usize;
+            slots
+                .get(o..o + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        let (t0, t1) = (word(abi::SLOT_T0), word(abi::SLOT_T1));
         if t0 > t1 {
             return Err(self.failure(
                 FailureKind::Protocol,
@@ -335,7 +353,7 @@ impl Vcpu {
         Ok(CallResult {
             t0,
             t1,
-            ret: m.u64(slot + abi::SLOT_RET),
+            ret: word(abi::SLOT_RET),
             stats: BTreeMap::new(),
         })
     }
@@ -344,14 +362,14 @@ impl Vcpu {
     /// word, bounded by `n`; the last slot when the guest's word is out of
     /// range) and the results of the slots before it.
     pub fn batch_progress(&self, n: usize) -> (usize, Vec<CallResult>) {
-        let Ok(m) = self.snapshot() else {
+        let (Ok(m), Ok(slots)) = (self.snapshot(), self.slots(n as u64)) else {
             return (0, Vec::new());
         };
         let cur = usize::try_from(m.u64(abi::MB_BATCH_CUR))
             .unwrap_or(usize::MAX)
             .min(n.saturating_sub(1));
         let done = (0..cur as u64)
-            .map_while(|i| self.slot_result(&m, i).ok())
+            .map_while(|i| self.slot_result(&slots, i).ok())
             .collect::<Vec<_>>();
         (done.len(), done)
     }

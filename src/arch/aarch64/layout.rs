@@ -6,7 +6,7 @@
 //! ```text
 //! RAM_BASE + 0x0000_0000  not mapped (guard)
 //! RAM_BASE + 0x0001_0000  page tables (bump allocated; EL1 only)
-//! RAM_BASE + 0x0010_0000  mailboxes, one page per vCPU
+//! RAM_BASE + 0x0010_0000  mailboxes, 64 KiB (abi::MAILBOX_SIZE) per vCPU
 //! RAM_BASE + 0x0020_0000  stacks: per vCPU a routine stack and an exception stack
 //! RAM_BASE + 0x0040_0000  blob window: the blob is loaded at a random
 //!                         2 MiB boundary in here (the arm64 Image protocol
@@ -26,7 +26,7 @@ pub const GUARD_END: u64 = RAM_BASE + 0x1_0000;
 pub const PAGE_TABLES_GPA: u64 = RAM_BASE + 0x1_0000;
 pub const PAGE_TABLES_END: u64 = RAM_BASE + 0x10_0000;
 pub const MAILBOX_BASE: u64 = RAM_BASE + 0x10_0000;
-pub const MAILBOX_END: u64 = MAILBOX_BASE + abi::MAX_VCPUS * abi::PAGE_SIZE;
+pub const MAILBOX_END: u64 = MAILBOX_BASE + abi::MAX_VCPUS * abi::MAILBOX_SIZE;
 pub const STACKS_BASE: u64 = RAM_BASE + 0x20_0000;
 /// Routine stack (SP_EL1 at EL1, SP_EL0 at EL0), per vCPU.
 pub const STACK_SIZE: u64 = 0x1_0000;
@@ -49,7 +49,7 @@ pub const MIN_RAM: u64 = 32 << 20;
 pub const MAX_RAM: u64 = 64 << 30;
 
 pub fn mailbox_gpa(vcpu: u64) -> u64 {
-    MAILBOX_BASE + vcpu * abi::PAGE_SIZE
+    MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
 }
 
 /// Top of the routine stack of a vCPU; 16-byte aligned.
@@ -145,6 +145,6 @@ mod tests {
             assert!(stack_top(v) < exception_stack_top(v));
             assert!(exception_stack_top(v) <= STACKS_END);
         }
-        assert_eq!(mailbox_gpa(1) - mailbox_gpa(0), 4096);
+        assert_eq!(mailbox_gpa(1) - mailbox_gpa(0), abi::MAILBOX_SIZE);
     }
 }

@@ -7,7 +7,7 @@
 //! 0x0000_2000  IDT (32 exception gates)
 //! 0x0000_3000  TSSs (one 0x68-byte TSS per vCPU)
 //! 0x0001_0000  page tables (bump allocated)
-//! 0x0010_0000  mailboxes, one page per vCPU
+//! 0x0010_0000  mailboxes, 64 KiB (abi::MAILBOX_SIZE) per vCPU
 //! 0x0020_0000  stacks: per vCPU a user stack and an exception stack
 //! 0x0040_0000  blob window: the blob is loaded at a random page in here
 //! 0x0100_0000  arena: the memory the routines clear/fill/copy
@@ -50,7 +50,7 @@ pub const IDT_VECTORS: u64 = 32;
 pub const VECTOR_STUB_SIZE: u64 = 32;
 
 pub fn mailbox_gpa(vcpu: u64) -> u64 {
-    MAILBOX_BASE + vcpu * abi::PAGE_SIZE
+    MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
 }
 
 pub fn tss_gpa(vcpu: u64) -> u64 {
@@ -73,7 +73,7 @@ pub fn exception_stack_top(vcpu: u64) -> u64 {
 
 const _: () = {
     assert!(TSS_GPA + abi::MAX_VCPUS * TSS_SIZE <= PAGE_TABLES_GPA);
-    assert!(MAILBOX_BASE + abi::MAX_VCPUS * abi::PAGE_SIZE <= STACKS_BASE);
+    assert!(MAILBOX_BASE + abi::MAX_VCPUS * abi::MAILBOX_SIZE <= STACKS_BASE);
     assert!(STACKS_BASE + abi::MAX_VCPUS * (STACK_SIZE + EXC_STACK_SIZE) <= BLOB_WINDOW);
     assert!(SEL_TSS0 as u64 + 16 * abi::MAX_VCPUS <= abi::PAGE_SIZE);
     assert!(MAX_RAM <= abi::DOORBELL_GPA);
