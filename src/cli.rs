@@ -215,9 +215,11 @@ pub struct KernelArgs {
     #[arg(long, value_parser = parse_arch)]
     pub arch: Option<crate::kernel::tree::Arch>,
     /// Kernel alternatives at load time: host (what the host kernel decided),
-    /// guest (the guest's CPUID view), none, or FEATURE[,FEATURE..]
-    #[arg(long, default_value = "host", value_name = "host|guest|none|FEATURES")]
-    pub alternatives: String,
+    /// guest (the guest's CPUID view), none, or FEATURE[,FEATURE..]. Default:
+    /// run/verify check every path the alternatives can take, bench and
+    /// info take the host's
+    #[arg(long, value_name = "host|guest|none|FEATURES")]
+    pub alternatives: Option<String>,
     /// Run a kernel blob file made by `hypclear blob` (no toolchain needed;
     /// bench: repeatable, each file a side)
     #[arg(long, value_name = "FILE")]
@@ -497,6 +499,11 @@ pub struct BenchArgs {
     /// the kernel's link configuration; sessions interleave all sides
     #[arg(long)]
     pub builtin: bool,
+    /// With --kernel-tree/--blob and no --alternatives: time every
+    /// alternatives path of the routine the guest can run, each its own
+    /// side (default: the host kernel's pick only)
+    #[arg(long)]
+    pub every_path: bool,
     /// Write every raw sample as CSV
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,

@@ -245,30 +245,15 @@ fn broken_kernel_memset_is_caught() {
     if !common::kvm_available("broken_kernel_memset_is_caught") {
         return;
     }
-    let copy = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kernel-mutant");
-    if copy.exists() {
-        std::fs::remove_dir_all(&copy).expect("remove the old copy");
-    }
-    let st = std::process::Command::new("cp")
-        .arg("-al")
-        .arg(&tree)
-        .arg(&copy)
-        .status()
-        .expect("cp");
-    assert!(st.success(), "cp -al {} {}", tree.display(), copy.display());
-    // The patch: one tail store of memset_orig's 64-byte loop removed
-    // (written as a new file, so the original tree keeps its inode).
-    let rel = "arch/x86/lib/memset_64.S";
-    let text = std::fs::read_to_string(tree.join(rel)).expect("memset_64.S");
+    // The patch: one tail store of memset_orig's 64-byte loop removed.
     let store = "movq  %rax,56(%rdi)";
-    assert_eq!(text.matches(store).count(), 1, "{rel} changed shape");
-    let broken: String = text
-        .lines()
-        .filter(|l| l.trim() != store)
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::remove_file(copy.join(rel)).unwrap();
-    std::fs::write(copy.join(rel), broken).unwrap();
+    let copy = mutant(&tree, "kernel-mutant", "arch/x86/lib/memset_64.S", |text| {
+        assert_eq!(text.matches(store).count(), 1, "memset_64.S changed shape");
+        text.lines()
+            .filter(|l| l.trim() != store)
+            .map(|l| format!("{l}\n"))
+            .collect()
+    });
 
     let args = |t: &PathBuf| {
         vec![
@@ -294,4 +279,178 @@ fn broken_kernel_memset_is_caught() {
     let o = run(&tree);
     assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
     std::fs::remove_dir_all(&copy).ok();
+}
+
+/// A copy of `tree` (hard links) in the test's temporary directory `name`
+/// whose file `rel` is `edit` of the original (written as a new file, so
+/// the original tree keeps its inode).
+fn mutant(tree: &PathBuf, name: &str, rel: &str, edit: impl Fn(&str) -> String) -> PathBuf {
+    let copy = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    if copy.exists() {
+        std::fs::remove_dir_all(&copy).expect("remove the old copy");
+    }
+    let st = std::process::Command::new("cp")
+        .arg("-al")
+        .arg(tree)
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(st.success(), "cp -al {} {}", tree.display(), copy.display());
+    let text = std::fs::read_to_string(tree.join(rel)).expect("the file to mutate");
+    std::fs::remove_file(copy.join(rel)).unwrap();
+    std::fs::write(copy.join(rel), edit(&text)).unwrap();
+    copy
+}
+
+/// A tree whose x86 `__memset` FSRS path (`rep stosb`) stores one byte
+/// short for odd sizes: default `verify --kernel-tree` checks every
+/// alternatives path, so it fails on the FSRS row even on a CPU without
+/// FSRS (where `--alternatives host` never runs that path and passes);
+/// the unmodified tree passes the same default run.
+#[test]
+fn every_alternatives_path_is_verified() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        println!("SKIP: the mutation is in arch/x86/lib/memset_64.S");
+        return;
+    }
+    if !common::kvm_available("every_alternatives_path_is_verified") {
+        return;
+    }
+    let count = "\tmovq %rdx,%rcx\n";
+    let copy = mutant(
+        &tree,
+        "kernel-mutant-fsrs",
+        "arch/x86/lib/memset_64.S",
+        |text| {
+            assert_eq!(text.matches(count).count(), 1, "memset_64.S changed shape");
+            text.replace(count, &format!("{count}\tandq $-2,%rcx\n"))
+        },
+    );
+    let verify = |t: &PathBuf, extra: &[&str], json: &PathBuf| {
+        let t = t.display().to_string();
+        let j = json.display().to_string();
+        let mut a = vec!["verify", "--kernel-tree", &t, "--json", &j];
+        a.extend(extra);
+        common::hypclear(&a)
+    };
+    let json = common::tmp_json("kernel-every-path");
+    let o = verify(&copy, &[], &json);
+    let out = common::text(&o);
+    println!("{out}");
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let doc = common::read_json(&json);
+    let rows = |doc: &serde_json::Value, verdict: &str| -> std::collections::BTreeSet<String> {
+        doc["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .filter(|c| c["verdict"] == verdict)
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["routine"].as_str().unwrap(),
+                    c["variant"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let failed = rows(&doc, "fail");
+    assert_eq!(
+        failed.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["memset kernel: FSRS alternative"],
+        "only the FSRS path fails: {out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("kernel: FSRS alternative") && l.contains("size 1 dst+0")),
+        "the row names the path and the first bad check: {out}"
+    );
+    assert!(
+        rows(&doc, "pass")
+            .iter()
+            .any(|r| r.starts_with("memset kernel: fallback memset_orig")),
+        "the memset_orig path passes: {out}"
+    );
+    let host = hypclear::kernel::alternatives::host_features(object::elf::EM_X86_64);
+    if !host.contains("fsrs") {
+        // The blind spot this closes: the host's single path passes.
+        let o = verify(&copy, &["--alternatives", "host"], &json);
+        assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    }
+    let o = verify(&tree, &[], &json);
+    let out = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let passed = rows(&common::read_json(&json), "pass");
+    assert!(
+        passed.contains("memset kernel: FSRS alternative"),
+        "the unmodified FSRS path runs and passes: {out}"
+    );
+    std::fs::remove_dir_all(&copy).ok();
+}
+
+/// `bench --every-path` times each memset path the guest can run as its
+/// own side, the host's pick first; without it bench times the pick only.
+#[test]
+fn bench_every_path_times_each_path() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        println!("SKIP: the x86 6.12 memset paths are checked by name");
+        return;
+    }
+    if !common::kvm_available("bench_every_path_times_each_path") {
+        return;
+    }
+    let t = tree.display().to_string();
+    let json = common::tmp_json("kernel-bench-every-path");
+    let j = json.display().to_string();
+    let bench = |extra: &[&str]| {
+        let mut a = vec![
+            "bench",
+            "memset",
+            "-s",
+            "1MB",
+            "-k",
+            "4KB",
+            "--sessions",
+            "1",
+            "--repeats",
+            "1",
+            "--kernel-tree",
+            &t,
+            "--json",
+            &j,
+        ];
+        a.extend(extra);
+        let o = common::hypclear(&a);
+        assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+        let doc = common::read_json(&json);
+        let names: Vec<String> = doc["sides"]
+            .as_array()
+            .expect("sides")
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect();
+        names
+    };
+    let every = bench(&["--every-path"]);
+    println!("{every:?}");
+    assert_eq!(every.len(), 2, "{every:?}");
+    assert!(every[0].ends_with("[host pick])"), "{every:?}");
+    assert!(
+        every.iter().any(|n| n.contains("(FSRS alternative")),
+        "{every:?}"
+    );
+    let pick = bench(&[]);
+    assert_eq!(pick.len(), 1, "{pick:?}");
+    let o = common::hypclear(&[
+        "bench",
+        "memset",
+        "--every-path",
+        "--kernel-tree",
+        &t,
+        "--alternatives",
+        "host",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::text(&o));
 }

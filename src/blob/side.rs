@@ -30,6 +30,11 @@ pub struct External {
     /// The features its alternatives were decided with (`--alternatives`).
     pub features: BTreeSet<String>,
     pub arch: crate::kernel::tree::Arch,
+    /// The blob file (to load it again with other alternatives).
+    pub file: std::path::PathBuf,
+    /// The alternatives paths this load verifies (`None`: one
+    /// `--alternatives` decision for every routine).
+    pub(crate) load: Option<crate::kernel::paths::Load>,
 }
 
 /// One blob source of a command.

@@ -674,6 +674,26 @@ pub fn plan(
     (specs, skipped)
 }
 
+/// Every check `plan` makes for `side`, as SKIP with `reason` (a kernel
+/// alternatives path the guest CPU cannot execute: never booted).
+pub(crate) fn skip_all(
+    side: &crate::blob::Side,
+    caps: &arch::CpuCaps,
+    filter: &Filter,
+    pats: &Patterns,
+    reason: &str,
+) -> Vec<CheckRecord> {
+    let (specs, skipped) = plan(side, caps, filter, u64::MAX, pats);
+    let why = || Some(reason.to_string());
+    let planned = specs
+        .iter()
+        .map(|s| record(side.config(), s, pats, Verdict::Skipped, why()));
+    let skipped = skipped
+        .into_iter()
+        .map(|r| CheckRecord { reason: why(), ..r });
+    planned.chain(skipped).collect()
+}
+
 fn record(
     config: LinkConfig,
     s: &CheckSpec,

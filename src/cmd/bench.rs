@@ -25,6 +25,10 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
     // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
     // request to stop too, never a silent kill.
     crate::vmm::interrupt::install()?;
+    let sides = match a.every_path {
+        true => super::kernel::bench_paths(common, sides, a.routine)?,
+        false => sides,
+    };
     let plan = a.plan(common, &sides)?;
     let ktap = common.format == crate::cli::Format::Ktap;
     for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {

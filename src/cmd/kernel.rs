@@ -3,10 +3,14 @@
 use crate::blob::{Blob, BlobBytes, External, LinkConfig, Side};
 use crate::cli::{BlobArgs, Common};
 use crate::error::{Error, Result};
-use crate::kernel::blob::{self as kblob, AltChoice, Loaded, MakeRequest};
+use crate::kernel::alternatives;
+use crate::kernel::blob::{self as kblob, AltChoice, KernelBlobError, Loaded, MakeRequest};
+use crate::kernel::paths;
 use crate::kernel::routines;
 use crate::kernel::tree::{self, Arch};
+use crate::routines::Routine;
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -68,7 +72,7 @@ pub fn sides(common: &Common) -> Result<Vec<Side>> {
                 .into(),
         ));
     }
-    let choice = AltChoice::parse(&k.alternatives);
+    let choice = AltChoice::parse(k.alternatives.as_deref().unwrap_or("host"));
     let guest = if choice == AltChoice::Guest {
         kblob::guest_view(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?))
     } else {
@@ -151,6 +155,7 @@ fn external(l: Loaded, source: &str, short: String) -> Result<External> {
         "features_present": l.features,
         "applied": l.applied,
         "paths": l.paths,
+        "alt_paths": l.load,
         "linked_by": m.hypclear,
     });
     Ok(External {
@@ -163,13 +168,21 @@ fn external(l: Loaded, source: &str, short: String) -> Result<External> {
         kernelversion: m.tree.kernelversion.clone(),
         features: l.features,
         arch: m.arch,
+        file: l.path,
+        load: l.load,
     })
 }
 
 /// The lines every table shows for the kernel sides (none for built-ins).
+/// The loads of one blob's alternatives paths share one header.
 pub fn summary_lines(sides: &[Side]) -> Vec<String> {
     let mut out = Vec::new();
+    let mut headed: Vec<&Path> = Vec::new();
     for e in sides.iter().filter_map(Side::external) {
+        if e.load.is_some() && headed.contains(&e.file.as_path()) {
+            continue;
+        }
+        headed.push(&e.file);
         let r = &e.report;
         out.push(format!(
             "{}: link configuration {} ({}); alternatives {}",
@@ -178,7 +191,145 @@ pub fn summary_lines(sides: &[Side]) -> Vec<String> {
             r["link_reason"].as_str().unwrap_or(""),
             r["alternatives"].as_str().unwrap_or("")
         ));
-        out.extend(e.paths.iter().map(|p| format!("  {p}")));
+        if e.load.is_none() {
+            out.extend(e.paths.iter().map(|p| format!("  {p}")));
+            continue;
+        }
+        out.extend(path_lines(sides, &e.file));
+        // What is not an alternatives site (x86 clear_page's pick in C).
+        out.extend(
+            e.paths
+                .iter()
+                .filter(|p| p.starts_with("clear_page:"))
+                .map(|p| format!("  {p}")),
+        );
     }
     out
+}
+
+/// One line per alternatives path of the blob `file`'s loads.
+fn path_lines(sides: &[Side], file: &Path) -> Vec<String> {
+    let loads = sides
+        .iter()
+        .filter_map(Side::external)
+        .filter(|e| e.file == file)
+        .filter_map(|e| e.load.as_ref());
+    let mut out = Vec::new();
+    for p in loads.flat_map(|l| &l.paths).filter(|p| p.sites > 0) {
+        let mut line = format!("  {}: {}", p.family, p.label);
+        if p.host_pick {
+            line.push_str(" [host pick]");
+        }
+        if let paths::Runnable::No { reason } = &p.runnable {
+            line.push_str(&format!(" (SKIP: {reason})"));
+        }
+        out.push(line);
+    }
+    out
+}
+
+/// run/verify without an explicit `--alternatives`: each kernel side
+/// becomes one side per load of its alternatives paths (see
+/// [`paths::loads`]), so every path the kernel may take on some CPU is
+/// verified, not only the one this host's kernel picked.
+pub fn every_path(common: &Common, sides: Vec<Side>) -> Result<Vec<Side>> {
+    if common.kernel.alternatives.is_some() || sides.iter().all(Side::is_builtin) {
+        return Ok(sides);
+    }
+    let guest = kblob::guest_view(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?));
+    let mut out = Vec::new();
+    for side in sides {
+        match side.external() {
+            Some(e) => out.extend(path_sides(e, &guest, |_| e.short.clone())?),
+            None => out.push(side),
+        }
+    }
+    Ok(out)
+}
+
+/// `bench --every-path`: each kernel side becomes one side per path of
+/// `routine`'s family the guest can run, named by its path
+/// (`linux-source-6.12 (FSRS alternative)`), the host's pick first.
+pub fn bench_paths(common: &Common, sides: Vec<Side>, routine: Routine) -> Result<Vec<Side>> {
+    if common.kernel.alternatives.is_some() || sides.iter().all(Side::is_builtin) {
+        return Err(Error::Usage(
+            "--every-path times the alternatives paths of a kernel side: give --kernel-tree or \
+             --blob, and no --alternatives (which names one path)"
+                .into(),
+        ));
+    }
+    let guest = kblob::guest_view(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?));
+    let mut out = Vec::new();
+    for side in sides {
+        let Some(e) = side.external() else {
+            out.push(side);
+            continue;
+        };
+        let fam = routine.family(e.blob.config);
+        let name = |l: &paths::Load| match l.path_name(fam) {
+            Some(p) => format!("{} ({p})", e.short),
+            None => e.short.clone(),
+        };
+        let loads = path_sides(e, &guest, name)?;
+        out.extend(loads.into_iter().filter(|s| {
+            s.external()
+                .and_then(|x| x.load.as_ref())
+                .is_some_and(|l| l.verifies(fam).is_some() && l.runnable() == paths::Runnable::Yes)
+        }));
+    }
+    Ok(out)
+}
+
+/// The loads of one kernel side's alternatives paths, the host's pick
+/// first, each with the short name `short(load)`.
+fn path_sides(
+    e: &External,
+    guest: &BTreeSet<String>,
+    short: impl Fn(&paths::Load) -> String,
+) -> Result<Vec<Side>> {
+    let p = kblob::prepare(&e.file)?;
+    let host = alternatives::host_features(p.img.machine);
+    let names = p.names();
+    let decisions = paths::Decisions {
+        names: &names,
+        host: &host,
+        guest,
+    };
+    let all = paths::enumerate(&p.img, &decisions).map_err(KernelBlobError::from)?;
+    let clear_page_pick =
+        (e.arch == Arch::X86_64 && e.blob.config == LinkConfig::Vanilla).then(|| {
+            let f = alternatives::x86_clear_page_pick(&host);
+            f.strip_prefix("clear_page_").unwrap_or(f)
+        });
+    let always = paths::always(&names);
+    let mut out = Vec::new();
+    for load in paths::loads(&all, clear_page_pick) {
+        let mut by_family: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for path in &load.paths {
+            by_family.insert(path.family, path.features.union(&always).cloned().collect());
+        }
+        let present = |routine: &str| {
+            paths::family_of(routine)
+                .and_then(|f| by_family.get(f))
+                .unwrap_or(&host)
+        };
+        // The decision as a whole, for the report and the built-in
+        // equivalents: the host's features, with those the load's
+        // families decide replaced by their paths'.
+        let decided: BTreeSet<&String> = all
+            .iter()
+            .filter(|a| load.verifies(a.family).is_some())
+            .flat_map(|a| &a.features)
+            .collect();
+        let features: BTreeSet<String> = host
+            .iter()
+            .filter(|f| !decided.contains(f))
+            .chain(load.paths.iter().flat_map(|a| &a.features))
+            .cloned()
+            .collect();
+        let source = e.report["source"].as_str().unwrap_or("blob").to_string();
+        let l = p.apply("every path".into(), &present, &features, Some(load.clone()))?;
+        out.push(Side::Kernel(Arc::new(external(l, &source, short(&load))?)));
+    }
+    Ok(out)
 }

@@ -115,6 +115,8 @@ struct Outcome {
     counter_khz: u64,
     /// SIGINT stopped the run: what is here is partial.
     interrupted: bool,
+    /// The kernel alternatives loads, run or SKIP (for the JSON).
+    alternatives_loads: Vec<crate::kernel::paths::Load>,
 }
 
 /// What one link configuration's VM produced.
@@ -170,8 +172,10 @@ fn run_config(
         first_hypercall,
     } = booted;
     let config = side.config();
-    let (specs, skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem), pats);
-    let banner = format!(
+    // Sides with nothing to run were dropped before booting.
+    let filter = &side_filter(side, filter).unwrap_or_else(|| filter.clone());
+    let (specs, mut skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem), pats);
+    let mut banner = format!(
         "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
         vm.blob.aliases.len(),
         vm.blob.relocs.len(),
@@ -182,6 +186,13 @@ fn run_config(
         arch::COUNTER_NAME,
         vm.counter_khz
     );
+    if let Some(load) = side.external().and_then(|e| e.load.as_ref()) {
+        let names: Vec<String> = crate::kernel::routines::FAMILIES
+            .iter()
+            .filter_map(|f| Some(format!("{f} {}", load.path_name(f)?)))
+            .collect();
+        banner.push_str(&format!("; paths: {}", names.join(", ")));
+    }
     let pb = bars.add(progress(specs.len() as u64));
     pb.set_prefix(config.name());
     let opts = RunOptions {
@@ -192,8 +203,11 @@ fn run_config(
             Geometry::Full => Keep::Failures,
         },
     };
-    let run = suite::run(&mut vm, &specs, pats, &opts, &pb)?;
+    let mut run = suite::run(&mut vm, &specs, pats, &opts, &pb)?;
     pb.finish_and_clear();
+    relabel(side, &mut run.records);
+    relabel(side, &mut skipped);
+    run.rows = relabel_rows(side, std::mem::take(&mut run.rows));
     if run.failure.is_none() && !run.interrupted {
         vm.vcpu(0)?.exit(ctx.timeout)?;
     }
@@ -206,6 +220,82 @@ fn run_config(
         run,
         skipped,
     })
+}
+
+/// The filter of a kernel alternatives load: only the routines whose
+/// family's path it verifies (`None`: none of the selected ones). Other
+/// sides keep `filter`.
+fn side_filter(side: &Side, filter: &Filter) -> Option<Filter> {
+    let Some(load) = side.external().and_then(|e| e.load.as_ref()) else {
+        return Some(filter.clone());
+    };
+    let config = side.config();
+    let routines: Vec<Routine> = Routine::ALL
+        .into_iter()
+        .filter(|r| filter.routines.is_empty() || filter.routines.contains(r))
+        .filter(|r| load.verifies(r.family(config)).is_some())
+        .collect();
+    (!routines.is_empty()).then(|| Filter {
+        routines,
+        ..filter.clone()
+    })
+}
+
+/// Name a kernel alternatives load's rows by the path they verify.
+fn relabel(side: &Side, records: &mut [CheckRecord]) {
+    if let Some(load) = side.external().and_then(|e| e.load.as_ref()) {
+        for r in records {
+            r.variant = load.row_name(r.routine.family(r.config), &r.variant);
+        }
+    }
+}
+
+/// [`relabel`] for the per-row counts of a run.
+fn relabel_rows(side: &Side, rows: suite::Rows) -> suite::Rows {
+    let Some(load) = side.external().and_then(|e| e.load.as_ref()) else {
+        return rows;
+    };
+    let renamed = rows.0.into_iter().map(|(mut k, t)| {
+        k.variant = load.row_name(k.routine.family(k.config), &k.variant);
+        (k, t)
+    });
+    suite::Rows(renamed.collect())
+}
+
+/// The kernel alternatives loads the guest CPU cannot run, with the
+/// reason, apart from the others; loads with nothing selected dropped.
+fn split_runnable(sides: Vec<Side>, filter: &Filter) -> (Vec<Side>, Vec<(Side, String)>) {
+    let mut run = Vec::new();
+    let mut skip = Vec::new();
+    for side in sides {
+        if side_filter(&side, filter).is_none() {
+            continue;
+        }
+        match side
+            .external()
+            .and_then(|e| e.load.as_ref())
+            .map(|l| l.runnable())
+        {
+            Some(crate::kernel::paths::Runnable::No { reason }) => skip.push((side, reason)),
+            _ => run.push(side),
+        }
+    }
+    (run, skip)
+}
+
+/// The SKIP rows of the loads the guest CPU cannot run.
+fn unrunnable_rows(ctx: &Ctx, skip: &[(Side, String)], filter: &Filter) -> Vec<CheckRecord> {
+    let pats = Patterns::new(ctx.seed, 0);
+    let mut out = Vec::new();
+    for (side, reason) in skip {
+        let Some(f) = side_filter(side, filter) else {
+            continue;
+        };
+        let mut rows = suite::skip_all(side, &ctx.caps, &f, &pats, reason);
+        relabel(side, &mut rows);
+        out.extend(rows);
+    }
+    out
 }
 
 /// Whether the configurations' suites may run side by side: a second
@@ -369,6 +459,7 @@ pub fn verify(
         geometry: args.run.geometry,
     };
     check_filter(&sides, &filter)?;
+    let (sides, unrunnable) = split_runnable(super::kernel::every_path(common, sides)?, &filter);
     let early = Early::resolve(common, start, common.mem())?;
     let configs = sides.clone();
     // Everything else is resolved and checked while the VMs boot; no
@@ -397,6 +488,14 @@ pub fn verify(
     let (ctx, runs) = boot_and_run(common, &early, &configs, &filter, prepare)?;
     let mut o = outcome(&ctx, runs)?;
     o.geometry = filter.geometry;
+    let skip = unrunnable_rows(&ctx, &unrunnable, &filter);
+    o.rows.merge(suite::Rows::of(&skip));
+    o.records.extend(skip);
+    o.alternatives_loads = configs
+        .iter()
+        .chain(unrunnable.iter().map(|(s, _)| s))
+        .filter_map(|c| c.external()?.load.clone())
+        .collect();
     report_outcome(&ctx, &configs, &o, command)
 }
 
@@ -471,11 +570,12 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
         } else {
             "FAIL"
         },
-        configs
-            .iter()
-            .map(|c| c.config().name())
-            .collect::<Vec<_>>()
-            .join(", "),
+        {
+            // One name per link configuration (alternatives loads share one).
+            let mut names: Vec<&str> = configs.iter().map(|c| c.config().name()).collect();
+            names.dedup();
+            names.join(", ")
+        },
         elapsed.as_secs_f64(),
         first_ms,
         checker_gbps
@@ -549,6 +649,10 @@ struct JsonDoc<'a> {
     /// (`full`); `rows` counts every check either way.
     geometry: Geometry,
     rows: Vec<RowJson<'a>>,
+    /// Every kernel alternatives path verified (run/verify without
+    /// `--alternatives`), as the loads that carried them.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    alternatives_loads: &'a [crate::kernel::paths::Load],
     checks: &'a [CheckRecord],
     failure: &'a Option<GuestFailure>,
     summary: serde_json::Value,
@@ -589,8 +693,41 @@ fn json_doc<'a>(
             .map(|s| json!(crate::bench::SideInfo::of(s, &ctx.caps).kernel_paths)),
         geometry: o.geometry,
         rows: o.rows.0.iter().map(RowJson::of).collect(),
+        alternatives_loads: &o.alternatives_loads,
         checks: &o.records,
         failure: &o.failure,
         summary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unrunnable_path_is_every_check_skipped_with_the_reason() {
+        let side = Side::Builtin(LinkConfig::Vanilla);
+        let caps = arch::CpuCaps::default();
+        let filter = Filter {
+            routines: vec![Routine::Memset],
+            ..Filter::default()
+        };
+        let pats = Patterns::new(1, 0);
+        let (specs, skipped) = suite::plan(&side, &caps, &filter, u64::MAX, &pats);
+        let rows = suite::skip_all(&side, &caps, &filter, &pats, "no FEAT_MOPS");
+        assert!(!specs.is_empty());
+        assert_eq!(rows.len(), specs.len() + skipped.len());
+        assert!(rows.iter().all(|r| r.verdict == suite::Verdict::Skipped
+            && r.reason.as_deref() == Some("no FEAT_MOPS")
+            && r.routine == Routine::Memset));
+        // A side that is no alternatives load keeps the filter and its names.
+        assert_eq!(
+            side_filter(&side, &filter).map(|f| f.routines),
+            Some(vec![Routine::Memset])
+        );
+        let mut r = rows[..1].to_vec();
+        let before = r[0].variant.clone();
+        relabel(&side, &mut r);
+        assert_eq!(r[0].variant, before);
     }
 }

@@ -39,6 +39,15 @@ pub enum AltError {
          of features such as erms,fsrm,rep_good or mops"
     )]
     UnknownFeature(String),
+    #[error(
+        "{family}: {count} features decide its alternatives, more than the {max} whose \
+         combinations are tried; verify it with an explicit --alternatives"
+    )]
+    TooManyFeatures {
+        family: String,
+        count: usize,
+        max: usize,
+    },
 }
 
 /// The `struct alt_instr` layouts.
@@ -669,6 +678,17 @@ impl Image {
         names: &FeatureNames,
         present: &BTreeSet<String>,
     ) -> Result<Vec<Applied>, AltError> {
+        self.apply_by(names, &|_| present)
+    }
+
+    /// [`Image::apply`] with the present features decided per routine
+    /// (`present(routine)`): one image can carry a different path of each
+    /// routine, even where routines share a feature.
+    pub(crate) fn apply_by<'p>(
+        &mut self,
+        names: &FeatureNames,
+        present: &dyn Fn(&str) -> &'p BTreeSet<String>,
+    ) -> Result<Vec<Applied>, AltError> {
         // Describe the original code before anything is patched.
         let sites = self.sites.clone();
         let fallbacks: Vec<String> = sites
@@ -681,9 +701,9 @@ impl Image {
         let mut report: Vec<Applied> = Vec::new();
         for (k, site) in sites.iter().enumerate() {
             let fname = names.name(site.feature);
-            let has = present.contains(&fname);
-            let take = has != site.invert && !site.callback;
             let routine = self.function_at(site.orig).unwrap_or("?").to_string();
+            let has = present(&routine).contains(&fname);
+            let take = has != site.invert && !site.callback;
             let shown = if site.invert {
                 format!("!{}", fname.to_uppercase())
             } else {
@@ -879,15 +899,15 @@ pub fn feature_names(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use object::write::{Object as WObject, Relocation, Symbol, SymbolSection};
     use object::{Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolScope};
 
-    const FSRS: u16 = 12 * 32 + 11;
-    const ERMS: u16 = 9 * 32 + 9;
+    pub(crate) const FSRS: u16 = 12 * 32 + 11;
+    pub(crate) const ERMS: u16 = 9 * 32 + 9;
 
-    fn names() -> FeatureNames {
+    pub(crate) fn names() -> FeatureNames {
         FeatureNames::parse_x86(
             "#define X86_FEATURE_ERMS\t\t( 9*32+ 9) /* \"erms\" Enhanced REP */\n\
              #define X86_FEATURE_FSRS\t\t(12*32+11) /* Fast short REP STOSB */\n\
@@ -904,7 +924,12 @@ mod tests {
     /// 2 bytes, + `orig_pad` bytes of padding) whose replacement is
     /// `repl`; `memset` then jumps to `__x86_return_thunk`. Entries use
     /// `layout`; a second entry (ERMS, inverted) is added when `two`.
-    fn memset_object(layout: Layout, repl: &[u8], repl_jmp_to_orig: bool, two: bool) -> Vec<u8> {
+    pub(crate) fn memset_object(
+        layout: Layout,
+        repl: &[u8],
+        repl_jmp_to_orig: bool,
+        two: bool,
+    ) -> Vec<u8> {
         let mut o = WObject::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
         let text = o.add_section(vec![], b".noinstr.text".to_vec(), SectionKind::Text);
         // memset: 0: eb 0e (jmp 0x10) ; 2: 3 bytes pad (nop) ; 5: e9 <thunk> ; 10..16 int3

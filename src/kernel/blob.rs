@@ -16,6 +16,7 @@
 use super::alternatives::{self, AltError, Applied, FeatureNames, Image};
 use super::guest_src;
 use super::kbuild::{self, ConfigSource, KbuildError, Request, Step, StepEvent};
+use super::paths;
 use super::routines;
 use super::tree::{Arch, Identity, KernelTree, LinkConfig, TreeError};
 use crate::blob::hyprel;
@@ -391,6 +392,9 @@ pub struct Loaded {
     pub applied: Vec<Applied>,
     /// One line per routine: which path it takes.
     pub paths: Vec<String>,
+    /// The alternatives paths this load verifies (`None`: one
+    /// `--alternatives` decision for every routine).
+    pub(crate) load: Option<paths::Load>,
 }
 
 fn bad(path: &Path, why: impl Into<String>) -> KernelBlobError {
@@ -400,17 +404,36 @@ fn bad(path: &Path, why: impl Into<String>) -> KernelBlobError {
     }
 }
 
-/// Read and validate a blob file for this host (see the module docs).
+/// Read and validate a blob file for this host (see the module docs) and
+/// apply its alternatives as `choice` says.
 pub fn load(
     path: &Path,
     choice: &AltChoice,
     guest_features: &BTreeSet<String>,
 ) -> Result<Loaded, KernelBlobError> {
+    let p = prepare(path)?;
+    let present = p.present(choice, guest_features)?;
+    p.apply(choice.name(), &|_| &present, &present, None)
+}
+
+/// A kernel blob file read and validated for this host, its alternatives
+/// not yet applied: one [`Prepared::apply`] per alternatives path.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared {
+    pub path: PathBuf,
+    pub meta: Meta,
+    elf: Vec<u8>,
+    /// Routines named by the kernel's symbols; x86 returns patched.
+    pub img: Image,
+}
+
+/// Read and validate a blob file for this host (see the module docs).
+pub(crate) fn prepare(path: &Path) -> Result<Prepared, KernelBlobError> {
     let len = std::fs::metadata(path).map_err(io(path))?.len();
     if len > MAX_FILE {
         return Err(bad(path, format!("{len} bytes, more than {MAX_FILE}")));
     }
-    let mut elf = std::fs::read(path).map_err(io(path))?;
+    let elf = std::fs::read(path).map_err(io(path))?;
     let meta = read_meta(path, &elf)?;
     let host = Arch::host().ok_or(TreeError::UnknownHost)?;
     if meta.arch != host {
@@ -421,53 +444,87 @@ pub fn load(
         });
     }
     let mut img = Image::from_elf(&elf, None).map_err(|e| bad(path, e.to_string()))?;
-    let machine = img.machine;
-    let present: BTreeSet<String> = match choice {
-        AltChoice::Host => alternatives::host_features(machine),
-        AltChoice::Guest => guest_features.clone(),
-        AltChoice::None => BTreeSet::new(),
-        AltChoice::List(l) => {
-            let known: BTreeSet<&String> = meta.features.values().collect();
-            let mut s = BTreeSet::new();
-            for f in l {
-                let name = if known.contains(f) {
-                    f.clone()
-                } else if known.contains(&format!("has_{f}")) {
-                    format!("has_{f}")
-                } else if is_feature_name(f) {
-                    // Not used by this image's alternatives: harmless.
-                    f.clone()
-                } else {
-                    return Err(KernelBlobError::UnknownFeature(f.clone()));
-                };
-                s.insert(name);
-            }
-            s
-        }
-    };
     img.strip_symbol_prefix(SYMBOL_PREFIX);
     // Name routines by the kernel's symbols, not by hypclear's row aliases.
     img.functions
         .retain(|(_, _, n)| !meta.rows.iter().any(|(r, t)| r == n && r != t));
-    if machine == object::elf::EM_X86_64 {
+    if img.machine == object::elf::EM_X86_64 {
         img.patch_returns()?;
     }
-    let names = FeatureNames {
-        names: meta.features.clone(),
-    };
-    let applied = img.apply(&names, &present)?;
-    patch_sections(&mut elf, &img).map_err(|why| bad(path, why))?;
-    let paths = describe(&meta, &applied, &present);
-    Ok(Loaded {
+    Ok(Prepared {
         path: path.to_path_buf(),
         meta,
         elf,
-        image: img.bytes,
-        alternatives: choice.name(),
-        features: present,
-        applied,
-        paths,
+        img,
     })
+}
+
+impl Prepared {
+    /// The tree's numbering of the features the image's alternatives use.
+    pub fn names(&self) -> FeatureNames {
+        FeatureNames {
+            names: self.meta.features.clone(),
+        }
+    }
+
+    /// The features `choice` counts as present.
+    pub fn present(
+        &self,
+        choice: &AltChoice,
+        guest_features: &BTreeSet<String>,
+    ) -> Result<BTreeSet<String>, KernelBlobError> {
+        Ok(match choice {
+            AltChoice::Host => alternatives::host_features(self.img.machine),
+            AltChoice::Guest => guest_features.clone(),
+            AltChoice::None => BTreeSet::new(),
+            AltChoice::List(l) => {
+                let known: BTreeSet<&String> = self.meta.features.values().collect();
+                let mut s = BTreeSet::new();
+                for f in l {
+                    let name = if known.contains(f) {
+                        f.clone()
+                    } else if known.contains(&format!("has_{f}")) {
+                        format!("has_{f}")
+                    } else if is_feature_name(f) {
+                        // Not used by this image's alternatives: harmless.
+                        f.clone()
+                    } else {
+                        return Err(KernelBlobError::UnknownFeature(f.clone()));
+                    };
+                    s.insert(name);
+                }
+                s
+            }
+        })
+    }
+
+    /// Apply the alternatives with `present(routine)` features and patch
+    /// them into a copy of the ELF. `features` is what the report shows
+    /// as the decision; `load` the alternatives paths it carries, if any.
+    pub fn apply<'p>(
+        &self,
+        alternatives: String,
+        present: &dyn Fn(&str) -> &'p BTreeSet<String>,
+        features: &BTreeSet<String>,
+        load: Option<paths::Load>,
+    ) -> Result<Loaded, KernelBlobError> {
+        let mut img = self.img.clone();
+        let applied = img.apply_by(&self.names(), present)?;
+        let mut elf = self.elf.clone();
+        patch_sections(&mut elf, &img).map_err(|why| bad(&self.path, why))?;
+        let paths = describe(&self.meta, &applied, features);
+        Ok(Loaded {
+            path: self.path.clone(),
+            meta: self.meta.clone(),
+            elf,
+            image: img.bytes,
+            alternatives,
+            features: features.clone(),
+            applied,
+            paths,
+            load,
+        })
+    }
 }
 
 fn is_feature_name(f: &str) -> bool {

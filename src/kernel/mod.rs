@@ -1,6 +1,6 @@
 //! Building and preparing a user's kernel tree's own library routines for
 //! the blob: the tree ([`tree`]), kbuild ([`kbuild`]) and the kernel's
-//! alternatives ([`alternatives`]).
+//! alternatives ([`alternatives`]) and every path they can take ([`paths`]).
 //!
 //! [`blob`] makes and loads kernel blob files ([`routines`]: what they
 //! offer; [`guest_src`]: hypclear's entry sources shipped for the link). What the real objects carry, and how they
@@ -30,5 +30,6 @@ pub mod alternatives;
 pub mod blob;
 pub mod guest_src;
 pub mod kbuild;
+pub(crate) mod paths;
 pub mod routines;
 pub mod tree;
