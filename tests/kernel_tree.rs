@@ -389,6 +389,72 @@ fn every_alternatives_path_is_verified() {
     std::fs::remove_dir_all(&copy).ok();
 }
 
+/// A tree whose x86 `__memcpy` FSRM path (`rep movsb`) copies one byte
+/// short: every check of that path with at least one byte must fail, short
+/// by exactly its last byte. A copy's pre-image is the complement of its
+/// source (or a passed copy's result at a shift up to 64 bytes away, which
+/// the source stream never repeats within), so no unwritten byte can match
+/// what it should have become. With the pre-image the suite used before
+/// (the target pattern, which equals a random source byte 1 time in 256)
+/// this test fails: the short copy passes about that share of the checks
+/// (first at size 7, dst+1, src+63 in the run that proved it).
+#[test]
+fn a_copy_short_by_one_fails_at_every_size() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        println!("SKIP: the mutation is in arch/x86/lib/memcpy_64.S");
+        return;
+    }
+    if !common::kvm_available("a_copy_short_by_one_fails_at_every_size") {
+        return;
+    }
+    let count = "\tmovq %rdx, %rcx\n\trep movsb\n";
+    let copy = mutant(
+        &tree,
+        "kernel-mutant-memcpy",
+        "arch/x86/lib/memcpy_64.S",
+        |text| {
+            assert_eq!(text.matches(count).count(), 1, "memcpy_64.S changed shape");
+            // rcx = max(n - 1, 0)
+            text.replace(
+                count,
+                "\tmovq %rdx, %rcx\n\tsubq $1, %rcx\n\tadcq $0, %rcx\n\trep movsb\n",
+            )
+        },
+    );
+    let json = common::tmp_json("kernel-memcpy-short");
+    let t = copy.display().to_string();
+    let j = json.display().to_string();
+    let o = common::hypclear(&["verify", "--kernel-tree", &t, "-r", "memcpy", "--json", &j]);
+    let out = common::text(&o);
+    println!("{out}");
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let doc = common::read_json(&json);
+    let fsrm: Vec<&serde_json::Value> = doc["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| {
+            c["variant"]
+                .as_str()
+                .is_some_and(|v| v.contains("FSRM alternative"))
+        })
+        .collect();
+    assert!(fsrm.len() > 1000, "the FSRM path ran: {out}");
+    for c in &fsrm {
+        let size = c["size"].as_u64().unwrap();
+        if size == 0 {
+            assert_eq!(c["verdict"], "pass", "{c}");
+            continue;
+        }
+        assert_eq!(c["verdict"], "fail", "a short copy passed: {c}");
+        assert_eq!(c["first_bad_offset"].as_u64(), Some(size - 1), "{c}");
+        assert_eq!(c["breakdown"]["not_written"], 1, "{c}");
+        assert_eq!(c["bad_bytes"], 1, "{c}");
+    }
+    std::fs::remove_dir_all(&copy).ok();
+}
+
 /// `bench --every-path` times each memset path the guest can run as its
 /// own side, the host's pick first; without it bench times the pick only.
 #[test]
