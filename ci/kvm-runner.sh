@@ -3,7 +3,7 @@
 #   1. check /dev/kvm,
 #   2. on x86_64, clippy the aarch64 code (cross), then run the test suite
 #      with HYPCLEAR_REQUIRE_KVM=1 (the README's test command),
-#   3. run `hypclear run --json`, `hypclear run --kernel-tree` on the kernel
+#   3. run `hypclear run --json` (quick and --geometry full), `hypclear run --kernel-tree` on the kernel
 #      tree (HYPCLEAR_KERNEL_TREE) and `hypclear selftest --json`, keeping the
 #      JSON under $HYPCLEAR_ARTIFACTS (default: artifacts/).
 # .ci/run uses this same script.
@@ -54,6 +54,11 @@ cargo test --release
 
 stage "hypclear run --json $artifacts/run.json"
 cargo run --release --quiet -- run --json "$artifacts/run.json"
+
+stage "hypclear run --geometry full --json $artifacts/run-full.json (kunit parity: every size 0..1024 x every offset, 0/0xff/seeded fills)"
+t1=$SECONDS
+cargo run --release --quiet -- run --geometry full --json "$artifacts/run-full.json"
+echo "run --geometry full took $((SECONDS - t1)) s"
 
 stage "hypclear run --kernel-tree $HYPCLEAR_KERNEL_TREE --json $artifacts/run-kernel.json"
 cargo run --release --quiet -- run --kernel-tree "$HYPCLEAR_KERNEL_TREE" --json "$artifacts/run-kernel.json"

@@ -7,12 +7,14 @@
 #   2. the routines' own tests under qemu-aarch64 user mode (quick; in the
 #      background, next to the single-threaded KVM runs)
 #   3. cross-build hypclear (static)
-#   4. in each mode: hypclear info, run, selftest (EL1 and EL0), the hostile
-#      guests (selftest --hostile), a --no-dc-zva run, and one short bench
-#   5. kernel blobs cross-built on this host with `hypclear blob --arch aarch64`
-#      from linux-source-6.12 and from its seed-001 shape (ci/seed001-shape.sh,
-#      the `memset` link configuration): the full suite on each with --blob,
-#      in nVHE mode
+#   4. kernel blobs cross-built on this host with `hypclear blob --arch aarch64`
+#      from linux-source-6.12, from its seed-001 shape (ci/seed001-shape.sh,
+#      the `memset` link configuration) and from a mutant (ci/aarch64/mutants.sh)
+#   5. in each mode: hypclear info, run, selftest (EL1 and EL0), the hostile
+#      guests (selftest --hostile), a --no-dc-zva run, and one short bench;
+#      in nVHE the run is --geometry full, then the suite on each kernel blob
+#      with --blob, and the mutant must fail on its fill-0 and overlap rows
+#      only (ci/aarch64/expect-fail)
 # Every QEMU run sits under an outer timeout; fails on the first failure.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -57,41 +59,61 @@ BIN="$REPO/target/aarch64-unknown-linux-gnu/release/hypclear"
 file "$BIN" >&2 || true
 hc_stage_end
 
+hc_stage_begin "kernel blobs for aarch64 (hypclear blob on this host)"
+HOST_BIN="$REPO/target/release/hypclear"
+[ -x "$HOST_BIN" ] || cargo build --release --quiet --bin hypclear
+KTREE="${HYPCLEAR_KERNEL_TREE:-$(bash "$REPO/ci/kernel-source.sh" 6.12 | tail -n1)}"
+SEED_TREE="$(bash "$REPO/ci/seed001-shape.sh" "$KTREE" | tail -n1)"
+MUTANT_TREE="$(bash "$HC_CI_DIR/mutants.sh" "$KTREE" | tail -n1)"
+KBLOB="$HC_CACHE/kernel-arm64.blob"
+SBLOB="$HC_CACHE/seed001-arm64.blob"
+MBLOB="$HC_CACHE/mutant-arm64.blob"
+"$HOST_BIN" blob --arch aarch64 --kernel-tree "$KTREE" -o "$KBLOB"
+"$HOST_BIN" blob --arch aarch64 --kernel-tree "$SEED_TREE" -o "$SBLOB"
+"$HOST_BIN" blob --arch aarch64 --kernel-tree "$MUTANT_TREE" -o "$MBLOB"
+# run-in-qemu.sh --bin copies executable files to the guest's /bin.
+chmod +x "$KBLOB" "$SBLOB" "$MBLOB"
+hc_stage_end
+
 # Small guests: first touch of guest RAM is slow under TCG. The serial
 # console is a terminal, so turn the progress bars off for a readable log.
 # TCG runs the guest ~100x slower than hardware and the two link
 # configurations' VMs share the emulated CPUs: the watchdog's default 5 s of
 # no progress is for hardware, so give one command (32 MiB MOPS memset) 60 s.
 H='HYPCLEAR_PROGRESS=0 hypclear --timeout 60'
-# The hostile guests: at EL1 a zeroed page table wedges the guest, so that
-# case waits the whole --timeout; 20 s is ample for the others here (16
-# cases took 17 s besides it in nVHE).
-"$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" --bin "$BIN" -- \
-    "$H info --mem 64MB" \
-    "$H run --mem 64MB --seed 1" \
-    "$H selftest --mem 64MB" \
-    "$H selftest --mem 64MB --cpl 3 --config vanilla" \
-    "HYPCLEAR_PROGRESS=0 hypclear --timeout 20 selftest --hostile --mem 64MB" \
-    "$H verify --mem 64MB --no-dc-zva --routine clear_page,clear_pages,memset --config both" \
+# Every mode: the suite, selftest at EL1 and EL0, the hostile guests (at
+# EL1 a zeroed page table wedges the guest, so that case waits the whole
+# --timeout; 20 s is ample for the others: 16 cases took 17 s besides it
+# in nVHE), the DC ZVA-less paths, a short bench. nVHE runs the suite in
+# --geometry full instead of quick (full is a superset), then the kernel
+# blobs and the mutant.
+common=(
+    "$H info --mem 64MB"
+    "$H selftest --mem 64MB"
+    "$H selftest --mem 64MB --cpl 3 --config vanilla"
+    "HYPCLEAR_PROGRESS=0 hypclear --timeout 20 selftest --hostile --mem 64MB"
+    "$H verify --mem 64MB --no-dc-zva --routine clear_page,clear_pages,memset --config both"
     "$H bench clear_page -s 4MB -k 4KB,2MB -f all --sessions 1 --repeats 2 --config both"
-
-hc_stage_begin "kernel blobs for aarch64 (hypclear blob on this host)"
-HOST_BIN="$REPO/target/release/hypclear"
-[ -x "$HOST_BIN" ] || cargo build --release --quiet --bin hypclear
-KTREE="${HYPCLEAR_KERNEL_TREE:-$(bash "$REPO/ci/kernel-source.sh" 6.12 | tail -n1)}"
-SEED_TREE="$(bash "$REPO/ci/seed001-shape.sh" "$KTREE" | tail -n1)"
-KBLOB="$HC_CACHE/kernel-arm64.blob"
-SBLOB="$HC_CACHE/seed001-arm64.blob"
-"$HOST_BIN" blob --arch aarch64 --kernel-tree "$KTREE" -o "$KBLOB"
-"$HOST_BIN" blob --arch aarch64 --kernel-tree "$SEED_TREE" -o "$SBLOB"
-# run-in-qemu.sh --bin copies executable files to the guest's /bin.
-chmod +x "$KBLOB" "$SBLOB"
-hc_stage_end
-HYPCLEAR_AARCH64_MODES=nvhe "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
-    --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" -- \
-    "$H info --mem 64MB --blob /bin/$(basename "$SBLOB")" \
-    "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$KBLOB")" \
-    "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$SBLOB")"
+)
+modes=" ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected} "
+others="${modes// nvhe / }"
+if [ -n "${others// /}" ]; then
+    HYPCLEAR_AARCH64_MODES="$others" "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
+        --bin "$BIN" -- "$H run --mem 64MB --seed 1" "${common[@]}"
+fi
+# The mutant (ci/aarch64/mutants.sh) must fail exactly where only the new
+# checks look: memset's fill-0 rows, memcpy's overlap rows.
+M="/bin/$(basename "$MBLOB")"
+if [ "$others" != "$modes" ]; then
+    HYPCLEAR_AARCH64_MODES=nvhe "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1500}" \
+        --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" --bin "$MBLOB" --bin "$HC_CI_DIR/expect-fail" -- \
+        "$H run --mem 64MB --seed 1 --geometry full" "${common[@]}" \
+        "$H info --mem 64MB --blob /bin/$(basename "$SBLOB")" \
+        "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$KBLOB")" \
+        "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$SBLOB")" \
+        "HYPCLEAR_PROGRESS=0 expect-fail '^kernel fill 0x00\$' hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $M -r memset" \
+        "HYPCLEAR_PROGRESS=0 expect-fail '^kernel overlap\$' hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $M -r memcpy"
+fi
 
 hc_stage_begin "routine tests under qemu-aarch64 user mode (collect)"
 rc=0
