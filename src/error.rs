@@ -78,7 +78,10 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    #[error("interrupted (SIGINT) before any result was taken; nothing was written")]
+    #[error(
+        "interrupted ({}) before any result was taken; nothing was written",
+        crate::vmm::interrupt::name()
+    )]
     Interrupted,
 
     #[error("I/O error on {path}")]
@@ -123,9 +126,12 @@ impl Error {
         }
     }
 
-    /// Process exit status for this error.
+    /// Process exit status for this error (an interruption's by its signal).
     pub fn exit_code(&self) -> i32 {
-        self.category().exit_code()
+        match self.category() {
+            Category::Interrupted => crate::vmm::interrupt::exit_code(),
+            c => c.exit_code(),
+        }
     }
 
     /// A failed KVM ioctl: [`Error::Interrupted`] when the SIGINT cut it

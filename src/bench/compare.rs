@@ -843,6 +843,7 @@ mod tests {
             max_warmup: 20,
             session_setup_seconds: 0.0,
             partial: false,
+            partial_reason: None,
             sides: vec![],
             kernel: None,
             cells,

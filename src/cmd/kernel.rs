@@ -20,7 +20,7 @@ fn request(common: &Common, tree_path: &Path) -> MakeRequest {
 }
 
 fn progress(line: &str) {
-    eprintln!("{line}");
+    crate::errln!("{line}");
 }
 
 /// `hypclear blob --kernel-tree PATH [--arch A] -o FILE`.
@@ -32,7 +32,7 @@ pub fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
     };
     let made = kblob::make(&request(common, tree_path), Some(&args.output), progress)?;
     let m = &made.meta;
-    println!(
+    crate::outln!(
         "wrote {}: {} kernel {} ({}), link configuration {} ({}), {} alias rows",
         made.file.display(),
         m.arch,

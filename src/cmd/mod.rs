@@ -112,7 +112,7 @@ impl Ctx {
     /// a machine format (KTAP) that must hold nothing else.
     pub fn say(&self, line: impl std::fmt::Display) {
         if self.common.format == Format::Ktap {
-            eprintln!("{line}");
+            crate::errln!("{line}");
         } else {
             crate::report::print_bytes(format!("{line}\n").as_bytes());
         }
@@ -221,7 +221,10 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         Cmd::Compare { args, .. } => compare::compare(common, &args),
         Cmd::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "hypclear", &mut std::io::stdout());
+            // Into memory first: generate() panics on a failed write.
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "hypclear", &mut out);
+            crate::report::print_bytes(&out);
             Ok(0)
         }
         Cmd::Man => {

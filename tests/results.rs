@@ -1,0 +1,181 @@
+//! Results are never lost or misreported (issue 25): every termination
+//! path leaves whole JSON marked partial with its reason (or no file),
+//! KTAP marks a cut run as failed, and every write to stdout is checked.
+//! The case numbers are the issue's.
+mod common;
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A generous bound for the start of a run (catches a hang, not a speed).
+const START: Duration = Duration::from_secs(60);
+
+fn spawn(args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_hypclear"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run the hypclear binary")
+}
+
+/// Whether process `pid` has a handler for `sig` (SigCgt in /proc/PID/status).
+fn catches(pid: u32, sig: libc::c_int) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (sig - 1)) != 0)
+}
+
+/// Send `sig` to `child` once it can take SIGINT (the command's start:
+/// before it, any program dies of any signal) and `delay` later.
+fn signal_after(child: &std::process::Child, sig: libc::c_int, delay: Duration) {
+    let t = Instant::now();
+    while !catches(child.id(), libc::SIGINT) {
+        assert!(t.elapsed() < START, "the command never started");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    std::thread::sleep(delay);
+    // SAFETY: kill(2) on our own child's pid, which has not been reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+}
+
+/// Case 1: SIGTERM (what `timeout` and CI runners send) and SIGHUP stop a
+/// run like Ctrl-C: exit 128 + the signal, the JSON whole and partial,
+/// naming the signal.
+#[test]
+fn sigterm_and_sighup_leave_partial_json_naming_the_signal() {
+    if !kvm_available("SIGTERM/SIGHUP partial JSON") {
+        return;
+    }
+    for (sig, name, code) in [
+        (libc::SIGTERM, "SIGTERM", 143),
+        (libc::SIGHUP, "SIGHUP", 129),
+    ] {
+        let json = tmp_json(&format!("signal-{name}"));
+        let _ = std::fs::remove_file(&json);
+        let child = spawn(&["run", "--json", json.to_str().unwrap()]);
+        signal_after(&child, sig, Duration::from_millis(300));
+        let out = child.wait_with_output().unwrap();
+        let what = format!("{name}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(code), "{what}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("interrupted ({name})")), "{what}");
+        if err.contains("nothing was written") {
+            assert!(!json.exists(), "{what}: a file although nothing was taken");
+            continue;
+        }
+        let doc = read_json(&json);
+        assert_eq!(doc["partial"], true, "{what}");
+        assert_eq!(doc["partial_reason"], name, "{what}");
+    }
+}
+
+/// Case 2: a watchdog timeout at boot is a guest failure with a record in
+/// the JSON, not a lost result.
+#[test]
+fn a_timeout_at_boot_leaves_json_with_the_failure() {
+    if !kvm_available("timeout at boot") {
+        return;
+    }
+    let json = tmp_json("boot-timeout");
+    let _ = std::fs::remove_file(&json);
+    let out = hypclear(&[
+        "run",
+        "--timeout",
+        "0.000001",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let doc = read_json(&json);
+    assert_eq!(doc["partial"], true, "{doc}");
+    assert_eq!(doc["failure"]["kind"], "timeout", "{doc}");
+    let reason = doc["partial_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("guest failure (Timeout)"), "{reason}");
+}
+
+/// Case 3: a KTAP run cut by SIGINT says so and fails the cut test, so
+/// kunit.py never reads it as a complete, passing run.
+#[test]
+fn an_interrupted_ktap_run_fails_the_cut_test() {
+    if !kvm_available("interrupted KTAP") {
+        return;
+    }
+    let child = spawn(&["run", "--format", "ktap"]);
+    signal_after(&child, libc::SIGINT, Duration::from_millis(300));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    let ktap = String::from_utf8_lossy(&out.stdout);
+    if ktap.is_empty() {
+        // Stopped before any check: nothing to report, said on stderr.
+        assert!(text(&out).contains("nothing was written"), "{}", text(&out));
+        return;
+    }
+    assert!(ktap.contains("# interrupted: SIGINT"), "{ktap}");
+    let totals = ktap.lines().last().unwrap_or_default();
+    assert!(totals.starts_with("# Totals:"), "{ktap}");
+    assert!(!totals.contains(" fail:0 "), "{totals}");
+}
+
+/// Case 4: a full stdout is exit 1 with one message, for every command
+/// that prints results (man and completions in the test below).
+#[test]
+fn a_full_stdout_is_exit_1_with_one_message() {
+    if !kvm_available("stdout to /dev/full") {
+        return;
+    }
+    for args in [
+        &["run"][..],
+        &["verify", "--routine", "memset", "--config", "vanilla"],
+        &["selftest"],
+        &["run", "--format", "ktap"],
+    ] {
+        full_stdout(args);
+    }
+}
+
+#[test]
+fn man_and_completions_to_a_full_stdout_exit_1_without_a_panic() {
+    full_stdout(&["man"]);
+    full_stdout(&["completions", "bash"]);
+}
+
+fn full_stdout(args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hypclear"))
+        .args(args)
+        .stdout(std::fs::File::create("/dev/full").expect("/dev/full"))
+        .output()
+        .expect("cannot run the hypclear binary");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert_eq!(
+        err.matches("cannot write standard output").count(),
+        1,
+        "{args:?}: {err}"
+    );
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+}
+
+/// Case 4, EPIPE: a reader that went away ends the run quietly with
+/// SIGPIPE's status, and the JSON is still written.
+#[test]
+fn a_closed_stdout_ends_quietly_with_141_and_keeps_the_json() {
+    if !kvm_available("closed stdout") {
+        return;
+    }
+    let json = tmp_json("closed-stdout");
+    let _ = std::fs::remove_file(&json);
+    let mut child = spawn(&["run", "--json", json.to_str().unwrap()]);
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("cannot write"), "{err}");
+    let doc = read_json(&json);
+    assert_eq!(doc["partial"], true, "{doc}");
+    assert_eq!(doc["partial_reason"], "EPIPE: standard output closed");
+}
