@@ -207,6 +207,22 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
+/// A signed percentage at a precision that stays readable: two decimals
+/// below 1000%, none below 10^6 %, then scientific (a change that large
+/// is a broken measurement, not a figure to read to the hundredth).
+pub fn format_pct(x: f64) -> String {
+    let a = x.abs();
+    if !x.is_finite() {
+        format!("{x}%")
+    } else if a < 1e3 {
+        format!("{x:+.2}%")
+    } else if a < 1e6 {
+        format!("{x:+.0}%")
+    } else {
+        format!("{x:+.1e}%")
+    }
+}
+
 /// [`parse_size`] with a `String` error, for `clap`'s `value_parser`:
 ///
 /// ```ignore
@@ -271,6 +287,16 @@ impl Rate {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn percentages_keep_a_sane_precision() {
+        use super::format_pct;
+        assert_eq!(format_pct(0.1), "+0.10%");
+        assert_eq!(format_pct(-20.0), "-20.00%");
+        assert_eq!(format_pct(1234.56), "+1235%");
+        // Issue 25 case 5 printed "+3667336667216705224704.00%".
+        assert_eq!(format_pct(3.667336667216705e21), "+3.7e21%");
+    }
+
     use super::*;
 
     #[test]
