@@ -179,3 +179,43 @@ fn a_closed_stdout_ends_quietly_with_141_and_keeps_the_json() {
     assert_eq!(doc["partial"], true, "{doc}");
     assert_eq!(doc["partial_reason"], "EPIPE: standard output closed");
 }
+
+/// The host's online CPUs, as the test sees them.
+fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(0)
+}
+
+/// Case 7: info's CPU count is the host's, not the process's affinity (a
+/// `taskset` here; before, the head start's pin leaked into it).
+#[test]
+fn info_counts_the_hosts_cpus_not_its_affinity() {
+    if !kvm_available("info CPU count") {
+        return;
+    }
+    let cpus = online_cpus();
+    if cpus < 2 {
+        eprintln!("SKIP info CPU count: one online CPU, an affinity cannot narrow it");
+        return;
+    }
+    let json = tmp_json("info-cpus");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hypclear"));
+    cmd.args(["info", "--json", json.to_str().unwrap()]);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            match libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let out = cmd.output().expect("cannot run the hypclear binary");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let doc = read_json(&json);
+    assert_eq!(doc["host"]["cpus"], cpus, "{}", doc["host"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains(&format!("({cpus} CPUs)")), "{table}");
+}
