@@ -219,3 +219,60 @@ fn info_counts_the_hosts_cpus_not_its_affinity() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains(&format!("({cpus} CPUs)")), "{table}");
 }
+
+/// Case 8: a run refused with exit 2 after its options were read leaves
+/// no file at a new `--json` path (it left a 0-byte one).
+#[test]
+fn an_exit_2_leaves_no_file_at_a_new_json_path() {
+    if !kvm_available("exit 2 leaves no file") {
+        return;
+    }
+    for (i, args) in [
+        &["verify", "--routine", "memset", "--size", "1GB"][..],
+        &["bench", "memset", "-s", "64GB"],
+        &["selftest", "--hostile", "--case", "nosuch"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let json = tmp_json(&format!("exit2-{i}"));
+        let _ = std::fs::remove_file(&json);
+        let out = hypclear(&[args, &["--json", json.to_str().unwrap()]].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(!json.exists(), "{args:?} left {}", json.display());
+        let dir = json.parent().unwrap();
+        let stray: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .contains(&format!("exit2-{i}"))
+            })
+            .collect();
+        assert!(stray.is_empty(), "{args:?}: {stray:?}");
+    }
+}
+
+/// Case 8: `blob -o` is probed before the build: a directory that does not
+/// exist is named at once (it failed after the build, in objcopy).
+#[test]
+fn blob_output_is_probed_before_the_build() {
+    let out = hypclear(&[
+        "blob",
+        "--kernel-tree",
+        "/nonexistent/linux",
+        "-o",
+        "/nonexistent/dir/x.blob",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot write /nonexistent/dir/x.blob"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("/nonexistent/linux"),
+        "the tree came first: {err}"
+    );
+}

@@ -30,6 +30,8 @@ pub fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
             "hypclear blob needs one --kernel-tree PATH (the kernel source tree to build)".into(),
         ));
     };
+    // Before the build: a path that cannot be written fails now, not after it.
+    crate::report::precheck_output(&args.output)?;
     let made = kblob::make(&request(common, tree_path), Some(&args.output), progress)?;
     let m = &made.meta;
     crate::outln!(

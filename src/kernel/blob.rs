@@ -291,17 +291,26 @@ pub fn make(
     let used: BTreeSet<u16> = img.sites.iter().map(|s| s.feature).collect();
     meta.features.retain(|n, _| used.contains(n));
     write_meta(&meta)?;
-    let out = out
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| work.join("kernel.blob"));
+    // objcopy writes beside its input; the file asked for is then replaced
+    // in one step (objcopy on a device or a missing directory failed with
+    // BFD assertions, after the whole build).
+    let blob = work.join("kernel.blob");
     let mut add = Command::new(&tc.objcopy);
     add.arg(format!(
         "--add-section={META_SECTION}={}",
         meta_file.display()
     ))
     .arg(&linked_elf)
-    .arg(&out);
+    .arg(&blob);
     run(add)?;
+    let out = match out {
+        Some(out) => {
+            let bytes = std::fs::read(&blob).map_err(io(&blob))?;
+            crate::report::write_atomically(out, |w| w.write_all(&bytes)).map_err(io(out))?;
+            out.to_path_buf()
+        }
+        None => blob,
+    };
     timings.push(("link".into(), t.elapsed()));
     progress(&format!(
         "link: {} objects, {} configuration ... {:.1} s",
