@@ -37,6 +37,21 @@ pub enum Error {
         detail: String,
     },
 
+    #[error(
+        "the address-space limit RLIMIT_AS (ulimit -v) is {limit} bytes ({limit_kb} kB) with \
+         {mapped} bytes mapped already, and this run maps {need} bytes more ({need_h}: guest \
+         RAM, buffers, threads); raise it (ulimit -v {suggest_kb}, or unlimited) or use a \
+         smaller --mem or -s"
+    )]
+    AddressSpace {
+        need: u64,
+        need_h: String,
+        limit: u64,
+        limit_kb: u64,
+        mapped: u64,
+        suggest_kb: u64,
+    },
+
     // ---- the VMM itself ----
     #[error("KVM ioctl {op} failed: {source}")]
     Kvm {
@@ -113,7 +128,8 @@ impl Error {
             | Error::Memory { .. }
             | Error::Kernel(_)
             | Error::Output { .. }
-            | Error::HostMemory { .. } => Category::Environment,
+            | Error::HostMemory { .. }
+            | Error::AddressSpace { .. } => Category::Environment,
             Error::Internal(_) => Category::Internal,
             Error::Guest(_) => Category::Guest,
             Error::Verification(_) => Category::Verification,

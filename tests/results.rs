@@ -276,3 +276,54 @@ fn blob_output_is_probed_before_the_build() {
         "the tree came first: {err}"
     );
 }
+
+fn mem_total() -> u64 {
+    let m = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    m.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Case 10: RLIMIT_AS (`ulimit -v`) is part of the memory check and named,
+/// before anything is allocated (a raw ENOMEM after seconds before).
+#[test]
+fn the_memory_check_names_rlimit_as() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hypclear"));
+    cmd.args(["bench", "memset", "-s", "1GB"]);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let r = libc::rlimit {
+                rlim_cur: 1_200_000 << 10,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            match libc::setrlimit(libc::RLIMIT_AS, &r) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let t = Instant::now();
+    let out = cmd.output().expect("cannot run the hypclear binary");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RLIMIT_AS (ulimit -v)"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
+
+/// Case 10: `--mem` beyond the host's memory is refused (234GB passed on
+/// a 23 GB host), unless HYPCLEAR_MEM_OVERCOMMIT=1.
+#[test]
+fn mem_beyond_the_host_is_refused() {
+    let mb = mem_total() / (1 << 20);
+    let mem = format!("{}MB", (mb + 2) / 2 * 2 + 2);
+    if mb == 0 || mb + 4 > 234 << 10 {
+        eprintln!("SKIP --mem beyond the host: MemTotal {mb} MB unreadable or above --mem's range");
+        return;
+    }
+    let out = hypclear(&["run", "--mem", &mem]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("MemTotal"), "{mem}: {err}");
+}

@@ -99,9 +99,10 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
 /// Host memory for the run, checked before any VM: each guest region and
 /// as much again for the host baseline buffer.
 fn check_memory(plan: &bench::plan::Plan, common: &Common, need: u64) -> Result<()> {
+    let baseline = if plan.host_baseline { need } else { 0 };
     for b in &plan.backings {
         // Guest RAM and the host baseline buffer both come from the pool.
-        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need) + need, *b)?;
+        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need) + baseline, *b)?;
     }
     // What the run touches: each guest region, and as much again for the
     // host baseline buffer (hugetlb comes from its pool, checked above).
