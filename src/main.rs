@@ -18,9 +18,23 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             let code = e.exit_code();
-            hypclear::errln!("hypclear: error: {:#}", anyhow::Error::from(e));
+            hypclear::errln!("hypclear: error: {}", message(anyhow::Error::from(e)));
             code
         }
     };
     std::process::exit(hypclear::output::exit_status(code));
+}
+
+/// The error and its causes, each said once: many messages already end
+/// with their cause's text ("{path}: {source}"), which `{:#}` repeated.
+fn message(e: anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg
 }

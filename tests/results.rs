@@ -327,3 +327,45 @@ fn mem_beyond_the_host_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("MemTotal"), "{mem}: {err}");
 }
+
+/// Case 11: a missing --kernel-config is named once with a fix, a garbage
+/// one is refused before any build, and an OS error is printed once.
+#[test]
+fn kernel_configs_are_checked_and_errors_said_once() {
+    let dir = tmp_json("kconfig").with_extension("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let garbage = dir.join("garbage.config");
+    std::fs::write(&garbage, "CONFIG_A=y\nthis is not a config\n").unwrap();
+    for (args, needle) in [
+        (
+            vec![
+                "run",
+                "--kernel-tree",
+                "/nonexistent",
+                "--kernel-config",
+                "/nonexistent/cfg",
+            ],
+            "`defconfig`",
+        ),
+        (
+            vec![
+                "run",
+                "--kernel-tree",
+                "/nonexistent",
+                "--kernel-config",
+                garbage.to_str().unwrap(),
+            ],
+            "line 2",
+        ),
+        (
+            vec!["info", "--blob", "/nonexistent/k.blob"],
+            "/nonexistent/k.blob",
+        ),
+    ] {
+        let out = hypclear(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(err.matches("(os error").count() <= 1, "{args:?}: {err}");
+    }
+}

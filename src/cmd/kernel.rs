@@ -10,6 +10,17 @@ use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 
+/// `--kernel-config`, checked before anything is built (issue 25: garbage
+/// was accepted silently).
+fn check_config(common: &Common) -> Result<()> {
+    if let Some(c) = &common.kernel.kernel_config {
+        crate::kernel::kbuild::ConfigSource::parse(c)
+            .check()
+            .map_err(kblob::KernelBlobError::from)?;
+    }
+    Ok(())
+}
+
 fn request(common: &Common, tree_path: &Path) -> MakeRequest {
     MakeRequest {
         tree: tree_path.to_path_buf(),
@@ -32,6 +43,7 @@ pub fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
     };
     // Before the build: a path that cannot be written fails now, not after it.
     crate::report::precheck_output(&args.output)?;
+    check_config(common)?;
     let made = kblob::make(&request(common, tree_path), Some(&args.output), progress)?;
     let m = &made.meta;
     crate::outln!(
@@ -70,6 +82,7 @@ pub fn sides(common: &Common) -> Result<Vec<Side>> {
                 .into(),
         ));
     }
+    check_config(common)?;
     let choice = AltChoice::parse(&k.alternatives);
     let guest = if choice == AltChoice::Guest {
         kblob::guest_view(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?))

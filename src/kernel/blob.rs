@@ -527,17 +527,7 @@ pub fn read_meta(path: &Path, elf: &[u8]) -> Result<Meta, KernelBlobError> {
         .and_then(hyprel::decode)
         .ok_or_else(|| bad(path, format!("no valid {} section", hyprel::RELOC_SECTION)))?;
     let policed = hyprel::police(elf).map_err(|e| bad(path, e.to_string()))?;
-    if stored != policed {
-        return Err(bad(
-            path,
-            format!(
-                "{} lists {} words, the relocation policy finds {}",
-                hyprel::RELOC_SECTION,
-                stored.len(),
-                policed.len()
-            ),
-        ));
-    }
+    check_relocs(path, &stored, &policed)?;
     let expected = routines::table_rows(meta.arch, meta.link_config);
     let rows: Vec<(&str, &str)> = meta
         .rows
@@ -554,6 +544,27 @@ pub fn read_meta(path: &Path, elf: &[u8]) -> Result<Meta, KernelBlobError> {
         ));
     }
     Ok(meta)
+}
+
+/// The stored `.hyp.reloc` must be what the relocation policy finds; a
+/// mismatch names the first word that differs (the counts alone may agree).
+fn check_relocs(path: &Path, stored: &[u32], policed: &[u32]) -> Result<(), KernelBlobError> {
+    let hex = |w: Option<&u32>| w.map_or_else(|| "nothing".to_string(), |w| format!("{w:#x}"));
+    let Some(i) = (0..stored.len().max(policed.len())).find(|&i| stored.get(i) != policed.get(i))
+    else {
+        return Ok(());
+    };
+    Err(bad(
+        path,
+        format!(
+            "{} word {i} is {}, the relocation policy finds {} there ({} words listed, {} found)",
+            hyprel::RELOC_SECTION,
+            hex(stored.get(i)),
+            hex(policed.get(i)),
+            stored.len(),
+            policed.len()
+        ),
+    ))
 }
 
 /// Copy the patched image back into the ELF's allocated sections.
@@ -623,6 +634,23 @@ pub fn guest_view(caps: &crate::arch::CpuCaps) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 25 case 11: one flipped byte said "lists 12 words, the
+    /// relocation policy finds 12"; the message names the word.
+    #[test]
+    fn a_relocation_mismatch_names_the_differing_word() {
+        let p = Path::new("k.blob");
+        assert!(check_relocs(p, &[8, 16, 24], &[8, 16, 24]).is_ok());
+        let m = check_relocs(p, &[8, 0x1010, 24], &[8, 0x10, 24])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("word 1 is 0x1010") && m.contains("finds 0x10 there"),
+            "{m}"
+        );
+        let m = check_relocs(p, &[8], &[8, 16]).unwrap_err().to_string();
+        assert!(m.contains("word 1 is nothing"), "{m}");
+    }
 
     #[test]
     fn alternatives_choice_parses() {
