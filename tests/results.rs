@@ -195,7 +195,7 @@ fn info_counts_the_hosts_cpus_not_its_affinity() {
     }
     let cpus = online_cpus();
     if cpus < 2 {
-        eprintln!("SKIP info CPU count: one online CPU, an affinity cannot narrow it");
+        common::skip("info CPU count: one online CPU, an affinity cannot narrow it");
         return;
     }
     let json = tmp_json("info-cpus");
@@ -319,7 +319,9 @@ fn mem_beyond_the_host_is_refused() {
     let mb = mem_total() / (1 << 20);
     let mem = format!("{}MB", (mb + 2) / 2 * 2 + 2);
     if mb == 0 || mb + 4 > 234 << 10 {
-        eprintln!("SKIP --mem beyond the host: MemTotal {mb} MB unreadable or above --mem's range");
+        common::skip(&format!(
+            "--mem beyond the host: MemTotal {mb} MB unreadable or above --mem's range"
+        ));
         return;
     }
     let out = hypclear(&["run", "--mem", &mem]);
