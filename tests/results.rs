@@ -371,3 +371,65 @@ fn kernel_configs_are_checked_and_errors_said_once() {
         assert!(err.matches("(os error").count() <= 1, "{args:?}: {err}");
     }
 }
+
+/// Case 9: compare and blob refuse the common options that do not apply
+/// to them (exit 2 naming each), instead of taking them silently.
+#[test]
+fn options_that_do_not_apply_are_refused_by_name() {
+    for (args, named) in [
+        (
+            &[
+                "compare",
+                "/nonexistent.json",
+                "--json",
+                "/tmp/x.json",
+                "--mem",
+                "0",
+            ][..],
+            "--mem, --json",
+        ),
+        (
+            &["compare", "/nonexistent.json", "--timeout", "nan"],
+            "--timeout",
+        ),
+        (
+            &[
+                "blob",
+                "--kernel-tree",
+                "/nonexistent",
+                "-o",
+                "/tmp/x.blob",
+                "--seed",
+                "1",
+            ],
+            "--seed",
+        ),
+    ] {
+        let out = hypclear(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("does not take {named}")),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Case 8: output paths are probed before any build: a --kernel-tree run
+/// with an unwritable --json fails on the path first.
+#[test]
+fn json_paths_are_probed_before_the_kernel_build() {
+    let out = hypclear(&[
+        "run",
+        "--kernel-tree",
+        "/nonexistent/linux",
+        "--json",
+        "/nonexistent/dir/r.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot write /nonexistent/dir/r.json"),
+        "{err}"
+    );
+}

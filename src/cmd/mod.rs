@@ -193,7 +193,25 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         }
         Some(Cmd::Info { .. }) => common.format.check("info", &[Format::Text])?,
         Some(Cmd::Bench { .. }) => common.format.check("bench", &text_or_ktap)?,
+        Some(Cmd::Compare { .. }) => common.only("compare", &["--format"])?,
+        Some(Cmd::Blob { .. }) => common.only(
+            "blob",
+            &[
+                "--kernel-tree",
+                "--kernel-config",
+                "--kernel-build-dir",
+                "--arch",
+            ],
+        )?,
         _ => {}
+    }
+    // Output paths before any work: a --kernel-tree build comes first.
+    let mut outputs = vec![&common.json];
+    if let Some(Cmd::Bench { args, .. }) = &cli.command {
+        outputs.extend([&args.csv, &args.plot]);
+    }
+    for path in outputs.into_iter().flatten() {
+        crate::report::precheck_output(path)?;
     }
     let command = cli.command.unwrap_or_else(|| Cmd::Run {
         common: common.clone(),
