@@ -71,31 +71,14 @@ pub fn totals(records: &[CheckRecord]) -> BTreeMap<(LinkConfig, Routine, String)
     m
 }
 
-/// The verification table printed by `run` and `verify`.
-pub fn checks_table(
-    records: &[CheckRecord],
-    counter_khz: u64,
-    caps: &crate::arch::CpuCaps,
-) -> Table {
+/// The verification table printed by `run` and `verify`. No throughput
+/// column: a check is one untimed-as-a-benchmark call (0.01 "GB/s" for
+/// clear_page read as a rate); `bench` measures throughput.
+pub fn checks_table(records: &[CheckRecord], caps: &crate::arch::CpuCaps) -> Table {
     let mut t = table(&[
-        "config",
-        "routine",
-        "variant",
-        "checks",
-        "passed",
-        "failed",
-        "skipped",
-        "sizes",
-        "guest GB/s",
-        "note",
+        "config", "routine", "variant", "checks", "passed", "failed", "skipped", "sizes", "note",
     ]);
     for ((config, routine, variant), x) in totals(records) {
-        let secs = x.ticks as f64 / (counter_khz.max(1) as f64 * 1e3);
-        let rate = if x.ticks > 0 && x.bytes > 0 {
-            format!("{:.2}", x.bytes as f64 / secs / 1e9)
-        } else {
-            "-".into()
-        };
         let sizes = match x.min_size {
             Some(lo) if lo != x.max_size => format!(
                 "{}..{}",
@@ -120,7 +103,6 @@ pub fn checks_table(
             right(x.failed),
             right(x.skipped),
             Cell::new(sizes),
-            right(rate),
             Cell::new(note),
         ]);
     }
@@ -394,6 +376,17 @@ mod tests {
                 Verdict::Pass => None,
             },
         }
+    }
+
+    /// Issue 25 case 12: the verify table's "guest GB/s" (one call per
+    /// check, 0.01 for clear_page) read as throughput; it is gone.
+    #[test]
+    fn the_checks_table_has_no_throughput_column() {
+        let v = LinkConfig::Vanilla;
+        let records = vec![rec(v, Routine::Memset, "orig", Verdict::Pass)];
+        let t = checks_table(&records, &crate::arch::CpuCaps::default()).to_string();
+        let header = t.lines().nth(1).unwrap_or_default();
+        assert!(header.contains("sizes") && !header.contains("GB"), "{t}");
     }
 
     #[test]

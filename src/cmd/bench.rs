@@ -72,7 +72,8 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
     }
     say!(
         ktap,
-        "bytes/sec from guest {} ticks at {} kHz; guest/host = median guest GB/s / median host GB/s \
+        "bytes/sec from guest {} ticks at {} kHz; GB/sec = 2^30 bytes/sec, as perf bench prints it; \
+         guest/host = median guest GB/sec / median host GB/sec \
          of the same object on a host buffer, measured in the same process; {:.1} seconds",
         arch::COUNTER_NAME,
         result.host.counter_khz,

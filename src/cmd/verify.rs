@@ -476,7 +476,7 @@ fn report_outcome(
             },
             false => ctx.caps.clone(),
         };
-        ctx.say(report::checks_table(&o.records, o.counter_khz, &caps));
+        ctx.say(report::checks_table(&o.records, &caps));
     }
     let (passed, failed, skipped) = (
         o.count(Verdict::Pass),
