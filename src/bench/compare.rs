@@ -51,7 +51,7 @@ fn validate_throughput(r: &BenchResult, path: &Path) -> Result<()> {
             });
             if let Some((s, x)) = bad {
                 return Err(Error::Usage(format!(
-                    "{}: row {}, {side} sample of session {} run {}: throughput {x} bytes/s is \
+                    "{}: row {}, {side} sample of session {} run {}: throughput {x:e} bytes/s is \
                      not a rate a machine measures (it must be finite, above 0 and below 10 TB/s); \
                      a damaged or hand-edited file? Re-run the bench or drop the file",
                     path.display(),
