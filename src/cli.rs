@@ -38,8 +38,10 @@ const VM_COMMANDS: &[&str] = &["run", "verify", "selftest", "info", "bench"];
     long_about = "hypclear boots a tiny guest blob linked like the arm64 nVHE hyp (position-independent \
                   __pi_ routines reached through an alias table), runs its library routines on guest RAM \
                   and verifies, over exit-based hypercalls, that memory was cleared, filled or copied \
-                  exactly. Exit status: 0 all checks passed, 1 a check or the guest failed, 2 usage or \
-                  environment error."
+                  exactly. Exit status: 0 all checks passed, 1 a check or the guest failed (or the \
+                  output could not be written), 2 usage or environment error, 130/143/129 stopped \
+                  by SIGINT/SIGTERM/SIGHUP (results so far written, marked partial), 141 stdout \
+                  closed."
 )]
 pub struct Cli {
     /// After [`Cli::parse_args`]: the common options wherever they were
@@ -54,8 +56,18 @@ impl Cli {
     /// Parse the process's command line (usage errors exit as clap's do).
     pub fn parse_args() -> Cli {
         let mut cmd = <Cli as clap::CommandFactory>::command();
-        Self::parse_with(&mut cmd, std::env::args_os())
-            .unwrap_or_else(|e| e.format(&mut cmd).exit())
+        Self::parse_with(&mut cmd, std::env::args_os()).unwrap_or_else(|e| {
+            let e = e.format(&mut cmd);
+            // clap's own exit() ignores a failed write (--help > /dev/full: 0).
+            if let Err(err) = e.print() {
+                let stream = match e.use_stderr() {
+                    true => crate::output::Stream::Stderr,
+                    false => crate::output::Stream::Stdout,
+                };
+                crate::output::record(stream, err);
+            }
+            std::process::exit(crate::output::exit_status(e.exit_code()))
+        })
     }
 
     /// Whether `vmm::prewarm` should get a head start on the first VM,

@@ -49,11 +49,16 @@ pub fn write(stream: Stream, bytes: &[u8]) {
         Stream::Stderr => std::io::stderr().lock().write_all(bytes),
     };
     if let Err(e) = r {
-        if stream == Stream::Stdout && e.kind() == std::io::ErrorKind::BrokenPipe {
-            crate::vmm::interrupt::request(crate::vmm::interrupt::Stop::Pipe);
-        }
-        failed()[slot].get_or_insert(e);
+        record(stream, e);
     }
+}
+
+/// Record a failed write to `stream` made elsewhere (clap's help text).
+pub fn record(stream: Stream, e: std::io::Error) {
+    if stream == Stream::Stdout && e.kind() == std::io::ErrorKind::BrokenPipe {
+        crate::vmm::interrupt::request(crate::vmm::interrupt::Stop::Pipe);
+    }
+    failed()[stream as usize].get_or_insert(e);
 }
 
 /// The exit status of a command that ended with `code`, given the output

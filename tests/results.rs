@@ -141,6 +141,7 @@ fn a_full_stdout_is_exit_1_with_one_message() {
 fn man_and_completions_to_a_full_stdout_exit_1_without_a_panic() {
     full_stdout(&["man"]);
     full_stdout(&["completions", "bash"]);
+    full_stdout(&["--help"]);
 }
 
 fn full_stdout(args: &[&str]) {
