@@ -574,6 +574,10 @@ pub struct BenchArgs {
     /// Draw throughput against chunk size per variant (SVG)
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Throughput unit of the table: GB/sec as perf bench prints it (2^30
+    /// bytes/s), B/s (bytes/sec), or decimal KB/s, MB/s, GB/s (10^9)
+    #[arg(long, value_enum, default_value = "GB/sec")]
+    pub unit: crate::units::Rate,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -7,13 +7,16 @@ use comfy_table::Cell as TCell;
 use serde::Serialize;
 use std::path::Path;
 
-/// bytes/s as perf bench's GB/sec (2^30 bytes/s: [`crate::units::PERF_GB`]).
+/// bytes/s as perf bench's GB/sec (2^30 bytes/s: [`crate::units::PERF_GB`]),
+/// the unit of the lines beside the table.
 fn gbps(v: f64) -> String {
     format!("{:.2}", v / crate::units::PERF_GB)
 }
 
 /// One row per cell: axes, then guest statistics, host median and ratio.
-pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
+pub fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Table {
+    let median = format!("median {}", unit.label());
+    let host = format!("host {}", unit.label());
     let mut t = table(&[
         "routine",
         "variant",
@@ -23,14 +26,14 @@ pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
         "fill",
         "backing",
         "n",
-        "median GB/sec",
+        &median,
         "mean",
         "stddev",
         "CV %",
         "min",
         "max",
         "ticks/B",
-        "host GB/sec",
+        &host,
         "guest/host",
         "flags",
     ]);
@@ -48,12 +51,12 @@ pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
         match &c.guest_bytes_per_sec {
             Some(s) => {
                 row.push(right(s.n));
-                row.push(right(gbps(s.median)));
-                row.push(right(gbps(s.mean)));
-                row.push(right(gbps(s.stddev)));
+                row.push(right(unit.format(s.median)));
+                row.push(right(unit.format(s.mean)));
+                row.push(right(unit.format(s.stddev)));
                 row.push(right(format!("{:.1}", s.cv * 100.0)));
-                row.push(right(gbps(s.min)));
-                row.push(right(gbps(s.max)));
+                row.push(right(unit.format(s.min)));
+                row.push(right(unit.format(s.max)));
             }
             None => row.extend((0..7).map(|_| right("-"))),
         }
@@ -66,7 +69,7 @@ pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
         row.push(right(
             c.host_bytes_per_sec
                 .as_ref()
-                .map(|s| gbps(s.median))
+                .map(|s| unit.format(s.median))
                 .unwrap_or_else(|| "-".into()),
         ));
         row.push(right(

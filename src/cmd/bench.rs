@@ -66,17 +66,19 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
     if result.partial {
         result.partial_reason = Some(crate::vmm::interrupt::name().to_string());
     }
-    say!(ktap, "{}", bench::report::cells_table(&result));
+    say!(ktap, "{}", bench::report::cells_table(&result, a.unit));
     if ktap {
         report::print_bytes(bench::report::cells_ktap(&result).render().as_bytes());
     }
     say!(
         ktap,
-        "bytes/sec from guest {} ticks at {} kHz; GB/sec = 2^30 bytes/sec, as perf bench prints it; \
+        "bytes/sec from guest {} ticks at {} kHz; GB/sec = 2^30 bytes/sec, as perf bench prints it \
+         (the table: {}, --unit); \
          guest/host = median guest GB/sec / median host GB/sec \
          of the same object on a host buffer, measured in the same process; {:.1} seconds",
         arch::COUNTER_NAME,
         result.host.counter_khz,
+        a.unit.label(),
         ctx.start.elapsed().as_secs_f64()
     );
     for l in bench::sides::ratio_lines(&result) {
