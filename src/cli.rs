@@ -38,8 +38,10 @@ const VM_COMMANDS: &[&str] = &["run", "verify", "selftest", "info", "bench"];
     long_about = "hypclear boots a tiny guest blob linked like the arm64 nVHE hyp (position-independent \
                   __pi_ routines reached through an alias table), runs its library routines on guest RAM \
                   and verifies, over exit-based hypercalls, that memory was cleared, filled or copied \
-                  exactly. Exit status: 0 all checks passed, 1 a check or the guest failed, 2 usage or \
-                  environment error."
+                  exactly. Exit status: 0 all checks passed, 1 a check or the guest failed (or the \
+                  output could not be written), 2 usage or environment error, 130/143/129 stopped \
+                  by SIGINT/SIGTERM/SIGHUP (results so far written, marked partial), 141 stdout \
+                  closed."
 )]
 pub struct Cli {
     /// After [`Cli::parse_args`]: the common options wherever they were
@@ -54,8 +56,18 @@ impl Cli {
     /// Parse the process's command line (usage errors exit as clap's do).
     pub fn parse_args() -> Cli {
         let mut cmd = <Cli as clap::CommandFactory>::command();
-        Self::parse_with(&mut cmd, std::env::args_os())
-            .unwrap_or_else(|e| e.format(&mut cmd).exit())
+        Self::parse_with(&mut cmd, std::env::args_os()).unwrap_or_else(|e| {
+            let e = e.format(&mut cmd);
+            // clap's own exit() ignores a failed write (--help > /dev/full: 0).
+            if let Err(err) = e.print() {
+                let stream = match e.use_stderr() {
+                    true => crate::output::Stream::Stderr,
+                    false => crate::output::Stream::Stdout,
+                };
+                crate::output::record(stream, err);
+            }
+            std::process::exit(crate::output::exit_status(e.exit_code()))
+        })
     }
 
     /// Whether `vmm::prewarm` should get a head start on the first VM,
@@ -316,6 +328,67 @@ impl Common {
         self.mem.unwrap_or(DEFAULT_MEM)
     }
 
+    /// The common options set away from their defaults, by flag.
+    fn given(&self, default: &Common) -> Vec<&'static str> {
+        let (k, d) = (&self.kernel, &default.kernel);
+        [
+            ("--mem", self.mem != default.mem),
+            ("--seed", self.seed != default.seed),
+            ("--cpl", self.cpl != default.cpl),
+            ("--json", self.json != default.json),
+            ("--config", self.config != default.config),
+            ("--backing", self.backing != default.backing),
+            ("--prefault", self.prefault != default.prefault),
+            ("--no-dc-zva", self.no_dc_zva != default.no_dc_zva),
+            // NaN is never the default: given.
+            (
+                "--timeout",
+                self.timeout.to_bits() != default.timeout.to_bits(),
+            ),
+            ("--check", self.check != default.check),
+            ("--format", self.format != default.format),
+            ("--kernel-tree", k.kernel_tree != d.kernel_tree),
+            ("--kernel-config", k.kernel_config != d.kernel_config),
+            (
+                "--kernel-build-dir",
+                k.kernel_build_dir != d.kernel_build_dir,
+            ),
+            ("--arch", k.arch != d.arch),
+            ("--alternatives", k.alternatives != d.alternatives),
+            ("--blob", k.blob != d.blob),
+        ]
+        .into_iter()
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect()
+    }
+
+    /// Usage error (exit 2, naming the option) when a common option other
+    /// than those in `applies` was given to `command`: compare and blob
+    /// took `--json F --mem 0 --timeout nan` silently.
+    pub fn only(&self, command: &str, applies: &[&str]) -> crate::error::Result<()> {
+        let default = Cli::try_parse_args(["hypclear"])
+            .map_err(|e| crate::error::Error::Internal(format!("default options: {e}")))?
+            .common;
+        let extra: Vec<&str> = self
+            .given(&default)
+            .into_iter()
+            .filter(|f| !applies.contains(f))
+            .collect();
+        if extra.is_empty() {
+            return Ok(());
+        }
+        Err(crate::error::Error::Usage(format!(
+            "`{command}` does not take {} (it takes {}); leave {} out",
+            extra.join(", "),
+            if applies.is_empty() {
+                "none of the common options".to_string()
+            } else {
+                applies.join(", ")
+            },
+            if extra.len() == 1 { "it" } else { "them" }
+        )))
+    }
+
     /// The built-in link configurations `--config` asks for (default both).
     pub fn builtin_configs(&self) -> Vec<LinkConfig> {
         self.config.unwrap_or(ConfigChoice::Both).configs()
@@ -510,6 +583,10 @@ pub struct BenchArgs {
     /// Draw throughput against chunk size per variant (SVG)
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Throughput unit of the table: GB/sec as perf bench prints it (2^30
+    /// bytes/s), B/s (bytes/sec), or decimal KB/s, MB/s, GB/s (10^9)
+    #[arg(long, value_enum, default_value = "GB/sec")]
+    pub unit: crate::units::Rate,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -756,6 +833,36 @@ mod tests {
             c.common.kernel.blob,
             [PathBuf::from("/a"), PathBuf::from("/b")]
         );
+    }
+
+    /// Issue 25 case 9: options that do not apply are refused, by name.
+    #[test]
+    fn options_that_do_not_apply_are_named() {
+        let c = parse(&[
+            "compare",
+            "a.json",
+            "--json",
+            "f",
+            "--mem",
+            "0",
+            "--timeout",
+            "nan",
+        ]);
+        let m = c
+            .common
+            .only("compare", &["--format"])
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("--mem, --json, --timeout"), "{m}");
+        let c = parse(&["compare", "a.json", "--format", "markdown"]);
+        assert!(c.common.only("compare", &["--format"]).is_ok());
+        let c = parse(&["--seed", "1", "blob", "--kernel-tree", "t", "-o", "x"]);
+        let m = c
+            .common
+            .only("blob", &["--kernel-tree"])
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("does not take --seed"), "{m}");
     }
 
     #[test]

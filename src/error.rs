@@ -37,6 +37,21 @@ pub enum Error {
         detail: String,
     },
 
+    #[error(
+        "the address-space limit RLIMIT_AS (ulimit -v) is {limit} bytes ({limit_kb} kB) with \
+         {mapped} bytes mapped already, and this run maps {need} bytes more ({need_h}: guest \
+         RAM, buffers, threads); raise it (ulimit -v {suggest_kb}, or unlimited) or use a \
+         smaller --mem or -s"
+    )]
+    AddressSpace {
+        need: u64,
+        need_h: String,
+        limit: u64,
+        limit_kb: u64,
+        mapped: u64,
+        suggest_kb: u64,
+    },
+
     // ---- the VMM itself ----
     #[error("KVM ioctl {op} failed: {source}")]
     Kvm {
@@ -78,7 +93,10 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    #[error("interrupted (SIGINT) before any result was taken; nothing was written")]
+    #[error(
+        "interrupted ({}) before any result was taken; nothing was written",
+        crate::vmm::interrupt::name()
+    )]
     Interrupted,
 
     #[error("I/O error on {path}")]
@@ -110,7 +128,8 @@ impl Error {
             | Error::Memory { .. }
             | Error::Kernel(_)
             | Error::Output { .. }
-            | Error::HostMemory { .. } => Category::Environment,
+            | Error::HostMemory { .. }
+            | Error::AddressSpace { .. } => Category::Environment,
             Error::Internal(_) => Category::Internal,
             Error::Guest(_) => Category::Guest,
             Error::Verification(_) => Category::Verification,
@@ -123,9 +142,12 @@ impl Error {
         }
     }
 
-    /// Process exit status for this error.
+    /// Process exit status for this error (an interruption's by its signal).
     pub fn exit_code(&self) -> i32 {
-        self.category().exit_code()
+        match self.category() {
+            Category::Interrupted => crate::vmm::interrupt::exit_code(),
+            c => c.exit_code(),
+        }
     }
 
     /// A failed KVM ioctl: [`Error::Interrupted`] when the SIGINT cut it

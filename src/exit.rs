@@ -1,11 +1,13 @@
 //! Exit statuses and the failure categories that decide them (kselftest
 //! style: 0 pass, 1 fail, 2 usage/environment, 4 skip in KTAP mode, 130
-//! interrupted). A leaf module: every error type, the architectures' too,
-//! names its category here without depending on the crate's error type.
+//! SIGINT, 143 SIGTERM, 129 SIGHUP, 141 closed stdout). A leaf module:
+//! every error type, the architectures' too, names its category here
+//! without depending on the crate's error type.
 
 /// Exit status for usage and environment errors (clap uses 2 as well).
 pub const EXIT_USAGE: i32 = 2;
-/// Exit status after SIGINT (128 + 2, as shells report it).
+/// Exit status after SIGINT (128 + 2, as shells report it); SIGTERM and
+/// SIGHUP give theirs (see `vmm::interrupt::Stop::exit_code`).
 pub const EXIT_INTERRUPTED: i32 = 130;
 /// Exit status when any check failed or the guest misbehaved.
 pub const EXIT_FAILED: i32 = 1;

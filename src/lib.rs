@@ -23,6 +23,7 @@ pub mod error;
 pub mod exit;
 pub mod kernel;
 pub mod ktap;
+pub mod output;
 pub mod report;
 pub mod routines;
 pub mod units;

@@ -5,29 +5,36 @@
 use std::time::Instant;
 
 fn main() {
-    // Output to a closed pipe (`hypclear ... | head -1`) ends the process
-    // quietly, as for any Unix filter, instead of panicking in println!.
-    // SAFETY: called first in main, before any other thread exists;
-    // SIG_DFL is a valid disposition for SIGPIPE.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // SIGPIPE stays ignored (the runtime's default): a closed stdout is an
+    // EPIPE that `output` turns into a quiet stop and exit 141, after the
+    // results are written, not a kill that loses them.
     let start = Instant::now();
     // A head start on the first VM, on the other CPU, while clap parses.
     if hypclear::cli::Cli::may_boot_vm(std::env::args_os().skip(1)) {
         hypclear::vmm::prewarm::start();
     }
     let cli = hypclear::cli::Cli::parse_args();
-    match hypclear::cmd::main(cli, start) {
-        Ok(code) => std::process::exit(code),
+    let code = match hypclear::cmd::main(cli, start) {
+        Ok(code) => code,
         Err(e) => {
             let code = e.exit_code();
-            use std::io::Write;
-            // A full or closed stderr must not turn the error into a panic.
-            let _ = writeln!(
-                std::io::stderr(),
-                "hypclear: error: {:#}",
-                anyhow::Error::from(e)
-            );
-            std::process::exit(code);
+            hypclear::errln!("hypclear: error: {}", message(anyhow::Error::from(e)));
+            code
+        }
+    };
+    std::process::exit(hypclear::output::exit_status(code));
+}
+
+/// The error and its causes, each said once: many messages already end
+/// with their cause's text ("{path}: {source}"), which `{:#}` repeated.
+fn message(e: anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
         }
     }
+    msg
 }

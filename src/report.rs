@@ -16,28 +16,15 @@ pub fn right(v: impl ToString) -> Cell {
     Cell::new(v.to_string()).set_alignment(CellAlignment::Right)
 }
 
-/// The verification table printed by `run` and `verify`.
-pub fn checks_table(rows: &Rows, counter_khz: u64, caps: &crate::arch::CpuCaps) -> Table {
+/// The verification table printed by `run` and `verify`. No throughput
+/// column: a check is one untimed-as-a-benchmark call (0.01 "GB/s" for
+/// clear_page read as a rate); `bench` measures throughput.
+pub fn checks_table(rows: &Rows, caps: &crate::arch::CpuCaps) -> Table {
     let mut t = table(&[
-        "config",
-        "routine",
-        "variant",
-        "checks",
-        "passed",
-        "failed",
-        "skipped",
-        "sizes",
-        "guest GB/s",
-        "note",
+        "config", "routine", "variant", "checks", "passed", "failed", "skipped", "sizes", "note",
     ]);
     for (key, x) in &rows.0 {
         let (config, routine) = (key.config, key.routine);
-        let secs = x.ticks as f64 / (counter_khz.max(1) as f64 * 1e3);
-        let rate = if x.ticks > 0 && x.bytes > 0 {
-            format!("{:.2}", x.bytes as f64 / secs / 1e9)
-        } else {
-            "-".into()
-        };
         let sizes = match x.min_size {
             Some(lo) if lo != x.max_size => format!(
                 "{}..{}",
@@ -69,28 +56,63 @@ pub fn checks_table(rows: &Rows, counter_khz: u64, caps: &crate::arch::CpuCaps) 
             right(x.failed),
             right(x.skipped),
             Cell::new(sizes),
-            right(rate),
             Cell::new(note),
         ]);
     }
     t
 }
 
-/// Check, before any check runs, that an output file can be written: open it
-/// for writing, creating it (empty) if missing, without truncating what is
-/// there. Exit 2 naming the path and the OS error otherwise, so a long run
-/// never ends with its results lost.
+/// Check, before any work (a check, a build), that an output file can be
+/// written the way [`write_atomically`] writes it, leaving nothing behind:
+/// a temporary file beside it can be made (and is removed again), and an
+/// existing target is not a directory and opens for writing (untouched).
+/// Exit 2 naming the path and the OS error otherwise, so a long run never
+/// ends with its results lost, and a refused run leaves no empty file.
 pub fn precheck_output(path: &Path) -> crate::error::Result<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map(drop)
-        .map_err(|source| crate::error::Error::Output {
-            path: path.display().to_string(),
-            source,
-        })
+    let err = |source| crate::error::Error::Output {
+        path: path.display().to_string(),
+        source,
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(err(std::io::Error::from(std::io::ErrorKind::IsADirectory)));
+        }
+        // A device or a FIFO is written in place.
+        Ok(m) if !m.is_file() => {
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map(drop)
+                .map_err(err);
+        }
+        Ok(_) => {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(err)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    temp_beside(path).map(drop).map_err(err)
+}
+
+/// A new temporary file in the target's directory (a rename from there is
+/// atomic), named after it, readable as a file created normally would be.
+fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(path.file_name().unwrap_or_default());
+    prefix.push(".tmp-");
+    tempfile::Builder::new()
+        .prefix(&prefix)
+        // The umask applies, as for File::create.
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
 }
 
 /// Version of every JSON document hypclear writes (the `schema_version`
@@ -131,8 +153,9 @@ pub fn write_json<T: serde::Serialize + ?Sized>(
 /// Replace a regular file in one step: write a temporary file beside it,
 /// then rename it over the target, so a reader (or a run killed by SIGKILL
 /// or the OOM killer mid-write) sees the old or the new contents, never
-/// half of them. Anything else (a device, a FIFO) is written in place.
-fn write_atomically(
+/// half of them; a failed write removes the temporary file. Anything else
+/// (a device, a FIFO) is written in place.
+pub(crate) fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
@@ -142,79 +165,75 @@ fn write_atomically(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
         Err(e) => return Err(e),
     };
-    let to = |p: &Path| -> std::io::Result<()> {
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(p)?);
+    if !regular || path.file_name().is_none() {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
         write(&mut w)?;
-        w.flush()
-    };
-    let name = path.file_name();
-    let (true, Some(name)) = (regular, name) else {
-        return to(path);
-    };
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let r = to(&tmp).and_then(|()| std::fs::rename(&tmp, path));
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        return w.flush();
     }
-    r
+    let tmp = temp_beside(path)?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp);
+    write(&mut w)?;
+    let tmp = w
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
+    tmp.persist(path).map(drop).map_err(|e| e.error)
 }
 
-/// Write to stdout; a full or failing stdout is an I/O error (exit 1, said
-/// on stderr), never a panic. A closed pipe ends the process by SIGPIPE
-/// (restored to its default in `main`), quietly, like any Unix filter.
-pub fn out(args: std::fmt::Arguments<'_>) -> crate::error::Result<()> {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    o.write_fmt(args)
-        .and_then(|()| o.flush())
-        .map_err(|source| crate::error::Error::Io {
-            path: "standard output".into(),
-            source,
-        })
+/// Write to stdout, checked (see [`crate::output`]): a full or failing
+/// stdout is exit 1 with one message at the end, a closed pipe a quiet
+/// stop; never a panic.
+pub fn out(args: std::fmt::Arguments<'_>) {
+    print_bytes(std::fmt::format(args).as_bytes());
 }
 
-/// `println!` through [`out`], returning its error with `?`.
+/// `println!` through [`out`].
 #[macro_export]
 macro_rules! outln {
     ($($t:tt)*) => {
-        $crate::report::out(format_args!("{}\n", format_args!($($t)*)))?
+        $crate::report::out(format_args!("{}\n", format_args!($($t)*)))
     };
 }
 
-/// `print!` through [`out`], returning its error with `?`.
+/// `print!` through [`out`].
 #[macro_export]
 macro_rules! out {
     ($($t:tt)*) => {
-        $crate::report::out(format_args!($($t)*))?
+        $crate::report::out(format_args!($($t)*))
     };
 }
 
-/// Bytes on stdout; a closed pipe (`| head`) or a full device ends the
-/// output quietly instead of panicking.
+/// Bytes on stdout, checked (see [`out`]).
 pub fn print_bytes(bytes: &[u8]) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(bytes).and_then(|()| out.flush());
+    crate::output::write(crate::output::Stream::Stdout, bytes);
 }
 
 /// The verification results as KTAP: one test per link configuration, one
 /// subtest per routine, one leaf per variant (its checks summed up, the
-/// first failure and the guest's registers as diagnostics).
+/// first failure and the guest's registers as diagnostics). `cut`: why
+/// the run ended before its plan (a signal, an error, a guest failure):
+/// the test it ended in is `not ok` with an `# interrupted:` line, so a
+/// parser never reads a cut run as a complete one.
 pub fn checks_ktap(
     rows: &Rows,
     last: Option<&CheckRecord>,
     failure: Option<&crate::error::GuestFailure>,
+    cut: Option<&str>,
 ) -> crate::ktap::Document {
     use crate::ktap::{Outcome, Test};
     let last = last.map(|r| (r.config, r.routine, r.variant.as_str(), r.fill));
+    let cut_line = |c: &str| {
+        format!("interrupted: {c}; this test was cut short and the tests after it did not run")
+    };
+    if let (None, Some(c)) = (&last, cut) {
+        let leaf = Test::leaf("hypclear", Outcome::Fail).with_diagnostics([cut_line(c)]);
+        return crate::ktap::Document::Tests(vec![leaf]);
+    }
     type Routines = Vec<(Routine, Vec<Test>)>;
     let mut configs: Vec<(LinkConfig, Routines)> = Vec::new();
     for (key, x) in &rows.0 {
         let (config, routine, variant) = (key.config, key.routine, key.label());
         let mut diagnostics = Vec::new();
+        let is_last = last == Some((config, routine, key.variant.as_str(), key.fill));
         let outcome = if x.failed > 0 {
             diagnostics.push(format!(
                 "{config}/{routine}/{variant}: {} of {} checks failed; first: {}",
@@ -223,14 +242,18 @@ pub fn checks_ktap(
                 x.first_failure.clone().unwrap_or_default()
             ));
             Outcome::Fail
+        } else if cut.is_some() && is_last {
+            Outcome::Fail
         } else if x.skipped == x.checks {
             Outcome::Skip(x.skip_reason.clone().unwrap_or_else(|| "skipped".into()))
         } else {
             Outcome::Pass
         };
-        let this = (config, routine, key.variant.as_str(), key.fill);
-        if let Some(f) = failure.filter(|_| last == Some(this)) {
+        if let Some(f) = failure.filter(|_| is_last) {
             diagnostics.extend(f.to_string().lines().map(str::to_string));
+        }
+        if let Some(c) = cut.filter(|_| is_last) {
+            diagnostics.push(cut_line(c));
         }
         let leaf = Test::leaf(variant, outcome).with_diagnostics(diagnostics);
         if configs.last().is_none_or(|(c, _)| *c != config) {
@@ -311,6 +334,17 @@ mod tests {
         }
     }
 
+    /// Issue 25 case 12: the verify table's "guest GB/s" (one call per
+    /// check, 0.01 for clear_page) read as throughput; it is gone.
+    #[test]
+    fn the_checks_table_has_no_throughput_column() {
+        let v = LinkConfig::Vanilla;
+        let records = vec![rec(v, Routine::Memset, "orig", Verdict::Pass)];
+        let t = checks_table(&Rows::of(&records), &crate::arch::CpuCaps::default()).to_string();
+        let header = t.lines().nth(1).unwrap_or_default();
+        assert!(header.contains("sizes") && !header.contains("GB"), "{t}");
+    }
+
     #[test]
     fn ktap_tree_per_config_routine_variant() {
         let v = LinkConfig::Vanilla;
@@ -321,7 +355,7 @@ mod tests {
             rec(v, Routine::Memset, "orig", Verdict::Fail),
             rec(LinkConfig::Memset, Routine::Memset, "erms", Verdict::Pass),
         ];
-        let doc = checks_ktap(&Rows::of(&records), records.last(), None);
+        let doc = checks_ktap(&Rows::of(&records), records.last(), None, None);
         assert_eq!(
             doc.counts(),
             Counts {
@@ -358,7 +392,7 @@ mod tests {
         let mut clear = rec(v, Routine::ClearPage, "erms", Verdict::Pass);
         clear.fill = Some(0);
         let records = vec![clear, zero, seeded];
-        let text = checks_ktap(&Rows::of(&records), records.last(), None).render();
+        let text = checks_ktap(&Rows::of(&records), records.last(), None, None).render();
         assert!(text.contains("    ok 1 erms\n"), "{text}");
         assert!(text.contains("    ok 1 orig fill 0x00\n"), "{text}");
         assert!(text.contains("    not ok 2 orig fill 0x5a\n"), "{text}");

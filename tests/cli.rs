@@ -21,6 +21,10 @@ fn usage_errors_exit_2_with_a_fix() {
         (vec!["--mem", "1.5GB"], "1536MB"),
         (vec!["--timeout", "0"], "--timeout"),
     ] {
+        // The footprint check plans the suite for the CPU, read through KVM.
+        if args.contains(&"1GB") && !kvm_available("usage error verify --size 1GB") {
+            continue;
+        }
         let out = hypclear(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         let err = String::from_utf8_lossy(&out.stderr);

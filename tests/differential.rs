@@ -19,7 +19,7 @@ fn tree() -> Option<String> {
     match std::env::var("HYPCLEAR_KERNEL_TREE") {
         Ok(t) => Some(t),
         Err(_) => {
-            println!("SKIP: set HYPCLEAR_KERNEL_TREE to a kernel source tree");
+            common::skip("set HYPCLEAR_KERNEL_TREE to a kernel source tree");
             None
         }
     }

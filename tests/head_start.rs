@@ -41,7 +41,7 @@ fn kvm_and_two_cpus(test: &str) -> bool {
         return false;
     }
     if allowed_cpus().len() < 2 {
-        eprintln!("SKIP {test}: this test runs on one CPU");
+        common::skip(&format!("{test}: this test runs on one CPU"));
         return false;
     }
     true

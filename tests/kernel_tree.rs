@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[test]
 fn builds_and_parses_a_real_tree() {
     let Some(path) = std::env::var_os("HYPCLEAR_KERNEL_TREE") else {
-        println!("SKIP: set HYPCLEAR_KERNEL_TREE to a kernel source tree");
+        common::skip("set HYPCLEAR_KERNEL_TREE to a kernel source tree");
         return;
     };
     let tree = KernelTree::open(&PathBuf::from(path)).expect("a kernel tree");
@@ -164,7 +164,7 @@ fn tree_env() -> Option<PathBuf> {
     match std::env::var_os("HYPCLEAR_KERNEL_TREE") {
         Some(p) => Some(PathBuf::from(p)),
         None => {
-            println!("SKIP: set HYPCLEAR_KERNEL_TREE to a kernel source tree");
+            common::skip("set HYPCLEAR_KERNEL_TREE to a kernel source tree");
             None
         }
     }
@@ -239,7 +239,7 @@ fn verify_kernel_tree_end_to_end() {
 fn broken_kernel_memset_is_caught() {
     let Some(tree) = tree_env() else { return };
     if std::env::consts::ARCH != "x86_64" {
-        println!("SKIP: the mutation is in arch/x86/lib/memset_64.S");
+        common::skip("the mutation is in arch/x86/lib/memset_64.S");
         return;
     }
     if !common::kvm_available("broken_kernel_memset_is_caught") {

@@ -74,7 +74,9 @@ fn check_with_kunit(name: &str, ktap: &str) {
         None if std::env::var("HYPCLEAR_REQUIRE_KVM").as_deref() == Ok("1") => {
             panic!("{name}: set HYPCLEAR_KERNEL_TREE to a kernel tree so kunit.py can parse KTAP");
         }
-        None => eprintln!("SKIP {name}: kunit.py parse (HYPCLEAR_KERNEL_TREE unset)"),
+        None => common::skip(&format!(
+            "{name}: kunit.py parse (HYPCLEAR_KERNEL_TREE unset)"
+        )),
     }
 }
 

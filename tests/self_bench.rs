@@ -27,7 +27,7 @@ fn build(name: &str, test: &str) -> Option<PathBuf> {
             String::from_utf8_lossy(&o.stderr)
         ),
         Err(e) => {
-            eprintln!("SKIP {name}: no C compiler (cc): {e}");
+            common::skip(&format!("{name}: no C compiler (cc): {e}"));
             None
         }
     }

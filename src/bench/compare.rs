@@ -32,20 +32,32 @@ pub fn load(path: &Path) -> Result<BenchResult> {
     Ok(r)
 }
 
-/// Every throughput must be a positive finite number: a zero, negative or
-/// NaN sample would turn the change into NaN% or a sign flip.
+/// Above any memory bandwidth a machine has (bytes/s): a sample beyond it
+/// is a damaged file, and would overflow the statistics (1e308 panicked).
+const MAX_BYTES_PER_SEC: f64 = 10e12;
+
+/// Every throughput must be a positive finite number below
+/// [`MAX_BYTES_PER_SEC`]: a zero, negative or NaN sample would turn the
+/// change into NaN% or a sign flip, a huge one into nonsense percentages.
 fn validate_throughput(r: &BenchResult, path: &Path) -> Result<()> {
+    let physical = |x: f64| x.is_finite() && x > 0.0 && x < MAX_BYTES_PER_SEC;
     for c in &r.cells {
         for (side, samples) in [("guest", &c.guest), ("host", &c.host)] {
-            if let Some(s) = samples
-                .iter()
-                .find(|s| !(s.bytes_per_sec.is_finite() && s.bytes_per_sec > 0.0))
-            {
+            let bad = samples.iter().find_map(|s| {
+                std::iter::once(s.bytes_per_sec)
+                    .chain(s.per_vcpu_bytes_per_sec.iter().copied())
+                    .find(|x| !physical(*x))
+                    .map(|x| (s, x))
+            });
+            if let Some((s, x)) = bad {
                 return Err(Error::Usage(format!(
-                    "{} has a {side} sample with throughput {} bytes/s; throughput must be a \
-                     positive finite number (a damaged or hand-edited file?)",
+                    "{}: row {}, {side} sample of session {} run {}: throughput {x:e} bytes/s is \
+                     not a rate a machine measures (it must be finite, above 0 and below 10 TB/s); \
+                     a damaged or hand-edited file? Re-run the bench or drop the file",
                     path.display(),
-                    s.bytes_per_sec
+                    c.axes.label_with(true),
+                    s.session,
+                    s.run
                 )));
             }
         }
@@ -668,7 +680,7 @@ fn render(
                 Err(_) => {
                     let (sa, sb) = &r.sides[j];
                     let change = plain_change(sa, sb)
-                        .map(|c| format!("{c:+.2}% (untested)"))
+                        .map(|c| format!("{} (untested)", crate::units::format_pct(c)))
                         .unwrap_or_else(|| "-".into());
                     row.push(right(change));
                     row.push(right("-"));
@@ -843,6 +855,7 @@ mod tests {
             max_warmup: 20,
             session_setup_seconds: 0.0,
             partial: false,
+            partial_reason: None,
             sides: vec![],
             kernel: None,
             cells,
@@ -868,13 +881,21 @@ mod tests {
         assert!(
             validate_throughput(&result("vanilla", 4096, &one(&[100.0, 99.0]), "cpu"), p).is_ok()
         );
-        for v in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        // Issue 25 case 5: 1e308 panicked in statrs, 1e30 printed
+        // "+3667336667216705224704.00%".
+        for v in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e308, 1e30, 10e12] {
             let r = result("vanilla", 4096, &one(&[100.0, v]), "cpu");
-            assert!(
-                matches!(validate_throughput(&r, p), Err(Error::Usage(_))),
-                "{v} accepted"
-            );
+            match validate_throughput(&r, p) {
+                Err(Error::Usage(m)) => assert!(
+                    m.starts_with("x.json: row memset") && m.contains("session 0 run 1"),
+                    "{m}"
+                ),
+                other => panic!("{v} accepted: {other:?}"),
+            }
         }
+        assert!(
+            validate_throughput(&result("vanilla", 4096, &one(&[100.0, 9e12]), "cpu"), p).is_ok()
+        );
     }
 
     #[test]

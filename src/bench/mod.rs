@@ -427,6 +427,10 @@ pub struct BenchResult {
     /// taken so far.
     #[serde(default)]
     pub partial: bool,
+    /// Why `partial` once the run has ended early (the signal, the error
+    /// or the guest failure); `None` while it runs and in older files.
+    #[serde(default)]
+    pub partial_reason: Option<String>,
     /// The precondition of every timed pass; `None` in files written before
     /// it was stated.
     #[serde(default)]
@@ -630,6 +634,7 @@ fn snapshot(
         repeats: plan.repeats,
         sessions: plan.sessions,
         partial,
+        partial_reason: None,
         cache: Some(plan.cache),
         max_warmup: plan.max_warmup,
         session_setup_seconds: inference::mean_of(setup),

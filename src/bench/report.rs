@@ -7,12 +7,16 @@ use comfy_table::Cell as TCell;
 use serde::Serialize;
 use std::path::Path;
 
+/// bytes/s as perf bench's GB/sec (2^30 bytes/s: [`crate::units::PERF_GB`]),
+/// the unit of the lines beside the table.
 fn gbps(v: f64) -> String {
-    format!("{:.2}", v / 1e9)
+    format!("{:.2}", v / crate::units::PERF_GB)
 }
 
 /// One row per cell: axes, then guest statistics, host median and ratio.
-pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
+pub fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Table {
+    let median = format!("median {}", unit.label());
+    let host = format!("host {}", unit.label());
     let mut t = table(&[
         "routine",
         "variant",
@@ -22,14 +26,14 @@ pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
         "fill",
         "backing",
         "n",
-        "median GB/s",
+        &median,
         "mean",
         "stddev",
         "CV %",
         "min",
         "max",
         "ticks/B",
-        "host GB/s",
+        &host,
         "guest/host",
         "flags",
     ]);
@@ -47,12 +51,12 @@ pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
         match &c.guest_bytes_per_sec {
             Some(s) => {
                 row.push(right(s.n));
-                row.push(right(gbps(s.median)));
-                row.push(right(gbps(s.mean)));
-                row.push(right(gbps(s.stddev)));
+                row.push(right(unit.format(s.median)));
+                row.push(right(unit.format(s.mean)));
+                row.push(right(unit.format(s.stddev)));
                 row.push(right(format!("{:.1}", s.cv * 100.0)));
-                row.push(right(gbps(s.min)));
-                row.push(right(gbps(s.max)));
+                row.push(right(unit.format(s.min)));
+                row.push(right(unit.format(s.max)));
             }
             None => row.extend((0..7).map(|_| right("-"))),
         }
@@ -65,7 +69,7 @@ pub fn cells_table(r: &BenchResult) -> comfy_table::Table {
         row.push(right(
             c.host_bytes_per_sec
                 .as_ref()
-                .map(|s| gbps(s.median))
+                .map(|s| unit.format(s.median))
                 .unwrap_or_else(|| "-".into()),
         ));
         row.push(right(
@@ -138,7 +142,7 @@ pub fn flags(c: &Cell) -> String {
             .collect();
         if !per.is_empty() {
             f.push(format!(
-                "{} vCPUs, per-vCPU median {} GB/s",
+                "{} vCPUs, per-vCPU median {} GB/sec",
                 c.axes.vcpus,
                 gbps(crate::bench::stats::median(&per))
             ));
@@ -322,10 +326,10 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
         let x = (a.chunk as f64).log2();
         let e = series.entry(key).or_default();
         if let Some(g) = &c.guest_bytes_per_sec {
-            e.0.push((x, g.median / 1e9));
+            e.0.push((x, g.median / crate::units::PERF_GB));
         }
         if let Some(h) = &c.host_bytes_per_sec {
-            e.1.push((x, h.median / 1e9));
+            e.1.push((x, h.median / crate::units::PERF_GB));
         }
     }
     let pts = || series.values().flat_map(|(g, h)| g.iter().chain(h.iter()));
@@ -361,7 +365,7 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
             .light_line_style(RGBColor(240, 240, 240))
             .bold_line_style(RGBColor(210, 210, 210))
             .x_desc("chunk size")
-            .y_desc("GB/s (median)")
+            .y_desc("GB/sec (median; 2^30 bytes/s)")
             .x_label_formatter(&|x| format_size(2f64.powf(*x).round() as u64))
             .draw()?;
         for (i, (name, (g, h))) in series.iter().enumerate() {
@@ -415,14 +419,20 @@ fn run_sequences(
         ] {
             let mut by: std::collections::BTreeMap<u64, Seq> = Default::default();
             for s in warm.iter() {
-                by.entry(s.session)
-                    .or_default()
-                    .push((s.run as f64, s.bytes_per_sec / 1e9, false));
+                by.entry(s.session).or_default().push((
+                    s.run as f64,
+                    s.bytes_per_sec / crate::units::PERF_GB,
+                    false,
+                ));
             }
             for s in measured.iter() {
                 let e = by.entry(s.session).or_default();
                 let w = warm.iter().filter(|x| x.session == s.session).count();
-                e.push(((w as u64 + s.run) as f64, s.bytes_per_sec / 1e9, true));
+                e.push((
+                    (w as u64 + s.run) as f64,
+                    s.bytes_per_sec / crate::units::PERF_GB,
+                    true,
+                ));
             }
             seqs.push((i, guest, by.into_values().collect()));
         }
@@ -444,7 +454,7 @@ fn run_sequences(
         .light_line_style(RGBColor(240, 240, 240))
         .bold_line_style(RGBColor(210, 210, 210))
         .x_desc("run within the session")
-        .y_desc("GB/s")
+        .y_desc("GB/sec (2^30 bytes/s)")
         .draw()?;
     for (cell, guest, sessions) in &seqs {
         let color = Palette99::pick(*cell).to_rgba();
@@ -494,12 +504,12 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
             None => Test::leaf(name, Outcome::Skip("no measured runs (interrupted)".into())),
             Some(g) => {
                 let mut d = vec![format!(
-                    "{side}/{name}: guest median {} GB/s over {} runs{}",
+                    "{side}/{name}: guest median {} GB/sec over {} runs{}",
                     gbps(g.median),
                     g.n,
                     c.host_bytes_per_sec
                         .as_ref()
-                        .map(|h| format!(", host median {} GB/s", gbps(h.median)))
+                        .map(|h| format!(", host median {} GB/sec", gbps(h.median)))
                         .unwrap_or_default()
                 )];
                 if let Some(ratio) = c.guest_host_ratio {
@@ -529,6 +539,14 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
 mod tests {
     use super::*;
     use crate::bench::{Axes, Sample, summarize};
+
+    /// Issue 25 case 12: bench's GB/sec is perf bench's (2^30 bytes/s);
+    /// hypclear printed 10^9, 7.4% more for the same rate.
+    #[test]
+    fn gb_per_sec_is_perfs_binary_gigabyte() {
+        assert_eq!(gbps(f64::from(1u32 << 30)), "1.00");
+        assert_eq!(gbps(1e9), "0.93");
+    }
 
     fn run(session: u64, bps: f64, preempted: u64) -> Sample {
         Sample {

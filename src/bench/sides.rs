@@ -93,7 +93,7 @@ pub fn ratio_lines(r: &BenchResult) -> Vec<String> {
     let base = by_path(r, 0);
     let median = |s: &Option<Summary>| s.as_ref().map(|s| s.median);
     let mut out = vec![format!(
-        "side ratios (median guest GB/s, other side / {}; rows matched by routine, size, chunk and {}):",
+        "side ratios (median guest GB/sec, other side / {}; rows matched by routine, size, chunk and {}):",
         r.sides[0].name,
         if mixed(r) {
             "kernel path (the built-in variant the kernel routine follows)"
@@ -115,13 +115,13 @@ pub fn ratio_lines(r: &BenchResult) -> Vec<String> {
                 continue;
             };
             out.push(format!(
-                "  {} {} / {} {}: {:.2} / {:.2} GB/s = {:.3}  [{}]",
+                "  {} {} / {} {}: {:.2} / {:.2} GB/sec = {:.3}  [{}]",
                 side.name,
                 c.axes.variant,
                 r.sides[0].name,
                 b.axes.variant,
-                x / 1e9,
-                y / 1e9,
+                x / crate::units::PERF_GB,
+                y / crate::units::PERF_GB,
                 x / y,
                 k.label()
             ));

@@ -14,7 +14,7 @@ use std::time::Instant;
 macro_rules! say {
     ($ktap:expr, $($t:tt)*) => {
         if $ktap {
-            eprintln!($($t)*)
+            crate::errln!($($t)*)
         } else {
             crate::outln!($($t)*)
         }
@@ -45,22 +45,44 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
     // The JSON is rewritten (atomically) after every finished cell, marked
     // partial until the end: a run killed by SIGKILL or the OOM killer
     // keeps what it finished.
-    let mut checkpoint = |r: &BenchResult| match &common.json {
-        Some(path) => write_json(path, r),
-        None => Ok(()),
+    let mut last: Option<BenchResult> = None;
+    let mut checkpoint = |r: &BenchResult| {
+        last = Some(r.clone());
+        match &common.json {
+            Some(path) => write_json(path, r),
+            None => Ok(()),
+        }
     };
-    let result = bench::run(&plan, &specs, ctx.seed, p, &ctx.caps, &pb, &mut checkpoint)?;
+    let run = bench::run(&plan, &specs, ctx.seed, p, &ctx.caps, &pb, &mut checkpoint);
     pb.finish_and_clear();
-    say!(ktap, "{}", bench::report::cells_table(&result));
+    let mut result = match (run, last) {
+        (Ok(r), _) => r,
+        // Cut short after some cells: what they hold is the result.
+        (Err(crate::error::Error::Interrupted), Some(r)) => r,
+        (Err(e), Some(mut r)) => {
+            // The error ends the run; the cells so far say why they stop.
+            r.partial_reason = Some(e.to_string());
+            write_outputs(&ctx, a, &r)?;
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+    };
+    if result.partial {
+        result.partial_reason = Some(crate::vmm::interrupt::name().to_string());
+    }
+    say!(ktap, "{}", bench::report::cells_table(&result, a.unit));
     if ktap {
         report::print_bytes(bench::report::cells_ktap(&result).render().as_bytes());
     }
     say!(
         ktap,
-        "bytes/sec from guest {} ticks at {} kHz; guest/host = median guest GB/s / median host GB/s \
+        "bytes/sec from guest {} ticks at {} kHz; GB/sec = 2^30 bytes/sec, as perf bench prints it \
+         (the table: {}, --unit); \
+         guest/host = median guest GB/sec / median host GB/sec \
          of the same object on a host buffer, measured in the same process; {:.1} seconds",
         arch::COUNTER_NAME,
         result.host.counter_khz,
+        a.unit.label(),
         ctx.start.elapsed().as_secs_f64()
     );
     for l in bench::sides::ratio_lines(&result) {
@@ -71,13 +93,12 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
     }
     write_outputs(&ctx, a, &result)?;
     if result.partial {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "hypclear bench: interrupted (SIGINT); the table and files above are partial \
-             (\"partial\": true in the JSON)"
+        crate::errln!(
+            "hypclear bench: interrupted ({}); the table and files above are partial \
+             (\"partial\": true in the JSON)",
+            crate::vmm::interrupt::name()
         );
-        return Ok(crate::error::EXIT_INTERRUPTED);
+        return Ok(crate::vmm::interrupt::exit_code());
     }
     Ok(0)
 }
@@ -85,9 +106,10 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
 /// Host memory for the run, checked before any VM: each guest region and
 /// as much again for the host baseline buffer.
 fn check_memory(plan: &bench::plan::Plan, common: &Common, need: u64) -> Result<()> {
+    let baseline = if plan.host_baseline { need } else { 0 };
     for b in &plan.backings {
         // Guest RAM and the host baseline buffer both come from the pool.
-        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need) + need, *b)?;
+        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need) + baseline, *b)?;
     }
     // What the run touches: each guest region, and as much again for the
     // host baseline buffer (hugetlb comes from its pool, checked above).

@@ -14,6 +14,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
+/// `--kernel-config`, checked before anything is built (issue 25: garbage
+/// was accepted silently).
+fn check_config(common: &Common) -> Result<()> {
+    if let Some(c) = &common.kernel.kernel_config {
+        crate::kernel::kbuild::ConfigSource::parse(c)
+            .check()
+            .map_err(kblob::KernelBlobError::from)?;
+    }
+    Ok(())
+}
+
 fn request(common: &Common, tree_path: &Path) -> MakeRequest {
     MakeRequest {
         tree: tree_path.to_path_buf(),
@@ -24,7 +35,7 @@ fn request(common: &Common, tree_path: &Path) -> MakeRequest {
 }
 
 fn progress(line: &str) {
-    eprintln!("{line}");
+    crate::errln!("{line}");
 }
 
 /// `hypclear blob --kernel-tree PATH [--arch A] -o FILE`.
@@ -34,9 +45,12 @@ pub fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
             "hypclear blob needs one --kernel-tree PATH (the kernel source tree to build)".into(),
         ));
     };
+    // Before the build: a path that cannot be written fails now, not after it.
+    crate::report::precheck_output(&args.output)?;
+    check_config(common)?;
     let made = kblob::make(&request(common, tree_path), Some(&args.output), progress)?;
     let m = &made.meta;
-    println!(
+    crate::outln!(
         "wrote {}: {} kernel {} ({}), link configuration {} ({}), {} alias rows",
         made.file.display(),
         m.arch,
@@ -72,6 +86,7 @@ pub fn sides(common: &Common) -> Result<Vec<Side>> {
                 .into(),
         ));
     }
+    check_config(common)?;
     let choice = AltChoice::parse(k.alternatives.as_deref().unwrap_or("host"));
     let guest = if choice == AltChoice::Guest {
         kblob::guest_view(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?))

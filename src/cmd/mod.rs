@@ -112,7 +112,7 @@ impl Ctx {
     /// a machine format (KTAP) that must hold nothing else.
     pub fn say(&self, line: impl std::fmt::Display) {
         if self.common.format == Format::Ktap {
-            eprintln!("{line}");
+            crate::errln!("{line}");
         } else {
             crate::report::print_bytes(format!("{line}\n").as_bytes());
         }
@@ -193,7 +193,25 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         }
         Some(Cmd::Info { .. }) => common.format.check("info", &[Format::Text])?,
         Some(Cmd::Bench { .. }) => common.format.check("bench", &text_or_ktap)?,
+        Some(Cmd::Compare { .. }) => common.only("compare", &["--format"])?,
+        Some(Cmd::Blob { .. }) => common.only(
+            "blob",
+            &[
+                "--kernel-tree",
+                "--kernel-config",
+                "--kernel-build-dir",
+                "--arch",
+            ],
+        )?,
         _ => {}
+    }
+    // Output paths before any work: a --kernel-tree build comes first.
+    let mut outputs = vec![&common.json];
+    if let Some(Cmd::Bench { args, .. }) = &cli.command {
+        outputs.extend([&args.csv, &args.plot]);
+    }
+    for path in outputs.into_iter().flatten() {
+        crate::report::precheck_output(path)?;
     }
     let command = cli.command.unwrap_or_else(|| Cmd::Run {
         args: crate::cli::RunArgs::default(),
@@ -222,7 +240,10 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         Cmd::Compare { args, .. } => compare::compare(common, &args),
         Cmd::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "hypclear", &mut std::io::stdout());
+            // Into memory first: generate() panics on a failed write.
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "hypclear", &mut out);
+            crate::report::print_bytes(&out);
             Ok(0)
         }
         Cmd::Man => {

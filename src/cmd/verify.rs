@@ -14,7 +14,6 @@ use crate::units::format_size;
 use crate::vmm::host::HostInfo;
 use crate::vmm::{self, GuestFailure, Vm};
 use serde_json::json;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 fn arena(mem: u64) -> u64 {
@@ -117,6 +116,9 @@ struct Outcome {
     interrupted: bool,
     /// The kernel alternatives loads, run or SKIP (for the JSON).
     alternatives_loads: Vec<crate::kernel::paths::Load>,
+    /// A VMM error that ended the run after work had begun (returned
+    /// once the partial report is written).
+    error: Option<Error>,
 }
 
 /// What one link configuration's VM produced.
@@ -496,7 +498,24 @@ pub fn verify(
         .chain(unrunnable.iter().map(|(s, _)| s))
         .filter_map(|c| c.external()?.load.clone())
         .collect();
-    report_outcome(&ctx, &configs, &o, command)
+    let error = o.error.take();
+    let code = report_outcome(&ctx, &configs, &o, error.as_ref(), command)?;
+    error.map_or(Ok(code), Err)
+}
+
+/// Why the results are partial (the JSON's `partial_reason`, KTAP's
+/// `# interrupted:` line), if they are: a stop request, an error, a guest
+/// failure.
+fn partial_reason(o: &Outcome, error: Option<&Error>) -> Option<String> {
+    if o.interrupted {
+        return Some(crate::vmm::interrupt::name().to_string());
+    }
+    if let Some(e) = error {
+        return Some(e.to_string());
+    }
+    o.failure
+        .as_ref()
+        .map(|f| format!("guest failure ({:?}): {}", f.kind, f.detail))
 }
 
 /// Gather the configurations' results, printing each one's banner.
@@ -510,7 +529,19 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
                 o.interrupted = true;
                 continue;
             }
-            r => r?,
+            // A guest that failed before its first check (a watchdog
+            // timeout at boot) is reported like one that failed in a check.
+            Err(Error::Guest(f)) => {
+                o.failure.get_or_insert(*f);
+                continue;
+            }
+            // Before any work: no report, only the error.
+            Err(e) if o.records.is_empty() && o.failure.is_none() => return Err(e),
+            Err(e) => {
+                o.error.get_or_insert(e);
+                continue;
+            }
+            Ok(r) => r,
         };
         ctx.say(&r.banner);
         o.counter_khz = r.counter_khz;
@@ -535,9 +566,21 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
 
 /// Print the table (or KTAP), the summary line and the failure, write the
 /// JSON report; the exit status of the run.
-fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Result<i32> {
+fn report_outcome(
+    ctx: &Ctx,
+    configs: &[Side],
+    o: &Outcome,
+    error: Option<&Error>,
+    command: &str,
+) -> Result<i32> {
+    let cut = partial_reason(o, error);
     if ctx.common.format == Format::Ktap {
-        let doc = report::checks_ktap(&o.rows, o.records.last(), o.failure.as_ref());
+        let doc = report::checks_ktap(
+            &o.rows,
+            o.records.last(),
+            o.failure.as_ref(),
+            cut.as_deref(),
+        );
         report::print_bytes(doc.render().as_bytes());
     } else {
         // The built-ins' "kernel default" marks name built-in variants; a
@@ -549,13 +592,13 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
             },
             false => ctx.caps.clone(),
         };
-        ctx.say(report::checks_table(&o.rows, o.counter_khz, &caps));
+        ctx.say(report::checks_table(&o.rows, &caps));
     }
     let (passed, failed, skipped) = o.rows.counts();
     let elapsed = ctx.start.elapsed();
     let checker_gbps = o.checked_bytes as f64 / o.check_time.as_secs_f64().max(1e-9) / 1e9;
     if let Some(f) = &o.failure {
-        let _ = writeln!(std::io::stderr(), "{f}");
+        crate::errln!("{f}");
     }
     let ok = failed == 0 && o.failure.is_none() && !o.interrupted;
     let first = o.first_hypercall;
@@ -591,14 +634,17 @@ fn report_outcome(ctx: &Ctx, configs: &[Side], o: &Outcome, command: &str) -> Re
             "checker_gb_per_s": checker_gbps,
             "checked_bytes": o.checked_bytes,
         });
-        report::write_json(path, &json_doc(ctx, command, configs, o, summary))?;
+        let mut doc = json_doc(ctx, command, configs, o, summary);
+        doc.partial_reason = cut.as_deref();
+        doc.partial = cut.is_some();
+        report::write_json(path, &doc)?;
     }
     if o.interrupted {
-        let _ = writeln!(
-            std::io::stderr(),
-            "hypclear {command}: interrupted (SIGINT); the results above are partial"
+        crate::errln!(
+            "hypclear {command}: interrupted ({}); the results above are partial",
+            crate::vmm::interrupt::name()
         );
-        return Ok(crate::error::EXIT_INTERRUPTED);
+        return Ok(crate::vmm::interrupt::exit_code());
     }
     Ok(if ok { 0 } else { EXIT_FAILED })
 }
@@ -641,6 +687,8 @@ struct JsonDoc<'a> {
     cpu: &'a arch::CpuCaps,
     guest: serde_json::Value,
     partial: bool,
+    /// Why `partial`: the signal, the error or the guest failure.
+    partial_reason: Option<&'a str>,
     kernel: Option<&'a serde_json::Value>,
     /// Per family, the built-in variant that follows the kernel blob's
     /// path with the same alternatives decision (the differential check).
@@ -685,6 +733,7 @@ fn json_doc<'a>(
             "seed": ctx.seed,
         }),
         partial: o.interrupted,
+        partial_reason: None,
         kernel: ctx.sides.iter().find_map(Side::external).map(|e| &e.report),
         kernel_paths: ctx
             .sides

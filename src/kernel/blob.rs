@@ -292,17 +292,26 @@ pub fn make(
     let used: BTreeSet<u16> = img.sites.iter().map(|s| s.feature).collect();
     meta.features.retain(|n, _| used.contains(n));
     write_meta(&meta)?;
-    let out = out
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| work.join("kernel.blob"));
+    // objcopy writes beside its input; the file asked for is then replaced
+    // in one step (objcopy on a device or a missing directory failed with
+    // BFD assertions, after the whole build).
+    let blob = work.join("kernel.blob");
     let mut add = Command::new(&tc.objcopy);
     add.arg(format!(
         "--add-section={META_SECTION}={}",
         meta_file.display()
     ))
     .arg(&linked_elf)
-    .arg(&out);
+    .arg(&blob);
     run(add)?;
+    let out = match out {
+        Some(out) => {
+            let bytes = std::fs::read(&blob).map_err(io(&blob))?;
+            crate::report::write_atomically(out, |w| w.write_all(&bytes)).map_err(io(out))?;
+            out.to_path_buf()
+        }
+        None => blob,
+    };
     timings.push(("link".into(), t.elapsed()));
     progress(&format!(
         "link: {} objects, {} configuration ... {:.1} s",
@@ -575,17 +584,7 @@ pub fn read_meta(path: &Path, elf: &[u8]) -> Result<Meta, KernelBlobError> {
         .and_then(hyprel::decode)
         .ok_or_else(|| bad(path, format!("no valid {} section", hyprel::RELOC_SECTION)))?;
     let policed = hyprel::police(elf).map_err(|e| bad(path, e.to_string()))?;
-    if stored != policed {
-        return Err(bad(
-            path,
-            format!(
-                "{} lists {} words, the relocation policy finds {}",
-                hyprel::RELOC_SECTION,
-                stored.len(),
-                policed.len()
-            ),
-        ));
-    }
+    check_relocs(path, &stored, &policed)?;
     let expected = routines::table_rows(meta.arch, meta.link_config);
     let rows: Vec<(&str, &str)> = meta
         .rows
@@ -602,6 +601,27 @@ pub fn read_meta(path: &Path, elf: &[u8]) -> Result<Meta, KernelBlobError> {
         ));
     }
     Ok(meta)
+}
+
+/// The stored `.hyp.reloc` must be what the relocation policy finds; a
+/// mismatch names the first word that differs (the counts alone may agree).
+fn check_relocs(path: &Path, stored: &[u32], policed: &[u32]) -> Result<(), KernelBlobError> {
+    let hex = |w: Option<&u32>| w.map_or_else(|| "nothing".to_string(), |w| format!("{w:#x}"));
+    let Some(i) = (0..stored.len().max(policed.len())).find(|&i| stored.get(i) != policed.get(i))
+    else {
+        return Ok(());
+    };
+    Err(bad(
+        path,
+        format!(
+            "{} word {i} is {}, the relocation policy finds {} there ({} words listed, {} found)",
+            hyprel::RELOC_SECTION,
+            hex(stored.get(i)),
+            hex(policed.get(i)),
+            stored.len(),
+            policed.len()
+        ),
+    ))
 }
 
 /// Copy the patched image back into the ELF's allocated sections.
@@ -671,6 +691,23 @@ pub fn guest_view(caps: &crate::arch::CpuCaps) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 25 case 11: one flipped byte said "lists 12 words, the
+    /// relocation policy finds 12"; the message names the word.
+    #[test]
+    fn a_relocation_mismatch_names_the_differing_word() {
+        let p = Path::new("k.blob");
+        assert!(check_relocs(p, &[8, 16, 24], &[8, 16, 24]).is_ok());
+        let m = check_relocs(p, &[8, 0x1010, 24], &[8, 0x10, 24])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("word 1 is 0x1010") && m.contains("finds 0x10 there"),
+            "{m}"
+        );
+        let m = check_relocs(p, &[8], &[8, 16]).unwrap_err().to_string();
+        assert!(m.contains("word 1 is nothing"), "{m}");
+    }
 
     #[test]
     fn alternatives_choice_parses() {

@@ -39,6 +39,46 @@ impl ConfigSource {
         }
     }
 
+    /// Check a .config file before any build: readable, and every line a
+    /// comment or `CONFIG_NAME=value` (kbuild reads anything else as
+    /// nothing, silently).
+    pub fn check(&self) -> Result<(), KbuildError> {
+        let ConfigSource::File(path) = self else {
+            return Ok(());
+        };
+        let err = |source| KbuildError::Config {
+            path: path.clone(),
+            source,
+        };
+        let text = fs::read(path).map_err(err)?;
+        let text = String::from_utf8(text)
+            .map_err(|e| err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+        let setting = |l: &str| {
+            l.split_once('=').is_some_and(|(name, _)| {
+                name.strip_prefix("CONFIG_").is_some_and(|n| {
+                    !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                })
+            })
+        };
+        let bad = text.lines().enumerate().find(|(_, l)| {
+            let l = l.trim();
+            !(l.is_empty() || l.starts_with('#') || setting(l))
+        });
+        match bad {
+            Some((i, l)) => Err(KbuildError::BadConfig {
+                path: path.clone(),
+                line_no: i + 1,
+                line: l
+                    .chars()
+                    .take(60)
+                    .collect::<String>()
+                    .escape_debug()
+                    .to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Parse a `--kernel-config` value: `defconfig` or a file path.
     pub fn parse(value: &str) -> ConfigSource {
         if value == "defconfig" {
@@ -98,11 +138,24 @@ pub enum KbuildError {
          install a newer binutils-aarch64-linux-gnu (2.38 or later)"
     )]
     NoMops { assembler: String, file: String },
-    #[error("cannot read the kernel config {path}: {source}")]
+    #[error(
+        "cannot read the kernel config {path}: {source}; give --kernel-config a readable .config \
+         file, or `defconfig`"
+    )]
     Config {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error(
+        "{path} is not a kernel configuration: line {line_no} `{line}` is neither a comment nor \
+         CONFIG_NAME=value; give --kernel-config a .config file (as `make menuconfig` writes \
+         it), or `defconfig`"
+    )]
+    BadConfig {
+        path: PathBuf,
+        line_no: usize,
+        line: String,
     },
     #[error(
         "the kernel tree {0} has been configured or built in place (it has .config or include/config), \
@@ -684,6 +737,35 @@ fn lock_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 25 case 11: a garbage --kernel-config was accepted silently,
+    /// a missing one named no fix.
+    #[test]
+    fn a_kernel_config_is_checked_before_the_build() {
+        let d = std::env::temp_dir().join(format!("hypclear-kconfig-{}", std::process::id()));
+        fs::create_dir_all(&d).unwrap();
+        let good = d.join("good");
+        fs::write(
+            &good,
+            "#\n# comment\nCONFIG_A=y\n# CONFIG_B is not set\n\nCONFIG_C=\"x\"\n",
+        )
+        .unwrap();
+        assert!(ConfigSource::File(good).check().is_ok());
+        let bad = d.join("bad");
+        fs::write(&bad, "CONFIG_A=y\n\x7fELF garbage\n").unwrap();
+        let m = ConfigSource::File(bad).check().unwrap_err().to_string();
+        assert!(m.contains("line 2") && m.contains("defconfig"), "{m}");
+        let m = ConfigSource::File(d.join("nope"))
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("--kernel-config") && m.contains("defconfig"),
+            "{m}"
+        );
+        assert!(ConfigSource::Defconfig.check().is_ok());
+        fs::remove_dir_all(&d).unwrap();
+    }
 
     /// One process may hold a build directory's lock twice (shared), and
     /// takes it again once every holder is gone; no wait either time.

@@ -21,9 +21,7 @@ impl HostInfo {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        let cpus = online_cpus();
         HostInfo {
             arch: std::env::consts::ARCH.into(),
             cpu_model: caps.model.clone(),
@@ -44,4 +42,15 @@ impl HostInfo {
             && self.kernel == other.kernel
             && self.kvm_flavour == other.kvm_flavour
     }
+}
+
+/// The host's online CPUs, not this process's affinity (which a caller's
+/// `taskset`, or the head start's pin, narrows).
+fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
 }

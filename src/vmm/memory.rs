@@ -45,19 +45,49 @@ impl std::fmt::Display for Backing {
     }
 }
 
-/// Check, before any VM exists, that `backing` can provide `size` bytes.
+/// Address space a run maps beyond the guest RAM and buffers it names
+/// (the binary, thread stacks, allocator arenas), at the least: a 1 GB
+/// bench without host baseline ran under `ulimit -v 1200000`, so the real
+/// figure is below 150 MB; a run the check lets through may still fail
+/// to map, with the OS error.
+const MAP_OVERHEAD: u64 = 64 << 20;
+
+/// A `/proc/meminfo`-style field (`"MemTotal:"`) of `text`, in its unit (kB).
+fn kb_field(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Check, before any VM exists, that `size` bytes of guest RAM (and the
+/// buffers beside it) can be mapped: within the host's memory (MemTotal;
+/// `HYPCLEAR_MEM_OVERCOMMIT=1` allows more, for guests that touch little),
+/// within RLIMIT_AS, and for `backing` hugetlb in the free huge pages.
 pub fn precheck(size: u64, backing: Backing) -> Result<()> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let overcommit = std::env::var("HYPCLEAR_MEM_OVERCOMMIT").is_ok_and(|v| v == "1");
+    if let Some(total) = kb_field(&meminfo, "MemTotal:").map(|kb| kb.saturating_mul(1024))
+        && size > total
+        && !overcommit
+    {
+        return Err(Error::Usage(format!(
+            "{} of guest RAM and buffers is more than this host's memory (MemTotal {}); give \
+             --mem (bench: -s) at most that, or set HYPCLEAR_MEM_OVERCOMMIT=1 if the guest \
+             touches only part of it",
+            crate::units::format_size(size),
+            gib(total)
+        )));
+    }
+    check_address_space(
+        size.saturating_add(MAP_OVERHEAD),
+        rlimit_as(),
+        &self_status(),
+    )?;
     if backing != Backing::Hugetlb {
         return Ok(());
     }
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let field = |name: &str| {
-        meminfo
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-    };
+    let field = |name: &str| kb_field(&meminfo, name);
     let free = field("HugePages_Free:").unwrap_or(0);
     let page_kb = field("Hugepagesize:").unwrap_or(2048);
     let need = size.div_ceil(2 << 20);
@@ -212,6 +242,45 @@ pub fn check_host_memory(need: u64, what: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// `bytes` as GiB with one decimal ("23.5GB", GB = 2^30 as in --mem).
+fn gib(bytes: u64) -> String {
+    format!("{:.1}GB", bytes as f64 / f64::from(1u32 << 30))
+}
+
+/// This process's RLIMIT_AS (`ulimit -v`) in bytes; None when unlimited.
+fn rlimit_as() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit to fill in.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) };
+    (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
+fn self_status() -> String {
+    std::fs::read_to_string("/proc/self/status").unwrap_or_default()
+}
+
+/// Whether `need` more bytes of address space fit under `limit` (RLIMIT_AS),
+/// given what is mapped already (VmSize in `status`, /proc/self/status).
+fn check_address_space(need: u64, limit: Option<u64>, status: &str) -> Result<()> {
+    let Some(limit) = limit else { return Ok(()) };
+    let mapped = kb_field(status, "VmSize:").map_or(0, |kb| kb.saturating_mul(1024));
+    if mapped.saturating_add(need) <= limit {
+        return Ok(());
+    }
+    let h = crate::units::format_size;
+    Err(Error::AddressSpace {
+        need,
+        need_h: h(need),
+        limit,
+        limit_kb: limit / 1024,
+        mapped,
+        suggest_kb: mapped.saturating_add(need).div_ceil(1024),
+    })
 }
 
 /// Guest RAM at `[base, base + size)`.
@@ -462,6 +531,22 @@ impl crate::arch::RamAccess for GuestRam {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    /// Issue 25 case 10: `ulimit -v 2000000` and a 1 GB bench failed late
+    /// with a raw ENOMEM; the check names RLIMIT_AS and what to set.
+    #[test]
+    fn the_address_space_limit_is_checked_and_named() {
+        let status = "Name:\thypclear\nVmSize:\t  100000 kB\n";
+        assert!(check_address_space(1 << 30, None, status).is_ok());
+        assert!(check_address_space(1 << 30, Some(2_000_000 << 10), status).is_ok());
+        let e = check_address_space(2 << 30, Some(2_000_000 << 10), status).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.contains("RLIMIT_AS") && m.contains("ulimit -v 2197152"),
+            "{m}"
+        );
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+    }
 
     #[test]
     fn cgroup_dirs_for_v2_and_hybrid_v1_hosts() {

@@ -167,9 +167,9 @@ impl Vcpu {
             match step {
                 Ok(Step::Continue) => continue,
                 Ok(Step::Log(text)) => {
-                    use std::io::Write;
-                    // A closed or full stderr must not stop (or kill) the run.
-                    let _ = writeln!(std::io::stderr(), "guest vCPU {} log: {text}", self.id);
+                    // A closed or full stderr must not stop (or kill) the
+                    // run: the failure is kept for the exit status.
+                    crate::errln!("guest vCPU {} log: {text}", self.id);
                     continue;
                 }
                 Ok(step) => return Ok(step),

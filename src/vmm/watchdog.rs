@@ -59,12 +59,12 @@ impl Watchdog {
             // would kill the process, so never arm a timer in that case.
             match vmm_sys_util::signal::register_signal_handler(kick_signal(), on_kick) {
                 Ok(()) => INSTALLED.store(true, Ordering::SeqCst),
-                Err(e) => eprintln!("hypclear: warning: no watchdog (signal handler: {e})"),
+                Err(e) => crate::errln!("hypclear: warning: no watchdog (signal handler: {e})"),
             }
         });
         let timer = if INSTALLED.load(Ordering::SeqCst) {
             create_timer()
-                .map_err(|e| eprintln!("hypclear: warning: no watchdog (timer_create: {e})"))
+                .map_err(|e| crate::errln!("hypclear: warning: no watchdog (timer_create: {e})"))
                 .ok()
         } else {
             None

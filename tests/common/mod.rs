@@ -3,27 +3,38 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// Whether the tests may use KVM. Without /dev/kvm they print SKIP and
-/// pass, unless HYPCLEAR_REQUIRE_KVM=1 (CI), where they fail instead.
+/// Whether the tests may use KVM: the device hypclear opens (`/dev/kvm`,
+/// or `$HYPCLEAR_KVM_DEVICE`, so `HYPCLEAR_KVM_DEVICE=/nonexistent cargo
+/// test` is a run without KVM). Without it they report SKIP and pass,
+/// unless HYPCLEAR_REQUIRE_KVM=1 (CI), where they fail instead.
 pub fn kvm_available(test: &str) -> bool {
+    let dev = std::env::var("HYPCLEAR_KVM_DEVICE").unwrap_or_else(|_| "/dev/kvm".into());
     match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open("/dev/kvm")
+        .open(&dev)
     {
         Ok(_) => true,
         Err(e) => {
             if std::env::var("HYPCLEAR_REQUIRE_KVM").as_deref() == Ok("1") {
                 panic!(
-                    "{test}: /dev/kvm is required (HYPCLEAR_REQUIRE_KVM=1) but cannot be opened: {e}"
+                    "{test}: {dev} is required (HYPCLEAR_REQUIRE_KVM=1) but cannot be opened: {e}"
                 );
             }
-            eprintln!(
-                "SKIP {test}: /dev/kvm not usable ({e}); set HYPCLEAR_REQUIRE_KVM=1 to make this fail"
-            );
+            skip(&format!(
+                "{test}: {dev} not usable ({e}); set HYPCLEAR_REQUIRE_KVM=1 to make this fail"
+            ));
             false
         }
     }
+}
+
+/// Report a skipped test where the runner shows it: straight to the
+/// process's stderr, past libtest's capture (eprintln! output appears only
+/// for failing tests or with --nocapture, so a SKIP read as a plain `ok`).
+pub fn skip(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIP {why}");
 }
 
 pub fn hypclear(args: &[&str]) -> Output {

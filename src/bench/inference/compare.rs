@@ -206,9 +206,12 @@ pub struct Comparison {
 impl Comparison {
     /// `"+0.40% [-1.20%, +2.00%]"`.
     pub fn change_text(&self) -> String {
+        use crate::units::format_pct;
         format!(
-            "{:+.2}% [{:+.2}%, {:+.2}%]",
-            self.change_pct, self.ci_pct.0, self.ci_pct.1
+            "{} [{}, {}]",
+            format_pct(self.change_pct),
+            format_pct(self.ci_pct.0),
+            format_pct(self.ci_pct.1)
         )
     }
 
