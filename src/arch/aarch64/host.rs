@@ -215,6 +215,12 @@ pub fn counter_khz(_fd: &VcpuFd) -> Result<u64> {
     Ok(hz / 1000)
 }
 
+/// Whether KVM has re-initialised the vCPU behind the guest's back: never
+/// on arm64 (a guest that cannot go on stops with its registers intact).
+pub fn reinitialised(_fd: &VcpuFd) -> bool {
+    false
+}
+
 /// The guest's program counter and a register dump, if KVM can read them.
 pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
     let g = |id: u64| get_reg(fd, id, "KVM_GET_ONE_REG").ok();

@@ -171,6 +171,15 @@ pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
     Some((r.rip, out))
 }
 
+/// Whether KVM has re-initialised the vCPU (see `regs::is_init_state`):
+/// then its registers say nothing about the guest. False when unreadable.
+pub fn reinitialised(fd: &VcpuFd) -> bool {
+    match (fd.get_regs(), fd.get_sregs()) {
+        (Ok(r), Ok(s)) => regs::is_init_state(&r, &s),
+        _ => false,
+    }
+}
+
 const VECTORS: [&str; 32] = [
     "#DE divide error",
     "#DB debug",
