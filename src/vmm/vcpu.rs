@@ -85,8 +85,13 @@ impl std::fmt::Display for Given {
 
 /// The report of a shutdown whose registers KVM has reset: no location
 /// (the power-on state is not the guest's), the last hypercall and the
-/// command instead.
-fn lost_registers(detail: &str, last: Option<&Step>, given: &Given) -> String {
+/// command (`routine`: its table row's name, when the blob has one) instead.
+fn lost_registers(
+    detail: &str,
+    last: Option<&Step>,
+    given: &Given,
+    routine: Option<String>,
+) -> String {
     let last = match last {
         None => "none".to_string(),
         Some(Step::Log(text)) => format!("HC_LOG \"{text}\""),
@@ -98,8 +103,9 @@ fn lost_registers(detail: &str, last: Option<&Step>, given: &Given) -> String {
     };
     format!(
         "{detail}; registers lost: the vCPU was re-initialised by KVM on shutdown \
-         (KVM {}); last hypercall {last}; during {given}",
-        arch::kvm_flavour()
+         (KVM {}); last hypercall {last}; during {given}{}",
+        arch::kvm_flavour(),
+        routine.map_or(String::new(), |r| format!(", routine {r}"))
     )
 }
 
@@ -135,7 +141,15 @@ impl Vcpu {
             return Error::Guest(Box::new(GuestFailure {
                 kind,
                 vcpu: self.id,
-                detail: lost_registers(&detail, self.last_hypercall.as_ref(), &self.given),
+                detail: lost_registers(
+                    &detail,
+                    self.last_hypercall.as_ref(),
+                    &self.given,
+                    match self.given {
+                        Given::Call { cmd, .. } => self.sym.row_name(cmd.table, cmd.index),
+                        _ => None,
+                    },
+                ),
                 pc: None,
                 pc_symbol: None,
                 registers: None,
@@ -481,18 +495,22 @@ mod tests {
             "shutdown (triple fault)",
             Some(&Step::Ready),
             &Given::Call { id: 1, cmd },
+            Some("hostile_scribble".into()),
         );
         assert!(s.starts_with("shutdown (triple fault); registers lost: the vCPU was re-initialised by KVM on shutdown"), "{s}");
         assert!(
             s.contains("last hypercall HC_READY; during command 1 (table 2, index 5, a0 0x1000"),
             "{s}"
         );
-        let s = lost_registers("x", None, &Given::Start);
+        assert!(s.ends_with("count 1), routine hostile_scribble"), "{s}");
+        let s = lost_registers("x", None, &Given::Start, None);
         assert!(s.contains("last hypercall none; during the boot"), "{s}");
+        assert!(!s.contains("routine"), "{s}");
         let s = lost_registers(
             "x",
             Some(&Step::Log("hi".into())),
             &Given::Batch { id: 3, n: 4 },
+            None,
         );
         assert!(
             s.contains("last hypercall HC_LOG \"hi\"; during batch 3 of 4 commands"),
