@@ -9,7 +9,8 @@
 #   2. a static hypclear (crt-static), and a kernel-tree blob built on this
 #      host with `hypclear blob --kernel-tree` (the tree: ci/kernel-source.sh)
 #   3. one boot (ci.sh; retried only for QEMU's own triple fault): info
-#      (svm, NPT, --cpl auto picks CPL0), the suite, selftest, the hostile
+#      (svm, NPT, --cpl auto picks CPL0), the suite (--geometry full: every
+#      size and offset, what the hypervisor calls), selftest, the hostile
 #      guests (the corrupt-harness ones must report the registers lost to
 #      kvm_amd's re-INIT), the suite on the kernel blob, and a short bench,
 #      all at CPL0
@@ -47,7 +48,7 @@ LOST='registers lost: the vCPU was re-initialised by KVM on shutdown'
     "$H info --mem 64MB --json /tmp/info.json >/tmp/info.txt; rc=\$?; cat /tmp/info.txt; [ \$rc -eq 0 ] &&
      grep -q '\"kvm_flavour\": \"svm\"' /tmp/info.json && grep -q '\"kvm_paging\": \"npt\"' /tmp/info.json &&
      grep -q 'svm, NPT' /tmp/info.txt && grep -q 'CPL0 (kernel-level guest code runs natively' /tmp/info.txt" \
-    "$H run --cpl 0 --mem 64MB --seed 1" \
+    "$H run --cpl 0 --geometry full --mem 64MB --seed 1" \
     "$H selftest --cpl 0 --mem 64MB" \
     "HYPCLEAR_PROGRESS=0 hypclear --timeout 20 selftest --hostile --cpl 0 --mem 64MB --json /tmp/hostile.json &&
      n=\$(grep -c '$LOST' /tmp/hostile.json) && echo \"'$LOST' in \$n cases\" && [ \"\$n\" -eq 2 ]" \
