@@ -58,20 +58,7 @@ if [ "$CODENAME" = bookworm ]; then
     APT_TARGET=(-t bookworm-backports)
 fi
 
-# Base URI of the Debian archive as configured on this machine.
-debian_uri() {
-    local f uri=""
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [ -e "$f" ] || continue
-        uri="$(awk '/^URIs:/ && $2 !~ /security/ && $2 ~ /debian\/?$/ { print $2; exit }' "$f")"
-        [ -n "$uri" ] && break
-    done
-    if [ -z "$uri" ] && [ -e /etc/apt/sources.list ]; then
-        uri="$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' /etc/apt/sources.list)"
-    fi
-    echo "${uri:-http://deb.debian.org/debian}"
-}
-DEBIAN_URI="$(debian_uri)"
+DEBIAN_URI="$(hc_debian_uri)"
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 qemu_major() {
@@ -89,13 +76,7 @@ command -v cpio >/dev/null || MISSING+=(cpio)
 command -v timeout >/dev/null || MISSING+=(coreutils)
 if [ "${#MISSING[@]}" -gt 0 ]; then
     hc_log "installing: ${MISSING[*]}"
-    if [ "$CODENAME" = bookworm ] && ! grep -rqsE '^[^#]*bookworm-backports' \
-            /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; then
-        hc_log "adding apt source bookworm-backports ($DEBIAN_URI)"
-        printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
-            "$DEBIAN_URI" "$KEYRING" |
-            "${SUDO[@]}" tee /etc/apt/sources.list.d/hypclear-bookworm-backports.sources >/dev/null
-    fi
+    hc_ensure_backports ${SUDO[@]+"${SUDO[@]}"}
     "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
     # Everything from backports where it exists there (-t only raises priority;
     # packages absent from backports still come from bookworm).

@@ -24,15 +24,18 @@
 //! | `load_image(ram, image, base)` | copy a [`BlobImage`] to guest RAM with linux-loader (ELF on x86_64, the arm64 Image on aarch64) |
 //! | `setup_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup |
 //! | `warm(kvm)` | the system-level KVM queries every VM makes, made once and kept for the process (x86_64: `KVM_GET_SUPPORTED_CPUID`; aarch64: none); `Vm::new` calls it while a head start's helper (`vmm::prewarm`) registers the memslot |
-//! | `registers(vcpu)`, `describe_exception` | failure reports |
+//! | `registers(vcpu)`, `reinitialised(vcpu)`, `describe_exception` | failure reports (`reinitialised`: KVM reset the vCPU, e.g. kvm_amd on shutdown, so its registers are not the guest's) |
 //! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
-//! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
+//! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
 //! | `Error` (as `HostError`) | the architecture's error type (thiserror), each variant with its [`Category`], and `kvm_errno()` (a failed KVM ioctl's errno, so an ioctl cut short by Ctrl-C reads as an interruption); wrapped by [`Error`] here, which `crate::error::Error::Arch` wraps in turn |
 //! | `VARIANTS` | the routine variants of `guest/<arch>/lib`, generated from the alias list and each routine's header (`routines::catalog`): CPU feature required, kernel code followed |
 //! | `FORMER_NAMES` | renamed variants: (family, old name, current name), old names still accepted |
 pub mod aarch64;
+mod kvm;
 pub mod x86_64;
+
+pub use kvm::{KvmFlavour, PagingMode};
 
 use crate::exit::Category;
 
@@ -178,8 +181,8 @@ pub use self::aarch64::cache::evict;
 pub use self::aarch64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
     MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
-    cpu_caps, cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory,
-    privilege_name, registers, setup_vcpu, setup_vm, warm,
+    cpu_caps, cpu_details, describe_exception, kvm_flavour, kvm_paging, mailbox_gpa,
+    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm, warm,
 };
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::loader::load_image;
@@ -208,8 +211,8 @@ pub use self::x86_64::cache::evict;
 pub use self::x86_64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
     MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
-    cpu_caps, cpu_details, describe_exception, kvm_flavour, mailbox_gpa, prepare_memory,
-    privilege_name, registers, setup_vcpu, setup_vm, warm,
+    cpu_caps, cpu_details, describe_exception, kvm_flavour, kvm_paging, mailbox_gpa,
+    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm, warm,
 };
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::loader::load_image;

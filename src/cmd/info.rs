@@ -65,8 +65,9 @@ fn summary_table(
     t.add_row(vec![
         "KVM".to_string(),
         format!(
-            "{} (API {}, max vCPUs {})",
+            "{}, {} (API {}, max vCPUs {})",
             host.kvm_flavour,
+            host.kvm_paging,
             kvm.get_api_version(),
             kvm.get_max_vcpus()
         ),

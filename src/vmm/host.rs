@@ -9,7 +9,10 @@ pub struct HostInfo {
     pub cpus: usize,
     pub kernel: String,
     /// pvm, vmx, svm, arm64-vhe, arm64-nvhe, arm64-protected, ...
-    pub kvm_flavour: String,
+    pub kvm_flavour: arch::KvmFlavour,
+    /// npt, ept, shadow or stage2 (unknown in results from before it).
+    #[serde(default)]
+    pub kvm_paging: arch::PagingMode,
     pub counter: String,
     pub counter_khz: u64,
     pub hypclear_version: String,
@@ -28,6 +31,7 @@ impl HostInfo {
             cpus,
             kernel,
             kvm_flavour: arch::kvm_flavour(),
+            kvm_paging: arch::kvm_paging(),
             counter: arch::COUNTER_NAME.into(),
             counter_khz,
             hypclear_version: env!("CARGO_PKG_VERSION").into(),

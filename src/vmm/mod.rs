@@ -127,6 +127,18 @@ impl Symbolizer {
         })
     }
 
+    /// The name of row `index` of command table `table` (None past the
+    /// table's end or for an unknown table).
+    pub(crate) fn row_name(&self, table: u64, index: u64) -> Option<String> {
+        let rows = match table {
+            crate::blob::abi::TABLE_ALIAS => &self.blob.aliases,
+            crate::blob::abi::TABLE_SELFTEST => &self.blob.selftests,
+            _ => return None,
+        };
+        let row = rows.get(usize::try_from(index).ok()?)?;
+        Some(row.name.clone())
+    }
+
     /// `symbol+offset` for an address inside the blob image, otherwise
     /// "outside the blob".
     pub fn name(&self, addr: u64) -> String {
@@ -346,6 +358,26 @@ mod tests {
                 assert!(!s.name(base + a).starts_with(&format!("{abs}+")), "{abs}");
             }
         }
+    }
+
+    #[test]
+    fn table_rows_are_named_by_table_and_index() {
+        use crate::blob::abi::{TABLE_ALIAS, TABLE_SELFTEST};
+        let blob = Arc::new(Blob::get(crate::blob::LinkConfig::Vanilla).unwrap());
+        let s = Symbolizer::new(blob.clone(), 0x40_0000);
+        let row = blob.selftest_index("hostile_scribble").unwrap();
+        assert_eq!(
+            s.row_name(TABLE_SELFTEST, row).as_deref(),
+            Some("hostile_scribble")
+        );
+        assert_eq!(
+            s.row_name(TABLE_ALIAS, 0),
+            Some(blob.aliases[0].name.clone())
+        );
+        let past = blob.selftests.len() as u64;
+        assert_eq!(s.row_name(TABLE_SELFTEST, past), None);
+        assert_eq!(s.row_name(TABLE_SELFTEST, u64::MAX), None);
+        assert_eq!(s.row_name(7, 0), None);
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub struct CacheKey {
     pub boot_id: String,
     pub kernel_release: String,
     pub kvm_modules: Vec<(String, String)>,
-    pub kvm_flavour: String,
+    pub kvm_flavour: crate::arch::KvmFlavour,
     pub hypclear: String,
 }
 
@@ -227,7 +227,7 @@ fn decide(emulated: Option<u64>) -> PrivilegeChoice {
             ),
             Some(n),
         ),
-        None if crate::arch::kvm_flavour() == "pvm" => mk(
+        None if crate::arch::kvm_flavour() == crate::arch::KvmFlavour::Pvm => mk(
             Privilege::User,
             "no KVM stats; the kvm_pvm module emulates kernel-level guest code".into(),
             None,
@@ -289,7 +289,7 @@ mod tests {
             boot_id: "b".into(),
             kernel_release: "6.18".into(),
             kvm_modules: vec![("kvm_pvm".into(), "ABC".into())],
-            kvm_flavour: "pvm".into(),
+            kvm_flavour: crate::arch::KvmFlavour::Pvm,
             hypclear: "0.1.0 x".into(),
         }
     }

@@ -46,6 +46,67 @@ pub struct Vcpu {
     /// without stats, and the first hypercall, need not wait for).
     stats: std::sync::OnceLock<Option<KvmStats>>,
     started: bool,
+    /// The last hypercall and what the host had asked for: all a report
+    /// can name when KVM has reset the registers (see `failure`).
+    last_hypercall: Option<Step>,
+    given: Given,
+}
+
+/// What the host last asked this vCPU to do.
+#[derive(Debug, Clone, Copy)]
+enum Given {
+    /// Run from reset to HC_READY.
+    Start,
+    Call {
+        id: u64,
+        cmd: Command,
+    },
+    Batch {
+        id: u64,
+        n: u64,
+    },
+    Exit,
+}
+
+impl std::fmt::Display for Given {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Given::Start => write!(f, "the boot (waiting for HC_READY)"),
+            Given::Call { id, cmd } => write!(
+                f,
+                "command {id} (table {}, index {}, a0 {:#x}, a1 {:#x}, a2 {:#x}, count {})",
+                cmd.table, cmd.index, cmd.args.a0, cmd.args.a1, cmd.args.a2, cmd.args.count
+            ),
+            Given::Batch { id, n } => write!(f, "batch {id} of {n} commands"),
+            Given::Exit => write!(f, "CMD_EXIT (waiting for HC_DONE)"),
+        }
+    }
+}
+
+/// The report of a shutdown whose registers KVM has reset: no location
+/// (the power-on state is not the guest's), the last hypercall and the
+/// command (`routine`: its table row's name, when the blob has one) instead.
+fn lost_registers(
+    detail: &str,
+    last: Option<&Step>,
+    given: &Given,
+    routine: Option<String>,
+) -> String {
+    let last = match last {
+        None => "none".to_string(),
+        Some(Step::Log(text)) => format!("HC_LOG \"{text}\""),
+        Some(Step::Ready) => "HC_READY".into(),
+        Some(Step::Result(_)) => "HC_RESULT".into(),
+        Some(Step::Done) => "HC_DONE".into(),
+        Some(Step::Fail) => "HC_FAIL".into(),
+        Some(Step::Continue) => "none".into(),
+    };
+    format!(
+        "{detail}; registers lost: the vCPU was re-initialised by KVM on shutdown \
+         (KVM {}); last hypercall {last}; during {given}{}",
+        arch::kvm_flavour(),
+        routine.map_or(String::new(), |r| format!(", routine {r}"))
+    )
 }
 
 impl Vcpu {
@@ -66,6 +127,8 @@ impl Vcpu {
             watchdog: None,
             stats: std::sync::OnceLock::new(),
             started: false,
+            last_hypercall: None,
+            given: Given::Start,
         }
     }
 
@@ -74,6 +137,25 @@ impl Vcpu {
     }
 
     fn failure(&self, kind: FailureKind, detail: String) -> Error {
+        if kind == FailureKind::Shutdown && arch::reinitialised(&self.fd) {
+            return Error::Guest(Box::new(GuestFailure {
+                kind,
+                vcpu: self.id,
+                detail: lost_registers(
+                    &detail,
+                    self.last_hypercall.as_ref(),
+                    &self.given,
+                    match self.given {
+                        Given::Call { cmd, .. } => self.sym.row_name(cmd.table, cmd.index),
+                        _ => None,
+                    },
+                ),
+                pc: None,
+                pc_symbol: None,
+                registers: None,
+                vector: None,
+            }));
+        }
         let regs = arch::registers(&self.fd);
         Error::Guest(Box::new(GuestFailure {
             kind,
@@ -167,12 +249,16 @@ impl Vcpu {
             match step {
                 Ok(Step::Continue) => continue,
                 Ok(Step::Log(text)) => {
+                    self.last_hypercall = Some(Step::Log(text.clone()));
                     // A closed or full stderr must not stop (or kill) the
                     // run: the failure is kept for the exit status.
                     crate::errln!("guest vCPU {} log: {text}", self.id);
                     continue;
                 }
-                Ok(step) => return Ok(step),
+                Ok(step) => {
+                    self.last_hypercall = Some(step.clone());
+                    return Ok(step);
+                }
                 Err(v) => return Err(self.failure(v.kind, v.detail)),
             }
         }
@@ -225,6 +311,7 @@ impl Vcpu {
 
     /// Run from reset to the guest's HC_READY.
     pub fn start(&mut self, timeout: Duration) -> Result<()> {
+        self.given = Given::Start;
         let step = self.run(Waiting::Ready, timeout)?;
         self.expect(step)?;
         self.started = true;
@@ -250,6 +337,7 @@ impl Vcpu {
         }
         let id = self.next_id;
         self.next_id += 1;
+        self.given = Given::Call { id, cmd: *cmd };
         self.set_mb(abi::MB_CMD_OP, abi::CMD_CALL)?;
         self.set_mb(abi::MB_CMD_TABLE, cmd.table)?;
         self.set_mb(abi::MB_CMD_INDEX, cmd.index)?;
@@ -292,6 +380,7 @@ impl Vcpu {
         }
         let id = self.next_id;
         self.next_id += 1;
+        self.given = Given::Batch { id, n };
         // The slots in one write: a full batch is hundreds of them.
         let mut slots = vec![0u8; (n * abi::SLOT_SIZE) as usize];
         for (slot, cmd) in slots.chunks_exact_mut(abi::SLOT_SIZE as usize).zip(cmds) {
@@ -379,9 +468,53 @@ impl Vcpu {
         if !self.started {
             return Ok(());
         }
+        self.given = Given::Exit;
         self.set_mb(abi::MB_CMD_OP, abi::CMD_EXIT)?;
         let step = self.run(Waiting::Done, timeout)?;
         self.expect(step)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_register_report_names_the_last_hypercall_and_the_command() {
+        let cmd = Command {
+            table: 2,
+            index: 5,
+            args: crate::vmm::Args {
+                a0: 0x1000,
+                count: 1,
+                ..Default::default()
+            },
+        };
+        let s = lost_registers(
+            "shutdown (triple fault)",
+            Some(&Step::Ready),
+            &Given::Call { id: 1, cmd },
+            Some("hostile_scribble".into()),
+        );
+        assert!(s.starts_with("shutdown (triple fault); registers lost: the vCPU was re-initialised by KVM on shutdown"), "{s}");
+        assert!(
+            s.contains("last hypercall HC_READY; during command 1 (table 2, index 5, a0 0x1000"),
+            "{s}"
+        );
+        assert!(s.ends_with("count 1), routine hostile_scribble"), "{s}");
+        let s = lost_registers("x", None, &Given::Start, None);
+        assert!(s.contains("last hypercall none; during the boot"), "{s}");
+        assert!(!s.contains("routine"), "{s}");
+        let s = lost_registers(
+            "x",
+            Some(&Step::Log("hi".into())),
+            &Given::Batch { id: 3, n: 4 },
+            None,
+        );
+        assert!(
+            s.contains("last hypercall HC_LOG \"hi\"; during batch 3 of 4 commands"),
+            "{s}"
+        );
     }
 }

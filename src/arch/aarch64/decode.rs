@@ -3,6 +3,7 @@
 //! vector offsets, MIDR_EL1 CPU names, and the KVM/arm64 mode from the
 //! kernel command line and log. Pure, unit tested on every host.
 use super::sysregs::mode_name;
+use crate::arch::KvmFlavour;
 
 /// ESR_ELx.EC, bits [31:26].
 pub fn ec(esr: u64) -> u64 {
@@ -353,20 +354,20 @@ pub fn midr_model(midr: u64) -> String {
 /// The KVM/arm64 mode: from the kernel log line KVM prints when it comes up
 /// (what actually happened), else from `kvm-arm.mode=` on the command line,
 /// else "arm64" (unknown; the kernel default is VHE where the CPU has it).
-pub fn flavour_from(cmdline: &str, log: &str) -> &'static str {
+pub fn flavour_from(cmdline: &str, log: &str) -> KvmFlavour {
     let mut from_log = None;
     for line in log.lines().filter(|l| l.contains("kvm")) {
         if line.contains("Protected nVHE mode initialized")
             || line.contains("Protected hVHE mode initialized")
         {
-            from_log = Some("arm64-protected");
+            from_log = Some(KvmFlavour::Arm64Protected);
         } else if line.contains("Hyp mode initialized")
             || line.contains("Hyp nVHE mode initialized")
             || line.contains("Hyp hVHE mode initialized")
         {
-            from_log = Some("arm64-nvhe");
+            from_log = Some(KvmFlavour::Arm64Nvhe);
         } else if line.contains("VHE mode initialized") {
-            from_log = Some("arm64-vhe");
+            from_log = Some(KvmFlavour::Arm64Vhe);
         }
     }
     if let Some(f) = from_log {
@@ -377,10 +378,10 @@ pub fn flavour_from(cmdline: &str, log: &str) -> &'static str {
         .rev()
         .find_map(|w| w.strip_prefix("kvm-arm.mode="));
     match mode {
-        Some("protected") => "arm64-protected",
-        Some("nvhe") => "arm64-nvhe",
-        Some("none") => "arm64-none",
-        _ => "arm64",
+        Some("protected") => KvmFlavour::Arm64Protected,
+        Some("nvhe") => KvmFlavour::Arm64Nvhe,
+        Some("none") => KvmFlavour::Arm64None,
+        _ => KvmFlavour::Arm64,
     }
 }
 
@@ -539,18 +540,21 @@ mod tests {
         let nvhe = "[    0.5] kvm [1]: Hyp nVHE mode initialized successfully\n";
         let nvhe612 = "[    0.5] kvm [1]: Hyp mode initialized successfully\n";
         let prot = "[    0.5] kvm [1]: Protected nVHE mode initialized successfully\n";
-        assert_eq!(flavour_from("", vhe), "arm64-vhe");
-        assert_eq!(flavour_from("kvm-arm.mode=nvhe", nvhe), "arm64-nvhe");
-        assert_eq!(flavour_from("", nvhe612), "arm64-nvhe");
+        assert_eq!(flavour_from("", vhe), KvmFlavour::Arm64Vhe);
+        assert_eq!(
+            flavour_from("kvm-arm.mode=nvhe", nvhe),
+            KvmFlavour::Arm64Nvhe
+        );
+        assert_eq!(flavour_from("", nvhe612), KvmFlavour::Arm64Nvhe);
         assert_eq!(
             flavour_from("kvm-arm.mode=protected", prot),
-            "arm64-protected"
+            KvmFlavour::Arm64Protected
         );
         assert_eq!(
             flavour_from("quiet kvm-arm.mode=protected", ""),
-            "arm64-protected"
+            KvmFlavour::Arm64Protected
         );
-        assert_eq!(flavour_from("kvm-arm.mode=nvhe", ""), "arm64-nvhe");
-        assert_eq!(flavour_from("console=ttyAMA0", ""), "arm64");
+        assert_eq!(flavour_from("kvm-arm.mode=nvhe", ""), KvmFlavour::Arm64Nvhe);
+        assert_eq!(flavour_from("console=ttyAMA0", ""), KvmFlavour::Arm64);
     }
 }

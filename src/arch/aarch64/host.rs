@@ -11,8 +11,8 @@ use super::error::{Error, Result};
 use super::layout::*;
 use super::paging;
 use super::sysregs::{self as sr};
-use crate::arch::CpuCaps;
 use crate::arch::Privilege;
+use crate::arch::{CpuCaps, KvmFlavour, PagingMode};
 use crate::arch::{Loaded, RamAccess};
 use crate::blob::abi;
 use kvm_bindings::{KVM_ARM_VCPU_PSCI_0_2, kvm_vcpu_init};
@@ -213,6 +213,12 @@ pub fn counter_khz(_fd: &VcpuFd) -> Result<u64> {
         });
     }
     Ok(hz / 1000)
+}
+
+/// Whether KVM has re-initialised the vCPU behind the guest's back: never
+/// on arm64 (a guest that cannot go on stops with its registers intact).
+pub fn reinitialised(_fd: &VcpuFd) -> bool {
+    false
 }
 
 /// The guest's program counter and a register dump, if KVM can read them.
@@ -426,14 +432,17 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
 /// `arm64-nvhe`, `arm64-protected`, or `arm64` when it cannot tell).
 /// From `kvm-arm.mode=` on the kernel command line, else from the kernel
 /// log line KVM prints at init (readable by root).
-pub fn kvm_flavour() -> String {
-    static FLAVOUR: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
-    FLAVOUR
-        .get_or_init(|| {
-            let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-            super::decode::flavour_from(&cmdline, &kernel_log())
-        })
-        .to_string()
+pub fn kvm_flavour() -> KvmFlavour {
+    static FLAVOUR: std::sync::OnceLock<KvmFlavour> = std::sync::OnceLock::new();
+    *FLAVOUR.get_or_init(|| {
+        let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+        super::decode::flavour_from(&cmdline, &kernel_log())
+    })
+}
+
+/// KVM/arm64 always translates guest memory with stage 2.
+pub fn kvm_paging() -> PagingMode {
+    PagingMode::Stage2
 }
 
 /// The kernel log (klogctl SYSLOG_ACTION_READ_ALL), empty if not permitted.
@@ -515,7 +524,7 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
         "KVM IPA limit".into(),
         format!("{} bits", kvm.get_host_ipa_limit()),
     ));
-    v.push(("KVM mode".into(), kvm_flavour()));
+    v.push(("KVM mode".into(), kvm_flavour().to_string()));
     v
 }
 

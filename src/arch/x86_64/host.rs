@@ -6,7 +6,7 @@ use super::layout::*;
 use super::paging;
 use super::regs::{self, Cpl};
 use crate::arch::Privilege;
-use crate::arch::{CpuCaps, KernelPick};
+use crate::arch::{CpuCaps, KernelPick, KvmFlavour, PagingMode};
 use crate::arch::{Loaded, RamAccess};
 use crate::blob::abi;
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
@@ -171,6 +171,15 @@ pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
     Some((r.rip, out))
 }
 
+/// Whether KVM has re-initialised the vCPU (see `regs::is_init_state`):
+/// then its registers say nothing about the guest. False when unreadable.
+pub fn reinitialised(fd: &VcpuFd) -> bool {
+    match (fd.get_regs(), fd.get_sregs()) {
+        (Ok(r), Ok(s)) => regs::is_init_state(&r, &s),
+        _ => false,
+    }
+}
+
 const VECTORS: [&str; 32] = [
     "#DE divide error",
     "#DB debug",
@@ -306,16 +315,46 @@ fn host_cpu_model() -> String {
 }
 
 /// The KVM flavour: PVM (paravirtual, CPL 0 emulated), or hardware VMX/SVM.
-pub fn kvm_flavour() -> String {
-    let has = |m: &str| std::path::Path::new(&format!("/sys/module/{m}")).exists();
-    if has("kvm_pvm") {
-        "pvm".into()
-    } else if has("kvm_intel") {
-        "vmx".into()
-    } else if has("kvm_amd") {
-        "svm".into()
-    } else {
-        "unknown".into()
+pub fn kvm_flavour() -> KvmFlavour {
+    flavour_from(|m| std::path::Path::new(&format!("/sys/module/{m}")).exists())
+}
+
+/// The flavour from the vendor modules `loaded` reports: the one KVM's
+/// x86 ops come from. kvm_pvm first, as hypclear always checked it.
+fn flavour_from(loaded: impl Fn(&str) -> bool) -> KvmFlavour {
+    [
+        ("kvm_pvm", KvmFlavour::Pvm),
+        ("kvm_intel", KvmFlavour::Vmx),
+        ("kvm_amd", KvmFlavour::Svm),
+    ]
+    .into_iter()
+    .find(|(m, _)| loaded(m))
+    .map_or(KvmFlavour::Unknown, |(_, f)| f)
+}
+
+/// The paging mode KVM uses for guests: the vendor module's `ept`/`npt`
+/// parameter (what KVM decided at load: off when asked or when the CPU
+/// lacks it), shadow paging under PVM (it has no two-dimensional paging).
+pub fn kvm_paging() -> PagingMode {
+    paging_from(kvm_flavour(), |m, p| {
+        std::fs::read_to_string(format!("/sys/module/{m}/parameters/{p}")).ok()
+    })
+}
+
+fn paging_from(flavour: KvmFlavour, param: impl Fn(&str, &str) -> Option<String>) -> PagingMode {
+    let tdp = |module: &str, name: &str, on: PagingMode| match param(module, name)
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("Y" | "1") => on,
+        Some("N" | "0") => PagingMode::Shadow,
+        _ => PagingMode::Unknown,
+    };
+    match flavour {
+        KvmFlavour::Vmx => tdp("kvm_intel", "ept", PagingMode::Ept),
+        KvmFlavour::Svm => tdp("kvm_amd", "npt", PagingMode::Npt),
+        KvmFlavour::Pvm => PagingMode::Shadow,
+        _ => PagingMode::Unknown,
     }
 }
 
@@ -343,4 +382,53 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flavour_is_the_loaded_vendor_module() {
+        let only = |want: &'static [&'static str]| move |m: &str| want.contains(&m);
+        assert_eq!(flavour_from(only(&["kvm", "kvm_amd"])), KvmFlavour::Svm);
+        assert_eq!(flavour_from(only(&["kvm", "kvm_intel"])), KvmFlavour::Vmx);
+        assert_eq!(flavour_from(only(&["kvm", "kvm_pvm"])), KvmFlavour::Pvm);
+        assert_eq!(flavour_from(only(&["kvm"])), KvmFlavour::Unknown);
+    }
+
+    #[test]
+    fn paging_comes_from_the_vendor_modules_parameter() {
+        let params = |npt: Option<&'static str>, ept: Option<&'static str>| {
+            move |m: &str, p: &str| match (m, p) {
+                ("kvm_amd", "npt") => npt.map(String::from),
+                ("kvm_intel", "ept") => ept.map(String::from),
+                _ => None,
+            }
+        };
+        let svm = KvmFlavour::Svm;
+        assert_eq!(paging_from(svm, params(Some("Y\n"), None)), PagingMode::Npt);
+        assert_eq!(
+            paging_from(svm, params(Some("N\n"), None)),
+            PagingMode::Shadow
+        );
+        assert_eq!(
+            paging_from(svm, params(None, Some("Y"))),
+            PagingMode::Unknown
+        );
+        let vmx = KvmFlavour::Vmx;
+        assert_eq!(paging_from(vmx, params(None, Some("Y\n"))), PagingMode::Ept);
+        assert_eq!(
+            paging_from(vmx, params(Some("Y"), Some("N\n"))),
+            PagingMode::Shadow
+        );
+        assert_eq!(
+            paging_from(KvmFlavour::Pvm, params(None, None)),
+            PagingMode::Shadow
+        );
+        assert_eq!(
+            paging_from(KvmFlavour::Unknown, params(Some("Y"), Some("Y"))),
+            PagingMode::Unknown
+        );
+    }
 }

@@ -142,6 +142,15 @@ pub fn regs(entry: u64, vcpu: u64) -> kvm_regs {
     }
 }
 
+/// Whether the registers are the power-on/INIT state (real mode at
+/// F000:FFF0) rather than anything this harness's 64-bit guests can reach
+/// (they start in long mode and nothing in them leaves it): kvm_amd
+/// re-INITs the vCPU on a shutdown intercept (the VMCB is undefined after
+/// one), so the guest's own registers are gone; VMX and PVM keep them.
+pub(crate) fn is_init_state(r: &kvm_regs, s: &kvm_sregs) -> bool {
+    r.rip == 0xfff0 && s.cs.selector == 0xf000 && s.cs.base == 0xffff_0000 && s.cr0 & CR0_PE == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +208,30 @@ mod tests {
         assert_eq!(rsp0, exception_stack_top(2));
         assert_eq!(rsp0 % 16, 0);
         assert_eq!(stack_top(2) % 16, 0);
+    }
+
+    #[test]
+    fn only_the_power_on_state_counts_as_reinitialised() {
+        // What kvm_amd leaves after KVM_EXIT_SHUTDOWN (measured under QEMU's
+        // SVM): RIP 0xfff0, CS 0xf000 based at 0xffff0000, CR0 ET only.
+        let mut s = kvm_sregs::default();
+        s.cs.selector = 0xf000;
+        s.cs.base = 0xffff_0000;
+        s.cr0 = CR0_ET;
+        let r = kvm_regs {
+            rip: 0xfff0,
+            rdx: 0x00a0_0f11,
+            ..Default::default()
+        };
+        assert!(is_init_state(&r, &s));
+        // The guest's own state, even at the same RIP, is not.
+        let k = sregs(kvm_sregs::default(), Cpl::Kernel, 0, 0x10000);
+        assert!(!is_init_state(&r, &k));
+        assert!(!is_init_state(&regs(0xfff0, 0), &k));
+        let mut protected = s;
+        protected.cr0 |= CR0_PE;
+        assert!(!is_init_state(&r, &protected));
+        let moved = kvm_regs { rip: 0xfff3, ..r };
+        assert!(!is_init_state(&moved, &s));
     }
 }

@@ -1,0 +1,13 @@
+# shellcheck shell=bash
+# Shared helpers for the x86_64 nested-SVM CI scripts. Sourced, never executed.
+
+HC_CI_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+HC_REPO="$(cd "$HC_CI_DIR/../.." && pwd)"
+HC_CACHE="${HYPCLEAR_X86_SVM_CACHE:-$HC_REPO/target/x86_64-svm-ci}"
+# Written by setup.sh, sourced by run-in-qemu.sh: HC_KERNEL=, HC_MODULES=(...), HC_BUSYBOX=, ...
+# shellcheck disable=SC2034 # used by the scripts that source this file
+HC_ENV_FILE="$HC_CACHE/env.sh"
+# shellcheck disable=SC2034 # read by common.sh
+HC_TAG=x86_64-svm-ci
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+source "$HC_CI_DIR/../lib/common.sh"
