@@ -575,12 +575,14 @@ fn report_outcome(
 ) -> Result<i32> {
     let cut = partial_reason(o, error);
     if ctx.common.format == Format::Ktap {
-        let doc = report::checks_ktap(
-            &o.rows,
-            o.records.last(),
-            o.failure.as_ref(),
-            cut.as_deref(),
-        );
+        // The check the run ended in: skipped records (the plan's, an
+        // unrunnable path's) are appended after the run's own.
+        let last = o
+            .records
+            .iter()
+            .rev()
+            .find(|r| r.verdict != suite::Verdict::Skipped);
+        let doc = report::checks_ktap(&o.rows, last, o.failure.as_ref(), cut.as_deref());
         report::print_bytes(doc.render().as_bytes());
     } else {
         // The built-ins' "kernel default" marks name built-in variants; a
