@@ -1079,101 +1079,128 @@ mod tests {
             p.guard_hi = 77;
             let mut expects: Vec<Expect> = pats.fills().iter().map(|&v| Expect::Byte(v)).collect();
             expects.push(Expect::Source);
+            let refills = [
+                Refill::No,
+                Refill::Target,
+                Refill::Complement {
+                    lo: p.dst + 10,
+                    hi: p.dst + 200,
+                    shift: p.shift() + 3,
+                },
+            ];
             for expect in expects {
-                let (lo, hi) = (0x10000, 0x10100);
-                let knowns = [
-                    None,
-                    Some(Known::Pattern { lo, hi }),
-                    Some(Known::Constant {
-                        lo: p.dst + 5,
-                        hi: p.dst + 250,
-                        value: match expect {
-                            Expect::Byte(v) => !v,
-                            Expect::Source | Expect::Move { .. } => 0,
-                        },
-                    }),
-                    Some(Known::Complement {
-                        lo: p.dst,
-                        hi: p.dst + 100,
-                        shift: p.shift(),
-                    }),
-                    Some(Known::Copy {
-                        lo: p.dst + 1,
-                        hi: p.dst + 300,
-                        shift: p.shift().wrapping_add(1 + seed % SOURCE_DISTINCT),
-                    }),
-                    Some(Known::Copy {
-                        lo: p.dst,
-                        hi: p.dst + 301,
-                        shift: p.shift().wrapping_sub(SOURCE_DISTINCT),
-                    }),
-                ];
-                let refills = [
-                    Refill::No,
-                    Refill::Target,
-                    Refill::Complement {
-                        lo: p.dst + 10,
-                        hi: p.dst + 200,
-                        shift: p.shift() + 3,
-                    },
-                ];
-                for known in knowns {
+                for known in knowns(&p, expect, seed) {
                     for refill in refills {
                         let what = format!("seed {seed} {expect:?} {known:?} {refill:?}");
-                        // Nothing written; what `known` claims is there.
-                        match known {
-                            Some(Known::Pattern { lo, hi }) => {
-                                fill_guest(&ram, lo, hi - lo, pats.target).unwrap()
-                            }
-                            Some(Known::Complement { lo, hi, .. }) => {
-                                fill_complement(&ram, &p, &pats, lo, hi).unwrap()
-                            }
-                            Some(Known::Constant { lo, hi, value }) => ram
-                                .write_bytes(lo, &vec![value; (hi - lo) as usize])
-                                .unwrap(),
-                            Some(Known::Copy { lo, hi, shift }) => {
-                                let at = |a: u64| pats.source()[a.wrapping_sub(shift) as usize];
-                                let bytes: Vec<u8> = (lo..hi).map(at).collect();
-                                ram.write_bytes(lo, &bytes).unwrap()
-                            }
-                            None => {}
-                        }
-                        prepare_target_except(&ram, &p, &pats, expect, known).unwrap();
-                        prepare_source(&ram, &p, &pats).unwrap();
-                        let how = How {
-                            source: SourceCheck::Now,
-                            refill,
-                            kept: known.filter(|k| k.serves(expect, &p)),
-                        };
-                        let out = check_with(&ram, &p, expect, &pats, how).unwrap();
-                        assert_eq!(out.breakdown.not_written, p.len, "{what}");
-                        assert_eq!(out.bad_bytes, p.len, "{what}");
-                        // Everything written but one byte.
+                        nothing_written(&ram, &p, &pats, (expect, known, refill), &what);
                         for skip in [0, 1, 150, p.len - 1] {
-                            prepare_target_except(&ram, &p, &pats, expect, None).unwrap();
-                            let mut want = match expect {
-                                Expect::Byte(v) => vec![v; p.len as usize],
-                                Expect::Source | Expect::Move { .. } => {
-                                    p.source(&pats).unwrap().to_vec()
-                                }
-                            };
-                            let mut pre = [0u8];
-                            ram.read_into(p.dst + skip, &mut pre).unwrap();
-                            want[skip as usize] = pre[0];
-                            ram.write_bytes(p.dst, &want).unwrap();
-                            let how = How {
-                                refill,
-                                ..How::default()
-                            };
-                            let out = check_with(&ram, &p, expect, &pats, how).unwrap();
-                            assert_eq!(out.first_bad, Some(skip as i64), "{what} skip {skip}");
-                            assert_eq!(out.breakdown.not_written, 1, "{what} skip {skip}");
-                            assert_eq!(out.bad_bytes, 1, "{what} skip {skip}");
+                            one_skipped(&ram, &p, &pats, (expect, refill, skip), &what);
                         }
                     }
                 }
             }
         }
+    }
+
+    /// Every kind of content a check may find as (part of) its pre-image.
+    fn knowns(p: &Placement, expect: Expect, seed: u64) -> [Option<Known>; 6] {
+        [
+            None,
+            Some(Known::Pattern {
+                lo: 0x10000,
+                hi: 0x10100,
+            }),
+            Some(Known::Constant {
+                lo: p.dst + 5,
+                hi: p.dst + 250,
+                value: match expect {
+                    Expect::Byte(v) => !v,
+                    Expect::Source | Expect::Move { .. } => 0,
+                },
+            }),
+            Some(Known::Complement {
+                lo: p.dst,
+                hi: p.dst + 100,
+                shift: p.shift(),
+            }),
+            Some(Known::Copy {
+                lo: p.dst + 1,
+                hi: p.dst + 300,
+                shift: p.shift().wrapping_add(1 + seed % SOURCE_DISTINCT),
+            }),
+            Some(Known::Copy {
+                lo: p.dst,
+                hi: p.dst + 301,
+                shift: p.shift().wrapping_sub(SOURCE_DISTINCT),
+            }),
+        ]
+    }
+
+    /// Write what `known` claims is there.
+    fn lay(ram: &GuestRam, p: &Placement, pats: &Patterns, known: Option<Known>) {
+        match known {
+            Some(Known::Pattern { lo, hi }) => fill_guest(ram, lo, hi - lo, pats.target).unwrap(),
+            Some(Known::Complement { lo, hi, .. }) => {
+                fill_complement(ram, p, pats, lo, hi).unwrap()
+            }
+            Some(Known::Constant { lo, hi, value }) => ram
+                .write_bytes(lo, &vec![value; (hi - lo) as usize])
+                .unwrap(),
+            Some(Known::Copy { lo, hi, shift }) => {
+                let at = |a: u64| pats.source()[a.wrapping_sub(shift) as usize];
+                let bytes: Vec<u8> = (lo..hi).map(at).collect();
+                ram.write_bytes(lo, &bytes).unwrap()
+            }
+            None => {}
+        }
+    }
+
+    /// A routine that writes nothing is caught at every byte, as unwritten.
+    fn nothing_written(
+        ram: &GuestRam,
+        p: &Placement,
+        pats: &Patterns,
+        (expect, known, refill): (Expect, Option<Known>, Refill),
+        what: &str,
+    ) {
+        lay(ram, p, pats, known);
+        prepare_target_except(ram, p, pats, expect, known).unwrap();
+        prepare_source(ram, p, pats).unwrap();
+        let how = How {
+            source: SourceCheck::Now,
+            refill,
+            kept: known.filter(|k| k.serves(expect, p)),
+        };
+        let out = check_with(ram, p, expect, pats, how).unwrap();
+        assert_eq!(out.breakdown.not_written, p.len, "{what}");
+        assert_eq!(out.bad_bytes, p.len, "{what}");
+    }
+
+    /// A routine that writes everything but byte `skip` is caught there.
+    fn one_skipped(
+        ram: &GuestRam,
+        p: &Placement,
+        pats: &Patterns,
+        (expect, refill, skip): (Expect, Refill, u64),
+        what: &str,
+    ) {
+        prepare_target_except(ram, p, pats, expect, None).unwrap();
+        let mut want = match expect {
+            Expect::Byte(v) => vec![v; p.len as usize],
+            Expect::Source | Expect::Move { .. } => p.source(pats).unwrap().to_vec(),
+        };
+        let mut pre = [0u8];
+        ram.read_into(p.dst + skip, &mut pre).unwrap();
+        want[skip as usize] = pre[0];
+        ram.write_bytes(p.dst, &want).unwrap();
+        let how = How {
+            refill,
+            ..How::default()
+        };
+        let out = check_with(ram, p, expect, pats, how).unwrap();
+        assert_eq!(out.first_bad, Some(skip as i64), "{what} skip {skip}");
+        assert_eq!(out.breakdown.not_written, 1, "{what} skip {skip}");
+        assert_eq!(out.bad_bytes, 1, "{what} skip {skip}");
     }
 
     #[test]

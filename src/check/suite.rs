@@ -480,27 +480,18 @@ fn pack(chunk: &[CheckSpec], layout: &Layout) -> Vec<Placement> {
 type Shape = (u64, u64, u64, Option<u64>, Fill);
 
 fn shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
-    let fills = Fill::of(filter.geometry);
-    let mut out: Vec<Shape> = Vec::new();
-    // Sizes and (dst, src) offsets of memset and memcpy, before fills.
-    let mut bytes: Vec<(u64, u64, Option<u64>)> = Vec::new();
-    let copy = routine == Routine::Memcpy;
-    let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
-    let src = |o: u64| copy.then_some(o);
-    let mut at = |len: u64, dsts: &[u64], srcs: &[u64]| {
-        for &d in dsts {
-            for &s in srcs {
-                bytes.push((len, d, src(s)));
-            }
+    match routine {
+        Routine::Memset | Routine::Memcpy => byte_shapes(routine, filter),
+        Routine::ClearPage | Routine::ClearPages | Routine::CopyPage => {
+            page_shapes(routine, filter)
         }
-    };
-    let every: Vec<u64> = (0..64).collect();
-    let sizes: Vec<u64> = if filter.sizes.is_empty() {
-        SIZES.iter().chain(LARGE_SIZES).copied().collect()
-    } else {
-        filter.sizes.clone()
-    };
+    }
+}
+
+/// [`shapes`] of the page routines (always zero fill).
+fn page_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
     let full = filter.geometry == Geometry::Full && filter.sizes.is_empty();
+    let mut out: Vec<Shape> = Vec::new();
     match routine {
         Routine::ClearPage | Routine::CopyPage if !filter.sizes.is_empty() => {
             for &size in &filter.sizes {
@@ -545,37 +536,61 @@ fn shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
                 }
             }
         }
-        Routine::Memset | Routine::Memcpy => {
-            for &len in &sizes {
-                let dsts = if len <= (2 << 20) + 1 {
-                    &every[..]
-                } else {
-                    LARGE_DST_OFFSETS
-                };
-                at(len, dsts, srcs);
+        Routine::Memset | Routine::Memcpy => {}
+    }
+    out
+}
+
+/// [`shapes`] of memset and memcpy: sizes and (dst, src) offsets, then
+/// each with every fill of the geometry (memset).
+fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
+    let mut bytes: Vec<(u64, u64, Option<u64>)> = Vec::new();
+    let copy = routine == Routine::Memcpy;
+    let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
+    let mut at = |len: u64, dsts: &[u64], srcs: &[u64]| {
+        for &d in dsts {
+            for &s in srcs {
+                bytes.push((len, d, copy.then_some(s)));
             }
-            if full {
-                for len in 0..=FULL_MAX {
-                    at(len, &every, &[0]);
-                    if copy {
-                        at(len, &[0], &every);
-                    }
-                }
-                for order in 0..=FULL_MAX_ORDER {
-                    at(PAGE_SIZE << order, LARGE_DST_OFFSETS, &[0]);
-                }
+        }
+    };
+    let every: Vec<u64> = (0..64).collect();
+    let sizes: Vec<u64> = if filter.sizes.is_empty() {
+        SIZES.iter().chain(LARGE_SIZES).copied().collect()
+    } else {
+        filter.sizes.clone()
+    };
+    for &len in &sizes {
+        let dsts = if len <= (2 << 20) + 1 {
+            &every[..]
+        } else {
+            LARGE_DST_OFFSETS
+        };
+        at(len, dsts, srcs);
+    }
+    if filter.geometry == Geometry::Full && filter.sizes.is_empty() {
+        for len in 0..=FULL_MAX {
+            at(len, &every, &[0]);
+            if copy {
+                at(len, &[0], &every);
             }
+        }
+        for order in 0..=FULL_MAX_ORDER {
+            at(PAGE_SIZE << order, LARGE_DST_OFFSETS, &[0]);
         }
     }
-    if matches!(routine, Routine::Memset | Routine::Memcpy) {
-        let mut seen = BTreeSet::new();
-        bytes.retain(|b| seen.insert(*b));
-        // Fills innermost: a passed memset's constant is the next one's
-        // pre-image (see `refill_for`).
-        let fills: &[Fill] = if copy { &[Fill::Zero] } else { fills };
-        for &(len, d, s) in &bytes {
-            out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
-        }
+    let mut seen = BTreeSet::new();
+    bytes.retain(|b| seen.insert(*b));
+    // Fills innermost: a passed memset's constant is the next one's
+    // pre-image (see `refill_for`).
+    let fills: &[Fill] = if copy {
+        &[Fill::Zero]
+    } else {
+        Fill::of(filter.geometry)
+    };
+    let mut out = Vec::with_capacity(bytes.len() * fills.len());
+    for &(len, d, s) in &bytes {
+        out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
     }
     out
 }
@@ -1304,16 +1319,9 @@ pub fn run(
         if out.failure.is_some() {
             break;
         }
-        if area.pending.len() >= DEFER || (opts.keep == Keep::Failures && !area.pending.is_empty())
-        {
-            settle_source(vm, &mut area, pats, timeout, true, &mut out)?;
-            if out.failure.is_some() {
-                break;
-            }
-        }
-        if area.pending.is_empty() {
-            out.fold(folded, opts.keep);
-            folded = out.records.len();
+        settle_and_fold(vm, &mut area, pats, opts, &mut out, &mut folded)?;
+        if out.failure.is_some() {
+            break;
         }
     }
     if out.failure.is_none() && !out.interrupted {
@@ -1321,6 +1329,29 @@ pub fn run(
     }
     out.fold(folded, opts.keep);
     Ok(out)
+}
+
+/// Between two steps of [`run`]: compare the shared source area once
+/// [`DEFER`] copies wait on it (with [`Keep::Failures`], after every step,
+/// so records can be folded), then fold the records from `folded` on when
+/// none is still pending.
+fn settle_and_fold(
+    vm: &mut Vm,
+    area: &mut Arena,
+    pats: &Patterns,
+    opts: &RunOptions,
+    out: &mut SuiteRun,
+    folded: &mut usize,
+) -> Result<()> {
+    let eager = opts.keep == Keep::Failures && !area.pending.is_empty();
+    if area.pending.len() >= DEFER || eager {
+        settle_source(vm, area, pats, opts.timeout, true, out)?;
+    }
+    if area.pending.is_empty() {
+        out.fold(*folded, opts.keep);
+        *folded = out.records.len();
+    }
+    Ok(())
 }
 
 /// One check on its own (a large one, or any with `--check whole`).

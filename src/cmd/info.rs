@@ -105,6 +105,13 @@ fn summary_table(
             .describe(blobs.values().any(|b| b.made_ahead))
             .to_string(),
     ]);
+    blob_rows(&mut t, ctx, blobs);
+    t
+}
+
+/// The summary's rows about the blobs: a kernel blob's origin, link
+/// configuration and alternatives, then where each blob was loaded.
+fn blob_rows(t: &mut comfy_table::Table, ctx: &Ctx, blobs: &BTreeMap<String, BlobInfo>) {
     for e in ctx.sides.iter().filter_map(Side::external) {
         let r = &e.report;
         t.add_row(vec!["kernel blob".to_string(), e.label.clone()]);
@@ -133,7 +140,6 @@ fn summary_table(
             ),
         ]);
     }
-    t
 }
 
 fn alias_table(side: &Side) -> Result<comfy_table::Table> {

@@ -574,28 +574,7 @@ fn report_outcome(
     command: &str,
 ) -> Result<i32> {
     let cut = partial_reason(o, error);
-    if ctx.common.format == Format::Ktap {
-        // The check the run ended in: skipped records (the plan's, an
-        // unrunnable path's) are appended after the run's own.
-        let last = o
-            .records
-            .iter()
-            .rev()
-            .find(|r| r.verdict != suite::Verdict::Skipped);
-        let doc = report::checks_ktap(&o.rows, last, o.failure.as_ref(), cut.as_deref());
-        report::print_bytes(doc.render().as_bytes());
-    } else {
-        // The built-ins' "kernel default" marks name built-in variants; a
-        // kernel blob's header already says which path each routine takes.
-        let caps = match ctx.has_kernel_side() {
-            true => arch::CpuCaps {
-                defaults: Vec::new(),
-                ..ctx.caps.clone()
-            },
-            false => ctx.caps.clone(),
-        };
-        ctx.say(report::checks_table(&o.rows, &caps));
-    }
+    print_results(ctx, o, cut.as_deref());
     let (passed, failed, skipped) = o.rows.counts();
     let elapsed = ctx.start.elapsed();
     let checker_gbps = o.checked_bytes as f64 / o.check_time.as_secs_f64().max(1e-9) / 1e9;
@@ -649,6 +628,32 @@ fn report_outcome(
         return Ok(crate::vmm::interrupt::exit_code());
     }
     Ok(if ok { 0 } else { EXIT_FAILED })
+}
+
+/// The table, or the KTAP document (`cut`: why the run ended early).
+fn print_results(ctx: &Ctx, o: &Outcome, cut: Option<&str>) {
+    if ctx.common.format == Format::Ktap {
+        // The check the run ended in: skipped records (the plan's, an
+        // unrunnable path's) are appended after the run's own.
+        let last = o
+            .records
+            .iter()
+            .rev()
+            .find(|r| r.verdict != suite::Verdict::Skipped);
+        let doc = report::checks_ktap(&o.rows, last, o.failure.as_ref(), cut);
+        report::print_bytes(doc.render().as_bytes());
+    } else {
+        // The built-ins' "kernel default" marks name built-in variants; a
+        // kernel blob's header already says which path each routine takes.
+        let caps = match ctx.has_kernel_side() {
+            true => arch::CpuCaps {
+                defaults: Vec::new(),
+                ..ctx.caps.clone()
+            },
+            false => ctx.caps.clone(),
+        };
+        ctx.say(report::checks_table(&o.rows, &caps));
+    }
 }
 
 /// One table row in the JSON.
