@@ -32,9 +32,9 @@ pub enum Expect {
     /// A copy that changes one byte of its source, between correct copies
     /// sharing that source: only it is blamed.
     SourceModified,
-    /// A copy one byte short, run where a correct copy left its result
-    /// (the suite keeps a copy's result as the next copy's pre-image): at
-    /// the same shift, where that result would hide it, and at another.
+    /// A copy one byte short, run where a correct copy left its result:
+    /// at the same shift, where that result would hide it (the suite
+    /// writes the complement of the source there instead), and at another.
     /// The unwritten last byte is caught both times.
     CopyShort,
 }
