@@ -82,9 +82,10 @@ pub enum Fill {
 
 impl Fill {
     pub fn byte(self, pats: &Patterns) -> u8 {
+        let [zero, ones] = checker::FIXED_FILLS;
         match self {
-            Fill::Zero => 0,
-            Fill::Ones => 0xff,
+            Fill::Zero => zero,
+            Fill::Ones => ones,
             Fill::Seeded => pats.fill,
         }
     }
