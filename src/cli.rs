@@ -8,28 +8,6 @@ use crate::vmm::privilege::CplChoice;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
-/// The subcommands that boot no VM, and the help and version flags (see
-/// [`Cli::may_boot_vm`]); the test below keeps the list complete.
-const NO_VM_WORDS: &[&str] = &[
-    "compare",
-    "blob",
-    "completions",
-    "man",
-    "help",
-    "--help",
-    "-h",
-    "--version",
-    "-V",
-];
-
-/// Options whose commands run other programs before their first VM (see
-/// [`Cli::may_boot_vm`]).
-const NO_HEAD_START_OPTIONS: &[&str] = &["--kernel-tree"];
-
-/// The subcommands that boot VMs.
-#[cfg(test)]
-const VM_COMMANDS: &[&str] = &["run", "verify", "selftest", "info", "bench"];
-
 #[derive(Debug, Parser)]
 #[command(
     name = "hypclear",
@@ -67,24 +45,6 @@ impl Cli {
                 crate::output::record(stream, err);
             }
             std::process::exit(crate::output::exit_status(e.exit_code()))
-        })
-    }
-
-    /// Whether `vmm::prewarm` should get a head start on the first VM,
-    /// judged from the command line's words alone (without the program
-    /// name), before the parse: none of them is a subcommand that boots no
-    /// VM, a help or version flag, or `--kernel-tree` (kbuild runs before
-    /// the first VM, and its processes would inherit the main thread's
-    /// pin). A wrong guess costs the head start, or a VM made for nothing,
-    /// never a different result.
-    pub fn may_boot_vm<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
-        !args.into_iter().any(|a| {
-            a.to_str().is_some_and(|a| {
-                NO_VM_WORDS.contains(&a)
-                    || NO_HEAD_START_OPTIONS
-                        .iter()
-                        .any(|o| a == *o || a.strip_prefix(o).is_some_and(|v| v.starts_with('=')))
-            })
         })
     }
 
@@ -717,39 +677,6 @@ pub fn timeout(secs: f64) -> crate::error::Result<std::time::Duration> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
-
-    #[test]
-    fn every_subcommand_is_known_to_boot_a_vm_or_not() {
-        let cmd = Cli::command();
-        for sub in cmd.get_subcommands() {
-            let name = sub.get_name();
-            assert!(
-                VM_COMMANDS.contains(&name) != NO_VM_WORDS.contains(&name),
-                "subcommand `{name}`: list it in exactly one of VM_COMMANDS and NO_VM_WORDS"
-            );
-        }
-        let words = |s: &str| s.split_whitespace().map(Into::into).collect::<Vec<_>>();
-        for yes in [
-            "",
-            "run",
-            "--timeout 20 selftest --hostile",
-            "verify --routine memset",
-            "run --blob k.blob",
-        ] {
-            assert!(Cli::may_boot_vm(words(yes)), "{yes:?}");
-        }
-        for no in [
-            "compare a.json b.json",
-            "--help",
-            "run -h",
-            "man",
-            "blob --arch aarch64",
-            "run --kernel-tree /src/linux",
-            "--kernel-tree=/src/linux verify",
-        ] {
-            assert!(!Cli::may_boot_vm(words(no)), "{no:?}");
-        }
-    }
 
     /// Command-line words that set common option `id` away from its
     /// default. A new common option needs its line here.

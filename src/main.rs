@@ -9,10 +9,6 @@ fn main() {
     // EPIPE that `output` turns into a quiet stop and exit 141, after the
     // results are written, not a kill that loses them.
     let start = Instant::now();
-    // A head start on the first VM, on the other CPU, while clap parses.
-    if hypclear::cli::Cli::may_boot_vm(std::env::args_os().skip(1)) {
-        hypclear::vmm::prewarm::start();
-    }
     let cli = hypclear::cli::Cli::parse_args();
     let code = match hypclear::cmd::main(cli, start) {
         Ok(code) => code,

@@ -188,7 +188,7 @@ fn online_cpus() -> usize {
 }
 
 /// Case 7: info's CPU count is the host's, not the process's affinity (a
-/// `taskset` here; before, the head start's pin leaked into it).
+/// `taskset` here).
 #[test]
 fn info_counts_the_hosts_cpus_not_its_affinity() {
     if !kvm_available("info CPU count") {

@@ -23,7 +23,6 @@
 //! | `UNDEFINED_INSTRUCTION_CLASS` | exception class of an undefined instruction |
 //! | `load_image(ram, image, base)` | copy a [`BlobImage`] to guest RAM with linux-loader (ELF on x86_64, the arm64 Image on aarch64) |
 //! | `setup_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup |
-//! | `warm(kvm)` | the system-level KVM queries every VM makes, made once and kept for the process (x86_64: `KVM_GET_SUPPORTED_CPUID`; aarch64: none); `Vm::new` calls it while a head start's helper (`vmm::prewarm`) registers the memslot |
 //! | `registers(vcpu)`, `reinitialised(vcpu)`, `describe_exception` | failure reports (`reinitialised`: KVM reset the vCPU, e.g. kvm_amd on shutdown, so its registers are not the guest's) |
 //! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
@@ -182,7 +181,7 @@ pub use self::aarch64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
     MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
     cpu_caps, cpu_details, describe_exception, kvm_flavour, kvm_paging, mailbox_gpa,
-    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm, warm,
+    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::loader::load_image;
@@ -212,7 +211,7 @@ pub use self::x86_64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
     MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
     cpu_caps, cpu_details, describe_exception, kvm_flavour, kvm_paging, mailbox_gpa,
-    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm, warm,
+    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::loader::load_image;

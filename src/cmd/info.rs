@@ -19,8 +19,6 @@ struct BlobInfo {
     relocations: usize,
     aliases: Vec<TableRow>,
     selftests: Vec<TableRow>,
-    /// Whether this VM was the one made ahead (`vmm::prewarm`).
-    made_ahead: bool,
 }
 
 /// Boot (without running) one VM per configuration to see each blob loaded.
@@ -42,7 +40,6 @@ fn blobs(ctx: &Ctx, host: &mut HostInfo) -> Result<BTreeMap<String, BlobInfo>> {
                 relocations: blob.relocs.len(),
                 aliases: blob.aliases.clone(),
                 selftests: blob.selftests.clone(),
-                made_ahead: vm.prewarmed,
             },
         );
     }
@@ -99,12 +96,6 @@ fn summary_table(
         format!("{} ({}; {})", p.name, p.reason, p.source_text()),
     ]);
     t.add_row(vec!["seed".to_string(), ctx.seed.to_string()]);
-    t.add_row(vec![
-        "head start".to_string(),
-        vmm::prewarm::status()
-            .describe(blobs.values().any(|b| b.made_ahead))
-            .to_string(),
-    ]);
     blob_rows(&mut t, ctx, blobs);
     t
 }

@@ -138,12 +138,10 @@ struct Booted {
     first_hypercall: FirstHypercall,
 }
 
-/// The first hypercall of a run: when, and whether that VM was made ahead
-/// (`vmm::prewarm`).
+/// The first hypercall of a run: when, after the process started.
 #[derive(Clone, Copy)]
 struct FirstHypercall {
     after: Duration,
-    made_ahead: bool,
 }
 
 /// Boot one VM of `side` up to its first hypercall.
@@ -153,7 +151,6 @@ fn boot(common: &Common, early: &Early, side: &Side) -> Result<Booted> {
     Ok(Booted {
         first_hypercall: FirstHypercall {
             after: early.start.elapsed(),
-            made_ahead: vm.prewarmed,
         },
         vm,
     })
@@ -611,7 +608,6 @@ fn report_outcome(
             "skipped": skipped,
             "elapsed_s": elapsed.as_secs_f64(),
             "first_hypercall_ms": first_ms,
-            "first_vm_made_ahead": first.is_some_and(|f| f.made_ahead),
             "checker_gb_per_s": checker_gbps,
             "checked_bytes": o.checked_bytes,
         });

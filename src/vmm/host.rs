@@ -49,7 +49,7 @@ impl HostInfo {
 }
 
 /// The host's online CPUs, not this process's affinity (which a caller's
-/// `taskset`, or the head start's pin, narrows).
+/// `taskset` narrows).
 fn online_cpus() -> usize {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };

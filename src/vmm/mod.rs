@@ -6,7 +6,6 @@ pub mod host;
 pub mod interrupt;
 pub mod kvmstats;
 pub mod memory;
-pub mod prewarm;
 pub mod privilege;
 pub mod protocol;
 pub mod vcpu;
@@ -202,27 +201,12 @@ pub struct Vm {
     pub loaded: Loaded,
     pub vcpus: Vec<Vcpu>,
     pub counter_khz: u64,
-    /// Whether the VM and its vCPU 0 were made ahead by [`prewarm`].
-    pub prewarmed: bool,
 }
 
 impl Vm {
     /// Map guest RAM, load the blob and write the page tables, then create
-    /// the VM and register RAM as its memslot, and set up the vCPUs. With a
-    /// head start ([`prewarm`]) the first VM of the process was made ahead
-    /// (`kvm` is then unused), and its memslot is registered on the
-    /// helper's CPU while this thread writes guest memory and makes the
-    /// system-level queries every VM needs (`arch::warm`).
+    /// the VM and register RAM as its memslot, and set up the vCPUs.
     pub fn new(kvm: Kvm, opts: &VmOptions) -> Result<Vm> {
-        // However this ends, the head start's hold on the main thread ends
-        // with it (the threads made after the first VM inherit the mask).
-        struct Release;
-        impl Drop for Release {
-            fn drop(&mut self) {
-                prewarm::release();
-            }
-        }
-        let _release = Release;
         validate(opts)?;
         let ram = Arc::new(GuestRam::new(
             arch::RAM_BASE,
@@ -237,41 +221,21 @@ impl Vm {
             memory_size: ram.size(),
             userspace_addr: ram.host_addr(),
         };
-        // SAFETY: `ram` is declared before the claim, so it is dropped
-        // after it, and after the VM fd the claim yields, which the Vm
-        // keeps together with `ram`.
-        let claim = unsafe { prewarm::claim(region) };
         let blob = Arc::new(opts.side.blob()?);
         let base = load_address(opts.seed, blob.size)?;
         let loaded = blob.load(ram.as_ref(), base)?;
         let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
         let sym = Arc::new(Symbolizer::new(blob.clone(), base));
-        // While a head start's helper registers the memslot.
-        arch::warm(&kvm);
-
-        let (kvm, fd, mut vcpu0, memslot) = match claim.and_then(prewarm::Claim::wait) {
-            Some(s) => (s.kvm, s.vm, Some(s.vcpu0), s.memslot),
-            None => {
-                let fd = kvm.create_vm().map_err(Error::kvm("KVM_CREATE_VM"))?;
-                (kvm, fd, None, None)
-            }
-        };
-        let prewarmed = vcpu0.is_some();
+        let fd = kvm.create_vm().map_err(Error::kvm("KVM_CREATE_VM"))?;
         arch::setup_vm(&fd)?;
-        match memslot {
-            Some(done) => done,
-            // SAFETY: the region is a live mapping owned by `ram`, which the
-            // Vm keeps alive for as long as the VM fd exists.
-            None => unsafe { fd.set_user_memory_region(region) },
-        }
-        .map_err(Error::kvm("KVM_SET_USER_MEMORY_REGION"))?;
+        // SAFETY: the region is a live mapping owned by `ram`, which the
+        // Vm keeps alive for as long as the VM fd exists.
+        unsafe { fd.set_user_memory_region(region) }
+            .map_err(Error::kvm("KVM_SET_USER_MEMORY_REGION"))?;
 
         let mut vcpus = Vec::new();
         for id in 0..opts.vcpus {
-            let vfd = match vcpu0.take() {
-                Some(v) => v,
-                None => fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?,
-            };
+            let vfd = fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?;
             arch::setup_vcpu(&kvm, &fd, &vfd, id, &loaded, &mem_state, opts.privilege)?;
             let mailbox = arch::mailbox_gpa(id);
             ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
@@ -292,7 +256,6 @@ impl Vm {
             loaded,
             vcpus,
             counter_khz,
-            prewarmed,
         })
     }
 

@@ -49,11 +49,6 @@ pub fn setup_vm(_vm: &VmFd) -> Result<()> {
     Ok(())
 }
 
-/// The system-level queries a VM makes, made before the VM needs them
-/// (while a head start's helper works, see `vmm::prewarm`): none on arm64
-/// (the vCPU's ID registers are read per vCPU).
-pub fn warm(_kvm: &Kvm) {}
-
 /// What vCPU setup needs from the memory setup.
 #[derive(Debug, Clone, Copy)]
 pub struct MemoryState {

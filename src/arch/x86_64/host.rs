@@ -52,12 +52,6 @@ fn supported_cpuid(kvm: &Kvm) -> std::result::Result<kvm_bindings::CpuId, kvm_io
     Ok(ONCE.get_or_init(|| c).clone())
 }
 
-/// The system-level queries a VM makes, made before the VM needs them
-/// (while a head start's helper works, see `vmm::prewarm`): the supported
-/// CPUID table. A failure is left for the VM to report.
-pub fn warm(kvm: &Kvm) {
-    let _ = supported_cpuid(kvm);
-}
 
 /// What vCPU setup needs from the memory setup.
 #[derive(Debug, Clone, Copy)]
