@@ -2,9 +2,9 @@
 use crate::bench::plan::{Plan, Variants};
 use crate::blob::LinkConfig;
 use crate::routines::Routine;
+use crate::routines::privilege::CplChoice;
 use crate::units::clap_size;
 use crate::vmm::memory::Backing;
-use crate::vmm::privilege::CplChoice;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -201,11 +201,6 @@ pub struct KernelArgs {
 impl KernelArgs {
     pub fn is_set(&self) -> bool {
         !self.kernel_tree.is_empty() || !self.blob.is_empty()
-    }
-
-    /// How many kernel sides were asked for.
-    pub fn count(&self) -> usize {
-        self.kernel_tree.len() + self.blob.len()
     }
 }
 
@@ -620,7 +615,11 @@ impl BenchArgs {
     /// The bench plan of this command line, validated (usage errors before
     /// KVM). A new bench axis is its option above, its field here and its
     /// expansion in `bench/plan.rs`.
-    pub fn plan(&self, common: &Common, sides: &[crate::blob::Side]) -> crate::error::Result<Plan> {
+    pub fn plan(
+        &self,
+        common: &Common,
+        sides: &[crate::kernel::Side],
+    ) -> crate::error::Result<Plan> {
         let a = self;
         let plan = Plan {
             routine: a.routine,

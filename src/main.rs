@@ -1,6 +1,20 @@
 //! hypclear binary: the CLI edge. Errors become a message and an exit
 //! status (0 pass, 1 failure, 2 usage/environment).
-#![warn(clippy::undocumented_unsafe_blocks)]
+mod cli;
+mod cmd;
+mod error;
+
+// The crates below, under the names the modules use.
+use hypclear_arch as arch;
+use hypclear_bench as bench;
+use hypclear_check as check;
+use hypclear_check::report;
+use hypclear_format::{ktap, table, units};
+use hypclear_kernel as kernel;
+use hypclear_process::{errln, files, interrupt, out, outln, output};
+use hypclear_routines as routines;
+use hypclear_vmm as vmm;
+use hypclear_vmm::blob;
 
 use std::time::Instant;
 
@@ -9,16 +23,16 @@ fn main() {
     // EPIPE that `output` turns into a quiet stop and exit 141, after the
     // results are written, not a kill that loses them.
     let start = Instant::now();
-    let cli = hypclear::cli::Cli::parse_args();
-    let code = match hypclear::cmd::main(cli, start) {
+    let cli = cli::Cli::parse_args();
+    let code = match cmd::main(cli, start) {
         Ok(code) => code,
         Err(e) => {
             let code = e.exit_code();
-            hypclear::errln!("hypclear: error: {}", message(anyhow::Error::from(e)));
+            errln!("hypclear: error: {}", message(anyhow::Error::from(e)));
             code
         }
     };
-    std::process::exit(hypclear::output::exit_status(code));
+    std::process::exit(output::exit_status(code));
 }
 
 /// The error and its causes, each said once: many messages already end

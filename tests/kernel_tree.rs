@@ -3,10 +3,10 @@
 //! HYPCLEAR_KERNEL_ARCH=aarch64 cross-builds the nVHE objects, and
 //! HYPCLEAR_KERNEL_BUILD_DIR overrides the cache directory.
 mod common;
-use hypclear::kernel::alternatives::{Image, feature_names, host_features};
-use hypclear::kernel::blob::{MakeRequest, make, read_meta};
-use hypclear::kernel::kbuild::{self, ConfigSource, Request, Step, StepEvent};
-use hypclear::kernel::tree::{Arch, KernelTree};
+use hypclear_kernel::alternatives::{Image, feature_names, host_features};
+use hypclear_kernel::blob::{MakeRequest, make, read_meta};
+use hypclear_kernel::kbuild::{self, ConfigSource, Request, Step, StepEvent};
+use hypclear_kernel::tree::{Arch, KernelTree};
 use std::path::PathBuf;
 
 #[test]
@@ -94,7 +94,7 @@ fn builds_and_parses_a_real_tree() {
         assert!(total > 0, "x86 memset/memcpy/copy_page carry alternatives");
         println!(
             "clear_page: {} (alternative_call_2 in C)",
-            hypclear::kernel::alternatives::x86_clear_page_pick(&host)
+            hypclear_kernel::alternatives::x86_clear_page_pick(&host)
         );
     }
     link_with_the_pipeline(&tree, arch);
@@ -372,7 +372,7 @@ fn every_alternatives_path_is_verified() {
             .any(|r| r.starts_with("memset kernel: fallback memset_orig")),
         "the memset_orig path passes: {out}"
     );
-    let host = hypclear::kernel::alternatives::host_features(object::elf::EM_X86_64);
+    let host = hypclear_kernel::alternatives::host_features(object::elf::EM_X86_64);
     if !host.contains("fsrs") {
         // The blind spot this closes: the host's single path passes.
         let o = verify(&copy, &["--alternatives", "host"], &json);

@@ -2,11 +2,11 @@
 //! real VM (library API, one VM per fault), and the CLI must say N/N.
 mod common;
 use common::*;
-use hypclear::blob::LinkConfig;
-use hypclear::check::selftest::{self, Expect};
-use hypclear::vmm::VmOptions;
-use hypclear::vmm::memory::Backing;
-use hypclear::vmm::privilege::{self, CplChoice};
+use hypclear_check::selftest::{self, Expect};
+use hypclear_routines::privilege::{self, CplChoice};
+use hypclear_vmm::VmOptions;
+use hypclear_vmm::blob::{Blob, LinkConfig};
+use hypclear_vmm::memory::Backing;
 use std::time::Duration;
 
 fn case(name: &str, expected: Expect) {
@@ -20,12 +20,18 @@ fn case(name: &str, expected: Expect) {
             backing: Backing::Anon,
             prefault: false,
             privilege: p.privilege,
-            side: config.into(),
+            blob: Blob::get(config).expect("blob"),
             vcpus: 1,
             seed: 3,
         };
-        let r = selftest::run_case(&opts, name, expected, Duration::from_secs(2))
-            .unwrap_or_else(|e| panic!("{name} ({config}): {e}"));
+        let r = selftest::run_case(
+            &opts,
+            &config.into(),
+            name,
+            expected,
+            Duration::from_secs(2),
+        )
+        .unwrap_or_else(|e| panic!("{name} ({config}): {e}"));
         assert!(
             r.detected,
             "{name} ({config}) not detected as {expected:?}: {}",
@@ -93,11 +99,18 @@ fn a_selftest_routine_can_not_pass_as_correct() {
         backing: Backing::Anon,
         prefault: false,
         privilege: p.privilege,
-        side: LinkConfig::Vanilla.into(),
+        blob: Blob::get(LinkConfig::Vanilla).expect("blob"),
         vcpus: 1,
         seed: 11,
     };
-    let r = selftest::run_case(&opts, "short", Expect::Overrun, Duration::from_secs(2)).unwrap();
+    let r = selftest::run_case(
+        &opts,
+        &LinkConfig::Vanilla.into(),
+        "short",
+        Expect::Overrun,
+        Duration::from_secs(2),
+    )
+    .unwrap();
     assert!(
         !r.detected,
         "a short write must not be accepted as an overrun"

@@ -3,10 +3,10 @@
 use super::{Ctx, progress};
 use crate::arch;
 use crate::bench::{self, BenchResult};
-use crate::blob::{LinkConfig, Side};
+use crate::blob::LinkConfig;
 use crate::cli::{BenchArgs, Common};
-use crate::error::Result;
-use crate::report;
+use crate::error::{Result, RunError};
+use crate::kernel::Side;
 use crate::routines;
 use std::time::Instant;
 
@@ -24,7 +24,7 @@ macro_rules! say {
 pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -> Result<i32> {
     // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
     // request to stop too, never a silent kill.
-    crate::vmm::interrupt::install()?;
+    crate::interrupt::install()?;
     let sides = match a.every_path {
         true => super::kernel::bench_paths(common, sides, a.routine)?,
         false => sides,
@@ -32,7 +32,7 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
     let plan = a.plan(common, &sides)?;
     let ktap = common.format == crate::cli::Format::Ktap;
     for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {
-        report::precheck_output(path)?;
+        crate::files::precheck_output(path)?;
     }
     let need = plan.mem_needed();
     check_memory(&plan, common, need)?;
@@ -49,7 +49,7 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
     let mut checkpoint = |r: &BenchResult| {
         last = Some(r.clone());
         match &common.json {
-            Some(path) => write_json(path, r),
+            Some(path) => crate::files::write_json(path, r).map_err(Into::into),
             None => Ok(()),
         }
     };
@@ -58,21 +58,21 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
     let mut result = match (run, last) {
         (Ok(r), _) => r,
         // Cut short after some cells: what they hold is the result.
-        (Err(crate::error::Error::Interrupted), Some(r)) => r,
+        (Err(RunError::Interrupted), Some(r)) => r,
         (Err(e), Some(mut r)) => {
             // The error ends the run; the cells so far say why they stop.
             r.partial_reason = Some(e.to_string());
             write_outputs(&ctx, a, &r)?;
-            return Err(e);
+            return Err(e.into());
         }
-        (Err(e), None) => return Err(e),
+        (Err(e), None) => return Err(e.into()),
     };
     if result.partial {
-        result.partial_reason = Some(crate::vmm::interrupt::name().to_string());
+        result.partial_reason = Some(crate::interrupt::name().to_string());
     }
     say!(ktap, "{}", bench::report::cells_table(&result, a.unit));
     if ktap {
-        report::print_bytes(bench::report::cells_ktap(&result).render().as_bytes());
+        crate::output::print_bytes(bench::report::cells_ktap(&result).render().as_bytes());
     }
     say!(
         ktap,
@@ -96,9 +96,9 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
         crate::errln!(
             "hypclear bench: interrupted ({}); the table and files above are partial \
              (\"partial\": true in the JSON)",
-            crate::vmm::interrupt::name()
+            crate::interrupt::name()
         );
-        return Ok(crate::vmm::interrupt::exit_code());
+        return Ok(crate::interrupt::exit_code());
     }
     Ok(0)
 }
@@ -200,7 +200,7 @@ fn announce(
 
 /// The bench JSON (the result carries its sides and kernel blob).
 fn write_json(path: &std::path::Path, result: &BenchResult) -> Result<()> {
-    report::write_json(path, result)
+    Ok(crate::files::write_json(path, result)?)
 }
 
 fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<()> {

@@ -1,9 +1,9 @@
 //! `hypclear info`: host, KVM, CPU features, privilege and the blobs.
 use super::Ctx;
 use crate::arch;
-use crate::blob::{Blob, Side, TableRow};
+use crate::blob::{Blob, TableRow};
 use crate::error::Result;
-use crate::report;
+use crate::kernel::Side;
 use crate::vmm::host::HostInfo;
 use crate::vmm::{self, Vm};
 use serde::Serialize;
@@ -26,7 +26,7 @@ fn blobs(ctx: &Ctx, host: &mut HostInfo) -> Result<BTreeMap<String, BlobInfo>> {
     let mut blobs = BTreeMap::new();
     for (i, side) in ctx.sides.iter().enumerate() {
         let config = side.config();
-        let vm = Vm::new(vmm::open_kvm()?, &ctx.vm_options(side))?;
+        let vm = Vm::new(vmm::open_kvm()?, &ctx.vm_options(side)?)?;
         if i == 0 {
             host.counter_khz = vm.counter_khz;
         }
@@ -53,7 +53,7 @@ fn summary_table(
     blobs: &BTreeMap<String, BlobInfo>,
 ) -> comfy_table::Table {
     let p = &ctx.privilege;
-    let mut t = report::table(&["item", "value"]);
+    let mut t = crate::table::table(&["item", "value"]);
     t.add_row(vec![
         "host".to_string(),
         format!("{} {} ({} CPUs)", host.arch, host.cpu_model, host.cpus),
@@ -135,7 +135,7 @@ fn blob_rows(t: &mut comfy_table::Table, ctx: &Ctx, blobs: &BTreeMap<String, Blo
 
 fn alias_table(side: &Side) -> Result<comfy_table::Table> {
     let blob = side.blob()?;
-    let mut a = report::table(&["alias (__hypclear_)", "-> routine", "offset", "table"]);
+    let mut a = crate::table::table(&["alias (__hypclear_)", "-> routine", "offset", "table"]);
     let rows = blob
         .aliases
         .iter()
@@ -155,7 +155,7 @@ fn alias_table(side: &Side) -> Result<comfy_table::Table> {
 /// The built-in variants: what each needs and which kernel code it follows
 /// (from the guest sources' headers, see `routines::catalog`).
 fn variant_table() -> comfy_table::Table {
-    let mut t = report::table(&[
+    let mut t = crate::table::table(&[
         "family",
         "variant",
         "requires",
@@ -211,7 +211,7 @@ pub fn info(ctx: &Ctx) -> Result<i32> {
             "guest": { "privilege": ctx.privilege, "seed": ctx.seed, "blobs": blobs,
                        "load_address": blobs.values().next().map(|b| b.load_address) },
         });
-        report::write_json(path, &doc)?;
+        crate::files::write_json(path, &doc)?;
     }
     Ok(0)
 }

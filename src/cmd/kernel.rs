@@ -1,6 +1,6 @@
 //! `--kernel-tree` / `--blob` on run, verify, bench and info (select the
 //! kernel blob before anything else), and `hypclear blob`.
-use crate::blob::{Blob, BlobBytes, External, LinkConfig, Side};
+use crate::blob::{Blob, BlobBytes, LinkConfig};
 use crate::cli::{BlobArgs, Common};
 use crate::error::{Error, Result};
 use crate::kernel::alternatives;
@@ -8,6 +8,7 @@ use crate::kernel::blob::{self as kblob, AltChoice, KernelBlobError, Loaded, Mak
 use crate::kernel::paths;
 use crate::kernel::routines;
 use crate::kernel::tree::{self, Arch};
+use crate::kernel::{External, Side};
 use crate::routines::Routine;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,7 +47,7 @@ pub fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
         ));
     };
     // Before the build: a path that cannot be written fails now, not after it.
-    crate::report::precheck_output(&args.output)?;
+    crate::files::precheck_output(&args.output)?;
     check_config(common)?;
     let made = kblob::make(&request(common, tree_path), Some(&args.output), progress)?;
     let m = &made.meta;

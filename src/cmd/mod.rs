@@ -15,10 +15,11 @@ mod selftest;
 mod verify;
 
 use crate::arch;
-use crate::blob::{LinkConfig, Side};
+use crate::blob::LinkConfig;
 use crate::cli::{Cli, Cmd, Common, Format};
-use crate::error::{Error, Result};
-use crate::vmm::privilege::{self, CplChoice, PrivilegeChoice};
+use crate::error::{Error, Result, RunError};
+use crate::kernel::Side;
+use crate::routines::privilege::{self, CplChoice, PrivilegeChoice};
 use crate::vmm::{self, VmOptions};
 use std::time::{Duration, Instant};
 
@@ -65,7 +66,7 @@ impl Early {
     }
 
     /// Options of one VM of `side`.
-    pub fn vm_options(&self, common: &Common, side: &Side) -> VmOptions {
+    pub fn vm_options(&self, common: &Common, side: &Side) -> Result<VmOptions> {
         vm_options(common, self.mem, &self.privilege, self.seed, side)
     }
 }
@@ -82,7 +83,7 @@ impl Ctx {
     /// CPU capabilities.
     pub fn complete(common: &Common, early: &Early, sides: Vec<Side>) -> Result<Ctx> {
         if let Some(path) = &common.json {
-            crate::report::precheck_output(path)?;
+            crate::files::precheck_output(path)?;
         }
         let kvm = vmm::open_kvm()?;
         let caps = arch::cpu_caps(&kvm);
@@ -99,7 +100,7 @@ impl Ctx {
     }
 
     /// Options of one VM of `side`.
-    pub fn vm_options(&self, side: &Side) -> VmOptions {
+    pub fn vm_options(&self, side: &Side) -> Result<VmOptions> {
         vm_options(&self.common, self.mem, &self.privilege, self.seed, side)
     }
 
@@ -114,7 +115,7 @@ impl Ctx {
         if self.common.format == Format::Ktap {
             crate::errln!("{line}");
         } else {
-            crate::report::print_bytes(format!("{line}\n").as_bytes());
+            crate::output::print_bytes(format!("{line}\n").as_bytes());
         }
     }
 }
@@ -126,16 +127,16 @@ fn vm_options(
     privilege: &PrivilegeChoice,
     seed: u64,
     side: &Side,
-) -> VmOptions {
-    VmOptions {
+) -> Result<VmOptions> {
+    Ok(VmOptions {
         mem,
         backing: common.backing,
         prefault: common.prefault,
         privilege: privilege.privilege,
-        side: side.clone(),
+        blob: side.blob()?,
         vcpus: 1,
         seed,
-    }
+    })
 }
 
 fn random_seed() -> u64 {
@@ -173,9 +174,9 @@ fn cpl_choice(common: &Common) -> Result<CplChoice> {
 pub fn main(cli: Cli, start: Instant) -> Result<i32> {
     let ktap = cli.common.format == Format::Ktap;
     match dispatch(cli, start) {
-        Err(e @ Error::KvmUnavailable(_)) if ktap => {
+        Err(e @ Error::Run(RunError::KvmUnavailable(_))) if ktap => {
             let doc = crate::ktap::Document::SkipAll(e.to_string());
-            crate::report::print_bytes(doc.render().as_bytes());
+            crate::output::print_bytes(doc.render().as_bytes());
             Ok(crate::ktap::KSFT_SKIP)
         }
         other => other,
@@ -211,7 +212,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         outputs.extend([&args.csv, &args.plot]);
     }
     for path in outputs.into_iter().flatten() {
-        crate::report::precheck_output(path)?;
+        crate::files::precheck_output(path)?;
     }
     let command = cli.command.unwrap_or_else(|| Cmd::Run {
         args: crate::cli::RunArgs::default(),
@@ -243,7 +244,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             // Into memory first: generate() panics on a failed write.
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut cmd, "hypclear", &mut out);
-            crate::report::print_bytes(&out);
+            crate::output::print_bytes(&out);
             Ok(0)
         }
         Cmd::Man => {
@@ -252,7 +253,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             clap_mangen::Man::new(cmd)
                 .render(&mut out)
                 .map_err(|e| Error::Internal(format!("rendering the man page failed: {e}")))?;
-            crate::report::print_bytes(&out);
+            crate::output::print_bytes(&out);
             Ok(0)
         }
         Cmd::Bench { args, .. } => bench::bench(common, &args, start, sides),

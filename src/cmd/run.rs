@@ -1,9 +1,9 @@
 //! `hypclear run` (also `hypclear` alone): the whole verification suite in
 //! both link configurations.
 use super::verify;
-use crate::blob::Side;
 use crate::cli::{Common, RunArgs, VerifyArgs};
 use crate::error::Result;
+use crate::kernel::Side;
 use std::time::Instant;
 
 pub fn run(common: &Common, args: &RunArgs, start: Instant, sides: Vec<Side>) -> Result<i32> {

@@ -5,7 +5,6 @@ use crate::check::selftest::CaseResult;
 use crate::cli::Format;
 use crate::error::{EXIT_FAILED, Result};
 use crate::ktap::{Document, Outcome, Test};
-use crate::report;
 use crate::vmm::host::HostInfo;
 use serde_json::json;
 
@@ -36,12 +35,12 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
     let mut results = Vec::new();
     for side in &ctx.sides {
         let config = side.config();
-        let opts = crate::check::selftest::vm_options(&ctx.vm_options(side));
-        for r in crate::check::selftest::run(&opts, ctx.timeout)? {
+        let (opts, side) = crate::check::selftest::vm_options(&ctx.vm_options(side)?, side)?;
+        for r in crate::check::selftest::run(&opts, &side, ctx.timeout)? {
             results.push((config, r));
         }
     }
-    let mut t = report::table(&[
+    let mut t = crate::table::table(&[
         "config",
         "injected fault",
         "expected",
@@ -60,7 +59,7 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
     let n = results.len();
     let ok = results.iter().filter(|(_, r)| r.detected).count();
     if ctx.common.format == Format::Ktap {
-        report::print_bytes(ktap(&results).render().as_bytes());
+        crate::output::print_bytes(ktap(&results).render().as_bytes());
     } else {
         ctx.say(t);
     }
@@ -77,7 +76,7 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
             "cases": results.iter().map(|(c, r)| json!({"config": c, "case": r})).collect::<Vec<_>>(),
             "summary": { "passed": ok, "failed": n - ok },
         });
-        report::write_json(path, &doc)?;
+        crate::files::write_json(path, &doc)?;
     }
     Ok(if ok == n { 0 } else { EXIT_FAILED })
 }
@@ -85,11 +84,10 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
 /// `hypclear selftest --hostile`: every hostile guest must end the way its
 /// case expects (exit 0), or the harness has a hole (exit 1).
 pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
-    let opts = crate::check::selftest::vm_options(
-        &ctx.vm_options(&crate::blob::LinkConfig::Vanilla.into()),
-    );
-    let results = crate::check::hostile::run(&opts, only, ctx.timeout)?;
-    let mut t = report::table(&["hostile guest", "expected", "handled", "observed", "s"]);
+    let vanilla = crate::blob::LinkConfig::Vanilla.into();
+    let (opts, side) = crate::check::selftest::vm_options(&ctx.vm_options(&vanilla)?, &vanilla)?;
+    let results = crate::check::hostile::run(&opts, &side, only, ctx.timeout)?;
+    let mut t = crate::table::table(&["hostile guest", "expected", "handled", "observed", "s"]);
     for r in &results {
         t.add_row(vec![
             comfy_table::Cell::new(&r.name),
@@ -114,7 +112,7 @@ pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
             })
             .collect();
         let doc = Document::Tests(vec![Test::parent("hostile", leaves)]);
-        report::print_bytes(doc.render().as_bytes());
+        crate::output::print_bytes(doc.render().as_bytes());
     } else {
         ctx.say(t);
     }
@@ -129,7 +127,7 @@ pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
             "cases": results,
             "summary": { "passed": ok, "failed": n - ok },
         });
-        report::write_json(path, &doc)?;
+        crate::files::write_json(path, &doc)?;
     }
     Ok(if ok == n { 0 } else { EXIT_FAILED })
 }

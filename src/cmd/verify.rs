@@ -2,17 +2,18 @@
 //! and size.
 use super::{Ctx, Early, progress};
 use crate::arch;
-use crate::blob::abi::PAGE_SIZE;
-use crate::blob::{LinkConfig, Side};
+use crate::blob::LinkConfig;
 use crate::check::checker::Patterns;
 use crate::check::suite::{self, CheckRecord, Filter, Geometry, Keep, Rows, RunOptions};
 use crate::cli::{Common, Format, VerifyArgs};
-use crate::error::{EXIT_FAILED, Error, Result};
+use crate::error::{EXIT_FAILED, Error, Result, RunError};
+use crate::kernel::Side;
 use crate::report;
 use crate::routines::{self, Routine};
 use crate::units::format_size;
 use crate::vmm::host::HostInfo;
 use crate::vmm::{self, GuestFailure, Vm};
+use hypclear_abi::PAGE_SIZE;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -146,7 +147,7 @@ struct FirstHypercall {
 
 /// Boot one VM of `side` up to its first hypercall.
 fn boot(common: &Common, early: &Early, side: &Side) -> Result<Booted> {
-    let mut vm = Vm::new(vmm::open_kvm()?, &early.vm_options(common, side))?;
+    let mut vm = Vm::new(vmm::open_kvm()?, &early.vm_options(common, side)?)?;
     vm.vcpu(0)?.start(early.timeout)?;
     Ok(Booted {
         first_hypercall: FirstHypercall {
@@ -450,7 +451,7 @@ pub fn verify(
 ) -> Result<i32> {
     // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
     // request to stop too, never a silent kill.
-    crate::vmm::interrupt::install()?;
+    crate::interrupt::install()?;
     let filter = Filter {
         routines: args.routine.clone(),
         variants: args.variant.clone(),
@@ -505,7 +506,7 @@ pub fn verify(
 /// failure.
 fn partial_reason(o: &Outcome, error: Option<&Error>) -> Option<String> {
     if o.interrupted {
-        return Some(crate::vmm::interrupt::name().to_string());
+        return Some(crate::interrupt::name().to_string());
     }
     if let Some(e) = error {
         return Some(e.to_string());
@@ -522,13 +523,13 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
         let r = match r {
             // Ctrl-C while this configuration's VM booted: nothing of it
             // to report, but the others' results (and the table) stand.
-            Err(Error::Interrupted) => {
+            Err(Error::Run(RunError::Interrupted)) => {
                 o.interrupted = true;
                 continue;
             }
             // A guest that failed before its first check (a watchdog
             // timeout at boot) is reported like one that failed in a check.
-            Err(Error::Guest(f)) => {
+            Err(Error::Run(RunError::Guest(f))) => {
                 o.failure.get_or_insert(*f);
                 continue;
             }
@@ -614,14 +615,14 @@ fn report_outcome(
         let mut doc = json_doc(ctx, command, configs, o, summary);
         doc.partial_reason = cut.as_deref();
         doc.partial = cut.is_some();
-        report::write_json(path, &doc)?;
+        crate::files::write_json(path, &doc)?;
     }
     if o.interrupted {
         crate::errln!(
             "hypclear {command}: interrupted ({}); the results above are partial",
-            crate::vmm::interrupt::name()
+            crate::interrupt::name()
         );
-        return Ok(crate::vmm::interrupt::exit_code());
+        return Ok(crate::interrupt::exit_code());
     }
     Ok(if ok { 0 } else { EXIT_FAILED })
 }
@@ -637,7 +638,7 @@ fn print_results(ctx: &Ctx, o: &Outcome, cut: Option<&str>) {
             .rev()
             .find(|r| r.verdict != suite::Verdict::Skipped);
         let doc = report::checks_ktap(&o.rows, last, o.failure.as_ref(), cut);
-        report::print_bytes(doc.render().as_bytes());
+        crate::output::print_bytes(doc.render().as_bytes());
     } else {
         // The built-ins' "kernel default" marks name built-in variants; a
         // kernel blob's header already says which path each routine takes.

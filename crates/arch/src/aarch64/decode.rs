@@ -1,0 +1,560 @@
+//! Decoding for humans: ESR_EL1 syndromes (exception class, data/instruction
+//! fault status, trapped system instructions, MOPS exceptions), exception
+//! vector offsets, MIDR_EL1 CPU names, and the KVM/arm64 mode from the
+//! kernel command line and log. Pure, unit tested on every host.
+use super::sysregs::mode_name;
+use crate::KvmFlavour;
+
+/// ESR_ELx.EC, bits [31:26].
+pub fn ec(esr: u64) -> u64 {
+    (esr >> 26) & 0x3f
+}
+
+/// ESR_ELx.ISS, bits [24:0].
+pub fn iss(esr: u64) -> u64 {
+    esr & 0x1ff_ffff
+}
+
+pub const EC_UNKNOWN: u64 = 0x00;
+pub const EC_WFX: u64 = 0x01;
+pub const EC_FP_ASIMD: u64 = 0x07;
+pub const EC_BTI: u64 = 0x0d;
+pub const EC_ILLEGAL_STATE: u64 = 0x0e;
+pub const EC_SVC64: u64 = 0x15;
+pub const EC_HVC64: u64 = 0x16;
+pub const EC_SMC64: u64 = 0x17;
+pub const EC_SYS64: u64 = 0x18;
+pub const EC_SVE: u64 = 0x19;
+pub const EC_FPAC: u64 = 0x1c;
+pub const EC_SME: u64 = 0x1d;
+pub const EC_IABT_LOW: u64 = 0x20;
+pub const EC_IABT_CUR: u64 = 0x21;
+pub const EC_PC_ALIGN: u64 = 0x22;
+pub const EC_DABT_LOW: u64 = 0x24;
+pub const EC_DABT_CUR: u64 = 0x25;
+pub const EC_SP_ALIGN: u64 = 0x26;
+pub const EC_MOPS: u64 = 0x27;
+pub const EC_FP_EXC64: u64 = 0x2c;
+pub const EC_SERROR: u64 = 0x2f;
+pub const EC_BREAKPT_LOW: u64 = 0x30;
+pub const EC_BREAKPT_CUR: u64 = 0x31;
+pub const EC_SOFTSTP_LOW: u64 = 0x32;
+pub const EC_SOFTSTP_CUR: u64 = 0x33;
+pub const EC_WATCHPT_LOW: u64 = 0x34;
+pub const EC_WATCHPT_CUR: u64 = 0x35;
+pub const EC_BRK64: u64 = 0x3c;
+
+/// A short name of an exception class.
+pub fn ec_name(ec: u64) -> &'static str {
+    match ec {
+        EC_UNKNOWN => "undefined instruction",
+        EC_WFX => "trapped WFI/WFE",
+        0x03..=0x06 | 0x0c => "trapped AArch32 coprocessor access",
+        EC_FP_ASIMD => "trapped FP/SIMD access",
+        0x0a => "trapped LD64B/ST64B",
+        EC_BTI => "branch target exception",
+        EC_ILLEGAL_STATE => "illegal execution state",
+        0x11 => "SVC from AArch32",
+        EC_SVC64 => "SVC",
+        EC_HVC64 => "HVC",
+        EC_SMC64 => "SMC",
+        EC_SYS64 => "trapped system register access or system instruction",
+        EC_SVE => "trapped SVE access",
+        EC_FPAC => "pointer authentication failure",
+        EC_SME => "trapped SME access",
+        EC_IABT_LOW => "instruction abort from a lower exception level",
+        EC_IABT_CUR => "instruction abort",
+        EC_PC_ALIGN => "PC alignment fault",
+        EC_DABT_LOW => "data abort from a lower exception level",
+        EC_DABT_CUR => "data abort",
+        EC_SP_ALIGN => "SP alignment fault",
+        EC_MOPS => "memory copy/set (MOPS) exception",
+        0x28 | EC_FP_EXC64 => "floating-point exception",
+        EC_SERROR => "SError interrupt",
+        EC_BREAKPT_LOW | EC_BREAKPT_CUR => "hardware breakpoint",
+        EC_SOFTSTP_LOW | EC_SOFTSTP_CUR => "software step",
+        EC_WATCHPT_LOW | EC_WATCHPT_CUR => "watchpoint",
+        0x38 => "BKPT (AArch32)",
+        EC_BRK64 => "BRK instruction",
+        _ => "unknown exception class",
+    }
+}
+
+/// A data/instruction fault status code (DFSC/IFSC, ISS[5:0]).
+pub fn fault_status(fsc: u64) -> String {
+    let level = fsc & 3;
+    match fsc & 0x3f {
+        0x00..=0x03 => format!("address size fault at level {level}"),
+        0x04..=0x07 => format!("translation fault at level {level} (address not mapped)"),
+        0x08..=0x0b => format!("access flag fault at level {level}"),
+        0x0c..=0x0f => format!("permission fault at level {level}"),
+        0x10 => "synchronous external abort".into(),
+        0x11 => "synchronous tag check fault".into(),
+        0x14..=0x17 => format!("synchronous external abort on a table walk at level {level}"),
+        0x18 => "synchronous parity or ECC error".into(),
+        0x21 => "alignment fault".into(),
+        0x30 => "TLB conflict abort".into(),
+        0x31 => "unsupported atomic hardware update".into(),
+        0x35 => "unsupported exclusive or atomic access".into(),
+        f => format!("fault status {f:#04x}"),
+    }
+}
+
+/// Where the vector offset points: e.g. "current EL with SP_ELx, synchronous".
+pub fn vector_name(voff: u64) -> String {
+    let from = match voff / 0x200 {
+        0 => "current EL with SP_EL0",
+        1 => "current EL with SP_ELx",
+        2 => "lower EL using AArch64",
+        3 => "lower EL using AArch32",
+        _ => return format!("invalid vector offset {voff:#x}"),
+    };
+    let kind = ["synchronous", "IRQ", "FIQ", "SError"][((voff / 0x80) % 4) as usize];
+    format!("{from}, {kind}")
+}
+
+/// Name of a trapped system instruction/register (EC 0x18 ISS), if known.
+fn sys_name(op0: u64, op1: u64, crn: u64, crm: u64, op2: u64) -> Option<&'static str> {
+    Some(match (op0, op1, crn, crm, op2) {
+        (1, 3, 7, 4, 1) => "DC ZVA",
+        (1, 3, 7, 11, 1) => "DC CVAU",
+        (1, 3, 7, 14, 1) => "DC CIVAC",
+        (1, 3, 7, 10, 1) => "DC CVAC",
+        (1, 3, 7, 5, 1) => "IC IVAU",
+        (3, 3, 14, 0, 0) => "CNTFRQ_EL0",
+        (3, 3, 14, 0, 1) => "CNTPCT_EL0",
+        (3, 3, 14, 0, 2) => "CNTVCT_EL0",
+        (3, 3, 0, 0, 1) => "CTR_EL0",
+        (3, 3, 0, 0, 7) => "DCZID_EL0",
+        _ => return None,
+    })
+}
+
+// Over 80 lines on purpose: one match arm per ESR_EL1 exception class,
+// read side by side with the Arm ARM table; splitting it would scatter the table.
+/// The sentence for a FAIL_EXCEPTION report: D0..D5 = ESR_EL1, ELR_EL1,
+/// FAR_EL1, SPSR_EL1, vector offset, SP; `sym` names ELR_EL1.
+pub fn describe(esr: u64, elr: u64, far: u64, spsr: u64, voff: u64, sp: u64, sym: &str) -> String {
+    let ec = ec(esr);
+    let iss = iss(esr);
+    let synchronous = voff % 0x200 < 0x80;
+    let from_el0 = spsr & 0xf == 0;
+    let mut s = if synchronous {
+        format!(
+            "{} (EC {ec:#04x}) at {elr:#x} ({sym}) in {}",
+            ec_name(ec),
+            mode_name(spsr)
+        )
+    } else {
+        format!(
+            "asynchronous exception at {elr:#x} ({sym}) in {} (ESR_EL1 is only meaningful for \
+             SError)",
+            mode_name(spsr)
+        )
+    };
+    if synchronous {
+        match ec {
+            EC_UNKNOWN => s.push_str(
+                ": an UNDEFINED encoding, or an instruction the CPU or the \
+                 current exception level does not have (e.g. MOPS without FEAT_MOPS or, at EL0, \
+                 with SCTLR_EL1.MSCEn clear)",
+            ),
+            EC_FP_ASIMD | EC_SVE | EC_SME => s.push_str(
+                ": the guest leaves FP/SIMD/SVE disabled \
+                 (CPACR_EL1.FPEN), as hyp code must not touch FP state; the routine used an \
+                 FP/SIMD/SVE register",
+            ),
+            EC_SVC64 | EC_HVC64 | EC_SMC64 | EC_BRK64 => {
+                s.push_str(&format!(", immediate {:#x}", iss & 0xffff));
+            }
+            EC_SYS64 => {
+                let (op0, op2, op1) = ((iss >> 20) & 3, (iss >> 17) & 7, (iss >> 14) & 7);
+                let (crn, rt, crm) = ((iss >> 10) & 0xf, (iss >> 5) & 0x1f, (iss >> 1) & 0xf);
+                let read = iss & 1 == 1;
+                let enc = format!("S{op0}_{op1}_C{crn}_C{crm}_{op2}");
+                let name = sys_name(op0, op1, crn, crm, op2).unwrap_or(&enc);
+                s.push_str(&format!(
+                    ": {} {name} with x{rt}",
+                    if op0 == 1 {
+                        "system instruction"
+                    } else if read {
+                        "MRS of"
+                    } else {
+                        "MSR to"
+                    }
+                ));
+                if name == "DC ZVA" {
+                    s.push_str(
+                        " (DC ZVA is disabled at EL0 when SCTLR_EL1.DZE is clear; routines \
+                         must check DCZID_EL0.DZP first)",
+                    );
+                }
+            }
+            EC_IABT_LOW | EC_IABT_CUR => {
+                s.push_str(&format!(": {} fetching {far:#x}", fault_status(iss)));
+                if iss & 0x3c == 0x0c {
+                    s.push_str(" (the page is not executable at this level)");
+                }
+            }
+            EC_DABT_LOW | EC_DABT_CUR => {
+                let fsc = iss & 0x3f;
+                let write = iss & (1 << 6) != 0;
+                let cm = iss & (1 << 8) != 0;
+                let fnv = iss & (1 << 10) != 0;
+                s.push_str(&format!(
+                    ": {} on {}{}",
+                    fault_status(fsc),
+                    if cm {
+                        "cache maintenance"
+                    } else if write {
+                        "write"
+                    } else {
+                        "read"
+                    },
+                    if fnv {
+                        String::from(" (FAR not valid)")
+                    } else {
+                        format!(" of {far:#x}")
+                    }
+                ));
+                if iss & (1 << 24) != 0 {
+                    s.push_str(&format!(
+                        ", {}-byte access with x{}",
+                        1u64 << ((iss >> 22) & 3),
+                        (iss >> 16) & 0x1f
+                    ));
+                }
+                match fsc {
+                    0x21 => s.push_str(
+                        " (an unaligned access to Device memory, an unaligned \
+                         exclusive/atomic, or SCTLR_EL1.A set; with the MMU off all memory is \
+                         Device memory)",
+                    ),
+                    0x0c..=0x0f if from_el0 => s.push_str(
+                        " (EL0 may not access this page, or \
+                         it is read-only)",
+                    ),
+                    0x0c..=0x0f if write => s.push_str(" (the page is read-only)"),
+                    _ => {}
+                }
+            }
+            EC_PC_ALIGN | EC_SP_ALIGN => {
+                s.push_str(&format!(", SP {sp:#x}"));
+            }
+            EC_MOPS => {
+                let set = iss & (1 << 24) != 0;
+                s.push_str(&format!(
+                    ": {}{} sequence with Xd=x{}, {}, Xn=x{}{}{}: the CPU asks the handler to \
+                     restart the sequence from its prologue (the MOPS registers or the algorithm \
+                     option changed, e.g. after migration to another CPU); hypclear's vectors \
+                     report instead of restarting",
+                    if set { "SET" } else { "CPY" },
+                    if set && iss & (1 << 23) != 0 { "G" } else { "" },
+                    (iss >> 10) & 0x1f,
+                    if set {
+                        format!("Xs=x{}", (iss >> 5) & 0x1f)
+                    } else {
+                        format!("Xs=[x{}]", (iss >> 5) & 0x1f)
+                    },
+                    iss & 0x1f,
+                    if iss & (1 << 18) != 0 {
+                        ", from the epilogue"
+                    } else {
+                        ""
+                    },
+                    if iss & (1 << 17) != 0 {
+                        if iss & (1 << 16) != 0 {
+                            ", wrong option (this CPU uses option A)"
+                        } else {
+                            ", wrong option (this CPU uses option B)"
+                        }
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            _ => {}
+        }
+    }
+    // FAR_EL1 is UNKNOWN except for aborts, PC alignment faults and watchpoints.
+    let far_valid = synchronous
+        && matches!(
+            ec,
+            EC_IABT_LOW
+                | EC_IABT_CUR
+                | EC_PC_ALIGN
+                | EC_DABT_LOW
+                | EC_DABT_CUR
+                | EC_WATCHPT_LOW
+                | EC_WATCHPT_CUR
+        );
+    let far = if far_valid {
+        format!(", FAR_EL1 {far:#x}")
+    } else {
+        String::new()
+    };
+    s.push_str(&format!(
+        "; taken to the {} vector (VBAR_EL1+{voff:#x}); ESR_EL1 {esr:#x}{far}, SPSR_EL1 \
+         {spsr:#x}, SP {sp:#x}",
+        vector_name(voff)
+    ));
+    s
+}
+
+/// MIDR_EL1 implementer 0x00 is "reserved for software use": QEMU's TCG
+/// `max` CPU uses it. (Emulated named CPUs like `-cpu cortex-a57` carry the
+/// real MIDR and cannot be told apart this way.)
+pub fn midr_is_emulated(midr: u64) -> bool {
+    midr != 0 && (midr >> 24) & 0xff == 0
+}
+
+/// A CPU name from MIDR_EL1, e.g. "Arm Neoverse-N1 r3p1 (MIDR_EL1 0x413fd0c1)".
+pub fn midr_model(midr: u64) -> String {
+    let imp = (midr >> 24) & 0xff;
+    let part = (midr >> 4) & 0xfff;
+    let (variant, rev) = ((midr >> 20) & 0xf, midr & 0xf);
+    let name = match (imp, part) {
+        (0x00, 0x051) => Some("QEMU TCG 'max' CPU"),
+        (0x41, 0xd03) => Some("Arm Cortex-A53"),
+        (0x41, 0xd04) => Some("Arm Cortex-A35"),
+        (0x41, 0xd05) => Some("Arm Cortex-A55"),
+        (0x41, 0xd07) => Some("Arm Cortex-A57"),
+        (0x41, 0xd08) => Some("Arm Cortex-A72"),
+        (0x41, 0xd09) => Some("Arm Cortex-A73"),
+        (0x41, 0xd0a) => Some("Arm Cortex-A75"),
+        (0x41, 0xd0b) => Some("Arm Cortex-A76"),
+        (0x41, 0xd0c) => Some("Arm Neoverse-N1"),
+        (0x41, 0xd0d) => Some("Arm Cortex-A77"),
+        (0x41, 0xd40) => Some("Arm Neoverse-V1"),
+        (0x41, 0xd41) => Some("Arm Cortex-A78"),
+        (0x41, 0xd44) => Some("Arm Cortex-X1"),
+        (0x41, 0xd46) => Some("Arm Cortex-A510"),
+        (0x41, 0xd47) => Some("Arm Cortex-A710"),
+        (0x41, 0xd48) => Some("Arm Cortex-X2"),
+        (0x41, 0xd49) => Some("Arm Neoverse-N2"),
+        (0x41, 0xd4f) => Some("Arm Neoverse-V2"),
+        (0x41, 0xd80) => Some("Arm Cortex-A520"),
+        (0x41, 0xd81) => Some("Arm Cortex-A720"),
+        (0x41, 0xd82) => Some("Arm Cortex-X4"),
+        (0x41, 0xd84) => Some("Arm Neoverse-V3"),
+        (0x41, 0xd8e) => Some("Arm Neoverse-N3"),
+        (0x46, 0x001) => Some("Fujitsu A64FX"),
+        (0xc0, 0xac3) => Some("AmpereOne"),
+        _ => None,
+    };
+    let name = name.map(str::to_string).unwrap_or_else(|| {
+        format!(
+            "{} part {part:#05x}",
+            super::sysregs::implementer_name(midr)
+        )
+    });
+    format!("{name} r{variant}p{rev} (MIDR_EL1 {midr:#010x})")
+}
+
+/// The KVM/arm64 mode: from the kernel log line KVM prints when it comes up
+/// (what actually happened), else from `kvm-arm.mode=` on the command line,
+/// else "arm64" (unknown; the kernel default is VHE where the CPU has it).
+pub fn flavour_from(cmdline: &str, log: &str) -> KvmFlavour {
+    let mut from_log = None;
+    for line in log.lines().filter(|l| l.contains("kvm")) {
+        if line.contains("Protected nVHE mode initialized")
+            || line.contains("Protected hVHE mode initialized")
+        {
+            from_log = Some(KvmFlavour::Arm64Protected);
+        } else if line.contains("Hyp mode initialized")
+            || line.contains("Hyp nVHE mode initialized")
+            || line.contains("Hyp hVHE mode initialized")
+        {
+            from_log = Some(KvmFlavour::Arm64Nvhe);
+        } else if line.contains("VHE mode initialized") {
+            from_log = Some(KvmFlavour::Arm64Vhe);
+        }
+    }
+    if let Some(f) = from_log {
+        return f;
+    }
+    let mode = cmdline
+        .split_whitespace()
+        .rev()
+        .find_map(|w| w.strip_prefix("kvm-arm.mode="));
+    match mode {
+        Some("protected") => KvmFlavour::Arm64Protected,
+        Some("nvhe") => KvmFlavour::Arm64Nvhe,
+        Some("none") => KvmFlavour::Arm64None,
+        _ => KvmFlavour::Arm64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undefined_instruction_from_el1() {
+        // udf #0 at EL1h: EC 0, IL 1.
+        let s = describe(
+            0x0200_0000,
+            0x4060_0100,
+            0,
+            0x3c5,
+            0x200,
+            0x4021_0000,
+            "selftest_fault+0x0",
+        );
+        assert!(
+            s.starts_with(
+                "undefined instruction (EC 0x00) at 0x40600100 (selftest_fault+0x0) in EL1h"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("current EL with SP_ELx, synchronous"), "{s}");
+        assert!(!s.contains("FAR_EL1"), "FAR is UNKNOWN for EC 0: {s}");
+        assert_eq!(ec(0x0200_0000), 0);
+    }
+
+    #[test]
+    fn data_aborts_explain_the_fault() {
+        // EL1 write translation fault at level 3 (DFSC 0x07), WnR.
+        let s = describe(0x9600_0047, 0x1000, 0x5000_0000, 0x3c5, 0x200, 0, "f");
+        assert!(s.contains("data abort (EC 0x25)"), "{s}");
+        assert!(
+            s.contains("translation fault at level 3 (address not mapped) on write of 0x50000000"),
+            "{s}"
+        );
+        // Alignment fault read with ISV, 8-byte access into x3.
+        let esr = (0x25 << 26) | (1 << 25) | (1 << 24) | (3 << 22) | (3 << 16) | 0x21;
+        let s = describe(esr, 0, 0x1001, 0x3c5, 0x200, 0, "f");
+        assert!(
+            s.contains("alignment fault on read of 0x1001, 8-byte access with x3"),
+            "{s}"
+        );
+        assert!(s.contains("MMU off"), "{s}");
+        // EL0 permission fault on write, taken from the lower EL.
+        let esr = (0x24 << 26) | (1 << 25) | (1 << 6) | 0x0f;
+        let s = describe(esr, 0, 0x4000_1000, 0x3c0, 0x400, 0, "f");
+        assert!(s.contains("data abort from a lower exception level"), "{s}");
+        assert!(s.contains("permission fault at level 3 on write"), "{s}");
+        assert!(s.contains("EL0 may not access"), "{s}");
+        assert!(s.contains("lower EL using AArch64, synchronous"), "{s}");
+    }
+
+    #[test]
+    fn instruction_abort_and_traps() {
+        let s = describe(
+            (0x21 << 26) | (1 << 25) | 0x0f,
+            0x4100_0000,
+            0x4100_0000,
+            0x3c5,
+            0x200,
+            0,
+            "x",
+        );
+        assert!(
+            s.contains(
+                "permission fault at level 3 fetching 0x41000000 (the page is not executable"
+            ),
+            "{s}"
+        );
+        // DC ZVA at EL0 with DZE clear: EC 0x18, op0 1 op1 3 CRn 7 CRm 4 op2 1, Rt 5.
+        let iss = (1 << 20) | (1 << 17) | (3 << 14) | (7 << 10) | (5 << 5) | (4 << 1);
+        let s = describe((0x18 << 26) | (1 << 25) | iss, 0, 0, 0x3c0, 0x400, 0, "x");
+        assert!(s.contains("system instruction DC ZVA with x5"), "{s}");
+        assert!(s.contains("SCTLR_EL1.DZE"), "{s}");
+        // MRS of CNTVCT_EL0 into x0 at EL0.
+        let iss = (3 << 20) | (2 << 17) | (3 << 14) | (14 << 10) | 1;
+        let s = describe((0x18 << 26) | iss, 0, 0, 0x3c0, 0x400, 0, "x");
+        assert!(s.contains("MRS of CNTVCT_EL0 with x0"), "{s}");
+        let s = describe((0x07 << 26) | (1 << 25), 0, 0, 0x3c5, 0x200, 0, "x");
+        assert!(s.contains("FP/SIMD"), "{s}");
+        let s = describe((0x15 << 26) | 0x42, 0, 0, 0x3c0, 0x400, 0, "x");
+        assert!(
+            s.contains("SVC (EC 0x15)") && s.contains("immediate 0x42"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn mops_exception_names_the_registers() {
+        // SET* from the epilogue, wrong option (this CPU uses option A): Xd x3, Xs x1, Xn x2.
+        let iss = (1 << 24) | (1 << 18) | (1 << 17) | (1 << 16) | (3 << 10) | (1 << 5) | 2;
+        let s = describe(
+            (0x27 << 26) | (1 << 25) | iss,
+            0x10,
+            0,
+            0x3c5,
+            0x200,
+            0,
+            "__pi_memset_mops+0x8",
+        );
+        assert!(
+            s.contains("memory copy/set (MOPS) exception (EC 0x27)"),
+            "{s}"
+        );
+        assert!(s.contains("SET sequence with Xd=x3, Xs=x1, Xn=x2, from the epilogue, wrong option (this CPU uses option A)"), "{s}");
+    }
+
+    #[test]
+    fn async_exceptions_and_vector_names() {
+        assert_eq!(vector_name(0x0), "current EL with SP_EL0, synchronous");
+        assert_eq!(vector_name(0x280), "current EL with SP_ELx, IRQ");
+        assert_eq!(vector_name(0x580), "lower EL using AArch64, SError");
+        assert_eq!(vector_name(0x600), "lower EL using AArch32, synchronous");
+        let s = describe(0, 0x10, 0, 0x3c5, 0x280, 0, "x");
+        assert!(s.starts_with("asynchronous exception"), "{s}");
+    }
+
+    #[test]
+    fn fault_status_codes() {
+        assert_eq!(
+            fault_status(0x05),
+            "translation fault at level 1 (address not mapped)"
+        );
+        assert_eq!(fault_status(0x0b), "access flag fault at level 3");
+        assert_eq!(fault_status(0x21), "alignment fault");
+        assert_eq!(fault_status(0x10), "synchronous external abort");
+        assert_eq!(fault_status(0x3f), "fault status 0x3f");
+    }
+
+    #[test]
+    fn midr_names() {
+        assert_eq!(
+            midr_model(0x000f_0510),
+            "QEMU TCG 'max' CPU r0p0 (MIDR_EL1 0x000f0510)"
+        );
+        assert!(midr_is_emulated(0x000f_0510));
+        assert_eq!(
+            midr_model(0x413f_d0c1),
+            "Arm Neoverse-N1 r3p1 (MIDR_EL1 0x413fd0c1)"
+        );
+        assert!(!midr_is_emulated(0x413f_d0c1));
+        assert!(!midr_is_emulated(0));
+        assert_eq!(
+            midr_model(0x610f_0220),
+            "Apple part 0x022 r0p0 (MIDR_EL1 0x610f0220)"
+        );
+    }
+
+    #[test]
+    fn kvm_mode_from_log_then_cmdline() {
+        let vhe = "[    0.5] kvm [1]: VHE mode initialized successfully\n";
+        let nvhe = "[    0.5] kvm [1]: Hyp nVHE mode initialized successfully\n";
+        let nvhe612 = "[    0.5] kvm [1]: Hyp mode initialized successfully\n";
+        let prot = "[    0.5] kvm [1]: Protected nVHE mode initialized successfully\n";
+        assert_eq!(flavour_from("", vhe), KvmFlavour::Arm64Vhe);
+        assert_eq!(
+            flavour_from("kvm-arm.mode=nvhe", nvhe),
+            KvmFlavour::Arm64Nvhe
+        );
+        assert_eq!(flavour_from("", nvhe612), KvmFlavour::Arm64Nvhe);
+        assert_eq!(
+            flavour_from("kvm-arm.mode=protected", prot),
+            KvmFlavour::Arm64Protected
+        );
+        assert_eq!(
+            flavour_from("quiet kvm-arm.mode=protected", ""),
+            KvmFlavour::Arm64Protected
+        );
+        assert_eq!(flavour_from("kvm-arm.mode=nvhe", ""), KvmFlavour::Arm64Nvhe);
+        assert_eq!(flavour_from("console=ttyAMA0", ""), KvmFlavour::Arm64);
+    }
+}

@@ -1,0 +1,150 @@
+//! aarch64 guest-physical memory layout. RAM starts at 1 GiB (as on QEMU's
+//! and most VMMs' arm64 machines; nothing is mapped below it, so NULL and
+//! small wild pointers fault) and is identity mapped by stage-1 tables the
+//! host builds, so guest-virtual == guest-physical everywhere.
+//!
+//! ```text
+//! RAM_BASE + 0x0000_0000  not mapped (guard)
+//! RAM_BASE + 0x0001_0000  page tables (bump allocated; EL1 only)
+//! RAM_BASE + 0x0010_0000  mailboxes, 64 KiB (abi::MAILBOX_SIZE) per vCPU
+//! RAM_BASE + 0x0020_0000  stacks: per vCPU a routine stack and an exception stack
+//! RAM_BASE + 0x0040_0000  blob window: the blob is loaded at a random
+//!                         2 MiB boundary in here (the arm64 Image protocol
+//!                         that linux-loader's PE loader enforces)
+//! RAM_BASE + 0x0100_0000  arena: the memory the routines clear/fill/copy,
+//!                         up to RAM_BASE + RAM size
+//! 0xff_ffff_f000          doorbell (no memslot; Device-nGnRE)
+//! ```
+//!
+//! All constants below are absolute guest-physical addresses.
+use hypclear_abi as abi;
+
+/// Guest-physical start of RAM.
+pub const RAM_BASE: u64 = 0x4000_0000;
+/// Below this (from RAM_BASE) nothing is mapped.
+pub const GUARD_END: u64 = RAM_BASE + 0x1_0000;
+pub const PAGE_TABLES_GPA: u64 = RAM_BASE + 0x1_0000;
+pub const PAGE_TABLES_END: u64 = RAM_BASE + 0x10_0000;
+pub const MAILBOX_BASE: u64 = RAM_BASE + 0x10_0000;
+pub const MAILBOX_END: u64 = MAILBOX_BASE + abi::MAX_VCPUS * abi::MAILBOX_SIZE;
+pub const STACKS_BASE: u64 = RAM_BASE + 0x20_0000;
+/// Routine stack (SP_EL1 at EL1, SP_EL0 at EL0), per vCPU.
+pub const STACK_SIZE: u64 = 0x1_0000;
+/// Exception stack (SP_EL1 when the routines run at EL0), per vCPU. The
+/// vectors use no stack today; it is there so SP_EL1 is always sane.
+pub const EXC_STACK_SIZE: u64 = 0x4000;
+pub const STACKS_END: u64 = STACKS_BASE + abi::MAX_VCPUS * (STACK_SIZE + EXC_STACK_SIZE);
+pub const BLOB_WINDOW: u64 = RAM_BASE + 0x40_0000;
+pub const BLOB_WINDOW_END: u64 = RAM_BASE + 0x100_0000;
+/// The blob's load address must be a multiple of this (arm64 Image
+/// protocol: 2 MiB aligned base + text_offset 0).
+pub const BLOB_ALIGN: u64 = 2 << 20;
+pub const ARENA_BASE: u64 = RAM_BASE + 0x100_0000;
+/// RAM is mapped with 2 MiB blocks, so its size must be a multiple of this.
+pub const RAM_ALIGN: u64 = 2 << 20;
+/// The smallest useful guest: the fixed areas plus 16 MiB of arena.
+pub const MIN_RAM: u64 = 32 << 20;
+/// The identity map covers at most this much RAM: two sets of tables (EL1
+/// and EL0 permissions) with 2 MiB blocks must fit the page-table area.
+pub const MAX_RAM: u64 = 64 << 30;
+
+pub fn mailbox_gpa(vcpu: u64) -> u64 {
+    MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
+}
+
+/// Top of the routine stack of a vCPU; 16-byte aligned.
+pub fn stack_top(vcpu: u64) -> u64 {
+    STACKS_BASE + (vcpu + 1) * (STACK_SIZE + EXC_STACK_SIZE) - EXC_STACK_SIZE
+}
+
+/// Top of the exception stack of a vCPU (SP_EL1 for EL0 guests).
+pub fn exception_stack_top(vcpu: u64) -> u64 {
+    STACKS_BASE + (vcpu + 1) * (STACK_SIZE + EXC_STACK_SIZE)
+}
+
+/// Who may touch a region of the identity map (see `paging::Perm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Page tables: EL1 read/write only, never executable.
+    Tables,
+    /// Mailboxes, routine stacks, the arena: read/write data for the level
+    /// the routines run at, never executable.
+    Data,
+    /// Exception stacks: EL1 data.
+    ExceptionStacks,
+    /// The blob window: read-only and executable at EL1 and, for EL0
+    /// guests, at EL0 (the vectors run at EL1 either way).
+    Blob,
+    /// The doorbell page: Device-nGnRE, writable by the routines' level.
+    Doorbell,
+}
+
+/// The regions to identity map for `ram_size` bytes of RAM, in address order.
+pub fn regions(ram_size: u64) -> Vec<(u64, u64, Use)> {
+    let ram_end = RAM_BASE + ram_size;
+    let mut v = vec![
+        (PAGE_TABLES_GPA, PAGE_TABLES_END, Use::Tables),
+        (MAILBOX_BASE, MAILBOX_END, Use::Data),
+    ];
+    for cpu in 0..abi::MAX_VCPUS {
+        v.push((stack_top(cpu) - STACK_SIZE, stack_top(cpu), Use::Data));
+        v.push((
+            stack_top(cpu),
+            exception_stack_top(cpu),
+            Use::ExceptionStacks,
+        ));
+    }
+    v.push((BLOB_WINDOW, BLOB_WINDOW_END, Use::Blob));
+    v.push((ARENA_BASE, ram_end, Use::Data));
+    v.push((
+        abi::DOORBELL_GPA,
+        abi::DOORBELL_GPA + abi::PAGE_SIZE,
+        Use::Doorbell,
+    ));
+    v
+}
+
+const _: () = {
+    assert!(RAM_BASE.is_multiple_of(1 << 30));
+    assert!(MAILBOX_END <= STACKS_BASE);
+    assert!(STACKS_END <= BLOB_WINDOW);
+    assert!(BLOB_WINDOW.is_multiple_of(BLOB_ALIGN) && BLOB_WINDOW_END.is_multiple_of(BLOB_ALIGN));
+    assert!(BLOB_WINDOW_END <= ARENA_BASE);
+    assert!(ARENA_BASE - RAM_BASE + 16 * 1024 * 1024 <= MIN_RAM);
+    assert!(MIN_RAM.is_multiple_of(RAM_ALIGN) && MAX_RAM.is_multiple_of(RAM_ALIGN));
+    // RAM stays below the doorbell, and within a 40-bit IPA space.
+    assert!(RAM_BASE + MAX_RAM <= abi::DOORBELL_GPA);
+    assert!(abi::DOORBELL_GPA + abi::PAGE_SIZE <= 1 << 40);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_are_ordered_disjoint_and_page_aligned() {
+        let r = regions(MIN_RAM);
+        for w in r.windows(2) {
+            assert!(w[0].1 <= w[1].0, "{w:?}");
+        }
+        for (s, e, _) in &r {
+            assert!(
+                s < e && s.is_multiple_of(4096) && e.is_multiple_of(4096),
+                "{s:#x}..{e:#x}"
+            );
+        }
+        assert_eq!(r.first().unwrap().0, GUARD_END);
+        assert_eq!(r.iter().find(|x| x.2 == Use::Blob).unwrap().0, BLOB_WINDOW);
+    }
+
+    #[test]
+    fn stacks_are_16_byte_aligned_and_per_vcpu() {
+        for v in 0..abi::MAX_VCPUS {
+            assert!(stack_top(v).is_multiple_of(16));
+            assert!(exception_stack_top(v).is_multiple_of(16));
+            assert!(stack_top(v) < exception_stack_top(v));
+            assert!(exception_stack_top(v) <= STACKS_END);
+        }
+        assert_eq!(mailbox_gpa(1) - mailbox_gpa(0), abi::MAILBOX_SIZE);
+    }
+}

@@ -1,0 +1,209 @@
+//! Architecture-specific code, behind one documented contract.
+//!
+//! Pure builders (page tables, descriptor and system-register encodings,
+//! exception decoding) compile on every host so their unit tests run
+//! anywhere; the parts that talk to KVM exist only for the host
+//! architecture. Nothing here imports from the rest of hypclear except the
+//! ABI constants (`blob::abi`) and the error [`Category`]: the VMM hands in plain
+//! data ([`Privilege`], [`Loaded`], [`BlobImage`], a [`RamAccess`]) and gets plain data back.
+//!
+//! THE CONTRACT: every architecture module `<arch>/` provides exactly the
+//! names re-exported below (compare Firecracker's `arch/mod.rs`). A new
+//! architecture is `src/arch/<arch>/` (layout, paging, registers, vCPU
+//! setup, CPU capabilities, exception decoding, blob loader, variant table), `guest/<arch>/`
+//! and the `cfg` lines below, plus its name in build.rs.
+//!
+//! | name | what |
+//! |---|---|
+//! | `RAM_BASE`, `MIN_RAM`, `MAX_RAM`, `RAM_ALIGN` | guest RAM placement and size limits |
+//! | `ARENA_BASE` | first guest-physical byte the checks may use |
+//! | `BLOB_WINDOW`, `BLOB_WINDOW_END`, `LOAD_ALIGN` | where the blob may be loaded |
+//! | `mailbox_gpa(vcpu)` | each vCPU's mailbox page |
+//! | `COUNTER_NAME`, `counter_khz(vcpu)` | the guest timestamp counter |
+//! | `UNDEFINED_INSTRUCTION_CLASS` | exception class of an undefined instruction |
+//! | `load_image(ram, image, base)` | copy a [`BlobImage`] to guest RAM with linux-loader (ELF on x86_64, the arm64 Image on aarch64) |
+//! | `setup_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup |
+//! | `registers(vcpu)`, `reinitialised(vcpu)`, `describe_exception` | failure reports (`reinitialised`: KVM reset the vCPU, e.g. kvm_amd on shutdown, so its registers are not the guest's) |
+//! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
+//! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
+//! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
+//! | `Error` (as `HostError`) | the architecture's error type (thiserror), each variant with its [`Category`], and `kvm_errno()` (a failed KVM ioctl's errno, so an ioctl cut short by Ctrl-C reads as an interruption); wrapped by [`Error`] here, which `crate::error::Error::Arch` wraps in turn |
+//! | `VARIANTS` | the routine variants of `guest/<arch>/lib`, generated from the alias list and each routine's header (`routines::catalog`): CPU feature required, kernel code followed |
+//! | `FORMER_NAMES` | renamed variants: (family, old name, current name), old names still accepted |
+
+// The crates below, under the names the modules use.
+use hypclear_process::exit;
+#[cfg(target_arch = "aarch64")]
+use hypclear_process::watchdog;
+pub mod aarch64;
+mod kvm;
+pub mod x86_64;
+
+pub use kvm::{KvmFlavour, PagingMode};
+
+use crate::exit::Category;
+
+/// What the architecture code returns when it fails: the host
+/// architecture's own error type, wrapped (compare cloud-hypervisor's
+/// `arch/src/lib.rs`). `crate::error::Error::Arch` wraps this in turn.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[cfg(target_arch = "x86_64")]
+    #[error(transparent)]
+    X86_64(#[from] x86_64::Error),
+    #[cfg(target_arch = "aarch64")]
+    #[error(transparent)]
+    Aarch64(#[from] aarch64::Error),
+}
+
+impl Error {
+    /// Usage, environment, run or internal failure (decides the exit status).
+    pub fn category(&self) -> Category {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Error::X86_64(e) => e.category(),
+            #[cfg(target_arch = "aarch64")]
+            Error::Aarch64(e) => e.category(),
+        }
+    }
+}
+
+/// A guest RAM access through [`RamAccess`] that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("guest memory access at {gpa:#x} (+{len:#x}) failed: {detail}")]
+pub struct RamError {
+    pub gpa: u64,
+    pub len: u64,
+    pub detail: String,
+}
+
+/// Privilege the guest code runs at: CPL0/EL1 or CPL3/EL0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Privilege {
+    Kernel,
+    User,
+}
+
+/// Where the blob landed in guest RAM (guest-physical = guest-virtual).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Loaded {
+    pub base: u64,
+    pub entry: u64,
+    pub vectors: u64,
+}
+
+/// A linked blob as the architecture's loader takes it (plain data from
+/// `blob::Blob`): the ELF, the flat image where the loader needs one, and
+/// the size from the base to the end of .bss.
+#[derive(Debug, Clone, Copy)]
+pub struct BlobImage<'a> {
+    pub elf: &'a [u8],
+    pub flat: Option<&'a [u8]>,
+    pub size: u64,
+}
+
+pub use hypclear_link::catalog::VariantDef;
+
+/// What architecture setup needs of guest RAM.
+pub trait RamAccess {
+    /// Guest-physical address of the first byte.
+    fn base(&self) -> u64;
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// Copy `bytes` to guest-physical `gpa`.
+    fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> Result<(), RamError>;
+    /// The vm-memory view (for linux-loader and typed accesses).
+    fn mem(&self) -> &vm_memory::GuestMemoryMmap;
+}
+/// CPU model and the features routines depend on (named as in the
+/// architecture's `VARIANTS[].requires`), as the guest sees them. An emulated
+/// CPU says so in `model`: its results are functional only.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CpuCaps {
+    pub model: String,
+    pub features: Vec<(String, bool)>,
+    /// The variant each kernel version would run on this CPU, per family.
+    pub defaults: Vec<KernelPick>,
+}
+
+/// The variant of one routine family that a kernel version picks on this
+/// CPU (its alternatives / run-time checks), and the feature that decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct KernelPick {
+    pub family: &'static str,
+    pub variant: &'static str,
+    /// "6.12" or "6.1".
+    pub kernel: &'static str,
+    pub why: &'static str,
+}
+
+/// The kernel version whose pick is the default.
+pub const DEFAULT_KERNEL: &str = "6.12";
+
+impl CpuCaps {
+    pub fn has(&self, f: &str) -> bool {
+        self.features.iter().any(|(n, v)| n == f && *v)
+    }
+
+    /// The variant `kernel` ("6.12", "6.1") picks for `family`.
+    pub fn kernel_pick(&self, family: &str, kernel: &str) -> Option<&KernelPick> {
+        self.defaults
+            .iter()
+            .find(|p| p.family == family && p.kernel == kernel)
+    }
+
+    /// "memset orig (no FSRS), memcpy orig (no FSRM), ..." for `kernel`.
+    pub fn kernel_picks_line(&self, kernel: &str) -> String {
+        self.defaults
+            .iter()
+            .filter(|p| p.kernel == kernel)
+            .map(|p| format!("{} {} ({})", p.family, p.variant, p.why))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+pub use self::aarch64::cache::evict;
+#[cfg(target_arch = "aarch64")]
+pub use self::aarch64::host::{
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
+    cpu_caps, cpu_details, describe_exception, kvm_flavour, kvm_paging, mailbox_gpa,
+    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
+};
+#[cfg(target_arch = "aarch64")]
+pub use self::aarch64::loader::load_image;
+#[cfg(target_arch = "aarch64")]
+pub use self::aarch64::{Error as HostError, FORMER_NAMES, VARIANTS};
+
+/// The path a routine takes for a check, where its fill decides it and
+/// the architecture makes it knowable (arm64 memset: DC ZVA for zero).
+pub fn path_note(
+    family: &str,
+    variant: &str,
+    fill: Option<u8>,
+    caps: &CpuCaps,
+) -> Option<&'static str> {
+    #[cfg(target_arch = "aarch64")]
+    return aarch64::path_note(family, variant, fill, caps.has("dczva"));
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        let _ = (family, variant, fill, caps);
+        None
+    }
+}
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::cache::evict;
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::host::{
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
+    cpu_caps, cpu_details, describe_exception, kvm_flavour, kvm_paging, mailbox_gpa,
+    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
+};
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::loader::load_image;
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::{Error as HostError, FORMER_NAMES, VARIANTS};

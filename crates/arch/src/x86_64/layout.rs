@@ -1,0 +1,81 @@
+//! x86_64 guest-physical memory layout. RAM starts at 0 and is identity
+//! mapped, so guest-virtual == guest-physical everywhere.
+//!
+//! ```text
+//! 0x0000_0000  not present (catches NULL dereferences)
+//! 0x0000_1000  GDT (null, kernel code/data, user data/code, one TSS per vCPU)
+//! 0x0000_2000  IDT (32 exception gates)
+//! 0x0000_3000  TSSs (one 0x68-byte TSS per vCPU)
+//! 0x0001_0000  page tables (bump allocated)
+//! 0x0010_0000  mailboxes, 64 KiB (abi::MAILBOX_SIZE) per vCPU
+//! 0x0020_0000  stacks: per vCPU a user stack and an exception stack
+//! 0x0040_0000  blob window: the blob is loaded at a random page in here
+//! 0x0100_0000  arena: the memory the routines clear/fill/copy
+//! ```
+use hypclear_abi as abi;
+
+pub const RAM_BASE: u64 = 0;
+pub const GDT_GPA: u64 = 0x1000;
+pub const IDT_GPA: u64 = 0x2000;
+pub const TSS_GPA: u64 = 0x3000;
+pub const TSS_SIZE: u64 = 0x68;
+pub const PAGE_TABLES_GPA: u64 = 0x1_0000;
+pub const PAGE_TABLES_END: u64 = 0x10_0000;
+pub const MAILBOX_BASE: u64 = 0x10_0000;
+pub const STACKS_BASE: u64 = 0x20_0000;
+/// User stack plus exception stack, per vCPU.
+pub const STACK_SIZE: u64 = 0x1_0000;
+pub const EXC_STACK_SIZE: u64 = 0x4000;
+pub const BLOB_WINDOW: u64 = 0x40_0000;
+pub const BLOB_WINDOW_END: u64 = 0x100_0000;
+pub const ARENA_BASE: u64 = 0x100_0000;
+/// RAM is mapped with 2 MiB pages, so its size must be a multiple of this.
+pub const RAM_ALIGN: u64 = 2 << 20;
+/// The smallest useful guest: the fixed areas plus 16 MiB of arena.
+pub const MIN_RAM: u64 = 32 << 20;
+/// The identity map covers at most this much RAM: one page directory per
+/// GiB must fit the page-table area next to the root, the low PDPT and 4 KiB
+/// table, and the doorbell's PDPT, PD and PT (6 tables); the test in
+/// `paging.rs` builds the map at this size and one 2 MiB step above it.
+pub const MAX_RAM: u64 = ((PAGE_TABLES_END - PAGE_TABLES_GPA) / abi::PAGE_SIZE - 6) << 30;
+
+// GDT selectors (Linux-like: user data 0x2b, user code 0x33).
+pub const SEL_KERNEL_CODE: u16 = 0x08;
+pub const SEL_KERNEL_DATA: u16 = 0x10;
+pub const SEL_USER_DATA: u16 = 0x28;
+pub const SEL_USER_CODE: u16 = 0x30;
+pub const SEL_TSS0: u16 = 0x40;
+/// Number of exception vectors in the IDT, and the blob's stub stride.
+pub const IDT_VECTORS: u64 = 32;
+pub const VECTOR_STUB_SIZE: u64 = 32;
+
+pub fn mailbox_gpa(vcpu: u64) -> u64 {
+    MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
+}
+
+pub fn tss_gpa(vcpu: u64) -> u64 {
+    TSS_GPA + vcpu * TSS_SIZE
+}
+
+pub fn tss_selector(vcpu: u64) -> u16 {
+    SEL_TSS0 + 16 * vcpu as u16
+}
+
+/// Top of the user (routine) stack of a vCPU; 16-byte aligned.
+pub fn stack_top(vcpu: u64) -> u64 {
+    STACKS_BASE + (vcpu + 1) * (STACK_SIZE + EXC_STACK_SIZE) - EXC_STACK_SIZE
+}
+
+/// Top of the exception (TSS.RSP0) stack of a vCPU.
+pub fn exception_stack_top(vcpu: u64) -> u64 {
+    STACKS_BASE + (vcpu + 1) * (STACK_SIZE + EXC_STACK_SIZE)
+}
+
+const _: () = {
+    assert!(TSS_GPA + abi::MAX_VCPUS * TSS_SIZE <= PAGE_TABLES_GPA);
+    assert!(MAILBOX_BASE + abi::MAX_VCPUS * abi::MAILBOX_SIZE <= STACKS_BASE);
+    assert!(STACKS_BASE + abi::MAX_VCPUS * (STACK_SIZE + EXC_STACK_SIZE) <= BLOB_WINDOW);
+    assert!(SEL_TSS0 as u64 + 16 * abi::MAX_VCPUS <= abi::PAGE_SIZE);
+    assert!(MAX_RAM <= abi::DOORBELL_GPA);
+    assert!(MAX_RAM.is_multiple_of(RAM_ALIGN));
+};

@@ -1,0 +1,1214 @@
+//! `hypclear compare FILE` / `compare BASE.json NEW.json…`: the seed's
+//! comparison table with session-level statistics (`bench::inference`).
+//!
+//! For every benchmark and result class (guest, host): the base median
+//! throughput (bytes/sec like perf bench, or `--unit`), then per compared side the change with its confidence interval
+//! and a mark, the Benjamini–Hochberg q value and the smallest detectable
+//! change. Sessions are the units: one file interleaves its two link
+//! configurations by session (paired t); separate files are independent
+//! invocations (Welch on session means, host drift noted).
+use crate::error::{Error, Result};
+use crate::inference::{self, Comparison, Config, Design, Session, Verdict};
+use crate::sides::{self, PathKey};
+use crate::stats;
+use crate::table::right;
+use crate::units::Rate;
+use crate::{BenchResult, Cell, SideInfo};
+use comfy_table::{Cell as TCell, Table, presets};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub fn load(path: &Path) -> Result<BenchResult> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Usage(format!("cannot read {}: {e}", path.display())))?;
+    let mut r: BenchResult = serde_json::from_str(&text).map_err(|e| {
+        Error::Usage(format!(
+            "{} is not a hypclear bench JSON ({e}); write one with `hypclear bench ... --json FILE`",
+            path.display()
+        ))
+    })?;
+    validate_throughput(&r, path)?;
+    r.upgrade();
+    Ok(r)
+}
+
+/// Above any memory bandwidth a machine has (bytes/s): a sample beyond it
+/// is a damaged file, and would overflow the statistics (1e308 panicked).
+const MAX_BYTES_PER_SEC: f64 = 10e12;
+
+/// Every throughput must be a positive finite number below
+/// [`MAX_BYTES_PER_SEC`]: a zero, negative or NaN sample would turn the
+/// change into NaN% or a sign flip, a huge one into nonsense percentages.
+fn validate_throughput(r: &BenchResult, path: &Path) -> Result<()> {
+    let physical = |x: f64| x.is_finite() && x > 0.0 && x < MAX_BYTES_PER_SEC;
+    for c in &r.cells {
+        for (side, samples) in [("guest", &c.guest), ("host", &c.host)] {
+            let bad = samples.iter().find_map(|s| {
+                std::iter::once(s.bytes_per_sec)
+                    .chain(s.per_vcpu_bytes_per_sec.iter().copied())
+                    .find(|x| !physical(*x))
+                    .map(|x| (s, x))
+            });
+            if let Some((s, x)) = bad {
+                return Err(Error::Usage(format!(
+                    "{}: row {}, {side} sample of session {} run {}: throughput {x:e} bytes/s is \
+                     not a rate a machine measures (it must be finite, above 0 and below 10 TB/s); \
+                     a damaged or hand-edited file? Re-run the bench or drop the file",
+                    path.display(),
+                    c.axes.label_with(true),
+                    s.session,
+                    s.run
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The key rows are matched on: the side (when files hold several and
+/// are compared side by side) and the [`PathKey`]: routine, size, chunk,
+/// the run axes and the kernel path (a built-in's variant name; a kernel
+/// routine's equivalent built-in variant).
+type Key = (Option<usize>, PathKey);
+
+fn key(r: &BenchResult, c: &Cell, with_side: bool, by_path: bool) -> Key {
+    (
+        with_side.then_some(c.axes.side),
+        PathKey::of(&r.side_of(c), &c.axes, by_path),
+    )
+}
+
+/// The side names of a result, in the order they were run.
+fn side_names(r: &BenchResult) -> Vec<String> {
+    r.sides.iter().map(|s| s.name.clone()).collect()
+}
+
+/// How rows were matched, for the header; a kernel side's paths listed.
+fn matching_note(files: &[(PathBuf, BenchResult)], mixed: bool) -> String {
+    if !mixed {
+        return "rows matched by routine, size, chunk, order, fill, backing and variant".into();
+    }
+    let mut paths = Vec::new();
+    for (_, r) in files {
+        for s in r.sides.iter().filter(|s| !s.is_builtin()) {
+            let p: Vec<String> = s
+                .kernel_paths
+                .iter()
+                .map(|(f, v)| format!("{f} -> {v}"))
+                .collect();
+            paths.push(format!(
+                "{}: {}",
+                s.name,
+                if p.is_empty() {
+                    "not recorded (variant names only)".into()
+                } else {
+                    p.join(", ")
+                }
+            ));
+        }
+    }
+    format!(
+        "rows matched by routine, size, chunk, order, fill, backing and kernel path: a kernel \
+         routine lines up with the built-in variant that follows the same path with the same \
+         alternatives decision ({}); x86 clear_page erms/rep/orig by name",
+        paths.join("; ")
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Markdown,
+    /// reStructuredText grid tables, the style review tables on the lists use.
+    Rst,
+}
+
+/// One side of one row: the sessions of a result class of a cell.
+fn sessions(c: &Cell, class: Class) -> Vec<Session> {
+    match class {
+        Class::Guest => c.guest_sessions(),
+        Class::Host => c.host_sessions(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Guest,
+    Host,
+}
+
+impl Class {
+    fn name(self, unit: Rate) -> String {
+        match self {
+            Class::Guest => format!("guest {}", unit.label()),
+            Class::Host => format!("host {}", unit.label()),
+        }
+    }
+}
+
+/// Median of all runs of a side, bytes/sec.
+fn median_bps(s: &[Session]) -> Option<f64> {
+    let all: Vec<f64> = s.iter().flat_map(|x| x.runs.iter().copied()).collect();
+    (!all.is_empty()).then(|| stats::median(&all))
+}
+
+/// A row's comparison, or why there is none.
+#[derive(Debug, Clone)]
+struct Col {
+    cmp: std::result::Result<Comparison, String>,
+    /// Guest rows of separate invocations when the host row moved.
+    note: String,
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    label: String,
+    class: Class,
+    /// Median throughput of the base side, bytes/sec.
+    base_bps: f64,
+    cols: Vec<Col>,
+    /// Index of the same cell's host row (guest rows only).
+    host_row: Option<usize>,
+    /// The sides' sessions per column (guest, host) for the drift check.
+    sides: Vec<(Vec<Session>, Vec<Session>)>,
+}
+
+/// Compare two sides of a row with the design's test; a side with too few
+/// sessions gives the reason instead.
+fn compare_sides(
+    a: &[Session],
+    b: &[Session],
+    cfg: &Config,
+) -> std::result::Result<Comparison, String> {
+    let r = inference::compare(a, b, cfg);
+    match (r, cfg.design) {
+        // Sessions that do not pair up (a side lost some): test them as
+        // independent sessions rather than not at all.
+        (Err(inference::Error::Unpaired { .. }), Design::Interleaved) => {
+            let c = Config {
+                design: Design::Independent,
+                ..*cfg
+            };
+            inference::compare(a, b, &c).map_err(|e| e.to_string())
+        }
+        (r, _) => r.map_err(|e| e.to_string()),
+    }
+}
+
+/// Relative change of the plain means when no test is possible.
+fn plain_change(a: &[Session], b: &[Session]) -> Option<f64> {
+    let m = |s: &[Session]| {
+        let v: Vec<f64> = s.iter().flat_map(|x| x.runs.iter().copied()).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    Some((m(b)? / m(a)? - 1.0) * 100.0)
+}
+
+/// The options are in range and the files come from one host (unless
+/// allowed); the base file.
+fn validate(
+    files: &[(PathBuf, BenchResult)],
+    alpha: f64,
+    margin: f64,
+    allow_different_hosts: bool,
+) -> Result<(&PathBuf, &BenchResult)> {
+    let (base_path, base) = files
+        .first()
+        .map(|(p, r)| (p, r))
+        .ok_or_else(|| Error::Usage("compare needs a base file".into()))?;
+    if !(alpha > 0.0 && alpha < 0.5) {
+        return Err(Error::Usage(format!(
+            "--alpha {alpha} must be between 0 and 0.5"
+        )));
+    }
+    if !(0.0..1.0).contains(&margin) {
+        return Err(Error::Usage(format!(
+            "--margin {margin} must be a fraction between 0 and 1 (0.02 = 2%)"
+        )));
+    }
+    for (p, r) in &files[1..] {
+        if !allow_different_hosts && !base.host.same_host(&r.host) {
+            return Err(Error::Usage(format!(
+                "{} comes from a different host than {} ({} / {} / {} vs {} / {} / {}); \
+                 pass --per-host for one table per host, or --allow-different-hosts to \
+                 compare anyway",
+                p.display(),
+                base_path.display(),
+                r.host.cpu_model,
+                r.host.kernel,
+                r.host.kvm_flavour,
+                base.host.cpu_model,
+                base.host.kernel,
+                base.host.kvm_flavour
+            )));
+        }
+    }
+    Ok((base_path, base))
+}
+
+/// Build the comparison table; refuses files whose axes do not line up or
+/// that come from different hosts (unless allowed).
+///
+/// One file: its two link configurations against each other (sessions
+/// interleaved ABBA in one invocation: paired t on session pairs). Several
+/// files: each against the first (separate invocations: Welch on session
+/// means, with the host rows as a drift check).
+pub fn compare(
+    files: &[(PathBuf, BenchResult)],
+    alpha: f64,
+    margin: f64,
+    allow_different_hosts: bool,
+    format: Format,
+    unit: Rate,
+) -> Result<String> {
+    // Files from before sides get theirs (idempotent for newer files).
+    let files: &[(PathBuf, BenchResult)] = &files
+        .iter()
+        .map(|(p, r)| {
+            let mut r = r.clone();
+            r.upgrade();
+            (p.clone(), r)
+        })
+        .collect::<Vec<_>>();
+    let (base_path, base) = validate(files, alpha, margin, allow_different_hosts)?;
+    let design = if files.len() == 1 {
+        Design::Interleaved
+    } else {
+        Design::Independent
+    };
+    let cfg = Config {
+        alpha,
+        margin,
+        design,
+        ..Config::default()
+    };
+    let (names, mut rows, mut notes) = if files.len() == 1 {
+        within_file(base_path, base, &cfg)?
+    } else {
+        across_files(files, &cfg)?
+    };
+    let mixed = files
+        .iter()
+        .any(|(_, r)| r.sides.iter().any(SideInfo::is_builtin))
+        && files
+            .iter()
+            .any(|(_, r)| r.sides.iter().any(|s| !s.is_builtin()));
+    notes.insert(0, matching_note(files, mixed));
+    if rows.is_empty() {
+        return Err(Error::Usage(format!(
+            "no row lines up between the sides: {}",
+            notes.join("; ")
+        )));
+    }
+    // Benjamini-Hochberg across the rows of each column.
+    for j in 0..names.len() - 1 {
+        let idx: Vec<usize> = (0..rows.len())
+            .filter(|&i| rows[i].cols[j].cmp.is_ok())
+            .collect();
+        let mut cs: Vec<Comparison> = idx
+            .iter()
+            .filter_map(|&i| rows[i].cols[j].cmp.clone().ok())
+            .collect();
+        inference::decide_rows(&mut cs, alpha, margin);
+        for (&i, c) in idx.iter().zip(cs) {
+            rows[i].cols[j].cmp = Ok(c);
+        }
+    }
+    if design == Design::Independent {
+        drift_notes(&mut rows, &cfg);
+    }
+    Ok(render(files, &names, &rows, &notes, &cfg, format, unit))
+}
+
+/// A reStructuredText grid table, as review tables on the lists use: '+'
+/// at every joint of every rule, '=' under the header.
+const RST_GRID: comfy_table::TableStyle = {
+    use comfy_table::{ContentLineStyle, LineStyle, TableStyle};
+    let rule = LineStyle::new('+', '-', '+', '+');
+    let content = ContentLineStyle::new('|', '|', '|');
+    TableStyle::new()
+        .top_border(rule)
+        .header_lines(content)
+        .header_separator(LineStyle::new('+', '=', '+', '+'))
+        .content_lines(content)
+        .row_separator(rule)
+        .bottom_border(rule)
+};
+
+/// "Results for ...": the machine a group of files ran on, as the review
+/// tables on the lists head them.
+fn host_heading(h: &crate::vmm::host::HostInfo) -> String {
+    format!(
+        "Results for {} ({}, kernel {}, KVM {}):",
+        h.cpu_model, h.arch, h.kernel, h.kvm_flavour
+    )
+}
+
+/// Files from several machines: one comparison per host (files grouped by
+/// host fingerprint, in the order given; each group's first file is its
+/// base, a group of one file compares its two link configurations), each
+/// under a "Results for <host>:" heading.
+pub fn compare_per_host(
+    files: &[(PathBuf, BenchResult)],
+    alpha: f64,
+    margin: f64,
+    format: Format,
+    unit: Rate,
+) -> Result<String> {
+    let mut groups: Vec<Vec<(PathBuf, BenchResult)>> = Vec::new();
+    for f in files {
+        match groups.iter_mut().find(|g| g[0].1.host.same_host(&f.1.host)) {
+            Some(g) => g.push(f.clone()),
+            None => groups.push(vec![f.clone()]),
+        }
+    }
+    let mut out = String::new();
+    for g in &groups {
+        out.push_str(&host_heading(&g[0].1.host));
+        out.push_str("\n\n");
+        out.push_str(&compare(g, alpha, margin, false, format, unit)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The side names (A first), the rows of a comparison and notes on
+/// cells that found no counterpart.
+type Named = (Vec<String>, Vec<Row>, Vec<String>);
+
+/// One file, several sides (link configurations, kernel trees, built-ins
+/// beside a kernel): the first side is the base, each other side a column,
+/// rows matched by [`PathKey`].
+fn within_file(path: &Path, r: &BenchResult, cfg: &Config) -> Result<Named> {
+    let names = side_names(r);
+    if names.len() < 2 {
+        return Err(Error::Usage(format!(
+            "{} holds {} side(s) ({}): one file compares two or more (`hypclear bench ... \
+             --config both`, or several --kernel-tree/--blob, or --builtin beside one); to \
+             compare runs, pass two files",
+            path.display(),
+            names.len(),
+            names.join(", ")
+        )));
+    }
+    let mixed = sides::mixed(r);
+    let per_side: Vec<Vec<(PathKey, &Cell)>> =
+        (0..names.len()).map(|j| sides::by_path(r, j)).collect();
+    let mut rows = Vec::new();
+    let mut unmatched = Vec::new();
+    for (k, a) in &per_side[0] {
+        let others: Vec<Option<&Cell>> = per_side[1..]
+            .iter()
+            .map(|cells| cells.iter().find(|(x, _)| x == k).map(|(_, c)| *c))
+            .collect();
+        if others.iter().any(Option::is_none) {
+            // Not an error: the sides' variant lists differ by design (in
+            // the memset configuration clear_page's variants are memset's;
+            // a kernel takes one path). Listed below the table.
+            unmatched.push(format!("{} {}", names[0], a.axes.label_with(false)));
+            continue;
+        }
+        let others: Vec<&Cell> = others.into_iter().flatten().collect();
+        let label = if mixed {
+            k.label()
+        } else {
+            a.axes.label_with(false)
+        };
+        push_rows(&mut rows, &label, a, &others, cfg);
+    }
+    for (j, cells) in per_side.iter().enumerate().skip(1) {
+        for (k, c) in cells {
+            if !per_side[0].iter().any(|(x, _)| x == k) {
+                unmatched.push(format!("{} {}", names[j], c.axes.label_with(false)));
+            }
+        }
+    }
+    Ok((names, rows, unmatched_notes(unmatched)))
+}
+
+fn unmatched_notes(unmatched: Vec<String>) -> Vec<String> {
+    if unmatched.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "{} cell(s) without a counterpart on every side, not compared (variants one side \
+         does not have, e.g. clear_page in the memset configuration is memset, or a path \
+         the kernel does not take): {}",
+        unmatched.len(),
+        unmatched.join("; ")
+    )]
+}
+
+/// Several files: each against the first, rows keyed by [`Key`] (the
+/// side only when some file holds several). Built-in and kernel files
+/// (`--allow-mixed`) line up by kernel path; cells without a counterpart
+/// are listed, not compared.
+fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named> {
+    let (base_path, base) = &files[0];
+    let single = files.iter().all(|(_, r)| r.sides.len() == 1);
+    let with_side = !single;
+    let mixed = files
+        .iter()
+        .any(|(_, r)| r.sides.iter().any(SideInfo::is_builtin))
+        && files
+            .iter()
+            .any(|(_, r)| r.sides.iter().any(|s| !s.is_builtin()));
+    let index = |r: &BenchResult| -> BTreeMap<Key, usize> {
+        r.cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (key(r, c, with_side, mixed), i))
+            .collect()
+    };
+    let base_idx = index(base);
+    let idx: Vec<BTreeMap<Key, usize>> = files.iter().map(|(_, r)| index(r)).collect();
+    let mut unmatched = Vec::new();
+    for ((p, r), m) in files.iter().zip(&idx).skip(1) {
+        let lacking = |from: &BTreeMap<Key, usize>, to: &BTreeMap<Key, usize>| {
+            from.keys().find(|k| !to.contains_key(*k)).cloned()
+        };
+        if mixed {
+            for k in m.keys().filter(|k| !base_idx.contains_key(*k)) {
+                unmatched.push(format!(
+                    "{} {}",
+                    p.display(),
+                    r.cells[m[k]].axes.label_with(false)
+                ));
+            }
+            continue;
+        }
+        let label = |r: &BenchResult, m: &BTreeMap<Key, usize>, k: &Key| {
+            r.cells[m[k]].axes.label_with(!single)
+        };
+        if let Some(k) = lacking(&base_idx, m) {
+            return Err(Error::Usage(format!(
+                "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
+                base_path.display(),
+                label(base, &base_idx, &k),
+                p.display()
+            )));
+        }
+        if let Some(k) = lacking(m, &base_idx) {
+            return Err(Error::Usage(format!(
+                "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
+                p.display(),
+                label(r, m, &k),
+                base_path.display()
+            )));
+        }
+    }
+    let names = file_names(files, single);
+    let mut rows = Vec::new();
+    for (k, &bi) in &base_idx {
+        let others: Option<Vec<&Cell>> = files[1..]
+            .iter()
+            .zip(&idx[1..])
+            .map(|((_, r), m)| m.get(k).map(|&i| &r.cells[i]))
+            .collect();
+        let a = &base.cells[bi];
+        let Some(others) = others else {
+            unmatched.push(format!(
+                "{} {}",
+                base_path.display(),
+                a.axes.label_with(false)
+            ));
+            continue;
+        };
+        let label = if mixed {
+            k.1.label()
+        } else {
+            a.axes.label_with(!single)
+        };
+        push_rows(&mut rows, &label, a, &others, cfg);
+    }
+    Ok((names, rows, unmatched_notes(unmatched)))
+}
+
+/// Column names of several files: each file's stem, with its side when
+/// every file holds one side.
+fn file_names(files: &[(PathBuf, BenchResult)], single: bool) -> Vec<String> {
+    files
+        .iter()
+        .map(|(p, r)| {
+            let stem = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if single {
+                format!("{stem} ({})", side_names(r).join(","))
+            } else {
+                stem
+            }
+        })
+        .collect()
+}
+
+/// The guest and host rows of one cell: `a` against each of `others`.
+fn push_rows(rows: &mut Vec<Row>, label: &str, a: &Cell, others: &[&Cell], cfg: &Config) {
+    let guest_at = rows.len();
+    for class in [Class::Guest, Class::Host] {
+        // A kernel side has no host baseline (its routines exist only in
+        // the guest image): no host row to compare.
+        if class == Class::Host && others.iter().any(|b| b.host.is_empty()) {
+            continue;
+        }
+        let sa = sessions(a, class);
+        let Some(base_bps) = median_bps(&sa) else {
+            continue;
+        };
+        let mut cols = Vec::new();
+        let mut sides = Vec::new();
+        for b in others {
+            let sb = sessions(b, class);
+            cols.push(Col {
+                cmp: compare_sides(&sa, &sb, cfg),
+                note: String::new(),
+            });
+            sides.push((sa.clone(), sb));
+        }
+        rows.push(Row {
+            label: label.to_string(),
+            class,
+            base_bps,
+            cols,
+            host_row: None,
+            sides,
+        });
+    }
+    let n = rows.len();
+    if n - guest_at == 2 && rows[guest_at].class == Class::Guest {
+        rows[guest_at].host_row = Some(guest_at + 1);
+    }
+}
+
+/// Separate invocations: where a cell's host row moved ((R) or (I)), the
+/// guest row says so and shows the guest/host-normalized change.
+fn drift_notes(rows: &mut [Row], cfg: &Config) {
+    for i in 0..rows.len() {
+        let Some(h) = rows[i].host_row else { continue };
+        for j in 0..rows[i].cols.len() {
+            let moved = rows[h].cols[j]
+                .cmp
+                .as_ref()
+                .is_ok_and(|c| matches!(c.verdict, Verdict::Regression | Verdict::Improvement));
+            if !moved {
+                continue;
+            }
+            let (ga, gb) = &rows[i].sides[j];
+            let (ha, hb) = &rows[h].sides[j];
+            let note = match inference::host_drift(ha, hb, ga, gb, cfg) {
+                Ok(d) => match d.normalized {
+                    Some(n) => format!(
+                        "host moved {:+.1}%; guest/host-normalized {}",
+                        d.host.change_pct,
+                        n.cell_text()
+                    ),
+                    None => format!("host moved {:+.1}%", d.host.change_pct),
+                },
+                Err(_) => "host moved".into(),
+            };
+            rows[i].cols[j].note = note;
+        }
+    }
+}
+
+fn precondition(r: &BenchResult) -> String {
+    match r.cache {
+        Some(c) => c.describe().to_string(),
+        None => "not stated (file written before --cache)".into(),
+    }
+}
+
+// Over 80 lines: the header lines, the table and the footer of one
+// comparison; straight-line formatting.
+fn render(
+    files: &[(PathBuf, BenchResult)],
+    names: &[String],
+    rows: &[Row],
+    notes_above: &[String],
+    cfg: &Config,
+    format: Format,
+    unit: Rate,
+) -> String {
+    let (alpha, m) = (cfg.alpha, cfg.margin * 100.0);
+    let mut header = vec![
+        "Benchmark".to_string(),
+        "Result class".into(),
+        format!("Base {} [{}]", unit.label(), names[0]),
+    ];
+    let independent = cfg.design == Design::Independent;
+    // A note column only when some row has a note (host drift, untested).
+    let notes = rows
+        .iter()
+        .any(|r| r.cols.iter().any(|c| c.cmp.is_err() || !c.note.is_empty()));
+    for n in &names[1..] {
+        header.push(format!("Change {n} [{:.0}% CI]", (1.0 - alpha) * 100.0));
+        header.push("q".into());
+        header.push("MDE".into());
+        if notes {
+            header.push("Note".into());
+        }
+    }
+    let mut t = Table::new();
+    t.load_style(match format {
+        Format::Text => presets::UTF8_FULL_CONDENSED,
+        Format::Markdown => presets::ASCII_MARKDOWN,
+        Format::Rst => RST_GRID,
+    });
+    t.set_header(header);
+    let mut marks: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in rows {
+        let mut row = vec![
+            TCell::new(&r.label),
+            TCell::new(r.class.name(unit)),
+            right(unit.format(r.base_bps)),
+        ];
+        for (j, c) in r.cols.iter().enumerate() {
+            match &c.cmp {
+                Ok(x) => {
+                    if r.class == Class::Guest {
+                        *marks.entry(x.verdict.mark()).or_default() += 1;
+                    }
+                    row.push(right(x.cell_text()));
+                    row.push(right(format!("{:.3}", x.q)));
+                    row.push(right(if x.mde_pct.is_finite() {
+                        format!("{:.1}%", x.mde_pct)
+                    } else {
+                        "-".into()
+                    }));
+                }
+                Err(_) => {
+                    let (sa, sb) = &r.sides[j];
+                    let change = plain_change(sa, sb)
+                        .map(|c| format!("{} (untested)", crate::units::format_pct(c)))
+                        .unwrap_or_else(|| "-".into());
+                    row.push(right(change));
+                    row.push(right("-"));
+                    row.push(right("-"));
+                }
+            }
+            if notes {
+                row.push(TCell::new(match &c.cmp {
+                    Err(why) if c.note.is_empty() => why.clone(),
+                    _ => c.note.clone(),
+                }));
+            }
+        }
+        t.add_row(row);
+    }
+    let mut out = format!(
+        "hypclear compare: {}\n",
+        if files.len() == 1 {
+            format!(
+                "{}: {} (A) vs {} ({}), sessions interleaved in one invocation",
+                files[0].0.display(),
+                names[0],
+                names[1..].join(", "),
+                if names.len() == 2 {
+                    "B"
+                } else {
+                    "each a column"
+                }
+            )
+        } else {
+            format!(
+                "{} vs {}",
+                files[0].0.display(),
+                files[1..]
+                    .iter()
+                    .map(|(p, _)| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    let method = inference::Method::default_for(cfg.design).name();
+    out.push_str(&format!(
+        "test: {method}{}\n",
+        if independent {
+            " (separate invocations: drift between them is not controlled; the host rows show it, \
+             and guest rows say when the host moved); for a paired test run both sides in one \
+             invocation (`bench --config both`, then `compare FILE`)"
+        } else {
+            " (each session of A paired with the session of B next to it, ABBA order)"
+        }
+    ));
+    for n in notes_above {
+        out.push_str(&format!("{n}\n"));
+    }
+    let mut pre: Vec<String> = files.iter().map(|(_, r)| precondition(r)).collect();
+    pre.dedup();
+    out.push_str(&format!(
+        "precondition: {}\n",
+        if pre.len() == 1 {
+            pre[0].clone()
+        } else {
+            format!("DIFFERENT between the files ({})", pre.join(" / "))
+        }
+    ));
+    for (p, r) in files.iter().filter(|(_, r)| r.partial) {
+        let done = r.cells.iter().filter(|c| !c.guest.is_empty()).count();
+        out.push_str(&format!(
+            "note: {} is partial (the run did not finish; {done} of {} cells have samples)\n",
+            p.display(),
+            r.cells.len()
+        ));
+    }
+    out.push_str(&format!(
+        "change = B against A from the mean log session means, with its {:.0}% confidence interval; \
+         q = Benjamini-Hochberg over the rows; MDE = smallest change this design detects with \
+         power 0.8 at alpha {alpha}\n\n",
+        (1.0 - alpha) * 100.0
+    ));
+    out.push_str(&t.to_string());
+    out.push_str(&format!(
+        "\n\n(=) equivalent: the interval lies inside +-{m:.1}% (--margin); \
+         (R) regression / (I) improvement: q < {alpha} and the interval excludes 0 (and is not inside the margin); \
+         no mark: the data cannot tell (more sessions narrow the interval)\n"
+    ));
+    let count = |k: &str| marks.get(k).copied().unwrap_or(0);
+    out.push_str(&format!(
+        "guest rows: {} (R), {} (I), {} (=), {} unmarked\n",
+        count("(R)"),
+        count("(I)"),
+        count("(=)"),
+        count("")
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vmm::host::HostInfo;
+    use crate::{Axes, Sample};
+
+    fn host(model: &str) -> HostInfo {
+        HostInfo {
+            arch: "x86_64".into(),
+            cpu_model: model.into(),
+            cpus: 2,
+            kernel: "6.1".into(),
+            kvm_flavour: crate::arch::KvmFlavour::Pvm,
+            kvm_paging: crate::arch::PagingMode::Shadow,
+            counter: "TSC".into(),
+            counter_khz: 1000,
+            hypclear_version: "0".into(),
+            git_commit: "x".into(),
+        }
+    }
+
+    fn axes(config: &str, chunk: u64) -> Axes {
+        Axes::test_memset(
+            serde_json::from_value(serde_json::json!(config)).unwrap(),
+            chunk,
+        )
+    }
+
+    /// `sessions[s][r]`: throughput of run r of session s.
+    fn samples(sessions: &[Vec<f64>]) -> Vec<Sample> {
+        let mut out = Vec::new();
+        for (s, runs) in sessions.iter().enumerate() {
+            for (i, v) in runs.iter().enumerate() {
+                out.push(Sample {
+                    session: s as u64,
+                    run: i as u64,
+                    bytes: 1 << 20,
+                    ns: 1.0,
+                    bytes_per_sec: *v,
+                    ticks_per_byte: 1.0,
+                    verified: false,
+                    disturbed: false,
+                    preempted: 0,
+                    per_vcpu_bytes_per_sec: vec![],
+                    kvm_stats: Default::default(),
+                });
+            }
+        }
+        out
+    }
+
+    /// 4 sessions x 3 runs around `level` with a session effect and a
+    /// little deterministic noise (`phase` shifts it).
+    fn noisy(level: f64, phase: f64) -> Vec<Vec<f64>> {
+        (0..4)
+            .map(|s| {
+                let sess = 1.0 + 0.004 * ((s as f64 * 1.7 + phase).sin());
+                (0..3)
+                    .map(|r| {
+                        level * sess * (1.0 + 0.003 * ((r as f64 * 2.3 + s as f64 + phase).cos()))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn file(cells: Vec<Cell>, model: &str, sessions: u64) -> BenchResult {
+        BenchResult {
+            tool: "hypclear".into(),
+            command: "bench".into(),
+            host: host(model),
+            privilege: "CPL3".into(),
+            warmup: 1,
+            repeats: 3,
+            sessions,
+            cache: Some(crate::Cache::Cold),
+            max_warmup: 20,
+            session_setup_seconds: 0.0,
+            partial: false,
+            partial_reason: None,
+            sides: vec![],
+            kernel: None,
+            cells,
+        }
+    }
+
+    fn result(config: &str, chunk: u64, sessions: &[Vec<f64>], model: &str) -> BenchResult {
+        let host = samples(&noisy(10.0, 0.5));
+        file(
+            vec![Cell::new(axes(config, chunk), samples(sessions), host)],
+            model,
+            sessions.len() as u64,
+        )
+    }
+
+    fn one(values: &[f64]) -> Vec<Vec<f64>> {
+        vec![values.to_vec()]
+    }
+
+    #[test]
+    fn zero_negative_or_non_finite_throughput_is_rejected_at_load() {
+        let p = Path::new("x.json");
+        assert!(
+            validate_throughput(&result("vanilla", 4096, &one(&[100.0, 99.0]), "cpu"), p).is_ok()
+        );
+        // Issue 25 case 5: 1e308 panicked in statrs, 1e30 printed
+        // "+3667336667216705224704.00%".
+        for v in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e308, 1e30, 10e12] {
+            let r = result("vanilla", 4096, &one(&[100.0, v]), "cpu");
+            match validate_throughput(&r, p) {
+                Err(Error::Usage(m)) => assert!(
+                    m.starts_with("x.json: row memset") && m.contains("session 0 run 1"),
+                    "{m}"
+                ),
+                other => panic!("{v} accepted: {other:?}"),
+            }
+        }
+        assert!(
+            validate_throughput(&result("vanilla", 4096, &one(&[100.0, 9e12]), "cpu"), p).is_ok()
+        );
+    }
+
+    #[test]
+    fn marks_only_significant_changes() {
+        let base = result("vanilla", 4096, &noisy(100.0, 0.0), "cpu");
+        let same = result("memset", 4096, &noisy(100.0, 1.0), "cpu");
+        let slow = result("memset", 4096, &noisy(80.0, 2.0), "cpu");
+        let files = vec![
+            (PathBuf::from("base.json"), base),
+            (PathBuf::from("same.json"), same),
+            (PathBuf::from("slow.json"), slow),
+        ];
+        let out = compare(&files, 0.05, 0.02, false, Format::Markdown, Rate::Giga).unwrap();
+        let guest = out
+            .lines()
+            .find(|l| l.contains("guest GB/s"))
+            .expect("a guest row");
+        // Columns: same (change, q, MDE), then slow (no notes: no column).
+        let cols: Vec<&str> = guest.split('|').map(str::trim).collect();
+        assert!(cols[4].ends_with("(=)"), "{out}");
+        let change: f64 = cols[7].split('%').next().unwrap().parse().unwrap();
+        assert!(
+            (change + 20.0).abs() < 0.5 && cols[7].ends_with("(R)"),
+            "{out}"
+        );
+        assert!(!out.contains("% (I)"), "{out}");
+        assert!(out.contains("q < 0.05"), "{out}");
+        assert!(out.contains("Welch t on log session means"), "{out}");
+        assert!(out.contains("guest rows: 1 (R), 0 (I), 1 (=)"), "{out}");
+        assert!(out.contains("MDE"), "{out}");
+    }
+
+    #[test]
+    fn one_file_pairs_its_two_configurations() {
+        // Both configurations share each session's effect (same VM slot).
+        let a = noisy(100.0, 0.0);
+        let b: Vec<Vec<f64>> = a
+            .iter()
+            .map(|s| s.iter().map(|v| v * 1.001).collect())
+            .collect();
+        let slow: Vec<Vec<f64>> = a
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s.iter().map(|v| v * (0.9 + 0.001 * i as f64)).collect())
+            .collect();
+        let host = samples(&noisy(10.0, 0.5));
+        let r = file(
+            vec![
+                Cell::new(axes("vanilla", 4096), samples(&a), host.clone()),
+                Cell::new(axes("memset", 4096), samples(&b), host.clone()),
+                Cell::new(axes("vanilla", 8192), samples(&a), host.clone()),
+                Cell::new(axes("memset", 8192), samples(&slow), host),
+            ],
+            "cpu",
+            4,
+        );
+        let out = compare(
+            &[("both.json".into(), r)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap();
+        assert!(out.contains("paired t"), "{out}");
+        assert!(out.contains("vanilla (A) vs memset (B)"), "{out}");
+        let row = |chunk: &str| {
+            out.lines()
+                .find(|l| l.contains(&format!("-k {chunk} ")) && l.contains("guest"))
+                .unwrap_or_else(|| panic!("{out}"))
+                .to_string()
+        };
+        assert!(
+            row("4KB").contains("+0.10% [") && row("4KB").contains("(=)"),
+            "{out}"
+        );
+        assert!(row("8KB").contains("(R)"), "{out}");
+        // Host rows are identical on both sides: equivalent.
+        assert!(
+            out.contains("guest rows: 1 (R), 0 (I), 1 (=), 0 unmarked"),
+            "{out}"
+        );
+        // One configuration in one file: nothing to compare.
+        let single = result("vanilla", 4096, &a, "cpu");
+        let e = compare(
+            &[("v.json".into(), single)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("pass two files"), "{e}");
+    }
+
+    /// `bench clear_page --config both`: clear_page's variants in the memset
+    /// configuration are memset's, so some cells exist on one side only;
+    /// they are listed, the others compared.
+    #[test]
+    fn one_file_lists_cells_one_side_lacks() {
+        let a = noisy(100.0, 0.0);
+        let host = samples(&noisy(10.0, 0.5));
+        let mut rep = axes("vanilla", 4096);
+        rep.variant = "rep".into();
+        let r = file(
+            vec![
+                Cell::new(axes("vanilla", 4096), samples(&a), host.clone()),
+                Cell::new(rep, samples(&a), host.clone()),
+                Cell::new(axes("memset", 4096), samples(&a), host),
+            ],
+            "cpu",
+            4,
+        );
+        let out = compare(
+            &[("both.json".into(), r.clone())],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap();
+        assert!(out.contains("1 cell(s) without a counterpart"), "{out}");
+        assert!(out.contains("vanilla memset rep"), "{out}");
+        assert!(
+            out.contains("guest rows: 0 (R), 0 (I), 1 (=), 0 unmarked"),
+            "{out}"
+        );
+        // Nothing on both sides: an error listing the cells (compare's own
+        // check for an empty table).
+        let mut only = r;
+        only.cells.retain(|c| c.axes.variant == "rep");
+        only.cells
+            .push(Cell::new(axes("memset", 8192), samples(&a), samples(&a)));
+        let e = compare(
+            &[("both.json".into(), only)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("no row lines up between the sides"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("vanilla memset rep"), "{e}");
+    }
+
+    #[test]
+    fn host_drift_is_noted_on_the_guest_row() {
+        let a = result("vanilla", 4096, &noisy(100.0, 0.0), "cpu");
+        let mut b = result("vanilla", 4096, &noisy(90.0, 1.0), "cpu");
+        b.cells[0].host = samples(&noisy(9.0, 0.7));
+        let out = compare(
+            &[("a.json".into(), a), ("b.json".into(), b)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap();
+        assert!(out.contains("host moved -10."), "{out}");
+        assert!(out.contains("guest/host-normalized"), "{out}");
+    }
+
+    #[test]
+    fn single_sessions_are_shown_untested() {
+        let a = result("vanilla", 4096, &one(&[100.0, 101.0, 99.0]), "cpu");
+        let b = result("vanilla", 4096, &one(&[80.0, 81.0, 79.0]), "cpu");
+        let out = compare(
+            &[("a.json".into(), a), ("b.json".into(), b)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap();
+        assert!(out.contains("-20.00% (untested)"), "{out}");
+        assert!(out.contains("at least 2"), "{out}");
+    }
+
+    #[test]
+    fn old_json_without_the_new_fields_still_loads() {
+        let r = result("vanilla", 4096, &noisy(100.0, 0.0), "cpu");
+        let mut v = serde_json::to_value(&r).unwrap();
+        let o = v.as_object_mut().unwrap();
+        for k in ["cache", "max_warmup", "session_setup_seconds"] {
+            assert!(o.remove(k).is_some(), "{k}");
+        }
+        let old: BenchResult = serde_json::from_value(v).unwrap();
+        assert_eq!(old.cache, None);
+        let out = compare(
+            &[("a.json".into(), old), ("b.json".into(), r)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap();
+        assert!(out.contains("DIFFERENT between the files"), "{out}");
+    }
+
+    #[test]
+    fn refuses_misaligned_axes_and_foreign_hosts() {
+        let a = result("vanilla", 4096, &one(&[1.0, 2.0]), "cpu");
+        let b = result("vanilla", 8192, &one(&[1.0, 2.0]), "cpu");
+        let e = compare(
+            &[("a.json".into(), a.clone()), ("b.json".into(), b)],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("do not line up"), "{e}");
+        let c = result("vanilla", 4096, &one(&[1.0, 2.0]), "other cpu");
+        let e = compare(
+            &[("a.json".into(), a.clone()), ("c.json".into(), c.clone())],
+            0.05,
+            0.02,
+            false,
+            Format::Text,
+            Rate::Giga,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--allow-different-hosts"), "{e}");
+        assert!(
+            compare(
+                &[("a.json".into(), a), ("c.json".into(), c)],
+                0.05,
+                0.02,
+                true,
+                Format::Text,
+                Rate::Giga
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn throughput_prints_in_the_chosen_unit() {
+        let a = result("vanilla", 4096, &one(&[65_367_617_364.09]), "cpu");
+        let b = result("vanilla", 4096, &one(&[65_000_000_000.0]), "cpu");
+        let files = vec![("a.json".into(), a), ("b.json".into(), b)];
+        let render = |u| compare(&files, 0.05, 0.02, false, Format::Text, u).unwrap();
+        let bytes = render(Rate::Bytes);
+        assert!(bytes.contains("Base bytes/sec [a (vanilla)]"), "{bytes}");
+        assert!(bytes.contains("guest bytes/sec"), "{bytes}");
+        assert!(bytes.contains("65367617364.09"), "{bytes}");
+        let giga = render(Rate::Giga);
+        assert!(giga.contains("Base GB/s [a (vanilla)]"), "{giga}");
+        assert!(
+            giga.contains("guest GB/s") && giga.contains(" 65.37 "),
+            "{giga}"
+        );
+        let mega = render(Rate::Mega);
+        assert!(
+            mega.contains("Base MB/s [a (vanilla)]") && mega.contains("65367.62"),
+            "{mega}"
+        );
+        // The change column does not depend on the unit.
+        let change = |s: &str| {
+            s.lines()
+                .find(|l| l.contains("guest"))
+                .map(|l| l.split('┆').nth(3).unwrap_or("").trim().to_string())
+        };
+        assert_eq!(change(&bytes), change(&giga));
+    }
+
+    #[test]
+    fn per_host_tables_and_rst_grid() {
+        let a = result("vanilla", 4096, &noisy(10.0, 0.1), "cpu one");
+        let b = result("vanilla", 4096, &noisy(10.0, 0.7), "cpu one");
+        let c = result("vanilla", 4096, &noisy(20.0, 0.1), "cpu two");
+        let d = result("vanilla", 4096, &noisy(19.0, 0.9), "cpu two");
+        let files: Vec<(PathBuf, BenchResult)> = vec![
+            ("a.json".into(), a),
+            ("c.json".into(), c),
+            ("b.json".into(), b),
+            ("d.json".into(), d),
+        ];
+        let out = compare_per_host(&files, 0.05, 0.02, Format::Rst, Rate::Bytes).unwrap();
+        let one = out.find("Results for cpu one").expect(&out);
+        let two = out.find("Results for cpu two").expect(&out);
+        assert!(one < two, "{out}");
+        // Each host's table compares its own files: b against a, d against c.
+        assert!(
+            out[one..two].contains("b.json") && !out[one..two].contains("c.json"),
+            "{out}"
+        );
+        assert!(
+            out[two..].contains("d.json") && !out[two..].contains("b.json"),
+            "{out}"
+        );
+        // A reStructuredText grid table: +---+ borders, +===+ under the header.
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("+=") && l.ends_with("=+")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("+-") && l.ends_with("-+")),
+            "{out}"
+        );
+    }
+}

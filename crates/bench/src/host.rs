@@ -1,0 +1,205 @@
+//! The host baseline: the very same routine objects the blob is built from,
+//! linked into this binary (see build.rs), run natively on a host buffer
+//! laid out like the guest arena, with the same lowered calls.
+use super::plan::{CellSpec, Plan, pass_call, region_stride};
+use super::sequence::{self, Sequence};
+use super::{Fill, Sample, sched};
+use crate::check::checker::{Patterns, Placement};
+use crate::error::Result;
+use crate::routines::{self, Kind};
+use crate::vmm::memory::GuestRam;
+use hypclear_abi::PAGE_SIZE;
+use std::collections::BTreeMap;
+use std::sync::Barrier;
+use std::time::Instant;
+
+use hypclear_guest::host as generated;
+
+/// A routine callable with the dispatcher's convention `fn(a0, a1, a2)`.
+pub type HostFn = unsafe extern "C" fn(u64, u64, u64) -> u64;
+
+/// The host copy of the routine behind alias `name`.
+pub fn routine(name: &str) -> Option<HostFn> {
+    generated::HOST_ROUTINES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| {
+            // SAFETY: every routine follows the C ABI with at most three
+            // integer arguments; passing unused extra argument registers is
+            // harmless under the SysV x86_64 and AAPCS64 calling conventions.
+            unsafe { std::mem::transmute::<unsafe extern "C" fn(), HostFn>(*f) }
+        })
+}
+
+/// Names of all routines linked into the host.
+pub fn names() -> Vec<&'static str> {
+    generated::HOST_ROUTINES.iter().map(|(n, _)| *n).collect()
+}
+
+/// The same cell natively on the host, with the same routine object,
+/// called with the same lowered arguments as the guest.
+pub(super) fn run_cell(
+    spec: &CellSpec,
+    plan: &Plan,
+    pats: &Patterns,
+    session: u64,
+    tsc_khz: u64,
+) -> Result<Option<Sequence>> {
+    let stride = region_stride(plan);
+    // One host buffer laid out like the guest arena: a region per "vCPU".
+    let buf = GuestRam::new(
+        0,
+        (stride * plan.vcpus).next_multiple_of(2 << 20),
+        spec.backing,
+        false,
+    )?;
+    let (places, calls) = host_calls(&buf, spec, plan, pats)?;
+    let Some(f) = calls.first().and_then(|l| routine(&l.alias)) else {
+        return Ok(None);
+    };
+    let demand = spec.axes.fill == Fill::Demand;
+    let bytes = plan.size * plan.loops * plan.vcpus;
+    sequence::run(plan, session, || {
+        let mut ns = 0f64;
+        let mut per = vec![0f64; places.len()];
+        let mut preempted = 0;
+        for _ in 0..plan.loops {
+            sequence::precondition(&buf, &places, demand, plan.cache)?;
+            let times = host_pass(f, &calls);
+            preempted += times.iter().map(|t| t.2).sum::<u64>();
+            let start = times.iter().map(|t| t.0).min();
+            let end = times.iter().map(|t| t.1).max();
+            if let (Some(a), Some(b)) = (start, end) {
+                ns += (b - a).as_nanos() as f64;
+            }
+            for (i, (a, b, _)) in times.iter().enumerate() {
+                per[i] += (*b - *a).as_nanos() as f64;
+            }
+        }
+        let bps = bytes as f64 * 1e9 / ns.max(1.0);
+        Ok(Sample {
+            session,
+            run: 0,
+            bytes,
+            ns,
+            bytes_per_sec: bps,
+            ticks_per_byte: ns * tsc_khz as f64 / 1e6 / bytes as f64,
+            verified: false,
+            disturbed: preempted > 0,
+            preempted,
+            per_vcpu_bytes_per_sec: if places.len() > 1 {
+                per.iter()
+                    .map(|n| (plan.size * plan.loops) as f64 * 1e9 / n.max(1.0))
+                    .collect()
+            } else {
+                vec![]
+            },
+            kvm_stats: BTreeMap::new(),
+        })
+    })
+    .map(Some)
+}
+
+/// The placements in the host buffer (laid out like the guest arena) and
+/// the lowered calls on host addresses; copies get their source written.
+fn host_calls(
+    buf: &GuestRam,
+    spec: &CellSpec,
+    plan: &Plan,
+    pats: &Patterns,
+) -> Result<(Vec<Placement>, Vec<routines::Lowered>)> {
+    let stride = region_stride(plan);
+    let places: Vec<Placement> = (0..plan.vcpus)
+        .map(|v| {
+            let dst = v * stride + PAGE_SIZE;
+            let src = (plan.routine.kind() == Kind::Copy)
+                .then(|| dst + (plan.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
+            Placement::new(dst, plan.size, src, 0)
+        })
+        .collect();
+    let mut calls = Vec::new();
+    for p in &places {
+        if let Some(src) = p.src {
+            buf.write_bytes(src, &pats.source()[..plan.size as usize])?;
+        }
+        let mut l = routines::lower(
+            spec.config,
+            spec.variant,
+            &pass_call(spec, plan, p, pats.fill),
+        )?;
+        // Guest-physical offsets in the buffer -> host addresses.
+        l.args.a0 += buf.host_addr();
+        if p.src.is_some() {
+            l.args.a1 += buf.host_addr();
+        }
+        calls.push(l);
+    }
+    Ok((places, calls))
+}
+
+/// One host pass: every lowered call on its own thread, started together;
+/// returns each thread's (start, end, involuntary context switches).
+fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant, u64)> {
+    let barrier = Barrier::new(calls.len());
+    std::thread::scope(|s| {
+        let hs: Vec<_> = calls
+            .iter()
+            .map(|l| {
+                let b = &barrier;
+                s.spawn(move || {
+                    b.wait();
+                    let before = sched::involuntary_switches();
+                    let t0 = Instant::now();
+                    let a = &l.args;
+                    let (mut x0, mut x1) = (a.a0, a.a1);
+                    for _ in 0..a.count {
+                        // SAFETY: the lowered arguments stay inside the host
+                        // buffer, exactly as the guest's stay inside its
+                        // region (same placement, same call), and the buffer
+                        // outlives this scope.
+                        unsafe { f(x0, x1, a.a2) };
+                        x0 = x0.wrapping_add(a.a0_step);
+                        x1 = x1.wrapping_add(a.a1_step);
+                    }
+                    let t1 = Instant::now();
+                    (
+                        t0,
+                        t1,
+                        sched::between(before, sched::involuntary_switches()),
+                    )
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or((Instant::now(), Instant::now(), 0)))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vmm::memory::{Backing, GuestRam};
+
+    #[test]
+    fn host_routines_are_linked_and_clear_memory() {
+        assert!(!names().is_empty());
+        let buf = GuestRam::new(0, 2 << 20, Backing::Anon, false).unwrap();
+        buf.write_bytes(0, &[0xaa; 4096]).unwrap();
+        let name = names()
+            .into_iter()
+            .find(|n| n.starts_with("memset_"))
+            .expect("a memset variant");
+        let f = routine(name).unwrap();
+        // SAFETY: buffer is large enough.
+        unsafe { f(buf.host_addr() + 3, 0x5a, 100) };
+        // SAFETY: a host buffer no vCPU can reach; nothing else writes it.
+        let s = unsafe { buf.slice(0, 200) }.unwrap();
+        assert_eq!(s[2], 0xaa);
+        assert!(s[3..103].iter().all(|b| *b == 0x5a));
+        assert_eq!(s[103], 0xaa);
+        buf.discard(0, 4096).unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { buf.slice(0, 1) }.unwrap()[0], 0);
+    }
+}

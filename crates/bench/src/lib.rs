@@ -1,0 +1,744 @@
+//! `hypclear bench`: perf-bench-style throughput of the blob's routines
+//! inside the guest, side by side with the same objects on the host.
+//!
+//! Method (as in the seed discussion, made rigorous after Kalibera & Jones):
+//! in each of `--sessions` fresh VMs, at least `--warmup` unmeasured runs,
+//! extended until the throughput is steady (up to `--max-warmup`), then
+//! `--repeats` measured runs; every timed pass starts from the `--cache`
+//! precondition, guest and host alike. Link configurations alternate their
+//! order by session (ABBA). Guest
+//! timestamps come from the guest counter around the call loop and are
+//! converted with the vCPU's counter frequency. An untimed verification
+//! pass before and after every session's runs checks the routine, so a fast
+//! but wrong routine never produces a number (and no timed run starts from
+//! a state the check left behind); each run carries its KVM binary-stats deltas and runs disturbed
+//! by instruction emulation are flagged and left out of the statistics.
+
+// The crates below, under the names the modules use.
+use hypclear_arch as arch;
+use hypclear_check as check;
+use hypclear_format::{ktap, table, units};
+use hypclear_kernel as kernel;
+use hypclear_process::interrupt;
+use hypclear_routines as routines;
+use hypclear_vmm as vmm;
+use hypclear_vmm::{blob, error};
+pub mod compare;
+pub mod guest;
+pub mod host;
+pub mod inference;
+pub mod plan;
+pub mod report;
+pub mod sched;
+pub mod sequence;
+pub mod sides;
+pub mod stats;
+
+pub use plan::{CellSpec, Plan};
+pub use sequence::Steady;
+
+use crate::arch::CpuCaps;
+use crate::blob::LinkConfig;
+use crate::check::checker::Patterns;
+use crate::error::Result;
+use crate::kernel::Side;
+use crate::routines::privilege::PrivilegeChoice;
+use crate::routines::{Kind, Routine};
+use crate::stats::Summary;
+use crate::vmm::host::HostInfo;
+use crate::vmm::memory::Backing;
+use crate::vmm::{Vm, VmOptions};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// One call over the whole size.
+    Oneshot,
+    /// Chunk by chunk, ascending addresses.
+    Forward,
+    /// Chunk by chunk, descending addresses.
+    Reverse,
+}
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Fill {
+    /// First touch inside the measurement: the pages are dropped before
+    /// every pass (MADV_DONTNEED), so KVM and the host fault them back in.
+    Demand,
+    /// Pre-faulted: the memory is warm from the warm-up runs.
+    Populate,
+}
+
+/// The state every timed pass starts from (`--cache`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Cache {
+    /// The target (and a copy's source) written back and evicted from every
+    /// cache level before each timed pass, guest and host alike (the
+    /// kernel clears pages that are not in the cache).
+    Cold,
+    /// No eviction: the steady state of the routine running back to back.
+    Warm,
+}
+
+impl Cache {
+    /// How the precondition reads in a table header.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Cache::Cold => "cold cache (target evicted before every timed pass, guest and host)",
+            Cache::Warm => "warm cache (passes back to back, no eviction)",
+        }
+    }
+}
+
+/// The axes of one benchmark cell (each a column in the output). The
+/// JSON spells them as before they were typed (`"routine": "memset"`,
+/// `"config": "vanilla"`, `"backing": "anon"`), so old files load.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Axes {
+    pub routine: Routine,
+    /// A variant name of the side's blob (built-in or kernel).
+    pub variant: String,
+    /// Index into [`BenchResult::sides`]; files written before sides have
+    /// none, and [`BenchResult::upgrade`] derives it from `config`.
+    #[serde(default)]
+    pub side: usize,
+    pub config: LinkConfig,
+    pub chunk: u64,
+    pub order: Order,
+    pub fill: Fill,
+    pub backing: Backing,
+    pub size: u64,
+    pub loops: u64,
+    pub vcpus: u64,
+}
+
+impl Axes {
+    /// A 1 MB `memset erms` cell of `config` at `chunk` (the unit tests'
+    /// usual cell).
+    #[cfg(test)]
+    pub(crate) fn test_memset(config: LinkConfig, chunk: u64) -> Axes {
+        Axes {
+            routine: Routine::Memset,
+            variant: "erms".into(),
+            side: 0,
+            config,
+            chunk,
+            order: Order::Forward,
+            fill: Fill::Populate,
+            backing: Backing::Anon,
+            size: 1 << 20,
+            loops: 1,
+            vcpus: 1,
+        }
+    }
+
+    /// One-line name, like a perf bench benchmark name (without the side).
+    pub fn label(&self) -> String {
+        self.label_with(true)
+    }
+
+    /// The name with or without the link configuration.
+    pub fn label_with(&self, config: bool) -> String {
+        let mut parts = vec![self.routine.name().to_string(), self.variant.clone()];
+        if config {
+            parts.push(self.config.name().to_string());
+        }
+        parts.push(format!(
+            "-s {} -k {}",
+            crate::units::format_size(self.size),
+            crate::units::format_size(self.chunk)
+        ));
+        if self.loops > 1 {
+            parts.push(format!("-l {}", self.loops));
+        }
+        parts.push(format!("{:?}", self.order).to_lowercase());
+        parts.push(format!("{:?}", self.fill).to_lowercase());
+        parts.push(self.backing.to_string());
+        if self.vcpus > 1 {
+            parts.push(format!("x{} vCPUs", self.vcpus));
+        }
+        parts.join(" ")
+    }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// One measured (or warm-up) run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sample {
+    pub session: u64,
+    pub run: u64,
+    pub bytes: u64,
+    pub ns: f64,
+    pub bytes_per_sec: f64,
+    /// Counter ticks (TSC / CNTVCT) per byte.
+    pub ticks_per_byte: f64,
+    pub verified: bool,
+    /// Left out of the statistics: emulated code in a guest run, or the
+    /// host preempted the thread during a timed pass (`preempted`).
+    pub disturbed: bool,
+    /// Involuntary context switches of the running thread(s) during the
+    /// timed passes (see [`sched`]); 0 in older files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preempted: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_vcpu_bytes_per_sec: Vec<f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kvm_stats: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cell {
+    pub axes: Axes,
+    pub guest: Vec<Sample>,
+    pub host: Vec<Sample>,
+    pub guest_bytes_per_sec: Option<Summary>,
+    pub guest_ticks_per_byte: Option<Summary>,
+    pub host_bytes_per_sec: Option<Summary>,
+    /// median guest bytes/s / median host bytes/s
+    pub guest_host_ratio: Option<f64>,
+    pub disturbed_runs: u64,
+    /// Untimed verification passes (one before and one after the timed
+    /// runs of every session).
+    pub verified_runs: u64,
+    /// The warm-up runs (unmeasured), in order; empty in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guest_warmup: Vec<Sample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_warmup: Vec<Sample>,
+    /// Warm-up used and whether the runs settled, per session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guest_steady: Vec<Steady>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_steady: Vec<Steady>,
+}
+
+impl Cell {
+    /// A cell with samples and no summaries yet (see [`summarize`]).
+    pub fn new(axes: Axes, guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+        Cell {
+            axes,
+            guest,
+            host,
+            guest_bytes_per_sec: None,
+            guest_ticks_per_byte: None,
+            host_bytes_per_sec: None,
+            guest_host_ratio: None,
+            disturbed_runs: 0,
+            verified_runs: 0,
+            guest_warmup: vec![],
+            host_warmup: vec![],
+            guest_steady: vec![],
+            host_steady: vec![],
+        }
+    }
+}
+
+/// The undisturbed samples, or all of them when every one is disturbed.
+fn undisturbed(samples: &[Sample]) -> Vec<&Sample> {
+    let clean: Vec<&Sample> = samples.iter().filter(|s| !s.disturbed).collect();
+    if clean.is_empty() {
+        samples.iter().collect()
+    } else {
+        clean
+    }
+}
+
+/// Runs grouped by session (sessions in order, runs in order), for the
+/// session-level statistics of `inference`.
+pub fn by_session(samples: &[&Sample]) -> Vec<inference::Session> {
+    by_session_map(samples).into_values().collect()
+}
+
+fn by_session_map(samples: &[&Sample]) -> BTreeMap<u64, inference::Session> {
+    let mut m: BTreeMap<u64, Vec<(u64, f64)>> = BTreeMap::new();
+    for s in samples {
+        m.entry(s.session)
+            .or_default()
+            .push((s.run, s.bytes_per_sec));
+    }
+    m.into_iter()
+        .map(|(k, mut v)| {
+            v.sort_by_key(|x| x.0);
+            (
+                k,
+                inference::Session::new(v.into_iter().map(|x| x.1).collect()),
+            )
+        })
+        .collect()
+}
+
+/// The sessions of `all` in order, with the runs of `used` (empty where a
+/// session has none left).
+fn keep_sessions(
+    all: &[Sample],
+    mut used: BTreeMap<u64, inference::Session>,
+) -> Vec<inference::Session> {
+    let ids: std::collections::BTreeSet<u64> = all.iter().map(|s| s.session).collect();
+    ids.into_iter()
+        .map(|k| {
+            used.remove(&k)
+                .unwrap_or_else(|| inference::Session::new(vec![]))
+        })
+        .collect()
+}
+
+impl Cell {
+    /// The guest runs the statistics use: undisturbed ones (all of them if
+    /// every run was disturbed), as in [`summarize`].
+    pub fn guest_used(&self) -> Vec<&Sample> {
+        undisturbed(&self.guest)
+    }
+
+    /// The host runs the statistics use: those the host did not preempt
+    /// (all of them if every run was).
+    pub fn host_used(&self) -> Vec<&Sample> {
+        undisturbed(&self.host)
+    }
+
+    /// Guest sessions (see [`Cell::guest_used`]); a session whose runs
+    /// were all left out stays, empty, so interleaved pairs keep their
+    /// partners.
+    pub fn guest_sessions(&self) -> Vec<inference::Session> {
+        keep_sessions(&self.guest, by_session_map(&self.guest_used()))
+    }
+
+    /// Host sessions (see [`Cell::host_used`]), empty ones kept.
+    pub fn host_sessions(&self) -> Vec<inference::Session> {
+        keep_sessions(&self.host, by_session_map(&self.host_used()))
+    }
+
+    /// Sessions whose warm-up hit the cap without settling, guest and host.
+    pub fn unsettled(&self) -> (usize, usize) {
+        let n = |v: &[Steady]| v.iter().filter(|s| s.settled == Some(false)).count();
+        (n(&self.guest_steady), n(&self.host_steady))
+    }
+}
+
+/// One side of a bench (a built-in link configuration or a kernel blob),
+/// as the JSON records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideInfo {
+    /// Column name: `vanilla`, `memset`, or the tree directory / blob file.
+    pub name: String,
+    /// `builtin`, `kernel-tree` or `blob`.
+    pub kind: String,
+    pub config: LinkConfig,
+    /// One line: `built-in vanilla`, `kernel 6.12.57 (/src/linux)`.
+    pub label: String,
+    /// A kernel side's identity (tree, kernelversion, git HEAD, config
+    /// hash, alternatives taken), as the single-tree JSON's `kernel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<serde_json::Value>,
+    /// A kernel side's path per routine family, as the built-in variant
+    /// that follows it (e.g. memset -> orig): how compare lines a kernel
+    /// row up with a built-in one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_paths: BTreeMap<String, String>,
+}
+
+impl SideInfo {
+    /// The record of `side`; a kernel side's paths are decided with `caps`
+    /// (arm64 DC ZVA) and the features its alternatives took.
+    pub fn of(side: &Side, caps: &CpuCaps) -> SideInfo {
+        let mut kernel_paths = BTreeMap::new();
+        if let Some(e) = side.external() {
+            for fam in crate::kernel::routines::FAMILIES {
+                if let Some((v, _)) = crate::kernel::routines::builtin_equivalent(
+                    e.arch,
+                    fam,
+                    &e.kernelversion,
+                    &e.features,
+                    caps,
+                ) {
+                    kernel_paths.insert(fam.to_string(), v.to_string());
+                }
+            }
+        }
+        SideInfo {
+            name: side.name(),
+            kind: side.kind().into(),
+            config: side.config(),
+            label: side.describe(),
+            kernel: side.external().map(|e| e.report.clone()),
+            kernel_paths,
+        }
+    }
+
+    pub fn is_builtin(&self) -> bool {
+        self.kind == "builtin"
+    }
+
+    /// The kernel path a cell of this side follows, named as a built-in
+    /// variant: a built-in's own variant; a kernel routine's equivalent
+    /// (its `kernel` variant) or its own name (x86 clear_page erms/rep/orig
+    /// are the kernel's three routines).
+    pub fn path_of(&self, a: &Axes) -> String {
+        let fam = a.routine.family(a.config);
+        match self.kernel_paths.get(fam) {
+            Some(p) if !self.is_builtin() && a.variant == "kernel" => p.clone(),
+            _ => a.variant.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchResult {
+    pub tool: String,
+    pub command: String,
+    pub host: HostInfo,
+    pub privilege: String,
+    pub warmup: u64,
+    pub repeats: u64,
+    pub sessions: u64,
+    /// Not a finished run: written while it was running (after every
+    /// finished cell), or SIGINT stopped it. The cells hold the samples
+    /// taken so far.
+    #[serde(default)]
+    pub partial: bool,
+    /// Why `partial` once the run has ended early (the signal, the error
+    /// or the guest failure); `None` while it runs and in older files.
+    #[serde(default)]
+    pub partial_reason: Option<String>,
+    /// The precondition of every timed pass; `None` in files written before
+    /// it was stated.
+    #[serde(default)]
+    pub cache: Option<Cache>,
+    /// Cap of the adaptive warm-up (0: exactly `warmup` runs); 0 in older files.
+    #[serde(default)]
+    pub max_warmup: u64,
+    /// Mean seconds to create a session's VM (the fixed cost of a session
+    /// beyond its runs); 0 in older files.
+    #[serde(default)]
+    pub session_setup_seconds: f64,
+    /// The sides, in the order of `Axes::side` (empty in files written
+    /// before sides: see [`BenchResult::upgrade`]).
+    #[serde(default)]
+    pub sides: Vec<SideInfo>,
+    /// The first kernel side's identity (as files of one kernel tree had
+    /// it), `null` for built-ins only.
+    #[serde(default)]
+    pub kernel: Option<serde_json::Value>,
+    pub cells: Vec<Cell>,
+}
+
+/// A kernel side's paths from a file before sides: its features and
+/// version, as [`SideInfo::of`] decides them (x86; arm64 needs the CPU's
+/// DC ZVA state, which such files do not record).
+fn old_kernel_paths(k: &serde_json::Value) -> BTreeMap<String, String> {
+    let arch = match k["arch"].as_str() {
+        Some("X86_64") | Some("x86_64") => crate::kernel::tree::Arch::X86_64,
+        _ => return BTreeMap::new(),
+    };
+    let present: std::collections::BTreeSet<String> = k["features_present"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let version = k["tree"]["kernelversion"].as_str().unwrap_or("");
+    crate::kernel::routines::FAMILIES
+        .iter()
+        .filter_map(|fam| {
+            crate::kernel::routines::builtin_equivalent(
+                arch,
+                fam,
+                version,
+                &present,
+                &CpuCaps::default(),
+            )
+            .map(|(v, _)| (fam.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+impl BenchResult {
+    /// A file from before sides: one side per link configuration in the
+    /// order they appear (a kernel side when the file has `kernel`), and
+    /// each cell's side from its configuration. Files with sides are kept.
+    pub fn upgrade(&mut self) {
+        if !self.sides.is_empty() {
+            return;
+        }
+        for c in &mut self.cells {
+            let config = c.axes.config;
+            let at = match self.sides.iter().position(|s| s.config == config) {
+                Some(i) => i,
+                None => {
+                    let (kind, name, label) = match &self.kernel {
+                        Some(k) => (
+                            "kernel-tree",
+                            k["tree"]["path"]
+                                .as_str()
+                                .and_then(|p| std::path::Path::new(p).file_name())
+                                .map_or("kernel".into(), |n| n.to_string_lossy().into_owned()),
+                            format!(
+                                "kernel {} ({})",
+                                k["tree"]["kernelversion"].as_str().unwrap_or("?"),
+                                k["tree"]["path"].as_str().unwrap_or("?")
+                            ),
+                        ),
+                        None => (
+                            "builtin",
+                            config.name().into(),
+                            format!("built-in {config}"),
+                        ),
+                    };
+                    self.sides.push(SideInfo {
+                        name,
+                        kind: kind.into(),
+                        config,
+                        label,
+                        kernel: self.kernel.clone(),
+                        kernel_paths: self
+                            .kernel
+                            .as_ref()
+                            .map(old_kernel_paths)
+                            .unwrap_or_default(),
+                    });
+                    self.sides.len() - 1
+                }
+            };
+            c.axes.side = at;
+        }
+    }
+
+    /// The side record of a cell (a placeholder if the file is damaged).
+    pub fn side_of(&self, c: &Cell) -> SideInfo {
+        self.sides
+            .get(c.axes.side)
+            .cloned()
+            .unwrap_or_else(|| SideInfo {
+                name: format!("side {}", c.axes.side),
+                kind: "builtin".into(),
+                config: c.axes.config,
+                label: format!("side {}", c.axes.side),
+                kernel: None,
+                kernel_paths: BTreeMap::new(),
+            })
+    }
+}
+
+/// Summaries over the undisturbed samples (all of them if every run was disturbed).
+pub fn summarize(cell: &mut Cell) {
+    let use_ = cell.guest_used();
+    let bps = Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
+    let tpb = Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
+    cell.guest_bytes_per_sec = bps;
+    cell.guest_ticks_per_byte = tpb;
+    cell.host_bytes_per_sec = Summary::of(
+        &cell
+            .host_used()
+            .iter()
+            .map(|s| s.bytes_per_sec)
+            .collect::<Vec<_>>(),
+    );
+    cell.disturbed_runs = cell.guest.iter().filter(|s| s.disturbed).count() as u64;
+    cell.guest_host_ratio = match (&cell.guest_bytes_per_sec, &cell.host_bytes_per_sec) {
+        (Some(g), Some(h)) if h.median > 0.0 => Some(g.median / h.median),
+        _ => None,
+    };
+}
+
+/// Run the cells `idx` of `specs` (one backing and link configuration) on
+/// `vm` in session `cx.2`, guest then host, adding their samples to
+/// `cells`, and hands all cells to `after_cell` after each one (the
+/// checkpoint). `Ok(false)` when SIGINT stopped a guest cell.
+fn run_cells(
+    vm: &mut Vm,
+    idx: &[usize],
+    specs: &[CellSpec],
+    (plan, pats, session): (&Plan, &Patterns, u64),
+    cells: &mut [Cell],
+    progress: &indicatif::ProgressBar,
+    after_cell: &mut dyn FnMut(&[Cell]) -> Result<()>,
+) -> Result<bool> {
+    for &i in idx {
+        let g = match guest::run_cell(vm, &specs[i], plan, pats, session) {
+            Err(crate::error::Error::Interrupted) => return Ok(false),
+            other => other?,
+        };
+        let c = &mut cells[i];
+        c.verified_runs += g.verified;
+        c.guest.extend(g.measured);
+        c.guest_warmup.extend(g.warmup);
+        c.guest_steady.push(g.steady);
+        // The host baseline runs the built-in objects.
+        if plan.host_baseline
+            && plan.sides[specs[i].side].is_builtin()
+            && let Some(h) = host::run_cell(&specs[i], plan, pats, session, vm.counter_khz)?
+        {
+            c.host.extend(h.measured);
+            c.host_warmup.extend(h.warmup);
+            c.host_steady.push(h.steady);
+        }
+        progress.inc(1);
+        after_cell(cells)?;
+    }
+    Ok(true)
+}
+
+/// The result so far: the cells summarized, with the plan and the host.
+fn snapshot(
+    plan: &Plan,
+    privilege: &PrivilegeChoice,
+    caps: &CpuCaps,
+    cells: &[Cell],
+    counter_khz: u64,
+    partial: bool,
+    setup: &[f64],
+) -> BenchResult {
+    let mut cells = cells.to_vec();
+    for c in &mut cells {
+        summarize(c);
+    }
+    BenchResult {
+        tool: "hypclear".into(),
+        command: "bench".into(),
+        host: HostInfo::collect(caps, counter_khz),
+        privilege: privilege.name.into(),
+        warmup: plan.warmup,
+        repeats: plan.repeats,
+        sessions: plan.sessions,
+        partial,
+        partial_reason: None,
+        cache: Some(plan.cache),
+        max_warmup: plan.max_warmup,
+        session_setup_seconds: inference::mean_of(setup),
+        sides: plan.sides.iter().map(|s| SideInfo::of(s, caps)).collect(),
+        kernel: plan
+            .sides
+            .iter()
+            .find_map(Side::external)
+            .map(|e| e.report.clone()),
+        cells,
+    }
+}
+
+/// Run the whole plan: every session boots one VM per backing and link
+/// configuration and runs its cells, guest then host. `seed` seeds the
+/// patterns and (plus the session) each VM's load address. After every
+/// finished cell of a session `checkpoint` gets the results so far (marked
+/// partial), so a run killed outright still leaves what it finished.
+pub fn run(
+    plan: &Plan,
+    specs: &[CellSpec],
+    seed: u64,
+    privilege: &PrivilegeChoice,
+    caps: &CpuCaps,
+    progress: &indicatif::ProgressBar,
+    checkpoint: &mut dyn FnMut(&BenchResult) -> Result<()>,
+) -> Result<BenchResult> {
+    let copy_len = if plan.routine.kind() == Kind::Copy {
+        plan.size as usize
+    } else {
+        0
+    };
+    let pats = Patterns::new(seed, copy_len);
+    let mut cells: Vec<Cell> = specs
+        .iter()
+        .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
+        .collect();
+    let mut counter_khz = 0;
+    let mut partial = false;
+    let mut setup = Vec::new();
+    let result = |cells: &[Cell], counter_khz: u64, partial: bool, setup: &[f64]| {
+        snapshot(plan, privilege, caps, cells, counter_khz, partial, setup)
+    };
+    'sessions: for session in 0..plan.sessions {
+        for &backing in &plan.backings {
+            // ABBA: the sides (link configurations, kernel trees) alternate
+            // their order from session to session (AB BA, or ABC CBA), so a
+            // drift hits every side alike.
+            let mut order: Vec<usize> = (0..plan.sides.len()).collect();
+            if session % 2 == 1 {
+                order.reverse();
+            }
+            for side in order {
+                let idx: Vec<usize> = (0..specs.len())
+                    .filter(|&i| specs[i].backing == backing && specs[i].side == side)
+                    .collect();
+                if idx.is_empty() {
+                    continue;
+                }
+                let opts = VmOptions {
+                    mem: plan.mem_needed(),
+                    backing,
+                    prefault: plan.prefault,
+                    privilege: privilege.privilege,
+                    blob: plan.sides[side].blob()?,
+                    vcpus: plan.vcpus,
+                    seed: seed.wrapping_add(session),
+                };
+                if crate::interrupt::requested() {
+                    partial = true;
+                    break 'sessions;
+                }
+                let t = std::time::Instant::now();
+                let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
+                setup.push(t.elapsed().as_secs_f64());
+                counter_khz = vm.counter_khz;
+                let cx = (plan, &pats, session);
+                let mut after_cell =
+                    |cells: &[Cell]| checkpoint(&result(cells, counter_khz, true, &setup));
+                if !run_cells(
+                    &mut vm,
+                    &idx,
+                    specs,
+                    cx,
+                    &mut cells,
+                    progress,
+                    &mut after_cell,
+                )? {
+                    partial = true;
+                    break 'sessions;
+                }
+            }
+        }
+    }
+    Ok(result(&cells, counter_khz, partial, &setup))
+}

@@ -1,0 +1,469 @@
+//! What `bench` was asked to do ([`Plan`]) and its expansion into cells,
+//! with every usage error found before a VM exists; where each region lies
+//! in guest RAM and the call that makes one pass over it. Pure: no KVM.
+use super::{Axes, Cache, Fill, Order};
+use crate::arch;
+use crate::blob::LinkConfig;
+use crate::check::checker::{GUARD, Placement};
+use crate::error::{Error, Result};
+use crate::kernel::Side;
+use crate::routines::{self, Call, Kind, Routine, VariantDef};
+use crate::units::format_size;
+use crate::vmm::memory::Backing;
+use hypclear_abi as abi;
+use hypclear_abi::PAGE_SIZE;
+use std::time::Duration;
+
+/// Which variants to run: `-f all` (the default) or a list of names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Variants {
+    All,
+    Named(Vec<String>),
+}
+
+impl Variants {
+    /// From `-f NAME,...`; `all` anywhere in the list means all.
+    pub fn from_names(names: &[String]) -> Variants {
+        if names.iter().any(|n| n == "all") {
+            Variants::All
+        } else {
+            Variants::Named(names.to_vec())
+        }
+    }
+
+    /// Whether `v` was asked for, by its name or a former name of it.
+    fn includes(&self, v: &routines::VariantDef) -> bool {
+        match self {
+            Variants::All => true,
+            Variants::Named(n) => n.iter().any(|w| routines::is_named(v, w)),
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            Variants::All => "all".into(),
+            Variants::Named(n) => n.join(","),
+        }
+    }
+}
+
+/// Everything `bench` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub routine: Routine,
+    pub size: u64,
+    pub chunks: Vec<u64>,
+    pub variants: Variants,
+    pub loops: u64,
+    pub orders: Vec<Order>,
+    pub fills: Vec<Fill>,
+    pub backings: Vec<Backing>,
+    /// The blob sources, interleaved by session.
+    pub sides: Vec<Side>,
+    pub warmup: u64,
+    /// Cap of the adaptive warm-up; 0: exactly `warmup` runs.
+    pub max_warmup: u64,
+    pub repeats: u64,
+    pub sessions: u64,
+    pub vcpus: u64,
+    /// The precondition of every timed pass.
+    pub cache: Cache,
+    pub host_baseline: bool,
+    pub prefault: bool,
+    pub timeout: Duration,
+}
+
+/// A cell with what is needed to run it.
+#[derive(Debug, Clone)]
+pub struct CellSpec {
+    pub axes: Axes,
+    /// The routine the cell runs (clear_page with a larger -k runs clear_pages).
+    pub routine: Routine,
+    /// Index into [`Plan::sides`].
+    pub side: usize,
+    pub config: LinkConfig,
+    pub backing: Backing,
+    pub variant: &'static VariantDef,
+}
+
+impl Plan {
+    /// Check the plan: every usage error (axes, variant names, `--mem`
+    /// when given) is found here, before KVM is touched.
+    pub fn validate(&self, mem: Option<u64>) -> Result<()> {
+        if self.vcpus == 0 || self.vcpus > abi::MAX_VCPUS {
+            return Err(Error::Usage(format!(
+                "--vcpus {} is out of range: use 1 to {}",
+                self.vcpus,
+                abi::MAX_VCPUS
+            )));
+        }
+        let plan = self;
+        plan.cells(None)?;
+        let need = plan.mem_needed();
+        if let Some(m) = mem
+            && m < need
+        {
+            return Err(Error::Usage(format!(
+                "--mem {} is too small for -s {} x {} vCPU(s): use --mem {} or more (or leave --mem out)",
+                format_size(m),
+                format_size(self.size),
+                self.vcpus,
+                format_size(need)
+            )));
+        }
+        Ok(())
+    }
+
+    /// The cells to run on a CPU with `caps`, and notes (skipped variants,
+    /// clear_page extents).
+    pub fn expand(&self, caps: &arch::CpuCaps) -> Result<(Vec<CellSpec>, Vec<String>)> {
+        self.cells(Some(caps))
+    }
+
+    /// Guest RAM the plan needs.
+    pub fn mem_needed(&self) -> u64 {
+        mem_needed(self)
+    }
+
+    fn check_counts(&self) -> Result<()> {
+        if self.size == 0 || !self.size.is_multiple_of(PAGE_SIZE) {
+            return Err(Error::Usage(format!(
+                "-s {} is not a whole number of 4KB pages; bench sizes must be (e.g. -s 256MB)",
+                self.size
+            )));
+        }
+        if self.loops == 0 || self.repeats == 0 || self.sessions == 0 {
+            return Err(Error::Usage(
+                "-l, --repeats and --sessions must be at least 1".into(),
+            ));
+        }
+        let window = crate::inference::SteadyConfig::default().window as u64;
+        if self.max_warmup != 0 && self.max_warmup < window.max(self.warmup) {
+            return Err(Error::Usage(format!(
+                "--max-warmup {} is below the steady-state window ({window} runs) or --warmup {}: \
+                 use --max-warmup {} or more, or 0 for exactly --warmup runs",
+                self.max_warmup,
+                self.warmup,
+                window.max(self.warmup)
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_variant_names(&self) -> Result<()> {
+        let r = self.routine;
+        let Variants::Named(names) = &self.variants else {
+            return Ok(());
+        };
+        let known = |w: &str| {
+            self.sides.iter().any(|c| {
+                routines::variants(r, c)
+                    .iter()
+                    .any(|v| routines::is_named(v, w))
+            })
+        };
+        if let (Some(want), Some(first)) = (names.iter().find(|w| !known(w)), self.sides.first()) {
+            let vs = routines::variants(r, first);
+            return Err(Error::Usage(format!(
+                "unknown variant `{want}` for {r}; choose all or one of: {}",
+                vs.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// The chunk one call of a cell works on, for `--order` and `-k`.
+    fn cell_chunk(&self, order: Order, chunk: u64) -> Result<u64> {
+        let r = self.routine;
+        let chunk = match (order, r.fixed_size()) {
+            (Order::Oneshot, _) => self.size,
+            (_, Some(f)) if r == Routine::CopyPage && chunk != f && chunk != self.size => {
+                return Err(Error::Usage(format!(
+                    "{r} always copies {} per call: use -k 4KB (or bench memcpy for other chunk sizes)",
+                    format_size(f)
+                )));
+            }
+            (_, Some(f)) if r == Routine::CopyPage => f,
+            _ => chunk,
+        };
+        if chunk == 0 || !self.size.is_multiple_of(chunk) {
+            return Err(Error::Usage(format!(
+                "-s {} is not a multiple of -k {}",
+                format_size(self.size),
+                format_size(chunk)
+            )));
+        }
+        if r.page_granular() && !chunk.is_multiple_of(PAGE_SIZE) {
+            return Err(Error::Usage(format!(
+                "{r} works on whole pages: -k {chunk} is not a multiple of 4096"
+            )));
+        }
+        Ok(chunk)
+    }
+
+    /// Expand into cells; with `caps`, variants the CPU lacks are skipped
+    /// with a note (without, every variant is kept: usage checks only).
+    fn cells(&self, caps: Option<&arch::CpuCaps>) -> Result<(Vec<CellSpec>, Vec<String>)> {
+        let r = self.routine;
+        self.check_counts()?;
+        self.check_variant_names()?;
+        let mut out = Vec::new();
+        let mut notes = Vec::new();
+        let mut extent_noted = false;
+        let mut seen = std::collections::BTreeSet::new();
+        for (si, side) in self.sides.iter().enumerate() {
+            let config = side.config();
+            for v in routines::variants(r, side) {
+                if !self.variants.includes(v) {
+                    continue;
+                }
+                if let Some(f) = caps.and_then(|c| v.requires.filter(|f| !c.has(f))) {
+                    notes.push(format!(
+                        "{r} {} ({}) skipped: the CPU does not have {f}",
+                        v.name,
+                        side.name()
+                    ));
+                    continue;
+                }
+                for &order in &self.orders {
+                    for &chunk in &self.chunks {
+                        let chunk = self.cell_chunk(order, chunk)?;
+                        // clear_page over a larger extent is the kernel's
+                        // clear_pages(addr, npages): run that routine.
+                        let routine = if r == Routine::ClearPage && chunk != PAGE_SIZE {
+                            if !extent_noted {
+                                extent_noted = true;
+                                notes.push(format!(
+                                    "clear_page -k {} runs clear_pages(addr, {}) per call (the clear_pages() extent)",
+                                    format_size(chunk),
+                                    chunk / PAGE_SIZE
+                                ));
+                            }
+                            Routine::ClearPages
+                        } else {
+                            r
+                        };
+                        let mut axes = self.axes(routine, v, config, chunk, order);
+                        axes.side = si;
+                        let base = CellSpec {
+                            axes,
+                            routine,
+                            side: si,
+                            config,
+                            backing: Backing::Anon,
+                            variant: v,
+                        };
+                        for spec in self.per_fill_and_backing(&base) {
+                            if seen.insert(spec.axes.clone()) {
+                                out.push(spec);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::Usage(format!(
+                "nothing to run for {r} with -f {}",
+                self.variants.label()
+            )));
+        }
+        Ok((out, notes))
+    }
+
+    fn axes(
+        &self,
+        routine: Routine,
+        v: &VariantDef,
+        config: LinkConfig,
+        chunk: u64,
+        order: Order,
+    ) -> Axes {
+        Axes {
+            routine,
+            variant: v.name.into(),
+            side: 0,
+            config,
+            chunk,
+            order,
+            fill: Fill::Populate,
+            backing: Backing::Anon,
+            size: self.size,
+            loops: self.loops,
+            vcpus: self.vcpus,
+        }
+    }
+
+    /// `base` once per `--fill` x `--backings`.
+    fn per_fill_and_backing(&self, base: &CellSpec) -> Vec<CellSpec> {
+        let mut v = Vec::new();
+        for &fill in &self.fills {
+            for &backing in &self.backings {
+                let mut s = base.clone();
+                s.axes.fill = fill;
+                s.axes.backing = backing;
+                s.backing = backing;
+                v.push(s);
+            }
+        }
+        v
+    }
+}
+
+/// Guest RAM needed for one vCPU's region (target, guards, source).
+pub fn region_stride(plan: &Plan) -> u64 {
+    let copy = plan.routine.kind() == Kind::Copy;
+    let one = plan.size + 2 * GUARD.next_multiple_of(PAGE_SIZE) + PAGE_SIZE;
+    let one = if copy { 2 * one } else { one };
+    one.next_multiple_of(2 << 20)
+}
+
+/// Guest RAM the plan needs.
+pub fn mem_needed(plan: &Plan) -> u64 {
+    (arch::ARENA_BASE - arch::RAM_BASE + plan.vcpus * region_stride(plan))
+        .next_multiple_of(arch::RAM_ALIGN)
+        .max(arch::MIN_RAM)
+}
+
+pub(super) fn placement(plan: &Plan, vcpu: u64) -> Placement {
+    let base = arch::ARENA_BASE + vcpu * region_stride(plan);
+    let dst = base + GUARD.next_multiple_of(PAGE_SIZE);
+    let src = (plan.routine.kind() == Kind::Copy)
+        .then(|| (dst + plan.size + GUARD).next_multiple_of(PAGE_SIZE) + PAGE_SIZE);
+    Placement::new(dst, plan.size, src, 0)
+}
+
+/// The call for one pass over a region.
+pub(super) fn pass_call(spec: &CellSpec, plan: &Plan, p: &Placement, fill: u8) -> Call {
+    let chunk = spec.axes.chunk;
+    let count = plan.size / chunk;
+    let (dst, src, step) = match spec.axes.order {
+        Order::Reverse => (
+            p.dst + plan.size - chunk,
+            p.src.map(|s| s + plan.size - chunk),
+            -(chunk as i64),
+        ),
+        _ => (p.dst, p.src, chunk as i64),
+    };
+    Call {
+        routine: spec.routine,
+        dst,
+        src: src.unwrap_or(0),
+        fill,
+        len: chunk,
+        count,
+        step,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            routine: Routine::ClearPages,
+            size: 16 << 20,
+            chunks: vec![4096, 2 << 20],
+            variants: Variants::All,
+            loops: 1,
+            orders: vec![Order::Forward, Order::Reverse],
+            fills: vec![Fill::Populate],
+            backings: vec![Backing::Anon],
+            sides: vec![LinkConfig::Vanilla.into()],
+            warmup: 1,
+            max_warmup: 20,
+            repeats: 3,
+            sessions: 4,
+            vcpus: 1,
+            cache: Cache::Cold,
+            host_baseline: true,
+            prefault: false,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn caps() -> arch::CpuCaps {
+        arch::CpuCaps {
+            model: "test".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn cells_cross_all_axes() {
+        let p = plan();
+        let (c, _) = p.expand(&caps()).unwrap();
+        let n = routines::variants(Routine::ClearPages, &LinkConfig::Vanilla.into())
+            .iter()
+            .filter(|v| v.requires.is_none())
+            .count();
+        assert_eq!(c.len(), n * 2 * 2);
+    }
+
+    #[test]
+    fn reverse_order_starts_at_the_last_chunk() {
+        let p = plan();
+        let (c, _) = p.expand(&caps()).unwrap();
+        let rev = c
+            .iter()
+            .find(|c| c.axes.order == Order::Reverse && c.axes.chunk == 4096)
+            .unwrap();
+        let pl = placement(&p, 0);
+        let call = pass_call(rev, &p, &pl, 0);
+        assert_eq!(call.dst, pl.dst + p.size - 4096);
+        assert_eq!(call.step, -4096);
+        assert_eq!(call.count, p.size / 4096);
+    }
+
+    #[test]
+    fn bad_plans_are_usage_errors() {
+        let mut p = plan();
+        p.size = 4097;
+        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        let mut p = plan();
+        p.chunks = vec![3 << 20];
+        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        let mut p = plan();
+        p.routine = Routine::CopyPage;
+        p.chunks = vec![8192];
+        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        let mut p = plan();
+        p.variants = Variants::Named(vec!["nope".into()]);
+        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        let mut p = plan();
+        p.max_warmup = 3;
+        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        p.max_warmup = 0;
+        assert!(p.expand(&caps()).is_ok());
+    }
+
+    #[test]
+    fn clear_page_extents_run_clear_pages() {
+        let mut p = plan();
+        p.routine = Routine::ClearPage;
+        p.chunks = vec![4096, 2 << 20];
+        p.orders = vec![Order::Forward];
+        let (c, notes) = p.expand(&caps()).unwrap();
+        assert!(
+            c.iter()
+                .any(|c| c.routine == Routine::ClearPage && c.axes.chunk == 4096)
+        );
+        assert!(
+            c.iter()
+                .any(|c| c.routine == Routine::ClearPages && c.axes.chunk == 2 << 20)
+        );
+        assert!(
+            notes.iter().any(|n| n.contains("clear_pages(addr, 512)")),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn memory_covers_all_vcpu_regions() {
+        let mut p = plan();
+        p.vcpus = 2;
+        let last = placement(&p, 1);
+        assert!(last.dst + last.len + GUARD <= arch::RAM_BASE + mem_needed(&p));
+    }
+}

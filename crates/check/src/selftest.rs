@@ -1,0 +1,302 @@
+//! `hypclear selftest`: prove the checker and the VMM can fail.
+//!
+//! The blob carries deliberately broken routines outside the alias table
+//! (`guest/<arch>/selftest/`). Each is run like a memset and must be caught
+//! as the right kind of failure; a fresh VM is used for each, since a fault
+//! or a hang ends a VM.
+use crate::arch;
+use crate::blob::LinkConfig;
+use crate::checker::{self, Patterns};
+use crate::error::{Error, Result};
+use crate::kernel::Side;
+use crate::routines::{self, Routine};
+use crate::suite::{self, CheckSpec, Verdict};
+use crate::vmm::{FailureKind, Vm, VmOptions};
+use hypclear_abi as abi;
+use serde::Serialize;
+use std::time::Duration;
+
+/// What a broken routine must be detected as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    /// The last target byte left unwritten.
+    Short,
+    /// One byte written past the end, into the guard.
+    Overrun,
+    /// One target byte with a wrong value.
+    WrongValue,
+    /// An undefined-instruction exception.
+    Exception,
+    /// No progress: the watchdog fires.
+    Timeout,
+    /// A copy that changes one byte of its source, between correct copies
+    /// sharing that source: only it is blamed.
+    SourceModified,
+    /// A copy one byte short, run where a correct copy left its result:
+    /// at the same shift, where that result would hide it (the suite
+    /// writes the complement of the source there instead), and at another.
+    /// The unwritten last byte is caught both times.
+    CopyShort,
+}
+
+/// The injected faults: (selftest table name, expectation).
+pub const CASES: &[(&str, Expect)] = &[
+    ("short", Expect::Short),
+    ("overrun", Expect::Overrun),
+    ("wrong_value", Expect::WrongValue),
+    ("fault", Expect::Exception),
+    ("hang", Expect::Timeout),
+    ("source", Expect::SourceModified),
+    ("copy_short", Expect::CopyShort),
+];
+
+/// Size and destination misalignment the broken routines run at.
+pub const LEN: u64 = 4096 + 13;
+pub const DST_OFFSET: u64 = 5;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    pub name: String,
+    pub expected: Expect,
+    pub detected: bool,
+    /// What was actually observed.
+    pub observed: String,
+}
+
+/// Run every case; each gets a fresh VM built from `opts`.
+pub fn run(opts: &VmOptions, side: &Side, timeout: Duration) -> Result<Vec<CaseResult>> {
+    CASES
+        .iter()
+        .map(|(name, expected)| run_case(opts, side, name, *expected, timeout))
+        .collect()
+}
+
+/// A VM for selftest case `name`: the VM, a `routine` variant that needs
+/// no CPU feature (correct calls must run on any CPU: MOPS, say, is absent
+/// under pKVM) and the case's row in the selftest table.
+fn boot(
+    opts: &VmOptions,
+    side: &Side,
+    routine: Routine,
+    name: &str,
+) -> Result<(Vm, &'static routines::VariantDef, u64)> {
+    let variant = routines::variants(routine, side)
+        .into_iter()
+        .find(|v| v.requires.is_none())
+        .ok_or_else(|| Error::Blob(format!("no {routine} variant without a CPU requirement")))?;
+    let vm = Vm::new(crate::vmm::open_kvm()?, opts)?;
+    let index = vm.blob.selftest_index(name)?;
+    Ok((vm, variant, index))
+}
+
+/// Memcpy checks of `LEN` bytes at `DST_OFFSET`, one per `(broken, source
+/// offset)` step: the case's broken routine (selftest table row `index`)
+/// where `broken`, else the correct `memcpy`; run in order as the suite
+/// runs them (one shared source area, a copy's result kept as the next
+/// copy's pre-image). The run, and each record's verdict text.
+fn run_copies(
+    vm: &mut Vm,
+    memcpy: &'static routines::VariantDef,
+    index: u64,
+    steps: &[(bool, u64)],
+    pats: &Patterns,
+    timeout: Duration,
+) -> Result<(suite::SuiteRun, Vec<String>)> {
+    let specs: Vec<CheckSpec> = steps
+        .iter()
+        .map(|&(broken, src)| CheckSpec {
+            routine: Routine::Memcpy,
+            variant: memcpy,
+            len: LEN,
+            count: 1,
+            dst_offset: DST_OFFSET,
+            src_offset: Some(src),
+            fill: suite::Fill::Zero,
+            overlap: None,
+            table: broken.then_some((abi::TABLE_SELFTEST, index)),
+        })
+        .collect();
+    let opts = suite::RunOptions {
+        timeout,
+        scope: checker::Scope::Target,
+        keep: suite::Keep::All,
+    };
+    let run = suite::run(vm, &specs, pats, &opts, &indicatif::ProgressBar::hidden())?;
+    let verdicts = run
+        .records
+        .iter()
+        .map(|r| r.reason.clone().unwrap_or_else(|| "ok".into()))
+        .collect();
+    Ok((run, verdicts))
+}
+
+/// A broken copy between two correct ones, all three reading one shared
+/// source area as the suite runs them (the source compared after the
+/// three, then each re-run alone because it changed): only the broken one
+/// may be blamed, for exactly the one source byte it changed.
+fn run_source_case(
+    opts: &VmOptions,
+    side: &Side,
+    name: &str,
+    timeout: Duration,
+) -> Result<CaseResult> {
+    let (mut vm, memcpy, index) = boot(opts, side, Routine::Memcpy, name)?;
+    let pats = Patterns::new(opts.seed, LEN as usize);
+    let steps = [(false, 0), (true, 0), (false, 0)];
+    let (run, verdicts) = run_copies(&mut vm, memcpy, index, &steps, &pats, timeout)?;
+    let only_source =
+        |r: &suite::CheckRecord| r.breakdown.source_modified == 1 && r.breakdown.total() == 1;
+    let detected = run.failure.is_none()
+        && run.records.len() == 3
+        && run.records[0].verdict == Verdict::Pass
+        && only_source(&run.records[1])
+        && run.records[2].verdict == Verdict::Pass;
+    Ok(CaseResult {
+        name: name.to_string(),
+        expected: Expect::SourceModified,
+        detected,
+        observed: format!("copies before / broken / after: {}", verdicts.join(" / ")),
+    })
+}
+
+/// A memcpy one byte short, each time after a correct copy at the same
+/// place, as the suite runs them: first at the same source offset (the
+/// correct copy's result equals what the broken one must write, so it may
+/// not stand as the pre-image), then at another source offset whose last
+/// byte differs from the correct copy's (that result is the pre-image).
+/// Both must fail with exactly the last byte not written, and the correct
+/// copies pass.
+fn run_copy_short_case(
+    opts: &VmOptions,
+    side: &Side,
+    name: &str,
+    timeout: Duration,
+) -> Result<CaseResult> {
+    let (mut vm, memcpy, index) = boot(opts, side, Routine::Memcpy, name)?;
+    let pats = Patterns::new(opts.seed, LEN as usize);
+    let last = LEN as usize - 1;
+    // A source offset whose last byte differs from offset 0's: where they
+    // are equal, an unwritten byte holds the right value and no check can
+    // see it (1 seed in 256 for one offset).
+    let other = (1..64)
+        .find(|o| pats.source().get(o + last) != pats.source().get(last))
+        .ok_or_else(|| {
+            Error::Internal("no source offset whose last byte differs from offset 0's".into())
+        })?;
+    let steps = [(false, 0), (true, 0), (false, 0), (true, other as u64)];
+    let (run, verdicts) = run_copies(&mut vm, memcpy, index, &steps, &pats, timeout)?;
+    let short = |r: &suite::CheckRecord| {
+        r.breakdown.not_written == 1
+            && r.breakdown.total() == 1
+            && r.first_bad_offset == Some(last as i64)
+    };
+    let r = &run.records;
+    let detected = run.failure.is_none()
+        && r.len() == 4
+        && r[0].verdict == Verdict::Pass
+        && short(&r[1])
+        && r[2].verdict == Verdict::Pass
+        && short(&r[3]);
+    Ok(CaseResult {
+        name: name.to_string(),
+        expected: Expect::CopyShort,
+        detected,
+        observed: format!(
+            "copy / short (same offset) / copy / short (offset {other}): {}",
+            verdicts.join(" / ")
+        ),
+    })
+}
+
+/// Run one broken routine in a fresh VM and judge what was observed.
+pub fn run_case(
+    opts: &VmOptions,
+    side: &Side,
+    name: &str,
+    expected: Expect,
+    timeout: Duration,
+) -> Result<CaseResult> {
+    match expected {
+        Expect::SourceModified => return run_source_case(opts, side, name, timeout),
+        Expect::CopyShort => return run_copy_short_case(opts, side, name, timeout),
+        _ => {}
+    }
+    let (mut vm, memset, index) = boot(opts, side, Routine::Memset, name)?;
+    let pats = Patterns::new(opts.seed, 0);
+    let spec = CheckSpec {
+        routine: Routine::Memset,
+        variant: memset,
+        len: LEN,
+        count: 1,
+        dst_offset: DST_OFFSET,
+        src_offset: None,
+        fill: suite::Fill::Seeded,
+        overlap: None,
+        table: Some((abi::TABLE_SELFTEST, index)),
+    };
+    // A hang is expected here: do not wait the full --timeout for it.
+    let t = if expected == Expect::Timeout {
+        timeout.min(Duration::from_secs(2))
+    } else {
+        timeout
+    };
+    let res = suite::run_check(&mut vm, &spec, &pats, t, None);
+    let (detected, observed) = match res {
+        Ok((rec, _, _)) => {
+            let b = rec.breakdown;
+            let first = rec.first_bad_offset;
+            let observed = match &rec.reason {
+                Some(r) => format!("verification failed: {r}"),
+                None => "verification passed (nothing detected)".into(),
+            };
+            let detected = match expected {
+                Expect::Short => {
+                    b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1)
+                }
+                Expect::Overrun => b.overrun == 1 && b.total() == 1 && first == Some(LEN as i64),
+                Expect::WrongValue => {
+                    b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2)
+                }
+                Expect::Exception
+                | Expect::Timeout
+                | Expect::SourceModified
+                | Expect::CopyShort => false,
+            };
+            (detected, observed)
+        }
+        Err(Error::Guest(f)) => {
+            let detected = match expected {
+                Expect::Exception => {
+                    f.kind == FailureKind::Exception
+                        && f.vector == Some(arch::UNDEFINED_INSTRUCTION_CLASS)
+                        && f.pc_symbol
+                            .as_deref()
+                            .is_some_and(|s| s.starts_with("selftest_fault"))
+                }
+                Expect::Timeout => f.kind == FailureKind::Timeout,
+                _ => false,
+            };
+            (detected, format!("{:?}: {}", f.kind, f.detail))
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(CaseResult {
+        name: name.to_string(),
+        expected,
+        detected,
+        observed,
+    })
+}
+
+/// Options for a selftest VM of `side`: small, vanilla unless `side` is
+/// a memset configuration; and the side its blob then comes from.
+pub fn vm_options(base: &VmOptions, side: &Side) -> Result<(VmOptions, Side)> {
+    let mut o = base.clone();
+    o.mem = o.mem.clamp(arch::MIN_RAM, (64 << 20).max(arch::MIN_RAM));
+    if side.config() == LinkConfig::Memset {
+        return Ok((o, side.clone()));
+    }
+    o.blob = crate::blob::Blob::get(LinkConfig::Vanilla)?;
+    Ok((o, LinkConfig::Vanilla.into()))
+}

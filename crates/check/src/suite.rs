@@ -1,0 +1,1599 @@
+//! The verification suite: which checks to run, and running them on a VM.
+use crate::arch;
+use crate::blob::LinkConfig;
+use crate::checker::{
+    self, Breakdown, Expect, GUARD, How, Known, Patterns, Placement, Refill, SourceCheck,
+};
+use crate::error::{Error, Result};
+use crate::routines::{self, Call, Kind, Routine, VariantDef};
+use crate::vmm::{Command, GuestFailure, Vm};
+use hypclear_abi::{self as abi, PAGE_SIZE};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// Byte sizes every memset/memcpy variant is checked at.
+pub const SIZES: &[u64] = &[
+    0,
+    1,
+    7,
+    8,
+    15,
+    16,
+    63,
+    64,
+    65,
+    255,
+    4095,
+    4096,
+    4097,
+    (2 << 20) - 1,
+    2 << 20,
+    (2 << 20) + 1,
+];
+/// Larger sizes, checked at a few destination offsets only.
+pub const LARGE_SIZES: &[u64] = &[(8 << 20) + 1, 32 << 20];
+pub const LARGE_DST_OFFSETS: &[u64] = &[0, 1, 31, 63];
+/// Source misalignments for memcpy.
+pub const SRC_OFFSETS: &[u64] = &[0, 1, 8, 33, 63];
+/// clear_pages page counts.
+pub const CLEAR_PAGES_N: &[u64] = &[1, 2, 3, 512];
+/// `--geometry full`: every size up to this, at every destination offset
+/// below 64 (lib/tests/memcpy_kunit.c's 1..1024 sizes, every alignment).
+pub const FULL_MAX: u64 = 1024;
+/// `--geometry full`: clear_pages extents beside [`CLEAR_PAGES_N`] (odd
+/// counts, and one page either side of a 2 MiB extent).
+pub const FULL_CLEAR_PAGES_N: &[u64] = &[7, 13, 511, 513];
+/// memmove: where the source starts relative to the target (within
+/// `checker::SOURCE_DISTINCT`, so no overlapping byte equals its expected
+/// value beforehand), backward and forward.
+pub const OVERLAP_DELTAS: &[i64] = &[-64, -63, -33, -16, -8, -7, -1, 1, 7, 8, 16, 33, 63, 64];
+/// memmove: the destination offsets overlapping copies run at.
+pub const OVERLAP_DST_OFFSETS: &[u64] = &[0, 1, 63];
+/// `--geometry full`: the largest page order the nVHE hypervisor's
+/// allocator zeroes (`memset(addr, 0, PAGE_SIZE << order)`).
+pub const FULL_MAX_ORDER: u32 = 9;
+
+/// How much of each routine's argument space the suite covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Geometry {
+    /// The built-in sizes and offsets; memset with the zero and the seeded
+    /// fill byte.
+    #[default]
+    Quick,
+    /// Parity with the kernel's memcpy kunit test: memset and memcpy at
+    /// every size 0..=1024 and every destination offset 0..63 (memcpy at
+    /// every source offset too), memset with 0, 0xff and the seeded byte,
+    /// the hypervisor's page-order sizes, odd clear_pages extents, plus
+    /// everything quick checks.
+    Full,
+}
+
+/// The fill byte of a memset check (clear_page and clear_pages always
+/// write zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fill {
+    Zero,
+    Ones,
+    /// The run's seeded byte ([`Patterns::fill`]).
+    Seeded,
+}
+
+impl Fill {
+    pub fn byte(self, pats: &Patterns) -> u8 {
+        let [zero, ones] = checker::FIXED_FILLS;
+        match self {
+            Fill::Zero => zero,
+            Fill::Ones => ones,
+            Fill::Seeded => pats.fill,
+        }
+    }
+
+    /// The fills memset is verified with in `geometry`.
+    fn of(geometry: Geometry) -> &'static [Fill] {
+        match geometry {
+            Geometry::Quick => &[Fill::Zero, Fill::Seeded],
+            Geometry::Full => &[Fill::Zero, Fill::Ones, Fill::Seeded],
+        }
+    }
+}
+
+/// One planned check.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckSpec {
+    pub routine: Routine,
+    pub variant: &'static VariantDef,
+    /// Bytes per call.
+    pub len: u64,
+    /// Consecutive calls (clear_page run over several pages).
+    pub count: u64,
+    pub dst_offset: u64,
+    pub src_offset: Option<u64>,
+    /// What memset writes (zero for the clearing routines; unused by copies).
+    pub fill: Fill,
+    /// memmove: the source at `dst + delta`, overlapping the target.
+    pub overlap: Option<i64>,
+    /// Call this (table, index) entry instead of the variant's alias (the
+    /// selftest's deliberately broken routines).
+    pub table: Option<(u64, u64)>,
+}
+
+impl CheckSpec {
+    pub fn total(&self) -> u64 {
+        self.len * self.count
+    }
+
+    /// What the check's target must hold after the call.
+    pub fn expect(&self, pats: &Patterns) -> Expect {
+        match self.overlap {
+            Some(delta) => Expect::Move { delta },
+            None => Expect::of(self.routine.kind(), self.fill.byte(pats)),
+        }
+    }
+
+    /// The fill byte the record names (none for copies).
+    fn fill_byte(&self, pats: &Patterns) -> Option<u8> {
+        match self.expect(pats) {
+            Expect::Byte(v) => Some(v),
+            Expect::Source | Expect::Move { .. } => None,
+        }
+    }
+
+    /// A copy reading the plan's shared source area (not its own).
+    fn shares_source(&self) -> bool {
+        self.routine.kind() == Kind::Copy && self.overlap.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Skipped,
+}
+
+/// One check in the report and the JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckRecord {
+    pub config: LinkConfig,
+    pub routine: Routine,
+    pub variant: String,
+    pub size: u64,
+    pub count: u64,
+    pub dst_offset: u64,
+    pub src_offset: Option<u64>,
+    /// The byte the target must hold: 0 for clear_page/clear_pages, the
+    /// fill byte for memset; none for copies.
+    pub fill: Option<u8>,
+    /// An overlapping copy (memmove): the source at `dst + overlap`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<i64>,
+    pub verdict: Verdict,
+    pub first_bad_offset: Option<i64>,
+    pub bad_bytes: u64,
+    pub breakdown: Breakdown,
+    /// Guest counter ticks for the call(s).
+    pub ticks: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One row of the verification table and one KTAP leaf: the checks of a
+/// variant in a link configuration with one fill byte.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RowKey {
+    pub config: LinkConfig,
+    pub routine: Routine,
+    pub variant: String,
+    pub fill: Option<u8>,
+    /// Overlapping copies (memmove).
+    pub overlap: bool,
+}
+
+impl RowKey {
+    /// "erms", "erms fill 0x00" or "generic overlap": the variant as
+    /// tables and KTAP name it.
+    pub fn label(&self) -> String {
+        match self.fill {
+            _ if self.overlap => format!("{} overlap", self.variant),
+            Some(f) if self.routine == Routine::Memset => format!("{} fill {f:#04x}", self.variant),
+            _ => self.variant.clone(),
+        }
+    }
+}
+
+/// The checks of one row summed up.
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    pub checks: u64,
+    pub passed: u64,
+    pub failed: u64,
+    pub skipped: u64,
+    pub bytes: u64,
+    pub ticks: u64,
+    pub min_size: Option<u64>,
+    pub max_size: u64,
+    pub first_failure: Option<String>,
+    pub skip_reason: Option<String>,
+}
+
+/// Every check counted per row, in table order.
+#[derive(Debug, Default, Clone)]
+pub struct Rows(pub std::collections::BTreeMap<RowKey, Totals>);
+
+impl Rows {
+    pub fn of(records: &[CheckRecord]) -> Rows {
+        let mut rows = Rows::default();
+        for r in records {
+            rows.add(r);
+        }
+        rows
+    }
+
+    pub fn add(&mut self, r: &CheckRecord) {
+        let key = RowKey {
+            config: r.config,
+            routine: r.routine,
+            variant: r.variant.clone(),
+            fill: r.fill,
+            overlap: r.overlap.is_some(),
+        };
+        let t = self.0.entry(key).or_default();
+        t.checks += 1;
+        match r.verdict {
+            Verdict::Pass => t.passed += 1,
+            Verdict::Fail => {
+                t.failed += 1;
+                if t.first_failure.is_none() {
+                    t.first_failure = Some(format!(
+                        "size {} dst+{}{}: {}",
+                        r.size * r.count,
+                        r.dst_offset,
+                        r.src_offset
+                            .map(|s| format!(" src+{s}"))
+                            .unwrap_or_default(),
+                        r.reason.clone().unwrap_or_default()
+                    ));
+                }
+            }
+            Verdict::Skipped => {
+                t.skipped += 1;
+                t.skip_reason = r.reason.clone();
+            }
+        }
+        if r.verdict != Verdict::Skipped {
+            let s = r.size * r.count;
+            t.bytes += s;
+            t.ticks += r.ticks;
+            t.min_size = Some(t.min_size.map_or(s, |m| m.min(s)));
+            t.max_size = t.max_size.max(s);
+        }
+    }
+
+    /// Take in another VM's rows.
+    pub fn merge(&mut self, other: Rows) {
+        for (k, t) in other.0 {
+            let x = self.0.entry(k).or_default();
+            x.checks += t.checks;
+            x.passed += t.passed;
+            x.failed += t.failed;
+            x.skipped += t.skipped;
+            x.bytes += t.bytes;
+            x.ticks += t.ticks;
+            x.min_size = match (x.min_size, t.min_size) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            x.max_size = x.max_size.max(t.max_size);
+            x.first_failure = x.first_failure.take().or(t.first_failure);
+            x.skip_reason = x.skip_reason.take().or(t.skip_reason);
+        }
+    }
+
+    /// Checks with each verdict: (passed, failed, skipped).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        self.0.values().fold((0, 0, 0), |(p, f, s), t| {
+            (p + t.passed, f + t.failed, s + t.skipped)
+        })
+    }
+}
+
+/// Which routines/variants to check.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub routines: Vec<Routine>,
+    pub variants: Vec<String>,
+    /// Sizes to check instead of the built-in lists (total bytes per check).
+    pub sizes: Vec<u64>,
+    pub geometry: Geometry,
+}
+
+impl Filter {
+    fn wants(&self, r: Routine, v: &routines::VariantDef) -> bool {
+        (self.routines.is_empty() || self.routines.contains(&r))
+            && (self.variants.is_empty() || self.variants.iter().any(|x| routines::is_named(v, x)))
+    }
+}
+
+/// Arena bytes a check needs: guards, target (anywhere in the batch area
+/// when batched), and a separate source.
+pub fn footprint(spec: &CheckSpec) -> u64 {
+    let dst_window = GUARD.next_multiple_of(PAGE_SIZE) + 64 + reach(spec) + spec.total() + GUARD;
+    let src = if spec.routine.kind() == Kind::Copy {
+        PAGE_SIZE + spec.total() + 64 + PAGE_SIZE
+    } else {
+        0
+    };
+    dst_window.next_multiple_of(PAGE_SIZE) + src + PAGE_SIZE
+}
+
+/// Checks this small run in batches: up to `abi::BATCH_SLOTS` with one
+/// exit, packed one after the other into the batch area.
+const BATCH_MAX: u64 = 16 << 10;
+/// Bytes of guest RAM a batch may span (see [`pack`]).
+const BATCH_AREA: u64 = 4 << 20;
+/// Guard between two packed checks. Packed windows touch, so the batch
+/// area is covered end to end: a write past one check's guard lands in
+/// the next one's and fails the run (naming the neighbour); the first and
+/// last check of a batch keep the full [`GUARD`].
+const SLOT_GUARD: u64 = 128;
+const _: () =
+    assert!(GUARD + (PAGE_SIZE + SLOT_GUARD + BATCH_MAX + SLOT_GUARD + 64) + GUARD <= BATCH_AREA);
+
+fn batchable(spec: &CheckSpec) -> bool {
+    spec.total() <= BATCH_MAX && spec.table.is_none()
+}
+
+/// How far above its usual place a check may go (the end of the batch
+/// area); a copy counts it too, since its source lies above every batch
+/// ([`Layout::of`]).
+fn reach(spec: &CheckSpec) -> u64 {
+    if batchable(spec) || spec.routine.kind() == Kind::Copy {
+        BATCH_AREA
+    } else {
+        0
+    }
+}
+
+/// End of a check's destination window (target plus the guard after it),
+/// wherever a batch puts it.
+fn dst_window_end(spec: &CheckSpec) -> u64 {
+    dst_address(spec) + reach(spec) + spec.total() + GUARD
+}
+
+fn dst_address(spec: &CheckSpec) -> u64 {
+    arch::ARENA_BASE + PAGE_SIZE + GUARD.next_multiple_of(PAGE_SIZE) + spec.dst_offset
+}
+
+/// Where the copies of a plan take their source from: one area above the
+/// destination window of every check in the plan, holding the seeded
+/// source stream by address (byte `src_base + i` holds
+/// `Patterns::source[i]`). A copy with source offset `o` reads from
+/// `src_base + o`, so the area is written once per VM rather than once per
+/// check, and one comparison of the area vouches for every copy that read
+/// it since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Layout {
+    pub src_base: u64,
+    /// Bytes of the area the plan's copies read.
+    pub src_len: u64,
+}
+
+impl Layout {
+    pub fn of(specs: &[CheckSpec]) -> Layout {
+        let copies = || specs.iter().filter(|s| s.shares_source());
+        if copies().next().is_none() {
+            return Layout::default();
+        }
+        // Above every copy and every batch (so no batch overlaps it).
+        let above = |s: &&CheckSpec| s.shares_source() || batchable(s);
+        Layout {
+            src_base: specs
+                .iter()
+                .filter(above)
+                .map(|s| dst_window_end(s).next_multiple_of(PAGE_SIZE) + PAGE_SIZE)
+                .max()
+                .unwrap_or(0),
+            src_len: copies()
+                .map(|s| s.src_offset.unwrap_or(0) + s.total())
+                .max()
+                .unwrap_or(0),
+        }
+    }
+
+    /// Whether `p`'s destination window (with its guards) overlaps the
+    /// source area: such a check overwrites the area.
+    fn overlaps(&self, p: &Placement) -> bool {
+        let (lo, hi) = p.window();
+        self.src_len > 0 && lo < self.src_base + self.src_len && self.src_base < hi
+    }
+}
+
+/// Where a check goes in the arena (the same place for every check, so
+/// the memory stays warm); copies read from `layout`'s source area.
+pub fn placement(spec: &CheckSpec, layout: &Layout) -> Placement {
+    placement_at(spec, layout, dst_address(spec))
+}
+
+fn placement_at(spec: &CheckSpec, layout: &Layout, dst: u64) -> Placement {
+    let src_index = usize::try_from(spec.src_offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    match spec.overlap {
+        Some(delta) => {
+            let mut p = Placement::new(
+                dst,
+                spec.total(),
+                Some(dst.wrapping_add_signed(delta)),
+                src_index,
+            );
+            p.moved = true;
+            p
+        }
+        None => Placement::new(
+            dst,
+            spec.total(),
+            spec.src_offset.map(|o| layout.src_base + o),
+            src_index,
+        ),
+    }
+}
+
+/// Places for the checks of a batch, packed from the usual place: each
+/// target at its offset from a 64-byte (page routines: page) boundary,
+/// windows touching. As many of `chunk` (from the first) as fit the batch
+/// area.
+fn pack(chunk: &[CheckSpec], layout: &Layout) -> Vec<Placement> {
+    let base = arch::ARENA_BASE + PAGE_SIZE;
+    let end = base + GUARD.next_multiple_of(PAGE_SIZE) + BATCH_AREA;
+    let mut out: Vec<Placement> = Vec::with_capacity(chunk.len());
+    let mut cursor = base + GUARD.next_multiple_of(PAGE_SIZE) - SLOT_GUARD;
+    for s in chunk {
+        let align = if s.routine.page_granular() {
+            PAGE_SIZE
+        } else {
+            64
+        };
+        // An overlapping copy's source may start below its target.
+        let below = s.overlap.map_or(0, |d| d.min(0).unsigned_abs());
+        let dst = (cursor + SLOT_GUARD + below).next_multiple_of(align) + s.dst_offset;
+        let mut p = placement_at(s, layout, dst);
+        let (lo, hi) = p.span();
+        if hi + GUARD > end {
+            break;
+        }
+        p.guard_lo = match out.last_mut() {
+            Some(prev) => {
+                // The previous window now ends where this one starts.
+                prev.guard_hi = cursor - prev.span().1;
+                lo - cursor
+            }
+            None => GUARD,
+        };
+        cursor = (hi + SLOT_GUARD).next_multiple_of(64);
+        out.push(p);
+    }
+    out
+}
+
+/// The (size, count, destination offset, source offset, fill) of every
+/// check of `routine` in `filter`'s geometry, in order and without repeats.
+type Shape = (u64, u64, u64, Option<u64>, Fill);
+
+fn shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
+    match routine {
+        Routine::Memset | Routine::Memcpy => byte_shapes(routine, filter),
+        Routine::ClearPage | Routine::ClearPages | Routine::CopyPage => {
+            page_shapes(routine, filter)
+        }
+    }
+}
+
+/// [`shapes`] of the page routines (always zero fill).
+fn page_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
+    let full = filter.geometry == Geometry::Full && filter.sizes.is_empty();
+    let mut out: Vec<Shape> = Vec::new();
+    match routine {
+        Routine::ClearPage | Routine::CopyPage if !filter.sizes.is_empty() => {
+            for &size in &filter.sizes {
+                let src = (routine == Routine::CopyPage).then_some(0);
+                out.push((PAGE_SIZE, size / PAGE_SIZE, 0, src, Fill::Zero));
+            }
+        }
+        Routine::ClearPage => {
+            for count in [1, 3] {
+                for off in [0, PAGE_SIZE, 2 * PAGE_SIZE] {
+                    out.push((PAGE_SIZE, count, off, None, Fill::Zero));
+                }
+            }
+        }
+        Routine::CopyPage => {
+            for count in [1, 3] {
+                for src in [0, PAGE_SIZE] {
+                    out.push((PAGE_SIZE, count, 0, Some(src), Fill::Zero));
+                }
+            }
+        }
+        Routine::ClearPages => {
+            let ns: Vec<u64> = if !filter.sizes.is_empty() {
+                filter.sizes.iter().map(|s| s / PAGE_SIZE).collect()
+            } else if full {
+                CLEAR_PAGES_N
+                    .iter()
+                    .chain(FULL_CLEAR_PAGES_N)
+                    .copied()
+                    .collect()
+            } else {
+                CLEAR_PAGES_N.to_vec()
+            };
+            let offs: &[u64] = if filter.sizes.is_empty() {
+                &[0, PAGE_SIZE]
+            } else {
+                &[0]
+            };
+            for n in ns {
+                for &off in offs {
+                    out.push((n * PAGE_SIZE, 1, off, None, Fill::Zero));
+                }
+            }
+        }
+        Routine::Memset | Routine::Memcpy => {}
+    }
+    out
+}
+
+/// [`shapes`] of memset and memcpy: sizes and (dst, src) offsets, then
+/// each with every fill of the geometry (memset).
+fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
+    let mut bytes: Vec<(u64, u64, Option<u64>)> = Vec::new();
+    let copy = routine == Routine::Memcpy;
+    let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
+    let mut at = |len: u64, dsts: &[u64], srcs: &[u64]| {
+        for &d in dsts {
+            for &s in srcs {
+                bytes.push((len, d, copy.then_some(s)));
+            }
+        }
+    };
+    let every: Vec<u64> = (0..64).collect();
+    let sizes: Vec<u64> = if filter.sizes.is_empty() {
+        SIZES.iter().chain(LARGE_SIZES).copied().collect()
+    } else {
+        filter.sizes.clone()
+    };
+    for &len in &sizes {
+        let dsts = if len <= (2 << 20) + 1 {
+            &every[..]
+        } else {
+            LARGE_DST_OFFSETS
+        };
+        at(len, dsts, srcs);
+    }
+    if filter.geometry == Geometry::Full && filter.sizes.is_empty() {
+        for len in 0..=FULL_MAX {
+            at(len, &every, &[0]);
+            if copy {
+                at(len, &[0], &every);
+            }
+        }
+        for order in 0..=FULL_MAX_ORDER {
+            at(PAGE_SIZE << order, LARGE_DST_OFFSETS, &[0]);
+        }
+    }
+    let mut seen = BTreeSet::new();
+    bytes.retain(|b| seen.insert(*b));
+    // Fills innermost: a passed memset's constant is the next one's
+    // pre-image (see `refill_for`).
+    let fills: &[Fill] = if copy {
+        &[Fill::Zero]
+    } else {
+        Fill::of(filter.geometry)
+    };
+    let mut out = Vec::with_capacity(bytes.len() * fills.len());
+    for &(len, d, s) in &bytes {
+        out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
+    }
+    out
+}
+
+/// The (size, destination offset, delta) of every overlapping copy a
+/// memmove variant is checked with: sizes larger than the overlap.
+fn overlap_shapes(filter: &Filter) -> Vec<(u64, u64, i64)> {
+    let mut sizes: Vec<u64> = if filter.sizes.is_empty() {
+        SIZES.to_vec()
+    } else {
+        filter.sizes.clone()
+    };
+    if filter.geometry == Geometry::Full && filter.sizes.is_empty() {
+        sizes.extend(1..=FULL_MAX);
+        sizes.sort_unstable();
+        sizes.dedup();
+    }
+    let mut out = Vec::new();
+    for len in sizes {
+        for &d in OVERLAP_DST_OFFSETS {
+            for &delta in OVERLAP_DELTAS {
+                if len > delta.unsigned_abs() {
+                    out.push((len, d, delta));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Plan the suite for `side`. Variants the CPU cannot run and sizes that
+/// do not fit the arena come back as skipped records with the reason.
+pub fn plan(
+    side: &crate::kernel::Side,
+    caps: &arch::CpuCaps,
+    filter: &Filter,
+    arena: u64,
+    pats: &Patterns,
+) -> (Vec<CheckSpec>, Vec<CheckRecord>) {
+    let mut specs = Vec::new();
+    let mut skipped = Vec::new();
+    let config = side.config();
+    let moves = overlap_shapes(filter);
+    for routine in Routine::ALL {
+        let shapes = shapes(routine, filter);
+        for v in routines::variants(routine, side) {
+            if !filter.wants(routine, v) {
+                continue;
+            }
+            let plain = shapes
+                .iter()
+                .map(|&(len, count, dst_offset, src_offset, fill)| CheckSpec {
+                    routine,
+                    variant: v,
+                    len,
+                    count,
+                    dst_offset,
+                    src_offset,
+                    fill,
+                    overlap: None,
+                    table: None,
+                });
+            let memmove = routine == Routine::Memcpy && v.memmove;
+            let moved = moves
+                .iter()
+                .filter(|_| memmove)
+                .map(|&(len, dst_offset, delta)| CheckSpec {
+                    routine,
+                    variant: v,
+                    len,
+                    count: 1,
+                    dst_offset,
+                    src_offset: None,
+                    fill: Fill::Zero,
+                    overlap: Some(delta),
+                    table: None,
+                });
+            for spec in plain.chain(moved) {
+                let reason = if let Some(f) = v.requires.filter(|f| !caps.has(f)) {
+                    Some(format!("the CPU does not have {f}"))
+                } else if footprint(&spec) > arena {
+                    Some(format!(
+                        "needs {} of arena; raise --mem",
+                        crate::units::format_size(footprint(&spec))
+                    ))
+                } else {
+                    None
+                };
+                match reason {
+                    None => specs.push(spec),
+                    Some(r) => skipped.push(record(config, &spec, pats, Verdict::Skipped, Some(r))),
+                }
+            }
+        }
+    }
+    (specs, skipped)
+}
+
+/// Every check `plan` makes for `side`, as SKIP with `reason` (a kernel
+/// alternatives path the guest CPU cannot execute: never booted).
+pub fn skip_all(
+    side: &crate::kernel::Side,
+    caps: &arch::CpuCaps,
+    filter: &Filter,
+    pats: &Patterns,
+    reason: &str,
+) -> Vec<CheckRecord> {
+    let (specs, skipped) = plan(side, caps, filter, u64::MAX, pats);
+    let why = || Some(reason.to_string());
+    let planned = specs
+        .iter()
+        .map(|s| record(side.config(), s, pats, Verdict::Skipped, why()));
+    let skipped = skipped
+        .into_iter()
+        .map(|r| CheckRecord { reason: why(), ..r });
+    planned.chain(skipped).collect()
+}
+
+fn record(
+    config: LinkConfig,
+    s: &CheckSpec,
+    pats: &Patterns,
+    verdict: Verdict,
+    reason: Option<String>,
+) -> CheckRecord {
+    CheckRecord {
+        config,
+        routine: s.routine,
+        variant: s.variant.name.to_string(),
+        size: s.len,
+        count: s.count,
+        dst_offset: s.dst_offset,
+        src_offset: s.src_offset,
+        fill: s.fill_byte(pats),
+        overlap: s.overlap,
+        verdict,
+        first_bad_offset: None,
+        bad_bytes: 0,
+        breakdown: Breakdown::default(),
+        ticks: 0,
+        reason,
+    }
+}
+
+/// The outcome of running a plan on one VM.
+#[derive(Debug, Default)]
+pub struct SuiteRun {
+    /// Every check, or with [`Keep::Failures`] those that did not pass.
+    pub records: Vec<CheckRecord>,
+    /// Every check counted per row, passes included (see [`Keep`]).
+    pub rows: Rows,
+    /// A guest failure that ended the run early.
+    pub failure: Option<GuestFailure>,
+    /// Bytes the checker compared and the time it took.
+    pub checked_bytes: u64,
+    pub check_time: Duration,
+    /// SIGINT stopped the run early.
+    pub interrupted: bool,
+}
+
+/// Which records [`run`] keeps: every one, or (for the hundreds of
+/// thousands of checks of `--geometry full`) only those that did not
+/// pass, every check still counted in [`SuiteRun::rows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Keep {
+    #[default]
+    All,
+    Failures,
+}
+
+/// How [`run`] runs a plan.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    pub timeout: Duration,
+    pub scope: checker::Scope,
+    pub keep: Keep,
+}
+
+impl SuiteRun {
+    /// Take in a verified check (its record, the checker's time, the
+    /// bytes compared); returns the record's index.
+    fn add(&mut self, (rec, dt, bytes): (CheckRecord, Duration, u64)) -> usize {
+        self.records.push(rec);
+        self.check_time += dt;
+        self.checked_bytes += bytes;
+        self.records.len() - 1
+    }
+
+    /// A guest failure while `spec` ran: its record fails with the
+    /// failure's detail, and the failure ends the run.
+    fn guest_failed(&mut self, vm: &Vm, spec: &CheckSpec, pats: &Patterns, f: GuestFailure) {
+        let rec = record(
+            vm.blob.config,
+            spec,
+            pats,
+            Verdict::Fail,
+            Some(f.detail.clone()),
+        );
+        self.records.push(rec);
+        self.failure = Some(f);
+    }
+
+    /// Count the records from `from` on in [`SuiteRun::rows`]; with
+    /// [`Keep::Failures`] drop those that passed. Called only when no
+    /// record index is held (no copy awaits its source comparison).
+    fn fold(&mut self, from: usize, keep: Keep) {
+        let Some(tail) = self.records.get(from..) else {
+            return;
+        };
+        for r in tail {
+            self.rows.add(r);
+        }
+        if keep == Keep::Failures {
+            let mut i = 0;
+            self.records.retain(|r| {
+                i += 1;
+                i <= from || r.verdict != Verdict::Pass
+            });
+        }
+    }
+}
+
+/// Run one check on its own: prepare (the source included), call, verify.
+pub fn run_check(
+    vm: &mut Vm,
+    spec: &CheckSpec,
+    pats: &Patterns,
+    timeout: Duration,
+    whole: Option<&mut checker::Snapshot>,
+) -> Result<(CheckRecord, Duration, u64)> {
+    let layout = Layout::of(std::slice::from_ref(spec));
+    check_one(vm, spec, &layout, pats, timeout, Around::alone(), whole)
+}
+
+/// What the last check left in its target, if the harness knows it: the
+/// target pattern (a [`Refill::Target`] check).
+type Prepared = Option<Known>;
+
+/// How [`check_one`] treats what lies around the check.
+struct Around<'a> {
+    /// `Now`: write the source before and compare it after. `Deferred`:
+    /// the source is the shared area, written and compared by [`run`].
+    source: SourceCheck,
+    /// What the arena already holds, kept up to date: the check skips
+    /// writing its pre-image where that serves ([`Known::serves`]), and
+    /// refills its target with the next check's pre-image as it verifies
+    /// it. `None`: no tracking (a lone check, `--check whole`).
+    prepared: Option<&'a mut Prepared>,
+    /// The check that runs next at the usual place, if known: where it
+    /// goes and what it must leave.
+    next: Option<(Placement, Expect)>,
+}
+
+impl Around<'_> {
+    fn alone() -> Around<'static> {
+        Around {
+            source: SourceCheck::Now,
+            prepared: None,
+            next: None,
+        }
+    }
+}
+
+/// What a verified target at `p` (that had to become `expect`) is
+/// refilled with for the check after it: nothing where a passed check's
+/// result serves it (a constant before another constant, a copy before a
+/// copy at a near shift: [`Known::serves`]); a copy's pre-image where the
+/// next copy's target overlaps it; else the target pattern.
+fn refill_for(p: &Placement, expect: Expect, next: Option<(Placement, Expect)>) -> Refill {
+    match next {
+        Some((_, Expect::Byte(w))) if matches!(expect, Expect::Byte(v) if v != w) => Refill::No,
+        Some((n, Expect::Source))
+            if expect == Expect::Source && checker::near(p.shift(), n.shift()) =>
+        {
+            Refill::No
+        }
+        Some((n, Expect::Source)) => {
+            let (lo, hi) = (p.dst.max(n.dst), (p.dst + p.len).min(n.dst + n.len));
+            if lo < hi {
+                Refill::Complement {
+                    lo,
+                    hi,
+                    shift: n.shift(),
+                }
+            } else {
+                Refill::No
+            }
+        }
+        Some((_, Expect::Byte(_))) | None => Refill::Target,
+        // Its window is written whole.
+        Some((_, Expect::Move { .. })) => Refill::No,
+    }
+}
+
+/// Prepare, call, verify. Returns the record, the checker's time and the
+/// bytes it compared.
+fn check_one(
+    vm: &mut Vm,
+    spec: &CheckSpec,
+    layout: &Layout,
+    pats: &Patterns,
+    timeout: Duration,
+    mut around: Around<'_>,
+    mut whole: Option<&mut checker::Snapshot>,
+) -> Result<(CheckRecord, Duration, u64)> {
+    let p = placement(spec, layout);
+    let expect = spec.expect(pats);
+    let known = around
+        .prepared
+        .as_deref()
+        .copied()
+        .flatten()
+        .filter(|k| k.serves(expect, &p));
+    checker::prepare_target_except(&vm.ram, &p, pats, expect, known)?;
+    if around.source == SourceCheck::Now && !p.moved {
+        checker::prepare_source(&vm.ram, &p, pats)?;
+    }
+    if let Some(snap) = whole.as_deref_mut() {
+        snap.refresh(&vm.ram, &p)?;
+    }
+    // The guest may write anywhere from here on.
+    if let Some(k) = around.prepared.as_deref_mut() {
+        *k = None;
+    }
+    let cmd = command(vm, spec, &p, pats)?;
+    let r = vm.vcpu(0)?.call(&cmd, timeout)?;
+    let refill = match (&around.prepared, &whole) {
+        (Some(_), None) => refill_for(&p, expect, around.next),
+        _ => Refill::No,
+    };
+    let how = How {
+        source: around.source,
+        refill,
+        kept: known,
+    };
+    let done = verify(vm, spec, &p, pats, how, whole, r.ticks())?;
+    if let Some(k) = around.prepared {
+        let (lo, hi) = (p.dst, p.dst + p.len);
+        *k = match (refill, expect) {
+            (Refill::No, Expect::Byte(value)) if done.0.verdict == Verdict::Pass => {
+                Some(Known::Constant { lo, hi, value })
+            }
+            (Refill::No, Expect::Source) if done.0.verdict == Verdict::Pass => Some(Known::Copy {
+                lo,
+                hi,
+                shift: p.shift(),
+            }),
+            (r, _) => r.leaves(&p),
+        };
+    }
+    Ok(done)
+}
+
+/// The command that runs `spec` on `p`.
+fn command(vm: &Vm, spec: &CheckSpec, p: &Placement, pats: &Patterns) -> Result<Command> {
+    let call = Call {
+        routine: spec.routine,
+        dst: p.dst,
+        src: p.src.unwrap_or(0),
+        fill: spec.fill.byte(pats),
+        len: spec.len,
+        count: spec.count,
+        step: spec.len as i64,
+    };
+    let mut cmd = routines::command(&vm.blob, spec.variant, &call)?;
+    if let Some((t, i)) = spec.table {
+        cmd.table = t;
+        cmd.index = i;
+    }
+    Ok(cmd)
+}
+
+/// Verify what the call of `spec` left on `p` and make its record.
+fn verify(
+    vm: &Vm,
+    spec: &CheckSpec,
+    p: &Placement,
+    pats: &Patterns,
+    how: How,
+    whole: Option<&mut checker::Snapshot>,
+    ticks: u64,
+) -> Result<(CheckRecord, Duration, u64)> {
+    let t = Instant::now();
+    let expect = spec.expect(pats);
+    let mut out = checker::check_with(&vm.ram, p, expect, pats, how)?;
+    let (lo, hi) = p.window();
+    let mut bytes = hi - lo
+        + match (p.src, how.source) {
+            (Some(_), SourceCheck::Now) => p.len,
+            _ => 0,
+        };
+    if let Some(snap) = whole {
+        let (n, first) = snap.changed_outside(&vm.ram, p)?;
+        // What the routine wrote in its own area is judged above; take it
+        // in so the next check compares against it.
+        snap.refresh(&vm.ram, p)?;
+        out.breakdown.outside = n;
+        out.bad_bytes = out.breakdown.total();
+        if out.first_bad.is_none() {
+            out.first_bad = first;
+        }
+        bytes = vm.ram.end() - arch::BLOB_WINDOW;
+    }
+    let dt = t.elapsed();
+    let mut rec = record(vm.blob.config, spec, pats, Verdict::Pass, None);
+    rec.ticks = ticks;
+    judge(&mut rec, &out);
+    Ok((rec, dt, bytes))
+}
+
+/// Put a checker outcome into a record: verdict, counts and reason.
+fn judge(rec: &mut CheckRecord, out: &checker::Outcome) {
+    rec.verdict = if out.passed() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    rec.first_bad_offset = out.first_bad;
+    rec.bad_bytes = out.bad_bytes;
+    rec.breakdown = out.breakdown;
+    rec.reason = (!out.passed()).then(|| {
+        let first = out
+            .first_bad
+            .map(|f| format!(", first at offset {f}"))
+            .unwrap_or_default();
+        format!(
+            "{}: {} bad bytes{first}",
+            out.breakdown.label(),
+            out.bad_bytes
+        )
+    });
+}
+
+/// Copies whose source has not been compared yet: at most this many run
+/// between two comparisons of the shared source area.
+const DEFER: usize = 64;
+
+/// What [`run`] knows about the arena: whether the shared source area of
+/// [`Layout`] holds the stream, the copies that read it since it was last
+/// compared, and where the target pattern already lies.
+struct Arena {
+    layout: Layout,
+    written: bool,
+    /// Left by the last check's refill; see [`Around::prepared`].
+    prepared: Prepared,
+    /// (record index, spec) of each copy not yet vouched for.
+    pending: Vec<(usize, CheckSpec)>,
+    /// The part of the area those copies read.
+    lo: u64,
+    hi: u64,
+}
+
+impl Arena {
+    fn new(layout: Layout) -> Arena {
+        Arena {
+            layout,
+            written: false,
+            prepared: None,
+            pending: Vec::new(),
+            lo: u64::MAX,
+            hi: 0,
+        }
+    }
+
+    /// The stream bytes from guest address `lo` to `hi` in the area.
+    fn expected<'a>(&self, pats: &'a Patterns, lo: u64, hi: u64) -> Result<&'a [u8]> {
+        let (a, b) = (
+            (lo - self.layout.src_base) as usize,
+            (hi - self.layout.src_base) as usize,
+        );
+        pats.source().get(a..b).ok_or_else(|| {
+            Error::Internal(format!(
+                "the source area [{a:#x}, {b:#x}) is longer than the source pattern ({} bytes)",
+                pats.source().len()
+            ))
+        })
+    }
+
+    /// Write the stream into the area unless it is known to hold it.
+    fn ensure(&mut self, vm: &Vm, pats: &Patterns) -> Result<()> {
+        if !self.written {
+            // The area may hold a target of a check that overlapped it.
+            self.prepared = None;
+            let (lo, hi) = (
+                self.layout.src_base,
+                self.layout.src_base + self.layout.src_len,
+            );
+            vm.ram.write_bytes(lo, self.expected(pats, lo, hi)?)?;
+            self.written = true;
+        }
+        Ok(())
+    }
+
+    fn defer(&mut self, index: usize, spec: &CheckSpec, p: &Placement) {
+        if let Some(src) = p.src {
+            self.lo = self.lo.min(src);
+            self.hi = self.hi.max(src + p.len);
+        }
+        self.pending.push((index, *spec));
+    }
+}
+
+/// Compare the part of the source area the pending copies read. Unchanged:
+/// each of them left its source alone, which is what the per-check
+/// comparison would have found. Changed: the area is written afresh and,
+/// when the VM can still run (`rerun`), every pending copy runs again on
+/// its own with a fresh source compared right after it, so each record
+/// says exactly what that copy did. When it cannot (the guest failed or
+/// the run was interrupted), each pending copy's own source range is
+/// judged as it is now.
+fn settle_source(
+    vm: &mut Vm,
+    area: &mut Arena,
+    pats: &Patterns,
+    timeout: Duration,
+    rerun: bool,
+    out: &mut SuiteRun,
+) -> Result<()> {
+    if area.pending.is_empty() {
+        return Ok(());
+    }
+    let pending = std::mem::take(&mut area.pending);
+    let (lo, hi) = (area.lo, area.hi);
+    (area.lo, area.hi) = (u64::MAX, 0);
+    let t = Instant::now();
+    let changed =
+        lo < hi && checker::source_changes(&vm.ram, lo, area.expected(pats, lo, hi)?)? > 0;
+    out.check_time += t.elapsed();
+    out.checked_bytes += hi.saturating_sub(lo);
+    if !changed {
+        return Ok(());
+    }
+    area.written = false;
+    area.prepared = None;
+    for (index, spec) in pending {
+        let Some(rec) = out.records.get_mut(index) else {
+            continue;
+        };
+        if !rerun {
+            let p = placement(&spec, &area.layout);
+            if let Some(src) = p.src {
+                let n = checker::source_changes(&vm.ram, src, p.source(pats)?)?;
+                if n > 0 {
+                    let mut o = checker::Outcome {
+                        first_bad: rec.first_bad_offset,
+                        bad_bytes: 0,
+                        breakdown: rec.breakdown,
+                    };
+                    o.breakdown.source_modified = n;
+                    o.bad_bytes = o.breakdown.total();
+                    judge(rec, &o);
+                    if let Some(r) = rec.reason.as_mut() {
+                        r.push_str(
+                            " (the source was compared after the VM stopped: this copy or \
+                             one run after it changed it)",
+                        );
+                    }
+                }
+            }
+            continue;
+        }
+        let layout = area.layout;
+        let around = Around {
+            source: SourceCheck::Now,
+            prepared: Some(&mut area.prepared),
+            next: None,
+        };
+        match check_one(vm, &spec, &layout, pats, timeout, around, None) {
+            Ok((again, dt, bytes)) => {
+                out.records[index] = again;
+                out.check_time += dt;
+                out.checked_bytes += bytes;
+            }
+            Err(Error::Guest(f)) => {
+                let rec = &mut out.records[index];
+                rec.verdict = Verdict::Fail;
+                rec.reason = Some(f.detail.clone());
+                out.failure = Some(*f);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Run a batch of small checks (packed by [`pack`]) with one exit; each
+/// is prepared, timed and verified on its own. A guest failure is
+/// recorded against the slot that was running, after the slots before it
+/// are verified. `places` comes from `pack(chunk)`.
+fn run_batch(
+    vm: &mut Vm,
+    chunk: &[CheckSpec],
+    places: &[Placement],
+    area: &mut Arena,
+    pats: &Patterns,
+    timeout: Duration,
+    out: &mut SuiteRun,
+) -> Result<()> {
+    // The batch area covers the usual place.
+    area.prepared = None;
+    if chunk.iter().any(CheckSpec::shares_source) {
+        area.ensure(vm, pats)?;
+    }
+    let mut cmds = Vec::with_capacity(chunk.len());
+    for (s, p) in chunk.iter().zip(places) {
+        checker::prepare_target(&vm.ram, p, pats, s.expect(pats))?;
+        cmds.push(command(vm, s, p, pats)?);
+    }
+    let (results, failed) = match vm.vcpu(0)?.call_batch(&cmds, timeout) {
+        Ok(r) => (r, None),
+        Err(Error::Guest(f)) => {
+            let (cur, done) = vm.vcpu(0)?.batch_progress(chunk.len());
+            (done, Some((cur, f)))
+        }
+        Err(e) => return Err(e),
+    };
+    for ((spec, p), r) in chunk.iter().zip(places).zip(&results) {
+        let copy = spec.shares_source();
+        let source = if copy {
+            SourceCheck::Deferred
+        } else {
+            SourceCheck::Now
+        };
+        let how = How {
+            source,
+            ..How::default()
+        };
+        let index = out.add(verify(vm, spec, p, pats, how, None, r.ticks())?);
+        if copy {
+            area.defer(index, spec, p);
+        }
+    }
+    if let Some((cur, f)) = failed {
+        match chunk.get(cur) {
+            Some(spec) => out.guest_failed(vm, spec, pats, *f),
+            None => out.failure = Some(*f),
+        }
+        settle_source(vm, area, pats, timeout, false, out)?;
+    }
+    Ok(())
+}
+
+/// How many of `specs` (from the first) run as one batch: consecutive
+/// small checks, at most `abi::BATCH_SLOTS`; 0 or 1 means "run the first
+/// alone". The batch area lies below the copies' source area
+/// ([`Layout::of`]), so no batch overwrites it.
+fn batch_len(specs: &[CheckSpec]) -> usize {
+    specs
+        .iter()
+        .take(abi::BATCH_SLOTS as usize)
+        .take_while(|s| batchable(s))
+        .count()
+}
+
+/// Run `specs` in order on `vm`; a guest failure ends the run. Small
+/// checks run in batches (see [`run_batch`]) unless `--check whole`.
+/// Copies share one source area (see [`Layout`]) that is compared after
+/// at most [`DEFER`] of them, before anything overwrites it, and at the
+/// end; with `--check whole` every check writes and compares its own
+/// source.
+pub fn run(
+    vm: &mut Vm,
+    specs: &[CheckSpec],
+    pats: &Patterns,
+    opts: &RunOptions,
+    progress: &indicatif::ProgressBar,
+) -> Result<SuiteRun> {
+    let timeout = opts.timeout;
+    let mut out = SuiteRun::default();
+    let mut snap = match opts.scope {
+        checker::Scope::Whole => Some(checker::Snapshot::take(&vm.ram)?),
+        checker::Scope::Target => None,
+    };
+    let layout = Layout::of(specs);
+    let mut area = Arena::new(layout);
+    let mut i = 0;
+    let mut folded = 0;
+    while let Some(spec) = specs.get(i) {
+        let n = match opts.scope {
+            checker::Scope::Target => batch_len(&specs[i..]),
+            checker::Scope::Whole => 0,
+        };
+        let places = if n > 1 {
+            pack(&specs[i..i + n], &layout)
+        } else {
+            Vec::new()
+        };
+        let r = if places.len() > 1 {
+            let n = places.len();
+            let r = run_batch(
+                vm,
+                &specs[i..i + n],
+                &places,
+                &mut area,
+                pats,
+                timeout,
+                &mut out,
+            );
+            i += n;
+            progress.inc(n as u64);
+            r
+        } else {
+            i += 1;
+            progress.inc(1);
+            let next = specs.get(i);
+            run_single(
+                vm,
+                (spec, next),
+                &mut area,
+                pats,
+                timeout,
+                snap.as_mut(),
+                &mut out,
+            )
+        };
+        match r {
+            Ok(()) => {}
+            Err(Error::Interrupted) => {
+                out.interrupted = true;
+                settle_source(vm, &mut area, pats, timeout, false, &mut out)?;
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+        if out.failure.is_some() {
+            break;
+        }
+        settle_and_fold(vm, &mut area, pats, opts, &mut out, &mut folded)?;
+        if out.failure.is_some() {
+            break;
+        }
+    }
+    if out.failure.is_none() && !out.interrupted {
+        settle_source(vm, &mut area, pats, timeout, true, &mut out)?;
+    }
+    out.fold(folded, opts.keep);
+    Ok(out)
+}
+
+/// Between two steps of [`run`]: compare the shared source area once
+/// [`DEFER`] copies wait on it (with [`Keep::Failures`], after every step,
+/// so records can be folded), then fold the records from `folded` on when
+/// none is still pending.
+fn settle_and_fold(
+    vm: &mut Vm,
+    area: &mut Arena,
+    pats: &Patterns,
+    opts: &RunOptions,
+    out: &mut SuiteRun,
+    folded: &mut usize,
+) -> Result<()> {
+    let eager = opts.keep == Keep::Failures && !area.pending.is_empty();
+    if area.pending.len() >= DEFER || eager {
+        settle_source(vm, area, pats, opts.timeout, true, out)?;
+    }
+    if area.pending.is_empty() {
+        out.fold(*folded, opts.keep);
+        *folded = out.records.len();
+    }
+    Ok(())
+}
+
+/// One check on its own (a large one, or any with `--check whole`).
+fn run_single(
+    vm: &mut Vm,
+    (spec, next): (&CheckSpec, Option<&CheckSpec>),
+    area: &mut Arena,
+    pats: &Patterns,
+    timeout: Duration,
+    snap: Option<&mut checker::Snapshot>,
+    out: &mut SuiteRun,
+) -> Result<()> {
+    let layout = area.layout;
+    let p = placement(spec, &layout);
+    let shared = snap.is_none() && spec.shares_source();
+    if !shared && layout.overlaps(&p) {
+        settle_source(vm, area, pats, timeout, true, out)?;
+        area.written = false;
+        if out.failure.is_some() {
+            return Ok(());
+        }
+    }
+    if shared {
+        area.ensure(vm, pats)?;
+    }
+    let tracked = snap.is_none();
+    let around = Around {
+        source: if shared {
+            SourceCheck::Deferred
+        } else {
+            SourceCheck::Now
+        },
+        prepared: tracked.then_some(&mut area.prepared),
+        next: next.map(|n| (placement(n, &layout), n.expect(pats))),
+    };
+    match check_one(vm, spec, &layout, pats, timeout, around, snap) {
+        Ok(done) => {
+            let index = out.add(done);
+            if shared {
+                area.defer(index, spec, &p);
+            }
+            Ok(())
+        }
+        Err(Error::Guest(f)) => {
+            out.guest_failed(vm, spec, pats, *f);
+            settle_source(vm, area, pats, timeout, false, out)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blob::LinkConfig;
+    use crate::kernel::Side;
+
+    fn spec(routine: Routine, len: u64, dst_offset: u64, src_offset: Option<u64>) -> CheckSpec {
+        let side: Side = LinkConfig::Vanilla.into();
+        CheckSpec {
+            routine,
+            variant: routines::variants(routine, &side)[0],
+            len,
+            count: 1,
+            dst_offset,
+            src_offset,
+            fill: Fill::Seeded,
+            overlap: None,
+            table: None,
+        }
+    }
+
+    #[test]
+    fn the_source_area_lies_above_every_copy_and_every_batch() {
+        let mut specs = Vec::new();
+        for len in [1, 4097, BATCH_MAX, (2 << 20) + 1] {
+            for off in [0, 63] {
+                for src in [0, 1, 63] {
+                    specs.push(spec(Routine::Memcpy, len, off, Some(src)));
+                }
+            }
+        }
+        specs.push(spec(Routine::CopyPage, PAGE_SIZE, 0, Some(PAGE_SIZE)));
+        let layout = Layout::of(&specs);
+        assert_eq!(layout.src_len, (2 << 20) + 1 + 63);
+        let biggest = specs.iter().map(footprint).max().unwrap();
+        let check = |p: &Placement, what: &str| {
+            assert!(p.window().1 + PAGE_SIZE <= layout.src_base, "{what}");
+            assert!(!layout.overlaps(p), "{what}");
+            let src = p.src.unwrap();
+            assert!(src >= layout.src_base);
+            assert!(src + p.len <= layout.src_base + layout.src_len);
+            assert_eq!(src - layout.src_base, p.src_index as u64);
+            // The whole layout fits the footprint the plan checks the
+            // arena against.
+            assert!(layout.src_base + layout.src_len <= arch::ARENA_BASE + biggest);
+        };
+        for s in &specs {
+            check(&placement(s, &layout), &format!("{s:?} alone"));
+        }
+        let small: Vec<CheckSpec> = specs.iter().copied().filter(batchable).collect();
+        let many: Vec<CheckSpec> = small
+            .iter()
+            .cycle()
+            .take(abi::BATCH_SLOTS as usize)
+            .copied()
+            .collect();
+        for (k, p) in pack(&many, &layout).iter().enumerate() {
+            check(p, &format!("slot {k}"));
+        }
+        // A plan without batched copies still keeps batches off the area.
+        let mixed = [
+            spec(Routine::Memset, 64, 0, None),
+            spec(Routine::Memcpy, 2 << 20, 0, Some(0)),
+        ];
+        let layout = Layout::of(&mixed);
+        let batch = pack(&[mixed[0]; 512], &layout);
+        assert!(batch.iter().all(|p| !layout.overlaps(p)));
+    }
+
+    #[test]
+    fn packed_windows_touch_and_never_share_a_byte() {
+        let layout = Layout::default();
+        let chunk: Vec<CheckSpec> = (0..abi::BATCH_SLOTS - 1)
+            .map(|k| spec(Routine::Memset, k % 1025, k % 64, None))
+            .chain([spec(Routine::ClearPage, PAGE_SIZE, PAGE_SIZE, None)])
+            .collect();
+        let places = pack(&chunk, &layout);
+        assert_eq!(places.len(), chunk.len());
+        for (p, s) in places.iter().zip(&chunk) {
+            let align = if s.routine.page_granular() {
+                PAGE_SIZE
+            } else {
+                64
+            };
+            assert_eq!(p.dst % align, s.dst_offset % align, "{s:?}");
+            assert!(p.guard_lo >= SLOT_GUARD && p.guard_hi >= SLOT_GUARD);
+        }
+        assert_eq!(places[0].guard_lo, GUARD);
+        assert_eq!(places.last().unwrap().guard_hi, GUARD);
+        for pair in places.windows(2) {
+            assert_eq!(pair[0].window().1, pair[1].window().0, "{pair:?}");
+        }
+        // Large checks: as many as fit the batch area.
+        let big = vec![spec(Routine::Memset, BATCH_MAX, 63, None); 512];
+        let places = pack(&big, &layout);
+        assert!(places.len() > 100 && places.len() < 512);
+        let (lo, hi) = (places[0].window().0, places.last().unwrap().window().1);
+        assert!(hi - lo <= GUARD.next_multiple_of(PAGE_SIZE) + BATCH_AREA);
+        assert!(dst_window_end(&big[0]) >= hi);
+    }
+
+    #[test]
+    fn batches_take_consecutive_small_checks_only() {
+        let small = spec(Routine::Memset, 64, 0, None);
+        let big = spec(Routine::Memset, BATCH_MAX + 1, 0, None);
+        assert_eq!(batch_len(&[small; 600]), abi::BATCH_SLOTS as usize);
+        assert_eq!(batch_len(&[small, small, big, small]), 2);
+        assert_eq!(batch_len(&[big, small]), 0);
+        let mut selftest = small;
+        selftest.table = Some((abi::TABLE_SELFTEST, 0));
+        assert_eq!(batch_len(&[small, selftest]), 1);
+    }
+
+    #[test]
+    fn overlapping_copies_pack_like_the_others() {
+        let layout = Layout::default();
+        let chunk: Vec<CheckSpec> = OVERLAP_DELTAS
+            .iter()
+            .map(|&d| CheckSpec {
+                overlap: Some(d),
+                ..spec(Routine::Memcpy, 100, 1, None)
+            })
+            .collect();
+        let places = pack(&chunk, &layout);
+        assert_eq!(places.len(), chunk.len());
+        for (p, s) in places.iter().zip(&chunk) {
+            assert!(p.moved);
+            assert_eq!(p.src, Some(p.dst.wrapping_add_signed(s.overlap.unwrap())));
+            assert_eq!(p.dst % 64, 1);
+            let (lo, hi) = p.span();
+            assert_eq!(hi - lo, 100 + s.overlap.unwrap().unsigned_abs());
+        }
+        for pair in places.windows(2) {
+            assert_eq!(pair[0].window().1, pair[1].window().0, "{pair:?}");
+        }
+        assert!(chunk.iter().all(|s| !s.shares_source()));
+        let f = Filter::default();
+        let shapes = overlap_shapes(&f);
+        assert!(shapes.contains(&(4097, 63, -64)) && shapes.contains(&(8, 0, 7)));
+        assert!(!shapes.iter().any(|&(len, _, d)| len <= d.unsigned_abs()));
+    }
+
+    fn count(f: &Filter, r: Routine) -> usize {
+        shapes(r, f).len()
+    }
+
+    #[test]
+    fn geometries_cover_what_they_promise() {
+        let quick = Filter::default();
+        let full = Filter {
+            geometry: Geometry::Full,
+            ..Filter::default()
+        };
+        // quick: today's memset set once per fill (zero and seeded).
+        let per_fill = SIZES.len() * 64 + LARGE_SIZES.len() * LARGE_DST_OFFSETS.len();
+        assert_eq!(count(&quick, Routine::Memset), 2 * per_fill);
+        assert_eq!(count(&quick, Routine::Memcpy), per_fill * SRC_OFFSETS.len());
+        // full: every (size <= 1024, dst offset) at every fill; memcpy at
+        // every dst offset and every src offset too.
+        let shapes_full = shapes(Routine::Memset, &full);
+        for fill in [Fill::Zero, Fill::Ones, Fill::Seeded] {
+            for len in 0..=FULL_MAX {
+                for d in 0..64 {
+                    assert!(shapes_full.contains(&(len, 1, d, None, fill)), "{len} {d}");
+                }
+            }
+            for order in 0..=FULL_MAX_ORDER {
+                assert!(shapes_full.contains(&(PAGE_SIZE << order, 1, 0, None, fill)));
+            }
+        }
+        let copies = shapes(Routine::Memcpy, &full);
+        for len in 0..=FULL_MAX {
+            for o in 0..64 {
+                assert!(copies.contains(&(len, 1, o, Some(0), Fill::Zero)));
+                assert!(copies.contains(&(len, 1, 0, Some(o), Fill::Zero)));
+            }
+        }
+        let mut seen = BTreeSet::new();
+        assert!(copies.iter().all(|c| seen.insert(*c)), "no check twice");
+        let pages = shapes(Routine::ClearPages, &full);
+        for n in CLEAR_PAGES_N.iter().chain(FULL_CLEAR_PAGES_N) {
+            assert!(pages.contains(&(n * PAGE_SIZE, 1, 0, None, Fill::Zero)));
+        }
+        // An explicit size keeps the suite's source offsets.
+        let sized = Filter {
+            sizes: vec![100],
+            ..Filter::default()
+        };
+        let c = shapes(Routine::Memcpy, &sized);
+        assert_eq!(c.len(), 64 * SRC_OFFSETS.len());
+        assert!(c.contains(&(100, 1, 5, Some(33), Fill::Zero)));
+    }
+}

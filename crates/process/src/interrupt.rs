@@ -1,0 +1,164 @@
+//! A request to stop: the first SIGINT, SIGTERM or SIGHUP (Ctrl-C, `kill`,
+//! `timeout`, a CI runner's cancel, a closed terminal), or a closed
+//! standard output, records why (and the signal kicks the vCPU out of
+//! KVM_RUN with EINTR); the hypercall loop turns it into
+//! [`Error::Interrupted`], and run/verify/bench print and write what they
+//! have, marked partial, and exit 128 + the signal (130, 143, 129; 141 for
+//! the closed output). A second signal ends the process the default way.
+
+/// Stopped by a signal (or a closed stdout) before the work was done.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("interrupted ({})", name())]
+pub struct Interrupted;
+
+/// A signal handler that could not be installed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct InstallError(String);
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// Why the run stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Sigint,
+    Sigterm,
+    Sighup,
+    /// Standard output was closed (EPIPE): the reader is gone.
+    Pipe,
+}
+
+/// The signals caught, in the order of [`Stop`].
+const SIGNALS: [(libc::c_int, Stop); 3] = [
+    (libc::SIGINT, Stop::Sigint),
+    (libc::SIGTERM, Stop::Sigterm),
+    (libc::SIGHUP, Stop::Sighup),
+];
+
+impl Stop {
+    /// As the messages and the JSON's `partial_reason` name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stop::Sigint => "SIGINT",
+            Stop::Sigterm => "SIGTERM",
+            Stop::Sighup => "SIGHUP",
+            Stop::Pipe => "EPIPE: standard output closed",
+        }
+    }
+
+    fn signal(self) -> libc::c_int {
+        match self {
+            Stop::Sigint => libc::SIGINT,
+            Stop::Sigterm => libc::SIGTERM,
+            Stop::Sighup => libc::SIGHUP,
+            Stop::Pipe => libc::SIGPIPE,
+        }
+    }
+
+    /// Exit status, as a shell reports a process ended by the signal.
+    pub fn exit_code(self) -> i32 {
+        128 + self.signal()
+    }
+
+    fn from_signal(sig: libc::c_int) -> Option<Stop> {
+        SIGNALS
+            .iter()
+            .chain(std::iter::once(&(libc::SIGPIPE, Stop::Pipe)))
+            .find(|(s, _)| *s == sig)
+            .map(|(_, stop)| *stop)
+    }
+}
+
+/// The signal number of the first stop request (0: none).
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+/// Catch SIGINT, SIGTERM and SIGHUP (for commands that can save partial
+/// results). Idempotent.
+pub fn install() -> Result<(), InstallError> {
+    static INSTALLED: std::sync::OnceLock<std::result::Result<(), String>> =
+        std::sync::OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            for (sig, _) in SIGNALS {
+                let action = move || {
+                    // The first request is kept; a second signal (of any
+                    // kind) ends the process as if it had not been caught.
+                    if STOP
+                        .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_err()
+                    {
+                        let _ = signal_hook::low_level::emulate_default_handler(sig);
+                    }
+                };
+                // SAFETY: the action is async-signal-safe: an atomic
+                // compare-exchange, and emulate_default_handler (made for
+                // use in handlers). signal-hook installs with SA_RESTART,
+                // which does not restart KVM_RUN: it returns EINTR.
+                unsafe { signal_hook::low_level::register(sig, action) }
+                    .map_err(|e| format!("cannot install the handler of signal {sig}: {e}"))?;
+            }
+            Ok(())
+        })
+        .clone()
+        .map_err(InstallError)
+}
+
+/// Record a stop request that is not a signal (a closed standard output);
+/// an earlier request is kept.
+pub fn request(stop: Stop) {
+    let _ = STOP.compare_exchange(0, stop.signal(), Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// The first stop request, if any.
+pub fn stopped() -> Option<Stop> {
+    Stop::from_signal(STOP.load(Ordering::SeqCst))
+}
+
+/// Whether a stop was requested.
+pub fn requested() -> bool {
+    stopped().is_some()
+}
+
+/// What stopped the run, for messages ("SIGTERM"); "SIGINT" before any
+/// request, as [`Interrupted`] was only ever made by one.
+pub fn name() -> &'static str {
+    stopped().unwrap_or(Stop::Sigint).name()
+}
+
+/// Exit status of an interrupted run (130 before any request).
+pub fn exit_code() -> i32 {
+    stopped().unwrap_or(Stop::Sigint).exit_code()
+}
+
+/// Whether a KVM ioctl that failed with `errno` failed because of the
+/// stop request: it slept interruptibly (KVM_CREATE_VM does, here) and the
+/// signal cut it short with EINTR. Then the run stops as for any other
+/// request, not as a KVM failure.
+pub fn cut_short(errno: i32) -> bool {
+    errno == libc::EINTR && requested()
+}
+
+/// `Err(Interrupted)` once a stop was requested.
+pub fn check() -> Result<(), Interrupted> {
+    if requested() {
+        return Err(Interrupted);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_stop_exits_as_a_shell_reports_its_signal() {
+        let codes: Vec<i32> = [Stop::Sigint, Stop::Sigterm, Stop::Sighup, Stop::Pipe]
+            .into_iter()
+            .map(Stop::exit_code)
+            .collect();
+        assert_eq!(codes, [130, 143, 129, 141]);
+        for (sig, stop) in SIGNALS {
+            assert_eq!(Stop::from_signal(sig), Some(stop));
+        }
+        assert_eq!(Stop::from_signal(0), None);
+    }
+}

@@ -1,0 +1,344 @@
+//! Choosing the guest privilege level.
+//!
+//! On PVM (a paravirtual KVM without VMX/SVM) guest code at CPL 0 is
+//! emulated instruction by instruction, while CPL 3 runs natively; on VMX,
+//! SVM and arm64 KVM the kernel level runs natively. `--cpl auto` measures
+//! instead of guessing: it runs a short calibration at the kernel level and
+//! reads the vCPU's `insn_emulation` KVM statistic. The decision is cached
+//! per boot (see [`CacheKey`]): a later `--cpl auto` reuses it without a
+//! calibration VM, and probes again when the boot, the kernel, the KVM
+//! module or hypclear changed.
+use crate::blob::LinkConfig;
+use crate::error::{Error, Result};
+use crate::vmm::memory::Backing;
+use crate::vmm::{Privilege, Vm, VmOptions};
+use crate::{Call, Routine};
+use serde::Serialize;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CplChoice {
+    Auto,
+    #[value(name = "0")]
+    Kernel,
+    #[value(name = "3")]
+    User,
+}
+
+/// The decision and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrivilegeChoice {
+    pub privilege: Privilege,
+    pub name: &'static str,
+    pub reason: String,
+    /// Emulated instructions seen during calibration at the kernel level.
+    pub calibration_insn_emulation: Option<u64>,
+    /// `--cpl auto` only: where the decision came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<DecisionSource>,
+}
+
+/// Whether `--cpl auto` calibrated in this process or reused the decision
+/// cached earlier in this boot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionSource {
+    Calibrated,
+    Cached { file: String },
+}
+
+impl PrivilegeChoice {
+    /// "calibrated" / "cached in FILE", for `info` and the banners.
+    pub fn source_text(&self) -> String {
+        match &self.source {
+            None => "requested".into(),
+            Some(DecisionSource::Calibrated) => "calibrated now".into(),
+            Some(DecisionSource::Cached { file }) => {
+                format!("cached for this boot in {file}; HYPCLEAR_CPL_CACHE=0 re-probes")
+            }
+        }
+    }
+}
+
+/// What a cached `--cpl auto` decision depends on: the boot, the running
+/// kernel, the KVM modules loaded (their srcversion) and hypclear itself.
+/// Any change makes the cache miss and the next `--cpl auto` calibrate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct CacheKey {
+    pub boot_id: String,
+    pub kernel_release: String,
+    pub kvm_modules: Vec<(String, String)>,
+    pub kvm_flavour: crate::arch::KvmFlavour,
+    pub hypclear: String,
+}
+
+impl CacheKey {
+    /// The key of this boot; None when the boot cannot be identified
+    /// (then nothing is cached).
+    pub fn current() -> Option<CacheKey> {
+        // One open and one read per file (procfs and sysfs hand out these
+        // few bytes in one read): this runs before every `--cpl auto` VM.
+        let read = |p: &str| {
+            use std::io::Read;
+            let mut buf = [0u8; 128];
+            let n = std::fs::File::open(p).ok()?.read(&mut buf).ok()?;
+            std::str::from_utf8(&buf[..n])
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let kvm_modules = ["kvm", "kvm_intel", "kvm_amd", "kvm_pvm"]
+            .iter()
+            .filter_map(|m| {
+                let dir = format!("/sys/module/{m}");
+                std::path::Path::new(&dir).exists().then(|| {
+                    (
+                        m.to_string(),
+                        read(&format!("{dir}/srcversion")).unwrap_or_else(|| "built-in".into()),
+                    )
+                })
+            })
+            .collect();
+        Some(CacheKey {
+            boot_id: read("/proc/sys/kernel/random/boot_id")?,
+            kernel_release: read("/proc/sys/kernel/osrelease")?,
+            kvm_modules,
+            kvm_flavour: crate::arch::kvm_flavour(),
+            hypclear: format!(
+                "{} {}",
+                env!("CARGO_PKG_VERSION"),
+                hypclear_guest::GIT_COMMIT
+            ),
+        })
+    }
+}
+
+/// One cached decision, as stored on disk.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+struct CacheEntry {
+    key: CacheKey,
+    user: bool,
+    reason: String,
+    calibration_insn_emulation: Option<u64>,
+}
+
+/// `$XDG_CACHE_HOME/hypclear/cpl-auto.json` (or `~/.cache/...`); None when
+/// caching is off (`HYPCLEAR_CPL_CACHE=0`) or there is no cache directory.
+fn cache_file() -> Option<std::path::PathBuf> {
+    if std::env::var("HYPCLEAR_CPL_CACHE").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))?;
+    Some(base.join("hypclear").join("cpl-auto.json"))
+}
+
+/// The cached decision if its key matches this boot. A missing, unreadable
+/// or foreign file is a miss, never an error.
+fn cached(file: &std::path::Path, key: &CacheKey) -> Option<CacheEntry> {
+    let entry: CacheEntry = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+    (entry.key == *key).then_some(entry)
+}
+
+/// Store a decision; failing to write the cache only costs the next run a
+/// calibration, so it is not an error.
+fn store(file: &std::path::Path, entry: &CacheEntry) {
+    let Some(dir) = file.parent() else { return };
+    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+    let ok = std::fs::create_dir_all(dir).is_ok()
+        && serde_json::to_vec_pretty(entry)
+            .ok()
+            .is_some_and(|b| std::fs::write(&tmp, b).is_ok());
+    if ok {
+        let _ = std::fs::rename(&tmp, file);
+    } else {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// Calls made at the kernel level to detect emulation.
+const CALIBRATION_CALLS: u64 = 64;
+
+fn mk(p: Privilege, reason: String, n: Option<u64>) -> PrivilegeChoice {
+    PrivilegeChoice {
+        privilege: p,
+        name: crate::arch::privilege_name(p),
+        reason,
+        calibration_insn_emulation: n,
+        source: None,
+    }
+}
+
+pub fn choose(choice: CplChoice) -> Result<PrivilegeChoice> {
+    match choice {
+        CplChoice::Kernel => return Ok(mk(Privilege::Kernel, "requested".into(), None)),
+        CplChoice::User => return Ok(mk(Privilege::User, "requested".into(), None)),
+        CplChoice::Auto => {}
+    }
+    let file = cache_file();
+    let key = CacheKey::current();
+    if let (Some(file), Some(key)) = (&file, &key)
+        && let Some(e) = cached(file, key)
+    {
+        let p = if e.user {
+            Privilege::User
+        } else {
+            Privilege::Kernel
+        };
+        let mut c = mk(p, e.reason, e.calibration_insn_emulation);
+        c.source = Some(DecisionSource::Cached {
+            file: file.display().to_string(),
+        });
+        return Ok(c);
+    }
+    let mut c = decide(calibrate()?);
+    c.source = Some(DecisionSource::Calibrated);
+    if let (Some(file), Some(key)) = (file, key) {
+        store(
+            &file,
+            &CacheEntry {
+                key,
+                user: c.privilege == Privilege::User,
+                reason: c.reason.clone(),
+                calibration_insn_emulation: c.calibration_insn_emulation,
+            },
+        );
+    }
+    Ok(c)
+}
+
+/// The decision from a calibration's emulated-instruction count.
+fn decide(emulated: Option<u64>) -> PrivilegeChoice {
+    match emulated {
+        Some(n) if n >= CALIBRATION_CALLS => mk(
+            Privilege::User,
+            format!(
+                "kernel-level guest code is emulated here ({n} emulated instructions \
+                 for {CALIBRATION_CALLS} calibration calls; KVM flavour {})",
+                crate::arch::kvm_flavour()
+            ),
+            Some(n),
+        ),
+        Some(n) => mk(
+            Privilege::Kernel,
+            format!(
+                "kernel-level guest code runs natively ({n} emulated instructions in calibration)"
+            ),
+            Some(n),
+        ),
+        None if crate::arch::kvm_flavour() == crate::arch::KvmFlavour::Pvm => mk(
+            Privilege::User,
+            "no KVM stats; the kvm_pvm module emulates kernel-level guest code".into(),
+            None,
+        ),
+        None => mk(
+            Privilege::Kernel,
+            "KVM has no insn_emulation statistic here (arm64, or an older kernel): \
+             the kernel level is taken to run natively"
+                .into(),
+            None,
+        ),
+    }
+}
+
+/// Emulated instructions during a short kernel-level run, if KVM says.
+fn calibrate() -> Result<Option<u64>> {
+    let kvm2 = crate::vmm::open_kvm()?;
+    // The built-in blob: what is calibrated is KVM, not the routines.
+    let side = crate::kernel::Side::Builtin(LinkConfig::Memset);
+    let opts = VmOptions {
+        mem: crate::arch::MIN_RAM,
+        backing: Backing::Anon,
+        prefault: false,
+        privilege: Privilege::Kernel,
+        blob: side.blob()?,
+        vcpus: 1,
+        seed: 0,
+    };
+    let mut vm = Vm::new(kvm2, &opts)?;
+    let v = crate::variants(Routine::Memset, &side)
+        .into_iter()
+        .find(|v| v.requires.is_none())
+        .ok_or_else(|| Error::Blob("no memset variant without CPU requirements".into()))?;
+    let call = Call {
+        routine: Routine::Memset,
+        dst: crate::arch::ARENA_BASE,
+        src: 0,
+        fill: 0x5a,
+        len: 256,
+        count: CALIBRATION_CALLS,
+        step: 0,
+    };
+    let cmd = crate::command(&vm.blob, v, &call)?;
+    let timeout = Duration::from_secs(10);
+    let cpu = vm.vcpu(0)?;
+    cpu.start(timeout)?;
+    // Warm up once (first touch of the page), then measure.
+    cpu.call(&cmd, timeout)?;
+    let r = cpu.call_with_stats(&cmd, timeout)?;
+    Ok(r.stats.get("insn_emulation").copied())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> CacheKey {
+        CacheKey {
+            boot_id: "b".into(),
+            kernel_release: "6.18".into(),
+            kvm_modules: vec![("kvm_pvm".into(), "ABC".into())],
+            kvm_flavour: crate::arch::KvmFlavour::Pvm,
+            hypclear: "0.1.0 x".into(),
+        }
+    }
+
+    #[test]
+    fn cache_hits_only_for_the_same_boot_kernel_module_and_build() {
+        let dir = std::env::temp_dir().join(format!("hypclear-cpl-{}", std::process::id()));
+        let file = dir.join("cpl-auto.json");
+        let entry = CacheEntry {
+            key: key(),
+            user: true,
+            reason: "emulated".into(),
+            calibration_insn_emulation: Some(1067),
+        };
+        assert!(cached(&file, &key()).is_none(), "no file is a miss");
+        store(&file, &entry);
+        let hit = cached(&file, &key()).expect("same key hits");
+        assert!(hit.user && hit.calibration_insn_emulation == Some(1067));
+        for changed in [
+            CacheKey {
+                boot_id: "other".into(),
+                ..key()
+            },
+            CacheKey {
+                kernel_release: "6.19".into(),
+                ..key()
+            },
+            CacheKey {
+                kvm_modules: vec![("kvm_pvm".into(), "DEF".into())],
+                ..key()
+            },
+            CacheKey {
+                hypclear: "0.2.0".into(),
+                ..key()
+            },
+        ] {
+            assert!(
+                cached(&file, &changed).is_none(),
+                "{changed:?} must re-probe"
+            );
+        }
+        std::fs::write(&file, "not json").expect("write");
+        assert!(cached(&file, &key()).is_none(), "a corrupt file is a miss");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn decision_from_the_emulation_count() {
+        assert_eq!(decide(Some(1067)).privilege, Privilege::User);
+        assert_eq!(decide(Some(0)).privilege, Privilege::Kernel);
+    }
+}

@@ -1,0 +1,281 @@
+//! Typed errors of the hypclear library. Each message says what happened and,
+//! where there is one, what to do about it.
+use serde::Serialize;
+use std::fmt;
+use thiserror::Error;
+
+pub use hypclear_process::exit::{Category, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
+
+#[derive(Debug, Error)]
+pub enum Error {
+    // ---- environment / usage: exit 2, before any check runs ----
+    #[error(
+        "cannot open the KVM device {0}; load the KVM module (modprobe kvm_intel, kvm_amd or kvm_pvm) \
+         and make sure this user can read and write /dev/kvm (e.g. add it to the kvm group)"
+    )]
+    KvmUnavailable(String),
+    #[error("{0}")]
+    Usage(String),
+    #[error("KVM does not support {what}: {detail}")]
+    Unsupported { what: String, detail: String },
+    #[error("cannot allocate {size} bytes of guest RAM with {backing} backing: {detail}")]
+    Memory {
+        size: u64,
+        backing: String,
+        detail: String,
+    },
+
+    #[error(
+        "not enough host memory: {what} needs {need} bytes ({need_h}), but only {available} bytes \
+         are available ({detail}); use a smaller size or --mem, or free memory first"
+    )]
+    HostMemory {
+        what: String,
+        need: u64,
+        need_h: String,
+        available: u64,
+        detail: String,
+    },
+
+    #[error(
+        "the address-space limit RLIMIT_AS (ulimit -v) is {limit} bytes ({limit_kb} kB) with \
+         {mapped} bytes mapped already, and this run maps {need} bytes more ({need_h}: guest \
+         RAM, buffers, threads); raise it (ulimit -v {suggest_kb}, or unlimited) or use a \
+         smaller --mem or -s"
+    )]
+    AddressSpace {
+        need: u64,
+        need_h: String,
+        limit: u64,
+        limit_kb: u64,
+        mapped: u64,
+        suggest_kb: u64,
+    },
+
+    // ---- the VMM itself ----
+    #[error("KVM ioctl {op} failed: {source}")]
+    Kvm {
+        op: &'static str,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+    #[error("guest memory access at {gpa:#x} (+{len:#x}) failed: {detail}")]
+    GuestMemory { gpa: u64, len: u64, detail: String },
+    #[error("the guest blob is unusable: {0}")]
+    Blob(String),
+    #[error("loading the guest blob failed: {0}")]
+    Load(String),
+
+    // ---- the guest misbehaved ----
+    #[error("{0}")]
+    Guest(Box<GuestFailure>),
+
+    // ---- a routine produced wrong memory (exit 1) ----
+    #[error("verification failed: {0}")]
+    Verification(String),
+
+    /// The architecture code failed (its own error type, with its category).
+    #[error(transparent)]
+    Arch(#[from] crate::arch::Error),
+
+    // ---- a fault of hypclear itself (exit 2, as such faults always had) ----
+    #[error("internal error: {0}; please report it with the command line")]
+    Internal(String),
+
+    #[error("cannot write {path} (fix the path or its permissions; checked before the run)")]
+    Output {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "interrupted ({}) before any result was taken; nothing was written",
+        crate::interrupt::name()
+    )]
+    Interrupted,
+
+    #[error("I/O error on {path}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<crate::interrupt::Interrupted> for Error {
+    fn from(_: crate::interrupt::Interrupted) -> Self {
+        Self::Interrupted
+    }
+}
+
+impl From<crate::interrupt::InstallError> for Error {
+    fn from(e: crate::interrupt::InstallError) -> Self {
+        Self::Internal(e.to_string())
+    }
+}
+
+/// A result file: [`Error::Output`] when found before the run, else
+/// [`Error::Io`].
+impl From<hypclear_process::files::FileError> for Error {
+    fn from(e: hypclear_process::files::FileError) -> Self {
+        use hypclear_process::files::FileError;
+        match e {
+            FileError::Unwritable { path, source } => Self::Output { path, source },
+            FileError::Io { path, source } => Self::Io { path, source },
+        }
+    }
+}
+
+/// The host architecture's error (`arch::HostError`, from the contract's
+/// re-export list) into the generic one.
+impl From<crate::arch::HostError> for Error {
+    fn from(e: crate::arch::HostError) -> Self {
+        if e.kvm_errno().is_some_and(crate::interrupt::cut_short) {
+            return Self::Interrupted;
+        }
+        Self::Arch(e.into())
+    }
+}
+
+impl Error {
+    pub fn category(&self) -> Category {
+        match self {
+            Error::Interrupted => Category::Interrupted,
+            Error::Usage(_) => Category::Usage,
+            Error::KvmUnavailable(_)
+            | Error::Unsupported { .. }
+            | Error::Memory { .. }
+            | Error::Output { .. }
+            | Error::HostMemory { .. }
+            | Error::AddressSpace { .. } => Category::Environment,
+            Error::Internal(_) => Category::Internal,
+            Error::Guest(_) => Category::Guest,
+            Error::Verification(_) => Category::Verification,
+            Error::Arch(e) => e.category(),
+            Error::Kvm { .. }
+            | Error::GuestMemory { .. }
+            | Error::Blob(_)
+            | Error::Load(_)
+            | Error::Io { .. } => Category::Run,
+        }
+    }
+
+    /// Process exit status for this error (an interruption's by its signal).
+    pub fn exit_code(&self) -> i32 {
+        match self.category() {
+            Category::Interrupted => crate::interrupt::exit_code(),
+            c => c.exit_code(),
+        }
+    }
+
+    /// A failed KVM ioctl: [`Error::Interrupted`] when the SIGINT cut it
+    /// short (see [`crate::interrupt::cut_short`]).
+    pub fn kvm(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> Error {
+        move |source| {
+            if crate::interrupt::cut_short(source.errno()) {
+                Error::Interrupted
+            } else {
+                Error::Kvm { op, source }
+            }
+        }
+    }
+}
+
+impl From<crate::arch::RamError> for Error {
+    fn from(e: crate::arch::RamError) -> Error {
+        Error::GuestMemory {
+            gpa: e.gpa,
+            len: e.len,
+            detail: e.detail,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// What went wrong in the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// A CPU exception reported by the blob's vectors.
+    Exception,
+    /// No hypercall within the watchdog timeout.
+    Timeout,
+    /// Triple fault / shutdown.
+    Shutdown,
+    /// KVM could not handle an exit (emulation failure and the like).
+    InternalError,
+    /// A doorbell value that is not a hypercall number.
+    UnknownHypercall,
+    /// An exit that is not a hypercall (port I/O, MMIO elsewhere, HLT, ...).
+    UnexpectedExit,
+    /// The guest rejected a command.
+    BadCommand,
+    /// The guest answered out of protocol (wrong id, early DONE, ...).
+    Protocol,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GuestFailure {
+    pub kind: FailureKind,
+    pub vcpu: u64,
+    pub detail: String,
+    /// Program counter when the failure was seen (or the faulting PC).
+    pub pc: Option<u64>,
+    pub pc_symbol: Option<String>,
+    pub registers: Option<String>,
+    /// Exception class: the vector on x86_64, ESR_EL1.EC on aarch64.
+    pub vector: Option<u64>,
+}
+
+impl fmt::Display for GuestFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "guest vCPU {} failed ({:?}): {}",
+            self.vcpu, self.kind, self.detail
+        )?;
+        if let (Some(pc), Some(sym)) = (self.pc, &self.pc_symbol) {
+            write!(f, "\n  at {pc:#x} ({sym})")?;
+        }
+        if let Some(r) = &self.registers {
+            for line in r.lines() {
+                write!(f, "\n  {line}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arch errors keep the exit status of the crate errors they replaced.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn arch_errors_keep_their_exit_codes() {
+        use crate::arch::x86_64::{Error as X, paging::PagingError};
+        let internal: Error = X::PageTables(PagingError::Unaligned(3)).into();
+        assert_eq!(internal.exit_code(), EXIT_USAGE);
+        assert_eq!(
+            internal.exit_code(),
+            Error::Internal(String::new()).exit_code()
+        );
+        let load: Error = X::BeyondSize { end: 2, size: 1 }.into();
+        assert_eq!(load.exit_code(), EXIT_FAILED);
+        assert_eq!(
+            load.to_string(),
+            Error::Load("blob ends at 0x2, beyond its declared size 0x1".into()).to_string()
+        );
+    }
+
+    #[test]
+    fn categories_give_the_documented_exit_codes() {
+        assert_eq!(Error::Usage(String::new()).exit_code(), EXIT_USAGE);
+        assert_eq!(Error::Verification(String::new()).exit_code(), EXIT_FAILED);
+        assert_eq!(Error::Blob(String::new()).exit_code(), EXIT_FAILED);
+        assert_eq!(Error::Interrupted.exit_code(), EXIT_INTERRUPTED);
+    }
+}

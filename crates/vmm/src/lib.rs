@@ -1,0 +1,367 @@
+//! The VM: guest RAM, the loaded blob, vCPUs and the hypercall loop.
+//!
+//! Everything here is architecture neutral; `crate::arch` provides the
+//! layout, register setup and exception decoding.
+
+pub mod blob;
+pub mod error;
+
+// The crates below, under the names the modules use.
+use hypclear_arch as arch;
+use hypclear_format::units;
+use hypclear_process::{errln, interrupt, watchdog};
+
+pub mod host;
+pub mod kvmstats;
+pub mod memory;
+pub mod protocol;
+pub mod vcpu;
+use crate::blob::{Blob, Loaded};
+use crate::error::{Error, Result};
+use crate::memory::{Backing, GuestRam};
+use hypclear_abi as abi;
+use kvm_bindings::kvm_userspace_memory_region;
+use kvm_ioctls::{Kvm, VmFd};
+use rand_core::{Rng, SeedableRng};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use crate::arch::Privilege;
+pub use crate::error::{FailureKind, GuestFailure};
+pub use vcpu::{Exit, Vcpu};
+
+#[derive(Debug, Clone)]
+pub struct VmOptions {
+    pub mem: u64,
+    pub backing: Backing,
+    pub prefault: bool,
+    pub privilege: Privilege,
+    /// The blob to load (a built-in link configuration's or a kernel blob).
+    pub blob: Blob,
+    pub vcpus: u64,
+    pub seed: u64,
+}
+
+/// Open /dev/kvm (or `$HYPCLEAR_KVM_DEVICE`), with an error that says how
+/// to fix it.
+pub fn open_kvm() -> Result<Kvm> {
+    let path = std::env::var("HYPCLEAR_KVM_DEVICE").unwrap_or_else(|_| "/dev/kvm".into());
+    let cpath = std::ffi::CString::new(path.clone())
+        .map_err(|_| Error::Usage(format!("HYPCLEAR_KVM_DEVICE={path:?} is not a path")))?;
+    let kvm =
+        Kvm::new_with_path(&cpath).map_err(|e| Error::KvmUnavailable(format!("{path}: {e}")))?;
+    let v = kvm.get_api_version();
+    if v < 0 {
+        return Err(Error::KvmUnavailable(format!(
+            "{path}: not a KVM device (KVM_GET_API_VERSION failed: {})",
+            std::io::Error::last_os_error()
+        )));
+    }
+    if v != 12 {
+        return Err(Error::Unsupported {
+            what: "the stable KVM API".into(),
+            detail: format!("KVM_GET_API_VERSION returned {v}, expected 12"),
+        });
+    }
+    Ok(kvm)
+}
+
+/// Check a guest RAM size before any VM exists.
+pub fn validate_mem(mem: u64) -> Result<()> {
+    if !(arch::MIN_RAM..=arch::MAX_RAM).contains(&mem) || !mem.is_multiple_of(arch::RAM_ALIGN) {
+        return Err(Error::Usage(format!(
+            "--mem {} is not usable: guest RAM must be a multiple of {} between {} and {}",
+            crate::units::format_size(mem),
+            crate::units::format_size(arch::RAM_ALIGN),
+            crate::units::format_size(arch::MIN_RAM),
+            crate::units::format_size(arch::MAX_RAM)
+        )));
+    }
+    Ok(())
+}
+
+/// Check options that can be checked without creating a VM.
+pub fn validate(opts: &VmOptions) -> Result<()> {
+    validate_mem(opts.mem)?;
+    if opts.vcpus == 0 || opts.vcpus > abi::MAX_VCPUS {
+        return Err(Error::Usage(format!(
+            "--vcpus {} is out of range: use 1 to {}",
+            opts.vcpus,
+            abi::MAX_VCPUS
+        )));
+    }
+    Ok(())
+}
+
+/// Resolves guest addresses to `symbol+offset` inside the blob. Its table
+/// is built on first use: only a failure report needs it, and building it
+/// before the first hypercall would delay every boot.
+#[derive(Debug)]
+pub struct Symbolizer {
+    blob: Arc<Blob>,
+    base: u64,
+    syms: std::sync::OnceLock<Vec<(u64, String)>>,
+}
+
+impl Symbolizer {
+    pub fn new(blob: Arc<Blob>, base: u64) -> Symbolizer {
+        Symbolizer {
+            blob,
+            base,
+            syms: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn syms(&self) -> &[(u64, String)] {
+        self.syms.get_or_init(|| {
+            // Only symbols inside the image name addresses: absolute
+            // assembler symbols (e.g. `__hypclear_vector`, a constant) and
+            // markers past the end would otherwise name far-away addresses.
+            let blob = &self.blob;
+            let mut syms: Vec<(u64, String)> = blob
+                .symbols
+                .iter()
+                .filter(|(_, a)| **a < blob.size)
+                .map(|(n, a)| (*a + self.base, n.clone()))
+                .filter(|(_, n)| !blob.absolute.contains(n))
+                .collect();
+            syms.sort();
+            syms
+        })
+    }
+
+    /// The name of row `index` of command table `table` (None past the
+    /// table's end or for an unknown table).
+    pub(crate) fn row_name(&self, table: u64, index: u64) -> Option<String> {
+        let rows = match table {
+            hypclear_abi::TABLE_ALIAS => &self.blob.aliases,
+            hypclear_abi::TABLE_SELFTEST => &self.blob.selftests,
+            _ => return None,
+        };
+        let row = rows.get(usize::try_from(index).ok()?)?;
+        Some(row.name.clone())
+    }
+
+    /// `symbol+offset` for an address inside the blob image, otherwise
+    /// "outside the blob".
+    pub fn name(&self, addr: u64) -> String {
+        if addr < self.base || addr >= self.base.saturating_add(self.blob.size) {
+            return "outside the blob".into();
+        }
+        match self.syms().iter().rev().find(|(a, _)| *a <= addr) {
+            Some((a, n)) => format!("{n}+{:#x}", addr - a),
+            None => "outside the blob".into(),
+        }
+    }
+}
+
+/// The dispatcher's argument block: call a routine `count` times as
+/// `fn(a0 + i*a0_step, a1 + i*a1_step, a2)`. Declared once: the guest
+/// [`Command`] and the host baseline's lowered calls
+/// (`routines::Lowered`) both carry it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Args {
+    pub a0: u64,
+    pub a0_step: u64,
+    pub a1: u64,
+    pub a1_step: u64,
+    pub a2: u64,
+    pub count: u64,
+}
+
+/// One command for the guest dispatcher: call `table[index]` with `args`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Command {
+    pub table: u64,
+    pub index: u64,
+    #[serde(flatten)]
+    pub args: Args,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CallResult {
+    pub t0: u64,
+    pub t1: u64,
+    pub ret: u64,
+    /// KVM binary-stats deltas of this vCPU across the command (empty
+    /// unless run with `Vcpu::call_with_stats`).
+    pub stats: BTreeMap<String, u64>,
+}
+
+impl CallResult {
+    /// Ticks of the command (the protocol guarantees `t0 <= t1`).
+    pub fn ticks(&self) -> u64 {
+        self.t1.saturating_sub(self.t0)
+    }
+}
+
+/// A created VM with its blob loaded and vCPUs ready to start.
+pub struct Vm {
+    pub kvm: Kvm,
+    pub fd: VmFd,
+    pub ram: Arc<GuestRam>,
+    pub blob: Arc<Blob>,
+    pub loaded: Loaded,
+    pub vcpus: Vec<Vcpu>,
+    pub counter_khz: u64,
+}
+
+impl Vm {
+    /// Map guest RAM, load the blob and write the page tables, then create
+    /// the VM and register RAM as its memslot, and set up the vCPUs.
+    pub fn new(kvm: Kvm, opts: &VmOptions) -> Result<Vm> {
+        validate(opts)?;
+        let ram = Arc::new(GuestRam::new(
+            arch::RAM_BASE,
+            opts.mem,
+            opts.backing,
+            opts.prefault,
+        )?);
+        let region = kvm_userspace_memory_region {
+            slot: 0,
+            flags: 0,
+            guest_phys_addr: ram.base(),
+            memory_size: ram.size(),
+            userspace_addr: ram.host_addr(),
+        };
+        let blob = Arc::new(opts.blob.clone());
+        let base = load_address(opts.seed, blob.size)?;
+        let loaded = blob.load(ram.as_ref(), base)?;
+        let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
+        let sym = Arc::new(Symbolizer::new(blob.clone(), base));
+        let fd = kvm.create_vm().map_err(Error::kvm("KVM_CREATE_VM"))?;
+        arch::setup_vm(&fd)?;
+        // SAFETY: the region is a live mapping owned by `ram`, which the
+        // Vm keeps alive for as long as the VM fd exists.
+        unsafe { fd.set_user_memory_region(region) }
+            .map_err(Error::kvm("KVM_SET_USER_MEMORY_REGION"))?;
+
+        let mut vcpus = Vec::new();
+        for id in 0..opts.vcpus {
+            let vfd = fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?;
+            arch::setup_vcpu(&kvm, &fd, &vfd, id, &loaded, &mem_state, opts.privilege)?;
+            let mailbox = arch::mailbox_gpa(id);
+            ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
+            ram.write_u64(mailbox + abi::MB_MAGIC, abi::MAILBOX_MAGIC)?;
+            ram.write_u64(mailbox + abi::MB_VCPU, id)?;
+            vcpus.push(Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone()));
+        }
+        let counter_khz = match vcpus.first() {
+            Some(v) => arch::counter_khz(&v.fd)?,
+            None => 0,
+        };
+        Ok(Vm {
+            kvm,
+            fd,
+            ram,
+            blob,
+            loaded,
+            vcpus,
+            counter_khz,
+        })
+    }
+
+    pub fn vcpu(&mut self, i: usize) -> Result<&mut Vcpu> {
+        self.vcpus
+            .get_mut(i)
+            .ok_or_else(|| Error::Internal(format!("no vCPU {i}")))
+    }
+}
+
+/// A page-aligned (`arch::LOAD_ALIGN`) load address in the blob window,
+/// derived from `seed`.
+pub fn load_address(seed: u64, size: u64) -> Result<u64> {
+    let room = arch::BLOB_WINDOW_END
+        .checked_sub(arch::BLOB_WINDOW)
+        .and_then(|r| r.checked_sub(size.next_multiple_of(abi::PAGE_SIZE)))
+        .ok_or_else(|| Error::Blob(format!("blob of {size} bytes does not fit the load window")))?;
+    // Page aligned on x86_64; 2 MiB aligned where linux-loader's arm64
+    // Image loader insists on it.
+    let slots = room / arch::LOAD_ALIGN + 1;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c6f_6164);
+    Ok(arch::BLOB_WINDOW + (rng.next_u64() % slots) * arch::LOAD_ALIGN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_address_is_aligned_inside_the_window_and_seeded() {
+        let size = 3 * abi::PAGE_SIZE + 5;
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let a = load_address(seed, size).unwrap();
+            assert_eq!(a % arch::LOAD_ALIGN, 0);
+            assert!(a >= arch::BLOB_WINDOW);
+            assert!(a + size <= arch::BLOB_WINDOW_END);
+            assert_eq!(
+                a,
+                load_address(seed, size).unwrap(),
+                "same seed, same address"
+            );
+            seen.insert(a);
+        }
+        assert!(seen.len() > 1, "the seed must move the blob");
+        assert!(load_address(1, arch::BLOB_WINDOW_END).is_err());
+    }
+
+    #[test]
+    fn symbolizer_names_the_enclosing_symbol() {
+        let blob = Arc::new(Blob::get(crate::blob::LinkConfig::Vanilla).unwrap());
+        let base = 0x40_0000;
+        let s = Symbolizer::new(blob.clone(), base);
+        let f = blob.symbol("selftest_fault").unwrap();
+        assert_eq!(s.name(base + f), "selftest_fault+0x0");
+        assert_eq!(s.name(base - 1), "outside the blob");
+        // Past the image, and absolute symbols, name nothing.
+        assert_eq!(s.name(base + blob.size), "outside the blob");
+        assert_eq!(s.name(base + (1 << 40)), "outside the blob");
+        for abs in &blob.absolute {
+            let a = blob.symbols[abs];
+            if a < blob.size {
+                assert!(!s.name(base + a).starts_with(&format!("{abs}+")), "{abs}");
+            }
+        }
+    }
+
+    #[test]
+    fn table_rows_are_named_by_table_and_index() {
+        use hypclear_abi::{TABLE_ALIAS, TABLE_SELFTEST};
+        let blob = Arc::new(Blob::get(crate::blob::LinkConfig::Vanilla).unwrap());
+        let s = Symbolizer::new(blob.clone(), 0x40_0000);
+        let row = blob.selftest_index("hostile_scribble").unwrap();
+        assert_eq!(
+            s.row_name(TABLE_SELFTEST, row).as_deref(),
+            Some("hostile_scribble")
+        );
+        assert_eq!(
+            s.row_name(TABLE_ALIAS, 0),
+            Some(blob.aliases[0].name.clone())
+        );
+        let past = blob.selftests.len() as u64;
+        assert_eq!(s.row_name(TABLE_SELFTEST, past), None);
+        assert_eq!(s.row_name(TABLE_SELFTEST, u64::MAX), None);
+        assert_eq!(s.row_name(7, 0), None);
+    }
+
+    #[test]
+    fn options_are_validated_before_any_vm() {
+        let mut o = VmOptions {
+            mem: 256 << 20,
+            backing: Backing::Anon,
+            prefault: false,
+            privilege: Privilege::User,
+            blob: crate::blob::Blob::get(crate::blob::LinkConfig::Vanilla).unwrap(),
+            vcpus: 1,
+            seed: 0,
+        };
+        assert!(validate(&o).is_ok());
+        o.mem = (256 << 20) + 4096;
+        assert!(matches!(validate(&o), Err(Error::Usage(_))));
+        o.mem = 256 << 20;
+        o.vcpus = abi::MAX_VCPUS + 1;
+        assert!(matches!(validate(&o), Err(Error::Usage(_))));
+    }
+}
