@@ -1,34 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * aarch64 guest: arm64 Image header, entry, command dispatcher and
- * exception vectors.
+ * aarch64 guest: arm64 Image header, hyp_entry (the command dispatcher) and
+ * hyp_vectors (VBAR_EL1).
  *
- * Entered by the host (src/arch/aarch64/host.rs) with the MMU and caches
- * already on, at EL1h (Privilege::Kernel) or EL0t (Privilege::User),
- * DAIF masked, and:
- *   SP            top of this vCPU's stack (SP_EL1 at EL1, SP_EL0 at EL0;
- *                 SP_EL1 is then the exception stack), 16-byte aligned
- *   TPIDRRO_EL0   this vCPU's mailbox page (see src/blob/abi.rs)
- *   VBAR_EL1      hyp_vectors
- *
- * Everything here is position independent: blob symbols are reached only
- * PC-relatively (adr/adrp + :lo12:, which needs the 4 KiB aligned load
- * address the host guarantees), constants from hypclear_abi.h are built
- * with mov_imm. The routine addresses in the alias/selftest tables are the
- * only absolute words; the host relocates them (.hyp.reloc).
- *
- * Loop: ring HC_READY, then for every CMD_CALL look up the routine in the
- * alias (or selftest) table, call it MB_CMD_COUNT times as
- *     fn(a0 + i * a0_step, a1 + i * a1_step, a2)
- * between two CNTVCT_EL0 reads, publish the result and ring HC_RESULT.
- * CMD_BATCH does the same for each of MB_BATCH_N slots (copied into the
- * MB_CMD_* fields, results copied back) and rings HC_RESULT once.
- *
- * Register use in the loop (callee-saved under AAPCS64, so routines keep
- * them): x19 routine, x20 a0, x21 a1, x22 calls left, x23 a0 step,
- * x24 a1 step, x25 a2, x26 return value, x27 t0, x28 mailbox.
- * The dispatcher never returns, so it keeps no frame; .Lrun_call, reached
- * with bl, keeps its return address on the stack.
+ * Entry (from src/arch/aarch64/host.rs): MMU and caches on, EL1h or EL0t,
+ * DAIF masked; SP = this vCPU's stack (at EL0, SP_EL1 is the exception
+ * stack), TPIDRRO_EL0 = its mailbox, VBAR_EL1 = hyp_vectors.
+ * Loop: ring HC_READY; per command call the table row a0/a1-stepped
+ * MB_CMD_COUNT times between two CNTVCT_EL0 reads, ring HC_RESULT.
+ * Registers: x19 routine, x20/x21 a0/a1, x22 calls left, x23/x24 steps,
+ * x25 a2, x26 return value, x27 t0, x28 mailbox (callee-saved, so the
+ * routines keep them).
+ * Why: position independent (PC-relative only, 4 KiB aligned load) like hyp
+ * code; the table rows are the only absolute words (.hyp.reloc).
  */
 #include "hypclear_abi.h"
 

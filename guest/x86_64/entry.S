@@ -2,21 +2,14 @@
 /*
  * x86_64 guest entry, command dispatcher and exception vectors.
  *
- * Entered by the host in 64-bit mode (CPL 3 or 0) with:
- *   rsp     = top of this vCPU's stack (16-byte aligned)
- *   GS base = this vCPU's mailbox page (see src/blob/abi.rs)
- *   rflags  = 0x2 (interrupts off)
- *
- * Loop: ring HC_READY, then for every CMD_CALL look up the routine in the
- * alias (or selftest) table, call it MB_CMD_COUNT times as
- *     fn(a0 + i * a0_step, a1 + i * a1_step, a2)
- * between two TSC reads, publish the result and ring HC_RESULT. CMD_BATCH
- * does the same for each of MB_BATCH_N slots (copied into the MB_CMD_*
- * fields, results copied back) and rings HC_RESULT once.
- *
- * Register use in .Lrun_call (callee-saved, so routines keep them):
- *   rbx = routine, r12 = a0, r13 = a1, r14 = calls left, rbp = t0, r15 = ret
- * The slot index of a batch lives in the mailbox (MB_BATCH_CUR).
+ * Entry: 64-bit mode at CPL 3 or 0, rsp = this vCPU's stack (16-byte
+ * aligned), GS base = its mailbox page, rflags = 0x2 (interrupts off).
+ * Loop: ring HC_READY; per command call the table row a0/a1-stepped
+ * MB_CMD_COUNT times between two TSC reads, ring HC_RESULT (CMD_BATCH: once
+ * for all its slots, the current one in MB_BATCH_CUR).
+ * Registers in .Lrun_call: rbx routine, r12 a0, r13 a1, r14 calls left,
+ * rbp t0, r15 return value (callee-saved, so the routines keep them).
+ * Why: the host sees only exits; everything a check needs is in the mailbox.
  */
 #include "hypclear_abi.h"
 

@@ -4,29 +4,17 @@
  * Requires: -
  * Follows:  none (not kernel code)
  *
- * Clear whole 4 KiB pages with plain store pairs ("STP").
+ * Clear whole 4 KiB pages with plain "stp xzr, xzr", 128 bytes per
+ * iteration.
  *
- * void __pi_clear_pages_stp(void *addr, unsigned long npages)
  * void __pi_clear_page_stp(void *addr)
+ * void __pi_clear_pages_stp(void *addr, unsigned long npages)
  *
- * Not kernel code: neither 6.1 nor 6.12 clears pages with plain STP (their
- * clear_page uses DC ZVA, or STNP when DC ZVA is prohibited); a hypclear
- * comparison point, e.g. for what a memset-based clear_page does without
- * DC ZVA.
- *
- * Input:
- *	x0	page-aligned start address
- *	x1	number of pages (clear_pages only; clear_page sets it to 1)
- * Output:
- *	none (x0 is left at the end of the cleared range)
- * Clobbers:
- *	x0, x1, NZCV
- *
- * Algorithm: x1 = end = addr + npages * PAGE_SIZE. While x0 < end, store
- * 128 bytes as eight "stp xzr, xzr" (the last one post-incrementing x0
- * by 128). PAGE_SIZE is a multiple of 128, so the loop ends exactly at
- * end. npages == 0 clears nothing. Only local PC-relative branches, no
- * stack, no data.
+ * Input:    x0 page-aligned address, x1 page count (clear_pages only)
+ * Output:   none
+ * Clobbers: x0, x1, NZCV
+ * Why:      not kernel code; cached stores without DC ZVA, roughly what a
+ *           memset-based clear_page does where DC ZVA is unusable.
  */
 #include "linkage.h"
 

@@ -4,34 +4,16 @@
  * Requires: -
  * Follows:  arch/arm64/lib/copy_page.S __pi_copy_page, 6.12; 6.1 without NO_HW_PREFETCH
  *
- * Copy one 4 KiB page with load pairs and non-temporal store pairs,
- * software pipelined 128 bytes deep.
+ * Copy one 4 KiB page with "ldp" and non-temporal "stnp" pairs,
+ * software pipelined 128 bytes deep, general-purpose registers only.
  *
  * void __pi_copy_page_ldp_stnp(void *to, const void *from)
  *
- * Kernel: arch/arm64/lib/copy_page.S, __pi_copy_page as 6.12 has it, and as
- * 6.1 runs it on every CPU without ARM64_HAS_NO_HW_PREFETCH (6.1's prefetch
- * variant is copy_page_ldp_stnp_prfm.S).
- * Differs: nothing in the instruction sequence. Labels are hypclear's.
- *
- * Input:
- *	x0	page-aligned destination
- *	x1	page-aligned source; a different page
- * Output:
- *	none (x0 and x1 end 128 bytes past the two pages)
- * Clobbers:
- *	x0-x17, NZCV (x18, the platform register, is not touched)
- * Uses only general-purpose registers (no FP/SIMD, like hyp code).
- *
- * Algorithm: the first 128 source bytes are loaded into x2-x17 with eight
- * "ldp". Then x1 points at the next 128 bytes to load and x0 runs 256
- * bytes ahead of the next 128 to store (store offsets -256..-144). Each loop
- * iteration first tests whether x0 is page aligned (the flags are used by
- * the b.ne at the end), then interleaves eight "stnp" of the previously
- * loaded 128 bytes (a streaming, no-allocate hint) with eight "ldp" of the
- * next 128, and advances both pointers by 128. After the loop the last
- * 128 loaded bytes are stored. No prefetch hints. Only local PC-relative
- * branches; no stack, no data.
+ * Input:    x0 destination page, x1 source page (page aligned, disjoint)
+ * Output:   none
+ * Clobbers: x0-x17, NZCV (x18 untouched)
+ * Why:      the kernel's copy_page in 6.12, and in 6.1 on CPUs without
+ *           ARM64_HAS_NO_HW_PREFETCH.
  */
 #include "linkage.h"
 

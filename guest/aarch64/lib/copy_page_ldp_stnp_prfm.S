@@ -4,39 +4,16 @@
  * Requires: -
  * Follows:  arch/arm64/lib/copy_page.S __pi_copy_page, 6.1 with NO_HW_PREFETCH
  *
- * Copy one 4 KiB page with load pairs and non-temporal store pairs,
- * software pipelined 128 bytes deep.
+ * Copy one 4 KiB page as copy_page_ldp_stnp does, plus "prfm pldl1strm"
+ * hints 384 bytes ahead of the loads.
  *
  * void __pi_copy_page_ldp_stnp_prfm(void *to, const void *from)
  *
- * Kernel: arch/arm64/lib/copy_page.S, __pi_copy_page as 6.1 runs it on a
- * CPU with ARM64_HAS_NO_HW_PREFETCH (the alternative_if blocks patched in;
- * 6.1 sets it only for Cavium ThunderX, MIDR variant 0 and 1). 6.12
- * removed those blocks; without the capability 6.1 runs copy_page_ldp_stnp.S.
- * Differs: the prefetch hints are always executed (no run-time patching).
- * Same instructions otherwise.
- *
- * Input:
- *	x0	page-aligned destination
- *	x1	page-aligned source; a different page
- * Output:
- *	none (x0 and x1 end 128 bytes past the two pages)
- * Clobbers:
- *	x0-x17, NZCV (x18, the platform register, is not touched)
- * Uses only general-purpose registers (no FP/SIMD, like hyp code).
- *
- * Algorithm: the first 128 source bytes are loaded into x2-x17 with eight
- * "ldp". Then x1 points at the next 128 bytes to load and x0 runs 256
- * bytes ahead of the next 128 to store (store offsets -256..-144). Each loop
- * iteration first tests whether x0 is page aligned (the flags are used by
- * the b.ne at the end), then interleaves eight "stnp" of the previously
- * loaded 128 bytes (a streaming, no-allocate hint) with eight "ldp" of the
- * next 128, and advances both pointers by 128. After the loop the last
- * 128 loaded bytes are stored. Before the first loads, "prfm pldl1strm"
- * (a hint that never faults) is issued 128, 256 and 384 bytes into the
- * source; each iteration hints 384 bytes beyond its loads (past the page
- * near the end, harmless). Only local PC-relative branches; no stack, no
- * data.
+ * Input:    x0 destination page, x1 source page (page aligned, disjoint)
+ * Output:   none
+ * Clobbers: x0-x17, NZCV (x18 untouched)
+ * Why:      6.1's copy_page with ARM64_HAS_NO_HW_PREFETCH patched in (Cavium
+ *           ThunderX); 6.12 dropped the hints.
  */
 #include "linkage.h"
 

@@ -4,32 +4,16 @@
  * Requires: mops
  * Follows:  none (not kernel code)
  *
- * Copy one 4 KiB page with the FEAT_MOPS memory-copy instructions.
+ * Copy one 4 KiB page with the FEAT_MOPS sequence CPYPWN/CPYMWN/CPYEWN
+ * (non-temporal writes; consecutive, in that order; EC 0x27 restarts it).
  *
  * void __pi_copy_page_mops(void *to, const void *from)
  *
- * Not kernel code as far as 6.1 and 6.12 go: their arch/arm64/lib/
- * copy_page.S has no MOPS path. Not checked against a kernel tree here.
- *
- * Input:
- *	x0	page-aligned destination
- *	x1	page-aligned source; a different page
- * Output:
- *	none (x0 and x1 are left one page further on)
- * Clobbers:
- *	x0, x1, x2, NZCV
- * Requires:
- *	FEAT_MOPS (ID_AA64ISAR2_EL1.MOPS != 0), and at EL0 SCTLR_EL1.MSCEn = 1;
- *	otherwise CPYPWN is UNDEFINED (EC 0x00).
- *
- * Algorithm: x2 = PAGE_SIZE, then the architected prologue/main/epilogue
- * sequence CPYPWN, CPYMWN, CPYEWN on (x0, x1, x2): the "WN" forms are the
- * copy with non-temporal (no-allocate hint) writes; the plain CPY (not
- * CPYF) forms would also handle overlap by choosing the direction, which
- * two distinct pages never need. The three instructions must stay
- * consecutive and in this order (a MOPS exception, EC 0x27, asks the
- * handler to restart an interrupted sequence). No stack, no data, no
- * branches.
+ * Input:    x0 destination page, x1 source page (page aligned, disjoint)
+ * Output:   none
+ * Clobbers: x0, x1, x2, NZCV
+ * Why:      not kernel code; what a MOPS copy_page would cost. UNDEFINED
+ *           without FEAT_MOPS (and at EL0 without SCTLR_EL1.MSCEn).
  */
 #include "linkage.h"
 

@@ -5,47 +5,16 @@
  * Follows:  arch/arm64/lib/memcpy.S __pi_memcpy, 6.1 and 6.12 (the only path)
  * Overlap:  memmove (the kernel's memcpy is also its memmove)
  *
- * memcpy (and memmove) with general-purpose load/store pairs.
+ * memcpy and memmove with general-purpose load/store pairs: size classes
+ * up to 128 bytes load everything before storing, larger copies run a
+ * pipelined 64-byte loop forwards, or backwards when dst overlaps above src.
  *
  * void *__pi_memcpy_generic(void *dst, const void *src, size_t n)
  *
- * Kernel: arch/arm64/lib/memcpy.S, __pi_memcpy (identical in 6.1 and
- * 6.12; the only memcpy either has, no alternatives; the kernel also
- * exports it as __pi_memmove / memmove).
- * Differs: nothing in the instruction sequence, size classes, alignment
- * or loop structure. Labels and comments are hypclear's.
- *
- * Input:
- *	x0	destination, any alignment
- *	x1	source, any alignment; may overlap the destination either way
- *	x2	byte count, any value including 0
- * Output:
- *	x0	dst (untouched)
- * Clobbers:
- *	x1-x17, NZCV
- * Uses only general-purpose registers (no FP/SIMD, like hyp code).
- *
- * Algorithm: x4 = srcend = src + n, x5 = dstend = dst + n. In every case
- * up to 128 bytes all loads come before the stores, so overlap is safe.
- *   0..3:    the first, middle (n / 2) and last byte (nothing for 0).
- *   4..7:    4 bytes at each end.       8..15: 8 bytes at each end.
- *   16..32:  16 bytes at each end.
- *   33..64:  32 bytes at each end (two pairs from each).
- *   65..128: the first 64 bytes and the last 32, plus for n > 96 the
- *            32 bytes from srcend - 64; no loop.
- *   > 128:   if dst - src (unsigned) < n the regions overlap with dst
- *            above src: copy backwards; dst == src returns at once.
- *     forward: copy the first 16 bytes, align x3 = dst down to 16 and
- *       move src back by the same amount; software-pipelined loop: each
- *       iteration stores the 64 bytes loaded in the previous one while
- *       loading the next 64 (four LDP/STP pairs interleaved), the store
- *       pointer being 16-byte aligned; after it, store the last loaded
- *       64 bytes and copy the final 64 bytes ending at the ends (loaded
- *       first, then stored).
- *     backward: the mirror image from the ends: the last 16 bytes, align
- *       dstend down to 16, the pipelined loop going down, then the first
- *       64 bytes loaded early and stored last.
- * Only local PC-relative branches; no stack, no data.
+ * Input:    x0 dst, x1 src (any alignment, may overlap), x2 count
+ * Output:   x0 dst
+ * Clobbers: x1-x17, NZCV
+ * Why:      the kernel's only memcpy (6.1 and 6.12), which is also memmove.
  */
 #include "linkage.h"
 

@@ -4,50 +4,16 @@
  * Requires: -
  * Follows:  arch/arm64/lib/memset.S __pi_memset, 6.1 and 6.12 (the only path)
  *
- * memset with general-purpose stores, and DC ZVA for zero fills of 128
- * bytes or more.
+ * memset with general-purpose store pairs, and "dc zva" for zero fills
+ * from 128 bytes when DZP = 0 and the block is a multiple of 64 bytes.
  *
  * void *__pi_memset_generic(void *dst, int c, size_t n)
  *
- * Kernel: arch/arm64/lib/memset.S, __pi_memset (identical in 6.1 and
- * 6.12; the only memset either has, no alternatives).
- * Differs: nothing in the instruction sequence, thresholds or alignment
- * (the 64-byte store loop starts on a 64-byte boundary, L1_CACHE_SHIFT
- * = 6); DCZID_EL0 is read through READ_DCZID so the unit tests can force
- * DZP = 1. Labels and register comments are hypclear's.
- *
- * Input:
- *	x0	destination, any alignment
- *	w1	fill value; only the low byte is used
- *	x2	byte count, any value including 0
- * Output:
- *	x0	dst (untouched)
- * Clobbers:
- *	x2-x9, NZCV
- * Uses only general-purpose registers (no FP/SIMD, like hyp code).
- *
- * Algorithm: x8 walks the destination; x7 = the byte in all 8 lanes
- * (built with three shifted ORs).
- *  n <= 15: store 8, 4, 2 and 1 bytes for the bits 3, 2, 1, 0 of n.
- *  n >= 16: if dst is not 16-byte aligned, store 16 unaligned bytes at dst
- *   and advance x8 to the next 16-byte boundary (n shrinks by as much).
- *   Non-zero fill, or zero fill of fewer than 128 bytes (or where DC ZVA
- *   is unusable), then:
- *   - n >= 64: the 64-byte loop: four STPs (the last pre-indexed by 64)
- *     and a subs/b.ge, six instructions, on a 64-byte boundary; then the
- *     0..63 left go to the tail.
- *   - tail (0..63): one, two or three 16-byte STPs for bits 5:4 of n, then
- *     if n % 16 != 0 one STP of the 16 bytes ending at the end (rewriting
- *     some already stored bytes).
- *  Zero fill with n >= 64 after alignment: below 128 bytes, the STP loop.
- *   Otherwise read DCZID_EL0; DC ZVA is used only if DZP = 0 and the block
- *   (4 << BS) is a multiple of 64 bytes and n >= block. STP 64-byte chunks
- *   up to the next block boundary (they may run past it; x8 is pulled
- *   back to the boundary), provided at least 64 bytes and a block remain
- *   after it; then "dc zva" one block at a time while a whole block
- *   remains, and the rest (if any) goes back through the n >= 64 / tail
- *   logic above. Any condition not met falls back to the STP loop.
- * Only local PC-relative branches; no stack, no data.
+ * Input:    x0 dst (any alignment), w1 fill (low byte), x2 count
+ * Output:   x0 dst
+ * Clobbers: x2-x9, NZCV
+ * Why:      the kernel's only memset (6.1 and 6.12); its zero fills are what
+ *           a memset-based clear_page runs.
  */
 #include "linkage.h"
 #include "cpu.h"

@@ -4,34 +4,17 @@
  * Requires: clzero
  * Follows:  none (not kernel code)
  *
- * Clear whole 4 KiB pages with the AMD "clzero" instruction.
+ * Clear whole 4 KiB pages with AMD "clzero", one 64-byte line per
+ * instruction, then "sfence" (clzero stores are weakly ordered).
  *
- * void __pi_clear_pages_clzero(void *addr, unsigned long npages)
  * void __pi_clear_page_clzero(void *addr)
+ * void __pi_clear_pages_clzero(void *addr, unsigned long npages)
  *
- * Not kernel code: neither 6.1 nor 6.12 clears pages with AMD clzero; this
- * variant is a hypclear comparison point only.
- *
- * Requires CPUID Fn8000_0008_EBX[0] (CLZERO); the caller must check it,
- * on other CPUs the instruction raises #UD.
- *
- * Input:
- *	rdi	page-aligned start address
- *	rsi	number of pages (clear_pages only; clear_page sets it to 1)
- * Output:
- *	none (rax is left pointing at the end of the cleared range)
- * Clobbers:
- *	rax, rsi, flags
- *
- * Algorithm: clzero zeroes the whole 64-byte cache line containing the
- * address in rax.  rax = addr, rsi = npages * 16 (groups of four lines,
- * 256 bytes; a page is 16 groups); if zero, skip.  Each iteration issues
- * four clzero at rax, rax+64, rax+128, rax+192 (advancing rax by 64
- * each time) and counts rsi down.  clzero stores are weakly ordered like
- * non-temporal stores, so a final "sfence" orders them before any later
- * store.  __pi_clear_page_clzero is a second entry just before the pages
- * routine that loads rsi = 1 and falls through into it.  Only local
- * PC-relative branches; no stack, no data.
+ * Input:    rdi page-aligned address, rsi page count (clear_pages only)
+ * Output:   none
+ * Clobbers: rax, rsi, flags
+ * Why:      not kernel code; a comparison point for the cache-line zeroing
+ *           instruction AMD offers (#UD without CPUID CLZERO).
  */
 #include "linkage.h"
 

@@ -4,32 +4,16 @@
  * Requires: -
  * Follows:  none (not kernel code)
  *
- * Clear whole 4 KiB pages with non-temporal stores (SSE2 movnti),
- * bypassing the caches.
+ * Clear whole 4 KiB pages with non-temporal "movnti" stores, a full
+ * 64-byte line per iteration, then "sfence".
  *
- * void __pi_clear_pages_nt(void *addr, unsigned long npages)
  * void __pi_clear_page_nt(void *addr)
+ * void __pi_clear_pages_nt(void *addr, unsigned long npages)
  *
- * Not kernel code: neither 6.1 nor 6.12 clears pages with non-temporal
- * movnti stores; this variant is a hypclear comparison point only.
- *
- * Input:
- *	rdi	page-aligned start address
- *	rsi	number of pages (clear_pages only; clear_page sets it to 1)
- * Output:
- *	none (rax is left as 0)
- * Clobbers:
- *	rax, rsi, rdi, flags
- *
- * Algorithm: rsi = npages * 64 (number of 64-byte lines); if zero,
- * return.  Otherwise each iteration does eight 8-byte "movnti" stores
- * of rax = 0 (one full line, so the write-combining buffer is flushed
- * as a whole line), advances rdi by 64 and counts rsi down.  A final
- * "sfence" orders the weakly-ordered NT stores before any later store
- * (and is executed even for npages == 0, which is harmless).
- * __pi_clear_page_nt is a second entry just before the pages routine
- * that loads rsi = 1 and falls through into it.  Only local PC-relative
- * branches; no stack, no data.
+ * Input:    rdi page-aligned address, rsi page count (clear_pages only)
+ * Output:   none
+ * Clobbers: rax, rsi, rdi, flags
+ * Why:      not kernel code; a comparison point that bypasses the caches.
  */
 #include "linkage.h"
 

@@ -4,33 +4,16 @@
  * Requires: -
  * Follows:  arch/x86/lib/copy_page_64.S copy_page_regs, 6.1 and 6.12 (no REP_GOOD)
  *
- * Copy one 4 KiB page through eight general-purpose registers, 64 bytes
- * per iteration, prefetching five lines ahead.
+ * Copy one 4 KiB page through eight general-purpose registers, one
+ * 64-byte line per iteration, prefetching five lines ahead.
  *
  * void __pi_copy_page_regs(void *dst, const void *src)
  *
- * Kernel: arch/x86/lib/copy_page_64.S, copy_page_regs, identical in 6.1
- * and 6.12: what copy_page jumps to when X86_FEATURE_REP_GOOD is not set.
- * Differs: plain "ret" instead of RET. Same instructions, register use,
- * prefetch distance and loop split otherwise.
- *
- * Input:
- *	rdi	destination page (page aligned)
- *	rsi	source page (page aligned); must not overlap dst
- * Output:
- *	none
- * Clobbers:
- *	rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11, flags
- *	(rbx and r12 are used too, but saved on the stack and restored)
- *
- * Algorithm: save rbx and r12 in 16 bytes of stack. Main loop, 59
- * iterations (64 lines minus 5): load the eight quadwords of one source
- * line into rax, rbx, rdx, r8-r12, issue "prefetcht0" for the source line
- * 5 * 64 bytes ahead, store the eight quadwords, advance both pointers by
- * 64. Second loop, 5 iterations: the same copy without the prefetch (the
- * lines it would touch lie past the source page). Restore rbx and r12.
- * The loop counters are decremented first; the loops end on ZF. Only
- * local PC-relative branches; no data.
+ * Input:    rdi destination page, rsi source page (page aligned, disjoint)
+ * Output:   none
+ * Clobbers: rax, rcx, rdx, rsi, rdi, r8-r11, flags (rbx, r12 saved on the
+ *           stack and restored)
+ * Why:      the kernel's copy_page on CPUs without REP_GOOD.
  */
 #include "linkage.h"
 

@@ -4,29 +4,16 @@
  * Requires: -
  * Follows:  none (not kernel code)
  *
- * Copy one 4 KiB page with an unrolled loop of 64-bit loads and stores
- * (no string instructions).
+ * Copy one 4 KiB page with an unrolled loop of 64-bit loads and stores,
+ * caller-saved registers only, no prefetch.
  *
  * void __pi_copy_page_unrolled(void *dst, const void *src)
  *
- * Not kernel code: a hypclear comparison point. The kernel's register
- * copy is copy_page_regs (copy_page_regs.S), which uses eight registers
- * (saving rbx and r12) and prefetches; this one uses only caller-saved
- * registers and no prefetch.
- *
- * Input:
- *	rdi	destination page (page aligned)
- *	rsi	source page (page aligned); must not overlap dst
- * Output:
- *	none
- * Clobbers:
- *	rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11, flags
- *
- * Algorithm: 64 iterations (counted down in ecx), each copying one
- * 64-byte line with eight 8-byte loads and eight 8-byte stores.  Only
- * caller-saved registers are used, which leaves six data registers
- * (rax, rdx, r8-r11): the first six quadwords are loaded and stored,
- * then the last two.  Only a local PC-relative branch; no stack, no data.
+ * Input:    rdi destination page, rsi source page (page aligned, disjoint)
+ * Output:   none
+ * Clobbers: rax, rcx, rdx, rsi, rdi, r8-r11, flags
+ * Why:      not kernel code; copy_page_regs without its prefetch and saved
+ *           registers, to see what those are worth.
  */
 #include "linkage.h"
 

@@ -4,46 +4,17 @@
  * Requires: -
  * Follows:  arch/x86/lib/memcpy_64.S memcpy_orig, 6.1 and 6.12 (6.12 no FSRM; 6.1 no ERMS/REP_GOOD)
  *
- * memcpy with plain general-purpose loads and stores (no string
- * instructions), 32 bytes per loop iteration.
+ * memcpy with plain 64-bit loads and stores, 32 bytes per iteration,
+ * copying backwards when the low address bytes suggest a false
+ * store-to-load dependence, and head/tail overlapping stores below 32.
  *
  * void *__pi_memcpy_orig(void *dst, const void *src, size_t n)
  *
- * Kernel: arch/x86/lib/memcpy_64.S, memcpy_orig, identical in 6.1 and
- * 6.12. It is the fallback of __memcpy: 6.1 takes it when the CPU has
- * neither X86_FEATURE_REP_GOOD nor X86_FEATURE_ERMS, 6.12 whenever
- * X86_FEATURE_FSRM is missing.
- * Differs: plain "ret" instead of RET. Same instructions, thresholds,
- * branch structure and loop alignment otherwise, including the backward
- * block loop (it is a heuristic against a false store-to-load dependence,
- * not memmove support: memcpy still requires non-overlapping buffers).
- *
- * Input:
- *	rdi	destination, any alignment
- *	rsi	source, any alignment; must not overlap the destination
- *	rdx	byte count, may be 0
- * Output:
- *	rax	dst
- * Clobbers:
- *	rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11, flags
- *
- * Algorithm: rax = dst.
- *  n >= 32: compare the low bytes of src and dst as signed 8-bit values.
- *   - src low byte >= dst low byte: forward. Copy 32-byte blocks (four
- *     quadword loads, then four stores) from the start while at least 32
- *     bytes remain, then handle the 0..31 left over as a tail.
- *   - src low byte < dst low byte: backward. Point rsi/rdi at the ends,
- *     copy 32-byte blocks going down (loads of the four quadwords below
- *     the pointers, then the stores) while at least 32 bytes remain, then
- *     rewind both pointers to the start of the 0..31 bytes left and handle
- *     them as a tail.
- *  tail (n < 32), copies from both ends that meet or overlap in the middle:
- *   16..31: two quadwords from the start and two ending at the end;
- *    8..15: one quadword at each end;   4..7: one doubleword at each end;
- *    1..3:  the first byte, and for 2..3 also the byte at offset 1 and the
- *           last byte;  0: nothing.
- *   All loads of a case come before its stores.
- * Only local PC-relative branches; no stack, no data.
+ * Input:    rdi dst, rsi src (any alignment, must not overlap), rdx count
+ * Output:   rax dst
+ * Clobbers: rax, rcx, rdx, rsi, rdi, r8-r11, flags
+ * Why:      the fallback memcpy: 6.12 without FSRM, 6.1 without ERMS and
+ *           REP_GOOD.
  */
 #include "linkage.h"
 

@@ -4,36 +4,16 @@
  * Requires: -
  * Follows:  arch/x86/lib/memset_64.S memset_orig, 6.1 and 6.12 (6.12 no FSRS; 6.1 no ERMS/REP_GOOD)
  *
- * memset with plain 64-bit stores (no string instructions).
+ * memset with plain 64-bit stores: one unaligned quadword to align dst,
+ * a 64-byte loop, then quadwords and bytes for the rest.
  *
  * void *__pi_memset_orig(void *dst, int c, size_t n)
  *
- * Kernel: arch/x86/lib/memset_64.S, memset_orig, identical in 6.1 and
- * 6.12. It is the fallback of __memset: 6.1 takes it when the CPU has
- * neither X86_FEATURE_REP_GOOD nor X86_FEATURE_ERMS, 6.12 whenever
- * X86_FEATURE_FSRS is missing (so on most CPUs today, AMD Zen included).
- * Differs: plain "ret" instead of RET. Same instructions, branch structure,
- * loop alignment (16 bytes) and thresholds otherwise.
- *
- * Input:
- *	rdi	destination, any alignment
- *	esi	fill value; only the low byte is used
- *	rdx	byte count, may be 0
- * Output:
- *	rax	dst
- * Clobbers:
- *	rax, rcx, rdx, rdi, r8, r9, r10, flags
- *
- * Algorithm: r10 keeps dst; rax = the fill byte times 0x0101010101010101.
- *  1. If dst is not 8-byte aligned (r9 = dst & 7 != 0): with n <= 7 go
- *     straight to the byte loop (step 4). Otherwise store one unaligned
- *     quadword at dst, and advance dst by 8 - r9 (and n by as much), so dst
- *     is now aligned; the skipped bytes were covered by that quadword.
- *  2. rcx = n / 64: that many iterations of eight quadword stores, dst
- *     += 64 each (counter decremented first, the loop ends on ZF).
- *  3. ecx = (n & 56) / 8: that many single quadword stores.
- *  4. edx = n & 7: that many single byte stores.
- * Return r10. Only local PC-relative branches; no stack, no data.
+ * Input:    rdi dst (any alignment), esi fill (low byte), rdx count
+ * Output:   rax dst
+ * Clobbers: rax, rcx, rdx, rdi, r8, r9, r10, flags
+ * Why:      the fallback memset: 6.12 without FSRS (most CPUs today),
+ *           6.1 without ERMS and REP_GOOD.
  */
 #include "linkage.h"
 
