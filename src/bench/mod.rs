@@ -14,18 +14,18 @@
 //! a state the check left behind); each run carries its KVM binary-stats deltas and runs disturbed
 //! by instruction emulation are flagged and left out of the statistics.
 pub mod compare;
-pub mod guest;
-pub mod host;
-pub mod inference;
+pub(crate) mod guest;
+pub(crate) mod host;
+pub(crate) mod inference;
 pub mod plan;
-pub mod report;
-pub mod sched;
-pub mod sequence;
-pub mod sides;
-pub mod stats;
+pub(crate) mod report;
+pub(crate) mod sched;
+pub(crate) mod sequence;
+pub(crate) mod sides;
+pub(crate) mod stats;
 
-pub use plan::{CellSpec, Plan};
-pub use sequence::Steady;
+pub(crate) use plan::{CellSpec, Plan};
+pub(crate) use sequence::Steady;
 
 use crate::arch::CpuCaps;
 use crate::bench::stats::Summary;
@@ -111,7 +111,7 @@ pub enum Cache {
 
 impl Cache {
     /// How the precondition reads in a table header.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Cache::Cold => "cold cache (target evicted before every timed pass, guest and host)",
             Cache::Warm => "warm cache (passes back to back, no eviction)",
@@ -123,7 +123,7 @@ impl Cache {
 /// JSON spells them as before they were typed (`"routine": "memset"`,
 /// `"config": "vanilla"`, `"backing": "anon"`), so old files load.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Axes {
+pub(crate) struct Axes {
     pub routine: Routine,
     /// A variant name of the side's blob (built-in or kernel).
     pub variant: String,
@@ -162,12 +162,12 @@ impl Axes {
     }
 
     /// One-line name, like a perf bench benchmark name (without the side).
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         self.label_with(true)
     }
 
     /// The name with or without the link configuration.
-    pub fn label_with(&self, config: bool) -> String {
+    pub(crate) fn label_with(&self, config: bool) -> String {
         let mut parts = vec![self.routine.name().to_string(), self.variant.clone()];
         if config {
             parts.push(self.config.name().to_string());
@@ -196,7 +196,7 @@ fn is_zero(v: &u64) -> bool {
 
 /// One measured (or warm-up) run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub session: u64,
     pub run: u64,
     pub bytes: u64,
@@ -219,7 +219,7 @@ pub struct Sample {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Cell {
+pub(crate) struct Cell {
     pub axes: Axes,
     pub guest: Vec<Sample>,
     pub host: Vec<Sample>,
@@ -246,7 +246,7 @@ pub struct Cell {
 
 impl Cell {
     /// A cell with samples and no summaries yet (see [`summarize`]).
-    pub fn new(axes: Axes, guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+    pub(crate) fn new(axes: Axes, guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
         Cell {
             axes,
             guest,
@@ -277,10 +277,6 @@ fn undisturbed(samples: &[Sample]) -> Vec<&Sample> {
 
 /// Runs grouped by session (sessions in order, runs in order), for the
 /// session-level statistics of `inference`.
-pub fn by_session(samples: &[&Sample]) -> Vec<inference::Session> {
-    by_session_map(samples).into_values().collect()
-}
-
 fn by_session_map(samples: &[&Sample]) -> BTreeMap<u64, inference::Session> {
     let mut m: BTreeMap<u64, Vec<(u64, f64)>> = BTreeMap::new();
     for s in samples {
@@ -317,30 +313,30 @@ fn keep_sessions(
 impl Cell {
     /// The guest runs the statistics use: undisturbed ones (all of them if
     /// every run was disturbed), as in [`summarize`].
-    pub fn guest_used(&self) -> Vec<&Sample> {
+    pub(crate) fn guest_used(&self) -> Vec<&Sample> {
         undisturbed(&self.guest)
     }
 
     /// The host runs the statistics use: those the host did not preempt
     /// (all of them if every run was).
-    pub fn host_used(&self) -> Vec<&Sample> {
+    pub(crate) fn host_used(&self) -> Vec<&Sample> {
         undisturbed(&self.host)
     }
 
     /// Guest sessions (see [`Cell::guest_used`]); a session whose runs
     /// were all left out stays, empty, so interleaved pairs keep their
     /// partners.
-    pub fn guest_sessions(&self) -> Vec<inference::Session> {
+    pub(crate) fn guest_sessions(&self) -> Vec<inference::Session> {
         keep_sessions(&self.guest, by_session_map(&self.guest_used()))
     }
 
     /// Host sessions (see [`Cell::host_used`]), empty ones kept.
-    pub fn host_sessions(&self) -> Vec<inference::Session> {
+    pub(crate) fn host_sessions(&self) -> Vec<inference::Session> {
         keep_sessions(&self.host, by_session_map(&self.host_used()))
     }
 
     /// Sessions whose warm-up hit the cap without settling, guest and host.
-    pub fn unsettled(&self) -> (usize, usize) {
+    pub(crate) fn unsettled(&self) -> (usize, usize) {
         let n = |v: &[Steady]| v.iter().filter(|s| s.settled == Some(false)).count();
         (n(&self.guest_steady), n(&self.host_steady))
     }
@@ -349,7 +345,7 @@ impl Cell {
 /// One side of a bench (a built-in link configuration or a kernel blob),
 /// as the JSON records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SideInfo {
+pub(crate) struct SideInfo {
     /// Column name: `vanilla`, `memset`, or the tree directory / blob file.
     pub name: String,
     /// `builtin`, `kernel-tree` or `blob`.
@@ -371,7 +367,7 @@ pub struct SideInfo {
 impl SideInfo {
     /// The record of `side`; a kernel side's paths are decided with `caps`
     /// (arm64 DC ZVA) and the features its alternatives took.
-    pub fn of(side: &Side, caps: &CpuCaps) -> SideInfo {
+    pub(crate) fn of(side: &Side, caps: &CpuCaps) -> SideInfo {
         let mut kernel_paths = BTreeMap::new();
         if let Some(e) = side.external() {
             for fam in crate::kernel::routines::FAMILIES {
@@ -396,7 +392,7 @@ impl SideInfo {
         }
     }
 
-    pub fn is_builtin(&self) -> bool {
+    pub(crate) fn is_builtin(&self) -> bool {
         self.kind == "builtin"
     }
 
@@ -404,7 +400,7 @@ impl SideInfo {
     /// variant: a built-in's own variant; a kernel routine's equivalent
     /// (its `kernel` variant) or its own name (x86 clear_page erms/rep/orig
     /// are the kernel's three routines).
-    pub fn path_of(&self, a: &Axes) -> String {
+    pub(crate) fn path_of(&self, a: &Axes) -> String {
         let fam = a.routine.family(a.config);
         match self.kernel_paths.get(fam) {
             Some(p) if !self.is_builtin() && a.variant == "kernel" => p.clone(),
@@ -414,7 +410,7 @@ impl SideInfo {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BenchResult {
+pub(crate) struct BenchResult {
     pub tool: String,
     pub command: String,
     pub host: HostInfo,
@@ -489,7 +485,7 @@ impl BenchResult {
     /// A file from before sides: one side per link configuration in the
     /// order they appear (a kernel side when the file has `kernel`), and
     /// each cell's side from its configuration. Files with sides are kept.
-    pub fn upgrade(&mut self) {
+    pub(crate) fn upgrade(&mut self) {
         if !self.sides.is_empty() {
             return;
         }
@@ -537,7 +533,7 @@ impl BenchResult {
     }
 
     /// The side record of a cell (a placeholder if the file is damaged).
-    pub fn side_of(&self, c: &Cell) -> SideInfo {
+    pub(crate) fn side_of(&self, c: &Cell) -> SideInfo {
         self.sides
             .get(c.axes.side)
             .cloned()
@@ -553,7 +549,7 @@ impl BenchResult {
 }
 
 /// Summaries over the undisturbed samples (all of them if every run was disturbed).
-pub fn summarize(cell: &mut Cell) {
+pub(crate) fn summarize(cell: &mut Cell) {
     let use_ = cell.guest_used();
     let bps = Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
     let tpb = Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
@@ -637,7 +633,7 @@ fn snapshot(
         partial_reason: None,
         cache: Some(plan.cache),
         max_warmup: plan.max_warmup,
-        session_setup_seconds: inference::mean_of(setup),
+        session_setup_seconds: stats::mean(setup),
         sides: plan.sides.iter().map(|s| SideInfo::of(s, caps)).collect(),
         kernel: plan
             .sides
@@ -653,7 +649,7 @@ fn snapshot(
 /// patterns and (plus the session) each VM's load address. After every
 /// finished cell of a session `checkpoint` gets the results so far (marked
 /// partial), so a run killed outright still leaves what it finished.
-pub fn run(
+pub(crate) fn run(
     plan: &Plan,
     specs: &[CellSpec],
     seed: u64,

@@ -22,7 +22,7 @@ pub enum Variants {
 
 impl Variants {
     /// From `-f NAME,...`; `all` anywhere in the list means all.
-    pub fn from_names(names: &[String]) -> Variants {
+    pub(crate) fn from_names(names: &[String]) -> Variants {
         if names.iter().any(|n| n == "all") {
             Variants::All
         } else {
@@ -74,7 +74,7 @@ pub struct Plan {
 
 /// A cell with what is needed to run it.
 #[derive(Debug, Clone)]
-pub struct CellSpec {
+pub(crate) struct CellSpec {
     pub axes: Axes,
     /// The routine the cell runs (clear_page with a larger -k runs clear_pages).
     pub routine: Routine,
@@ -88,7 +88,7 @@ pub struct CellSpec {
 impl Plan {
     /// Check the plan: every usage error (axes, variant names, `--mem`
     /// when given) is found here, before KVM is touched.
-    pub fn validate(&self, mem: Option<u64>) -> Result<()> {
+    pub(crate) fn validate(&self, mem: Option<u64>) -> Result<()> {
         if self.vcpus == 0 || self.vcpus > abi::MAX_VCPUS {
             return Err(Error::Usage(format!(
                 "--vcpus {} is out of range: use 1 to {}",
@@ -115,12 +115,12 @@ impl Plan {
 
     /// The cells to run on a CPU with `caps`, and notes (skipped variants,
     /// clear_page extents).
-    pub fn expand(&self, caps: &arch::CpuCaps) -> Result<(Vec<CellSpec>, Vec<String>)> {
+    pub(crate) fn expand(&self, caps: &arch::CpuCaps) -> Result<(Vec<CellSpec>, Vec<String>)> {
         self.cells(Some(caps))
     }
 
     /// Guest RAM the plan needs.
-    pub fn mem_needed(&self) -> u64 {
+    pub(crate) fn mem_needed(&self) -> u64 {
         mem_needed(self)
     }
 
@@ -310,7 +310,7 @@ impl Plan {
 }
 
 /// Guest RAM needed for one vCPU's region (target, guards, source).
-pub fn region_stride(plan: &Plan) -> u64 {
+pub(crate) fn region_stride(plan: &Plan) -> u64 {
     let copy = plan.routine.kind() == Kind::Copy;
     let one = plan.size + 2 * GUARD.next_multiple_of(PAGE_SIZE) + PAGE_SIZE;
     let one = if copy { 2 * one } else { one };
@@ -318,7 +318,7 @@ pub fn region_stride(plan: &Plan) -> u64 {
 }
 
 /// Guest RAM the plan needs.
-pub fn mem_needed(plan: &Plan) -> u64 {
+pub(crate) fn mem_needed(plan: &Plan) -> u64 {
     (arch::ARENA_BASE - arch::RAM_BASE + plan.vcpus * region_stride(plan))
         .next_multiple_of(arch::RAM_ALIGN)
         .max(arch::MIN_RAM)

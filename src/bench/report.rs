@@ -14,7 +14,7 @@ fn gbps(v: f64) -> String {
 }
 
 /// One row per cell: axes, then guest statistics, host median and ratio.
-pub fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Table {
+pub(crate) fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Table {
     let median = format!("median {}", unit.label());
     let host = format!("host {}", unit.label());
     let mut t = table(&[
@@ -84,7 +84,7 @@ pub fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Ta
 }
 
 /// Warnings about a cell, shown instead of being averaged in.
-pub fn flags(c: &Cell) -> String {
+pub(crate) fn flags(c: &Cell) -> String {
     let mut f = Vec::new();
     let preempted = c.guest.iter().filter(|s| s.preempted > 0).count();
     let emulated = c.disturbed_runs as usize - preempted.min(c.disturbed_runs as usize);
@@ -154,8 +154,8 @@ pub fn flags(c: &Cell) -> String {
 /// The variance components (Kalibera & Jones) of each result class over
 /// the cells (median cell), and the sessions x runs that would detect a
 /// `margin` change; a few lines for the end of `bench`.
-pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
-    use crate::bench::inference::{Costs, VarianceComponents};
+pub(crate) fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
+    use crate::bench::inference::{Config, Costs, Limits, VarianceComponents};
     let mut out = vec![format!(
         "variance components (Kalibera & Jones; relative SD; median over cells) and the design to detect {:.0}% (alpha 0.05, power 0.8):",
         margin * 100.0
@@ -200,7 +200,17 @@ pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
         // session of a warm -l 20 cell on the PVM host), and the between-
         // session component is what limits detection: look far enough to
         // name a design that reaches the margin (issue 10: ~300 sessions).
-        let rec = v.recommend(costs, margin, 0.05, 0.8, 20, 1000);
+        let goal = Config {
+            alpha: 0.05,
+            power: 0.8,
+            margin,
+            ..Config::default()
+        };
+        let limits = Limits {
+            runs: 20,
+            sessions: 1000,
+        };
+        let rec = v.recommend(costs, &goal, limits);
         out.push(format!("  {class}: {v}; {rec}"));
     }
     out
@@ -249,7 +259,7 @@ struct CsvRow<'a> {
     git_commit: &'a str,
 }
 
-pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
+pub(crate) fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
     let csv_err = |e: csv::Error| Error::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e),
@@ -306,7 +316,7 @@ pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
 /// Throughput (median GB/s) against chunk size, one line per
 /// variant/config/order/fill/backing, guest solid and host dashed; below
 /// it the run sequences (see [`run_sequences`]).
-pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
+pub(crate) fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
     use plotters::prelude::*;
     type Points = Vec<(f64, f64)>;
     // label -> (guest points, host points)
@@ -484,7 +494,7 @@ fn run_sequences(
 /// bench with exit 1), so a cell with measured runs is `ok`, with its
 /// medians, ratio and flags as diagnostics; a cell an interrupt left
 /// without runs is skipped.
-pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
+pub(crate) fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
     use crate::ktap::{Document, Outcome, Test};
     let mut configs: Vec<(String, Vec<Test>)> = Vec::new();
     for c in &r.cells {
