@@ -29,6 +29,7 @@ pub(crate) use sequence::Steady;
 
 use crate::arch::CpuCaps;
 use crate::bench::stats::Summary;
+use crate::blob::side::SideKind;
 use crate::blob::{LinkConfig, Side};
 use crate::check::checker::Patterns;
 use crate::error::Result;
@@ -349,7 +350,7 @@ pub(crate) struct SideInfo {
     /// Column name: `vanilla`, `memset`, or the tree directory / blob file.
     pub name: String,
     /// `builtin`, `kernel-tree` or `blob`.
-    pub kind: String,
+    pub kind: SideKind,
     pub config: LinkConfig,
     /// One line: `built-in vanilla`, `kernel 6.12.57 (/src/linux)`.
     pub label: String,
@@ -384,7 +385,7 @@ impl SideInfo {
         }
         SideInfo {
             name: side.name(),
-            kind: side.kind().into(),
+            kind: side.kind(),
             config: side.config(),
             label: side.describe(),
             kernel: side.external().map(|e| e.report.clone()),
@@ -393,7 +394,7 @@ impl SideInfo {
     }
 
     pub(crate) fn is_builtin(&self) -> bool {
-        self.kind == "builtin"
+        self.kind == SideKind::Builtin
     }
 
     /// The kernel path a cell of this side follows, named as a built-in
@@ -496,7 +497,7 @@ impl BenchResult {
                 None => {
                     let (kind, name, label) = match &self.kernel {
                         Some(k) => (
-                            "kernel-tree",
+                            SideKind::KernelTree,
                             k["tree"]["path"]
                                 .as_str()
                                 .and_then(|p| std::path::Path::new(p).file_name())
@@ -508,14 +509,14 @@ impl BenchResult {
                             ),
                         ),
                         None => (
-                            "builtin",
+                            SideKind::Builtin,
                             config.name().into(),
                             format!("built-in {config}"),
                         ),
                     };
                     self.sides.push(SideInfo {
                         name,
-                        kind: kind.into(),
+                        kind,
                         config,
                         label,
                         kernel: self.kernel.clone(),
@@ -539,7 +540,7 @@ impl BenchResult {
             .cloned()
             .unwrap_or_else(|| SideInfo {
                 name: format!("side {}", c.axes.side),
-                kind: "builtin".into(),
+                kind: SideKind::Builtin,
                 config: c.axes.config,
                 label: format!("side {}", c.axes.side),
                 kernel: None,
