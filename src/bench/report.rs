@@ -311,16 +311,14 @@ pub(crate) fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
     w.flush().map_err(io(path))
 }
 
-// Over 80 lines: plotters' builder calls for one chart (axes, series,
-// legend); a straight sequence without branches worth naming.
-/// Throughput (median GB/s) against chunk size, one line per
-/// variant/config/order/fill/backing, guest solid and host dashed; below
-/// it the run sequences (see [`run_sequences`]).
-pub(crate) fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
-    use plotters::prelude::*;
-    type Points = Vec<(f64, f64)>;
-    // label -> (guest points, host points)
-    let mut series: std::collections::BTreeMap<String, (Points, Points)> = Default::default();
+type Points = Vec<(f64, f64)>;
+/// Plot label -> (guest points, host points): (log2 chunk, median GB/sec).
+type Series = std::collections::BTreeMap<String, (Points, Points)>;
+
+/// The throughput lines of the plot: one per
+/// variant/config/order/fill/backing.
+fn plot_series(r: &BenchResult) -> Series {
+    let mut series = Series::new();
     for c in &r.cells {
         let a = &c.axes;
         let key = format!(
@@ -342,6 +340,15 @@ pub(crate) fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
             e.1.push((x, h.median / crate::units::PERF_GB));
         }
     }
+    series
+}
+
+/// Throughput (median GB/s) against chunk size, one line per
+/// variant/config/order/fill/backing, guest solid and host dashed; below
+/// it the run sequences (see [`run_sequences`]).
+pub(crate) fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    let series = plot_series(r);
     let pts = || series.values().flat_map(|(g, h)| g.iter().chain(h.iter()));
     let (xmin, xmax) = pts().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
     let ymax = pts().fold(0.0f64, |a, p| a.max(p.1)).max(0.1) * 1.1;
