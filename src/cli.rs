@@ -611,6 +611,26 @@ pub struct RunArgs {
     pub geometry: crate::check::suite::Geometry,
 }
 
+impl CompareArgs {
+    /// What `compare` was asked for: the statistics, the host check, the
+    /// table format (`--format`; text for anything but markdown and rst,
+    /// which `compare` refuses before) and the unit.
+    pub fn options(&self, common: &Common) -> crate::bench::compare::CompareOptions {
+        use crate::bench::compare::Format as Table;
+        crate::bench::compare::CompareOptions {
+            alpha: self.alpha,
+            margin: self.margin,
+            allow_different_hosts: self.allow_different_hosts,
+            format: match common.format {
+                Format::Markdown => Table::Markdown,
+                Format::Rst => Table::Rst,
+                _ => Table::Text,
+            },
+            unit: self.unit,
+        }
+    }
+}
+
 impl BenchArgs {
     /// The bench plan of this command line, validated (usage errors before
     /// KVM). A new bench axis is its option above, its field here and its

@@ -59,6 +59,29 @@ fn tiny_bench_roundtrips_through_compare() {
     );
     let cells = a["cells"].as_array().unwrap();
     assert!(cells.len() >= 2, "one cell per variant and chunk: {a}");
+    assert_cells_are_measured(cells);
+    assert!(a["host"]["counter_khz"].as_u64().unwrap() > 0);
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv_text.lines().count(), 1 + cells.len() * 8, "{csv_text}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+
+    let (_, b_path) = bench("bench-b", &[]);
+    compare_in_both_units(&a_path, &b_path);
+
+    // Different axes must be refused.
+    let (_, c_path) = bench("bench-c", &["-k", "8KB"]);
+    let out = hypclear(&[
+        "compare",
+        a_path.to_str().unwrap(),
+        c_path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("do not line up"));
+}
+
+/// Every cell of the tiny bench: its runs, host baseline, verification,
+/// medians and KVM statistics.
+fn assert_cells_are_measured(cells: &[serde_json::Value]) {
     for c in cells {
         assert_eq!(
             c["guest"].as_array().unwrap().len(),
@@ -81,12 +104,10 @@ fn tiny_bench_roundtrips_through_compare() {
             "KVM stats deltas per run"
         );
     }
-    assert!(a["host"]["counter_khz"].as_u64().unwrap() > 0);
-    let csv_text = std::fs::read_to_string(&csv).unwrap();
-    assert_eq!(csv_text.lines().count(), 1 + cells.len() * 8, "{csv_text}");
-    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+}
 
-    let (_, b_path) = bench("bench-b", &[]);
+/// `compare A B` as markdown, in bytes/sec and in GB/s: the same medians.
+fn compare_in_both_units(a_path: &std::path::Path, b_path: &std::path::Path) {
     let out = hypclear(&[
         "compare",
         a_path.to_str().unwrap(),
@@ -129,16 +150,6 @@ fn tiny_bench_roundtrips_through_compare() {
         s.contains(&format!("| memset {PORTABLE}")),
         "markdown rows: {s}"
     );
-
-    // Different axes must be refused.
-    let (_, c_path) = bench("bench-c", &["-k", "8KB"]);
-    let out = hypclear(&[
-        "compare",
-        a_path.to_str().unwrap(),
-        c_path.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("do not line up"));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `hypclear compare FILE` (its two link configurations) or
 //! `hypclear compare BASE.json NEW.json...`: the seed's comparison table.
-use crate::bench::compare::{self, Format};
+use crate::bench::compare;
 use crate::cli::{Common, CompareArgs, Format as OutputFormat};
 use crate::error::{Error, Result};
 
@@ -23,22 +23,11 @@ pub fn compare(common: &Common, a: &CompareArgs) -> Result<i32> {
     for p in std::iter::once(&a.base).chain(a.new.iter()) {
         files.push((p.clone(), compare::load(p)?));
     }
-    let format = match common.format {
-        OutputFormat::Markdown => Format::Markdown,
-        OutputFormat::Rst => Format::Rst,
-        _ => Format::Text,
-    };
+    let opts = a.options(common);
     let text = if a.per_host {
-        compare::compare_per_host(&files, a.alpha, a.margin, format, a.unit)?
+        compare::compare_per_host(&files, &opts)?
     } else {
-        compare::compare(
-            &files,
-            a.alpha,
-            a.margin,
-            a.allow_different_hosts,
-            format,
-            a.unit,
-        )?
+        compare::compare(&files, &opts)?
     };
     crate::out!("{}", text);
     Ok(0)

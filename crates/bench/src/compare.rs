@@ -8,7 +8,7 @@
 //! configurations by session (paired t); separate files are independent
 //! invocations (Welch on session means, host drift noted).
 use crate::error::{Error, Result};
-use crate::inference::{self, Comparison, Config, Design, Session, Verdict};
+use crate::inference::{self, Comparison, Config, Design, Session};
 use crate::sides::{self, PathKey};
 use crate::stats;
 use crate::table::right;
@@ -123,6 +123,21 @@ pub enum Format {
     Rst,
 }
 
+/// What `hypclear compare` was asked for (built by the CLI from its
+/// options).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompareOptions {
+    /// Significance level (q values) and 1 - confidence of the intervals.
+    pub alpha: f64,
+    /// Equivalence margin as a fraction (0.02 = +-2%).
+    pub margin: f64,
+    /// Compare files from different hosts in one table.
+    pub allow_different_hosts: bool,
+    pub format: Format,
+    /// Throughput unit of the tables.
+    pub unit: Rate,
+}
+
 /// One side of one row: the sessions of a result class of a cell.
 fn sessions(c: &Cell, class: Class) -> Vec<Session> {
     match class {
@@ -199,19 +214,18 @@ fn compare_sides(
 fn plain_change(a: &[Session], b: &[Session]) -> Option<f64> {
     let m = |s: &[Session]| {
         let v: Vec<f64> = s.iter().flat_map(|x| x.runs.iter().copied()).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        (!v.is_empty()).then(|| stats::mean(&v))
     };
     Some((m(b)? / m(a)? - 1.0) * 100.0)
 }
 
 /// The options are in range and the files come from one host (unless
 /// allowed); the base file.
-fn validate(
-    files: &[(PathBuf, BenchResult)],
-    alpha: f64,
-    margin: f64,
-    allow_different_hosts: bool,
-) -> Result<(&PathBuf, &BenchResult)> {
+fn validate<'a>(
+    files: &'a [(PathBuf, BenchResult)],
+    opts: &CompareOptions,
+) -> Result<(&'a PathBuf, &'a BenchResult)> {
+    let (alpha, margin) = (opts.alpha, opts.margin);
     let (base_path, base) = files
         .first()
         .map(|(p, r)| (p, r))
@@ -227,7 +241,7 @@ fn validate(
         )));
     }
     for (p, r) in &files[1..] {
-        if !allow_different_hosts && !base.host.same_host(&r.host) {
+        if !opts.allow_different_hosts && !base.host.same_host(&r.host) {
             return Err(Error::Usage(format!(
                 "{} comes from a different host than {} ({} / {} / {} vs {} / {} / {}); \
                  pass --per-host for one table per host, or --allow-different-hosts to \
@@ -246,6 +260,34 @@ fn validate(
     Ok((base_path, base))
 }
 
+/// Whether built-in and kernel sides meet in the files (rows then line up
+/// by kernel path).
+fn mixed(files: &[(PathBuf, BenchResult)]) -> bool {
+    files
+        .iter()
+        .any(|(_, r)| r.sides.iter().any(SideInfo::is_builtin))
+        && files
+            .iter()
+            .any(|(_, r)| r.sides.iter().any(|s| !s.is_builtin()))
+}
+
+/// Benjamini-Hochberg across the rows of each column, then the verdicts.
+fn decide_columns(rows: &mut [Row], columns: usize, cfg: &Config) {
+    for j in 0..columns {
+        let idx: Vec<usize> = (0..rows.len())
+            .filter(|&i| rows[i].cols[j].cmp.is_ok())
+            .collect();
+        let mut cs: Vec<Comparison> = idx
+            .iter()
+            .filter_map(|&i| rows[i].cols[j].cmp.clone().ok())
+            .collect();
+        inference::decide_rows(&mut cs, cfg);
+        for (&i, c) in idx.iter().zip(cs) {
+            rows[i].cols[j].cmp = Ok(c);
+        }
+    }
+}
+
 /// Build the comparison table; refuses files whose axes do not line up or
 /// that come from different hosts (unless allowed).
 ///
@@ -253,14 +295,7 @@ fn validate(
 /// interleaved ABBA in one invocation: paired t on session pairs). Several
 /// files: each against the first (separate invocations: Welch on session
 /// means, with the host rows as a drift check).
-pub fn compare(
-    files: &[(PathBuf, BenchResult)],
-    alpha: f64,
-    margin: f64,
-    allow_different_hosts: bool,
-    format: Format,
-    unit: Rate,
-) -> Result<String> {
+pub fn compare(files: &[(PathBuf, BenchResult)], opts: &CompareOptions) -> Result<String> {
     // Files from before sides get theirs (idempotent for newer files).
     let files: &[(PathBuf, BenchResult)] = &files
         .iter()
@@ -270,15 +305,15 @@ pub fn compare(
             (p.clone(), r)
         })
         .collect::<Vec<_>>();
-    let (base_path, base) = validate(files, alpha, margin, allow_different_hosts)?;
+    let (base_path, base) = validate(files, opts)?;
     let design = if files.len() == 1 {
         Design::Interleaved
     } else {
         Design::Independent
     };
     let cfg = Config {
-        alpha,
-        margin,
+        alpha: opts.alpha,
+        margin: opts.margin,
         design,
         ..Config::default()
     };
@@ -287,37 +322,27 @@ pub fn compare(
     } else {
         across_files(files, &cfg)?
     };
-    let mixed = files
-        .iter()
-        .any(|(_, r)| r.sides.iter().any(SideInfo::is_builtin))
-        && files
-            .iter()
-            .any(|(_, r)| r.sides.iter().any(|s| !s.is_builtin()));
-    notes.insert(0, matching_note(files, mixed));
+    notes.insert(0, matching_note(files, mixed(files)));
     if rows.is_empty() {
         return Err(Error::Usage(format!(
             "no row lines up between the sides: {}",
             notes.join("; ")
         )));
     }
-    // Benjamini-Hochberg across the rows of each column.
-    for j in 0..names.len() - 1 {
-        let idx: Vec<usize> = (0..rows.len())
-            .filter(|&i| rows[i].cols[j].cmp.is_ok())
-            .collect();
-        let mut cs: Vec<Comparison> = idx
-            .iter()
-            .filter_map(|&i| rows[i].cols[j].cmp.clone().ok())
-            .collect();
-        inference::decide_rows(&mut cs, alpha, margin);
-        for (&i, c) in idx.iter().zip(cs) {
-            rows[i].cols[j].cmp = Ok(c);
-        }
-    }
+    decide_columns(&mut rows, names.len() - 1, &cfg);
     if design == Design::Independent {
         drift_notes(&mut rows, &cfg);
     }
-    Ok(render(files, &names, &rows, &notes, &cfg, format, unit))
+    let table = Rendering {
+        files,
+        names: &names,
+        rows: &rows,
+        notes_above: &notes,
+        cfg: &cfg,
+        format: opts.format,
+        unit: opts.unit,
+    };
+    Ok(table.render())
 }
 
 /// A reStructuredText grid table, as review tables on the lists use: '+'
@@ -348,13 +373,11 @@ fn host_heading(h: &crate::vmm::host::HostInfo) -> String {
 /// host fingerprint, in the order given; each group's first file is its
 /// base, a group of one file compares its two link configurations), each
 /// under a "Results for <host>:" heading.
-pub fn compare_per_host(
-    files: &[(PathBuf, BenchResult)],
-    alpha: f64,
-    margin: f64,
-    format: Format,
-    unit: Rate,
-) -> Result<String> {
+pub fn compare_per_host(files: &[(PathBuf, BenchResult)], opts: &CompareOptions) -> Result<String> {
+    let opts = CompareOptions {
+        allow_different_hosts: false,
+        ..*opts
+    };
     let mut groups: Vec<Vec<(PathBuf, BenchResult)>> = Vec::new();
     for f in files {
         match groups.iter_mut().find(|g| g[0].1.host.same_host(&f.1.host)) {
@@ -366,7 +389,7 @@ pub fn compare_per_host(
     for g in &groups {
         out.push_str(&host_heading(&g[0].1.host));
         out.push_str("\n\n");
-        out.push_str(&compare(g, alpha, margin, false, format, unit)?);
+        out.push_str(&compare(g, &opts)?);
         out.push('\n');
     }
     Ok(out)
@@ -447,12 +470,7 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
     let (base_path, base) = &files[0];
     let single = files.iter().all(|(_, r)| r.sides.len() == 1);
     let with_side = !single;
-    let mixed = files
-        .iter()
-        .any(|(_, r)| r.sides.iter().any(SideInfo::is_builtin))
-        && files
-            .iter()
-            .any(|(_, r)| r.sides.iter().any(|s| !s.is_builtin()));
+    let mixed = mixed(files);
     let index = |r: &BenchResult| -> BTreeMap<Key, usize> {
         r.cells
             .iter()
@@ -590,7 +608,7 @@ fn drift_notes(rows: &mut [Row], cfg: &Config) {
             let moved = rows[h].cols[j]
                 .cmp
                 .as_ref()
-                .is_ok_and(|c| matches!(c.verdict, Verdict::Regression | Verdict::Improvement));
+                .is_ok_and(|c| c.verdict.moved());
             if !moved {
                 continue;
             }
@@ -619,49 +637,95 @@ fn precondition(r: &BenchResult) -> String {
     }
 }
 
-// Over 80 lines: the header lines, the table and the footer of one
-// comparison; straight-line formatting.
-fn render(
-    files: &[(PathBuf, BenchResult)],
-    names: &[String],
-    rows: &[Row],
-    notes_above: &[String],
-    cfg: &Config,
+/// One comparison to print: the files, the column names, the rows and the
+/// notes above the table, with the statistics and the output format.
+struct Rendering<'a> {
+    files: &'a [(PathBuf, BenchResult)],
+    names: &'a [String],
+    rows: &'a [Row],
+    notes_above: &'a [String],
+    cfg: &'a Config,
     format: Format,
     unit: Rate,
-) -> String {
-    let (alpha, m) = (cfg.alpha, cfg.margin * 100.0);
-    let mut header = vec![
-        "Benchmark".to_string(),
-        "Result class".into(),
-        format!("Base {} [{}]", unit.label(), names[0]),
-    ];
-    let independent = cfg.design == Design::Independent;
-    // A note column only when some row has a note (host drift, untested).
-    let notes = rows
-        .iter()
-        .any(|r| r.cols.iter().any(|c| c.cmp.is_err() || !c.note.is_empty()));
-    for n in &names[1..] {
-        header.push(format!("Change {n} [{:.0}% CI]", (1.0 - alpha) * 100.0));
-        header.push("q".into());
-        header.push("MDE".into());
-        if notes {
-            header.push("Note".into());
+}
+
+/// Guest rows per verdict mark (`""` for unmarked).
+type Marks<'m> = BTreeMap<&'m str, usize>;
+
+impl Rendering<'_> {
+    /// The header lines, the table and the footer of one comparison.
+    fn render(&self) -> String {
+        let (table, marks) = self.table();
+        let mut out = self.title();
+        out.push_str(&self.test_line());
+        for n in self.notes_above {
+            out.push_str(&format!("{n}\n"));
         }
+        out.push_str(&self.precondition_line());
+        out.push_str(&self.partial_lines());
+        out.push_str(&format!(
+            "change = B against A from the mean log session means, with its {:.0}% confidence interval; \
+             q = Benjamini-Hochberg over the rows; MDE = smallest change this design detects with \
+             power 0.8 at alpha {}\n\n",
+            (1.0 - self.cfg.alpha) * 100.0,
+            self.cfg.alpha
+        ));
+        out.push_str(&table.to_string());
+        out.push_str(&self.footer(&marks));
+        out
     }
-    let mut t = Table::new();
-    t.load_style(match format {
-        Format::Text => presets::UTF8_FULL_CONDENSED,
-        Format::Markdown => presets::ASCII_MARKDOWN,
-        Format::Rst => RST_GRID,
-    });
-    t.set_header(header);
-    let mut marks: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in rows {
+
+    /// A note column only when some row has a note (host drift, untested).
+    fn has_notes(&self) -> bool {
+        self.rows
+            .iter()
+            .any(|r| r.cols.iter().any(|c| c.cmp.is_err() || !c.note.is_empty()))
+    }
+
+    fn header(&self, notes: bool) -> Vec<String> {
+        let mut header = vec![
+            "Benchmark".to_string(),
+            "Result class".into(),
+            format!("Base {} [{}]", self.unit.label(), self.names[0]),
+        ];
+        for n in &self.names[1..] {
+            header.push(format!(
+                "Change {n} [{:.0}% CI]",
+                (1.0 - self.cfg.alpha) * 100.0
+            ));
+            header.push("q".into());
+            header.push("MDE".into());
+            if notes {
+                header.push("Note".into());
+            }
+        }
+        header
+    }
+
+    /// The table, and the guest rows counted by mark.
+    fn table(&self) -> (Table, Marks<'static>) {
+        let notes = self.has_notes();
+        let mut t = Table::new();
+        t.load_style(match self.format {
+            Format::Text => presets::UTF8_FULL_CONDENSED,
+            Format::Markdown => presets::ASCII_MARKDOWN,
+            Format::Rst => RST_GRID,
+        });
+        t.set_header(self.header(notes));
+        let mut marks = Marks::new();
+        for r in self.rows {
+            t.add_row(self.row(r, notes, &mut marks));
+        }
+        (t, marks)
+    }
+
+    /// One row: the benchmark, its class and base, then per column the
+    /// change, q and MDE (and the note).
+    fn row(&self, r: &Row, notes: bool, marks: &mut Marks<'static>) -> Vec<TCell> {
         let mut row = vec![
             TCell::new(&r.label),
-            TCell::new(r.class.name(unit)),
-            right(unit.format(r.base_bps)),
+            TCell::new(r.class.name(self.unit)),
+            right(self.unit.format(r.base_bps)),
         ];
         for (j, c) in r.cols.iter().enumerate() {
             match &c.cmp {
@@ -669,22 +733,11 @@ fn render(
                     if r.class == Class::Guest {
                         *marks.entry(x.verdict.mark()).or_default() += 1;
                     }
-                    row.push(right(x.cell_text()));
-                    row.push(right(format!("{:.3}", x.q)));
-                    row.push(right(if x.mde_pct.is_finite() {
-                        format!("{:.1}%", x.mde_pct)
-                    } else {
-                        "-".into()
-                    }));
+                    row.extend(tested_cells(x));
                 }
                 Err(_) => {
                     let (sa, sb) = &r.sides[j];
-                    let change = plain_change(sa, sb)
-                        .map(|c| format!("{} (untested)", crate::units::format_pct(c)))
-                        .unwrap_or_else(|| "-".into());
-                    row.push(right(change));
-                    row.push(right("-"));
-                    row.push(right("-"));
+                    row.extend(untested_cells(sa, sb));
                 }
             }
             if notes {
@@ -694,11 +747,13 @@ fn render(
                 }));
             }
         }
-        t.add_row(row);
+        row
     }
-    let mut out = format!(
-        "hypclear compare: {}\n",
-        if files.len() == 1 {
+
+    /// "hypclear compare: ..." with what is compared against what.
+    fn title(&self) -> String {
+        let (files, names) = (self.files, self.names);
+        let what = if files.len() == 1 {
             format!(
                 "{}: {} (A) vs {} ({}), sessions interleaved in one invocation",
                 files[0].0.display(),
@@ -720,61 +775,88 @@ fn render(
                     .collect::<Vec<_>>()
                     .join(", ")
             )
-        }
-    );
-    let method = inference::Method::default_for(cfg.design).name();
-    out.push_str(&format!(
-        "test: {method}{}\n",
-        if independent {
-            " (separate invocations: drift between them is not controlled; the host rows show it, \
-             and guest rows say when the host moved); for a paired test run both sides in one \
-             invocation (`bench --config both`, then `compare FILE`)"
-        } else {
-            " (each session of A paired with the session of B next to it, ABBA order)"
-        }
-    ));
-    for n in notes_above {
-        out.push_str(&format!("{n}\n"));
+        };
+        format!("hypclear compare: {what}\n")
     }
-    let mut pre: Vec<String> = files.iter().map(|(_, r)| precondition(r)).collect();
-    pre.dedup();
-    out.push_str(&format!(
-        "precondition: {}\n",
-        if pre.len() == 1 {
-            pre[0].clone()
-        } else {
-            format!("DIFFERENT between the files ({})", pre.join(" / "))
-        }
-    ));
-    for (p, r) in files.iter().filter(|(_, r)| r.partial) {
-        let done = r.cells.iter().filter(|c| !c.guest.is_empty()).count();
-        out.push_str(&format!(
-            "note: {} is partial (the run did not finish; {done} of {} cells have samples)\n",
-            p.display(),
-            r.cells.len()
-        ));
+
+    /// "test: ...": the design's test and what it controls.
+    fn test_line(&self) -> String {
+        let method = inference::Method::of(self.cfg.design).name();
+        format!(
+            "test: {method}{}\n",
+            if self.cfg.design == Design::Independent {
+                " (separate invocations: drift between them is not controlled; the host rows show it, \
+                 and guest rows say when the host moved); for a paired test run both sides in one \
+                 invocation (`bench --config both`, then `compare FILE`)"
+            } else {
+                " (each session of A paired with the session of B next to it, ABBA order)"
+            }
+        )
     }
-    out.push_str(&format!(
-        "change = B against A from the mean log session means, with its {:.0}% confidence interval; \
-         q = Benjamini-Hochberg over the rows; MDE = smallest change this design detects with \
-         power 0.8 at alpha {alpha}\n\n",
-        (1.0 - alpha) * 100.0
-    ));
-    out.push_str(&t.to_string());
-    out.push_str(&format!(
-        "\n\n(=) equivalent: the interval lies inside +-{m:.1}% (--margin); \
-         (R) regression / (I) improvement: q < {alpha} and the interval excludes 0 (and is not inside the margin); \
-         no mark: the data cannot tell (more sessions narrow the interval)\n"
-    ));
-    let count = |k: &str| marks.get(k).copied().unwrap_or(0);
-    out.push_str(&format!(
-        "guest rows: {} (R), {} (I), {} (=), {} unmarked\n",
-        count("(R)"),
-        count("(I)"),
-        count("(=)"),
-        count("")
-    ));
-    out
+
+    fn precondition_line(&self) -> String {
+        let mut pre: Vec<String> = self.files.iter().map(|(_, r)| precondition(r)).collect();
+        pre.dedup();
+        format!(
+            "precondition: {}\n",
+            if pre.len() == 1 {
+                pre[0].clone()
+            } else {
+                format!("DIFFERENT between the files ({})", pre.join(" / "))
+            }
+        )
+    }
+
+    /// A note per partial file.
+    fn partial_lines(&self) -> String {
+        let mut out = String::new();
+        for (p, r) in self.files.iter().filter(|(_, r)| r.partial) {
+            let done = r.cells.iter().filter(|c| !c.guest.is_empty()).count();
+            out.push_str(&format!(
+                "note: {} is partial (the run did not finish; {done} of {} cells have samples)\n",
+                p.display(),
+                r.cells.len()
+            ));
+        }
+        out
+    }
+
+    /// The legend of the marks and the guest rows counted by mark.
+    fn footer(&self, marks: &Marks) -> String {
+        let (alpha, m) = (self.cfg.alpha, self.cfg.margin * 100.0);
+        let count = |k: &str| marks.get(k).copied().unwrap_or(0);
+        format!(
+            "\n\n(=) equivalent: the interval lies inside +-{m:.1}% (--margin); \
+             (R) regression / (I) improvement: q < {alpha} and the interval excludes 0 (and is not inside the margin); \
+             no mark: the data cannot tell (more sessions narrow the interval)\n\
+             guest rows: {} (R), {} (I), {} (=), {} unmarked\n",
+            count("(R)"),
+            count("(I)"),
+            count("(=)"),
+            count("")
+        )
+    }
+}
+
+/// A tested column: the change with its interval and mark, q and MDE.
+fn tested_cells(x: &Comparison) -> [TCell; 3] {
+    [
+        right(x.cell_text()),
+        right(format!("{:.3}", x.q)),
+        right(if x.mde_pct.is_finite() {
+            format!("{:.1}%", x.mde_pct)
+        } else {
+            "-".into()
+        }),
+    ]
+}
+
+/// An untested column: the change of the plain means, no q, no MDE.
+fn untested_cells(sa: &[Session], sb: &[Session]) -> [TCell; 3] {
+    let change = plain_change(sa, sb)
+        .map(|c| format!("{} (untested)", crate::units::format_pct(c)))
+        .unwrap_or_else(|| "-".into());
+    [right(change), right("-"), right("-")]
 }
 
 #[cfg(test)]
@@ -782,6 +864,16 @@ mod tests {
     use super::*;
     use crate::vmm::host::HostInfo;
     use crate::{Axes, Sample};
+
+    fn opts(allow_different_hosts: bool, format: Format, unit: Rate) -> CompareOptions {
+        CompareOptions {
+            alpha: 0.05,
+            margin: 0.02,
+            allow_different_hosts,
+            format,
+            unit,
+        }
+    }
 
     fn host(model: &str) -> HostInfo {
         HostInfo {
@@ -909,7 +1001,7 @@ mod tests {
             (PathBuf::from("same.json"), same),
             (PathBuf::from("slow.json"), slow),
         ];
-        let out = compare(&files, 0.05, 0.02, false, Format::Markdown, Rate::Giga).unwrap();
+        let out = compare(&files, &opts(false, Format::Markdown, Rate::Giga)).unwrap();
         let guest = out
             .lines()
             .find(|l| l.contains("guest GB/s"))
@@ -955,11 +1047,7 @@ mod tests {
         );
         let out = compare(
             &[("both.json".into(), r)],
-            0.05,
-            0.02,
-            false,
-            Format::Text,
-            Rate::Giga,
+            &opts(false, Format::Text, Rate::Giga),
         )
         .unwrap();
         assert!(out.contains("paired t"), "{out}");
@@ -984,11 +1072,7 @@ mod tests {
         let single = result("vanilla", 4096, &a, "cpu");
         let e = compare(
             &[("v.json".into(), single)],
-            0.05,
-            0.02,
-            false,
-            Format::Text,
-            Rate::Giga,
+            &opts(false, Format::Text, Rate::Giga),
         )
         .unwrap_err();
         assert!(e.to_string().contains("pass two files"), "{e}");
@@ -1014,11 +1098,7 @@ mod tests {
         );
         let out = compare(
             &[("both.json".into(), r.clone())],
-            0.05,
-            0.02,
-            false,
-            Format::Text,
-            Rate::Giga,
+            &opts(false, Format::Text, Rate::Giga),
         )
         .unwrap();
         assert!(out.contains("1 cell(s) without a counterpart"), "{out}");
@@ -1035,11 +1115,7 @@ mod tests {
             .push(Cell::new(axes("memset", 8192), samples(&a), samples(&a)));
         let e = compare(
             &[("both.json".into(), only)],
-            0.05,
-            0.02,
-            false,
-            Format::Text,
-            Rate::Giga,
+            &opts(false, Format::Text, Rate::Giga),
         )
         .unwrap_err();
         assert!(
@@ -1056,11 +1132,7 @@ mod tests {
         b.cells[0].host = samples(&noisy(9.0, 0.7));
         let out = compare(
             &[("a.json".into(), a), ("b.json".into(), b)],
-            0.05,
-            0.02,
-            false,
-            Format::Text,
-            Rate::Giga,
+            &opts(false, Format::Text, Rate::Giga),
         )
         .unwrap();
         assert!(out.contains("host moved -10."), "{out}");
@@ -1073,11 +1145,7 @@ mod tests {
         let b = result("vanilla", 4096, &one(&[80.0, 81.0, 79.0]), "cpu");
         let out = compare(
             &[("a.json".into(), a), ("b.json".into(), b)],
-            0.05,
-            0.02,
-            false,
-            Format::Text,
-            Rate::Giga,
+            &opts(false, Format::Text, Rate::Giga),
         )
         .unwrap();
         assert!(out.contains("-20.00% (untested)"), "{out}");
@@ -1096,11 +1164,7 @@ mod tests {
         assert_eq!(old.cache, None);
         let out = compare(
             &[("a.json".into(), old), ("b.json".into(), r)],
-            0.05,
-            0.02,
-            false,
-            Format::Text,
-            Rate::Giga,
+            &opts(false, Format::Text, Rate::Giga),
         )
         .unwrap();
         assert!(out.contains("DIFFERENT between the files"), "{out}");
@@ -1112,33 +1176,21 @@ mod tests {
         let b = result("vanilla", 8192, &one(&[1.0, 2.0]), "cpu");
         let e = compare(
             &[("a.json".into(), a.clone()), ("b.json".into(), b)],
-            0.05,
-            0.02,
-            false,
-            Format::Text,
-            Rate::Giga,
+            &opts(false, Format::Text, Rate::Giga),
         )
         .unwrap_err();
         assert!(e.to_string().contains("do not line up"), "{e}");
         let c = result("vanilla", 4096, &one(&[1.0, 2.0]), "other cpu");
         let e = compare(
             &[("a.json".into(), a.clone()), ("c.json".into(), c.clone())],
-            0.05,
-            0.02,
-            false,
-            Format::Text,
-            Rate::Giga,
+            &opts(false, Format::Text, Rate::Giga),
         )
         .unwrap_err();
         assert!(e.to_string().contains("--allow-different-hosts"), "{e}");
         assert!(
             compare(
                 &[("a.json".into(), a), ("c.json".into(), c)],
-                0.05,
-                0.02,
-                true,
-                Format::Text,
-                Rate::Giga
+                &opts(true, Format::Text, Rate::Giga)
             )
             .is_ok()
         );
@@ -1149,7 +1201,7 @@ mod tests {
         let a = result("vanilla", 4096, &one(&[65_367_617_364.09]), "cpu");
         let b = result("vanilla", 4096, &one(&[65_000_000_000.0]), "cpu");
         let files = vec![("a.json".into(), a), ("b.json".into(), b)];
-        let render = |u| compare(&files, 0.05, 0.02, false, Format::Text, u).unwrap();
+        let render = |u| compare(&files, &opts(false, Format::Text, u)).unwrap();
         let bytes = render(Rate::Bytes);
         assert!(bytes.contains("Base bytes/sec [a (vanilla)]"), "{bytes}");
         assert!(bytes.contains("guest bytes/sec"), "{bytes}");
@@ -1186,7 +1238,7 @@ mod tests {
             ("b.json".into(), b),
             ("d.json".into(), d),
         ];
-        let out = compare_per_host(&files, 0.05, 0.02, Format::Rst, Rate::Bytes).unwrap();
+        let out = compare_per_host(&files, &opts(false, Format::Rst, Rate::Bytes)).unwrap();
         let one = out.find("Results for cpu one").expect(&out);
         let two = out.find("Results for cpu two").expect(&out);
         assert!(one < two, "{out}");

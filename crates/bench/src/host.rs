@@ -16,10 +16,10 @@ use std::time::Instant;
 use hypclear_guest::host as generated;
 
 /// A routine callable with the dispatcher's convention `fn(a0, a1, a2)`.
-pub type HostFn = unsafe extern "C" fn(u64, u64, u64) -> u64;
+pub(crate) type HostFn = unsafe extern "C" fn(u64, u64, u64) -> u64;
 
 /// The host copy of the routine behind alias `name`.
-pub fn routine(name: &str) -> Option<HostFn> {
+pub(crate) fn routine(name: &str) -> Option<HostFn> {
     generated::HOST_ROUTINES
         .iter()
         .find(|(n, _)| *n == name)
@@ -32,7 +32,8 @@ pub fn routine(name: &str) -> Option<HostFn> {
 }
 
 /// Names of all routines linked into the host.
-pub fn names() -> Vec<&'static str> {
+#[cfg(test)]
+pub(crate) fn names() -> Vec<&'static str> {
     generated::HOST_ROUTINES.iter().map(|(n, _)| *n).collect()
 }
 

@@ -24,12 +24,12 @@ use hypclear_routines as routines;
 use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
 pub mod compare;
-pub mod guest;
-pub mod host;
-pub mod inference;
+pub(crate) mod guest;
+pub(crate) mod host;
+pub(crate) mod inference;
 pub mod plan;
 pub mod report;
-pub mod sched;
+pub(crate) mod sched;
 pub mod sequence;
 pub mod sides;
 pub mod stats;
@@ -42,6 +42,7 @@ use crate::blob::LinkConfig;
 use crate::check::checker::Patterns;
 use crate::error::Result;
 use crate::kernel::Side;
+use crate::kernel::side::SideKind;
 use crate::routines::privilege::PrivilegeChoice;
 use crate::routines::{Kind, Routine};
 use crate::stats::Summary;
@@ -173,12 +174,12 @@ impl Axes {
     }
 
     /// One-line name, like a perf bench benchmark name (without the side).
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         self.label_with(true)
     }
 
     /// The name with or without the link configuration.
-    pub fn label_with(&self, config: bool) -> String {
+    pub(crate) fn label_with(&self, config: bool) -> String {
         let mut parts = vec![self.routine.name().to_string(), self.variant.clone()];
         if config {
             parts.push(self.config.name().to_string());
@@ -257,7 +258,7 @@ pub struct Cell {
 
 impl Cell {
     /// A cell with samples and no summaries yet (see [`summarize`]).
-    pub fn new(axes: Axes, guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+    pub(crate) fn new(axes: Axes, guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
         Cell {
             axes,
             guest,
@@ -288,10 +289,6 @@ fn undisturbed(samples: &[Sample]) -> Vec<&Sample> {
 
 /// Runs grouped by session (sessions in order, runs in order), for the
 /// session-level statistics of `inference`.
-pub fn by_session(samples: &[&Sample]) -> Vec<inference::Session> {
-    by_session_map(samples).into_values().collect()
-}
-
 fn by_session_map(samples: &[&Sample]) -> BTreeMap<u64, inference::Session> {
     let mut m: BTreeMap<u64, Vec<(u64, f64)>> = BTreeMap::new();
     for s in samples {
@@ -328,30 +325,30 @@ fn keep_sessions(
 impl Cell {
     /// The guest runs the statistics use: undisturbed ones (all of them if
     /// every run was disturbed), as in [`summarize`].
-    pub fn guest_used(&self) -> Vec<&Sample> {
+    pub(crate) fn guest_used(&self) -> Vec<&Sample> {
         undisturbed(&self.guest)
     }
 
     /// The host runs the statistics use: those the host did not preempt
     /// (all of them if every run was).
-    pub fn host_used(&self) -> Vec<&Sample> {
+    pub(crate) fn host_used(&self) -> Vec<&Sample> {
         undisturbed(&self.host)
     }
 
     /// Guest sessions (see [`Cell::guest_used`]); a session whose runs
     /// were all left out stays, empty, so interleaved pairs keep their
     /// partners.
-    pub fn guest_sessions(&self) -> Vec<inference::Session> {
+    pub(crate) fn guest_sessions(&self) -> Vec<inference::Session> {
         keep_sessions(&self.guest, by_session_map(&self.guest_used()))
     }
 
     /// Host sessions (see [`Cell::host_used`]), empty ones kept.
-    pub fn host_sessions(&self) -> Vec<inference::Session> {
+    pub(crate) fn host_sessions(&self) -> Vec<inference::Session> {
         keep_sessions(&self.host, by_session_map(&self.host_used()))
     }
 
     /// Sessions whose warm-up hit the cap without settling, guest and host.
-    pub fn unsettled(&self) -> (usize, usize) {
+    pub(crate) fn unsettled(&self) -> (usize, usize) {
         let n = |v: &[Steady]| v.iter().filter(|s| s.settled == Some(false)).count();
         (n(&self.guest_steady), n(&self.host_steady))
     }
@@ -364,7 +361,7 @@ pub struct SideInfo {
     /// Column name: `vanilla`, `memset`, or the tree directory / blob file.
     pub name: String,
     /// `builtin`, `kernel-tree` or `blob`.
-    pub kind: String,
+    pub kind: SideKind,
     pub config: LinkConfig,
     /// One line: `built-in vanilla`, `kernel 6.12.57 (/src/linux)`.
     pub label: String,
@@ -399,7 +396,7 @@ impl SideInfo {
         }
         SideInfo {
             name: side.name(),
-            kind: side.kind().into(),
+            kind: side.kind(),
             config: side.config(),
             label: side.describe(),
             kernel: side.external().map(|e| e.report.clone()),
@@ -407,15 +404,15 @@ impl SideInfo {
         }
     }
 
-    pub fn is_builtin(&self) -> bool {
-        self.kind == "builtin"
+    pub(crate) fn is_builtin(&self) -> bool {
+        self.kind == SideKind::Builtin
     }
 
     /// The kernel path a cell of this side follows, named as a built-in
     /// variant: a built-in's own variant; a kernel routine's equivalent
     /// (its `kernel` variant) or its own name (x86 clear_page erms/rep/orig
     /// are the kernel's three routines).
-    pub fn path_of(&self, a: &Axes) -> String {
+    pub(crate) fn path_of(&self, a: &Axes) -> String {
         let fam = a.routine.family(a.config);
         match self.kernel_paths.get(fam) {
             Some(p) if !self.is_builtin() && a.variant == "kernel" => p.clone(),
@@ -500,7 +497,7 @@ impl BenchResult {
     /// A file from before sides: one side per link configuration in the
     /// order they appear (a kernel side when the file has `kernel`), and
     /// each cell's side from its configuration. Files with sides are kept.
-    pub fn upgrade(&mut self) {
+    pub(crate) fn upgrade(&mut self) {
         if !self.sides.is_empty() {
             return;
         }
@@ -511,7 +508,7 @@ impl BenchResult {
                 None => {
                     let (kind, name, label) = match &self.kernel {
                         Some(k) => (
-                            "kernel-tree",
+                            SideKind::KernelTree,
                             k["tree"]["path"]
                                 .as_str()
                                 .and_then(|p| std::path::Path::new(p).file_name())
@@ -523,14 +520,14 @@ impl BenchResult {
                             ),
                         ),
                         None => (
-                            "builtin",
+                            SideKind::Builtin,
                             config.name().into(),
                             format!("built-in {config}"),
                         ),
                     };
                     self.sides.push(SideInfo {
                         name,
-                        kind: kind.into(),
+                        kind,
                         config,
                         label,
                         kernel: self.kernel.clone(),
@@ -548,13 +545,13 @@ impl BenchResult {
     }
 
     /// The side record of a cell (a placeholder if the file is damaged).
-    pub fn side_of(&self, c: &Cell) -> SideInfo {
+    pub(crate) fn side_of(&self, c: &Cell) -> SideInfo {
         self.sides
             .get(c.axes.side)
             .cloned()
             .unwrap_or_else(|| SideInfo {
                 name: format!("side {}", c.axes.side),
-                kind: "builtin".into(),
+                kind: SideKind::Builtin,
                 config: c.axes.config,
                 label: format!("side {}", c.axes.side),
                 kernel: None,
@@ -564,7 +561,7 @@ impl BenchResult {
 }
 
 /// Summaries over the undisturbed samples (all of them if every run was disturbed).
-pub fn summarize(cell: &mut Cell) {
+pub(crate) fn summarize(cell: &mut Cell) {
     let use_ = cell.guest_used();
     let bps = Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
     let tpb = Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
@@ -648,7 +645,7 @@ fn snapshot(
         partial_reason: None,
         cache: Some(plan.cache),
         max_warmup: plan.max_warmup,
-        session_setup_seconds: inference::mean_of(setup),
+        session_setup_seconds: stats::mean(setup),
         sides: plan.sides.iter().map(|s| SideInfo::of(s, caps)).collect(),
         kernel: plan
             .sides

@@ -311,7 +311,7 @@ impl Plan {
 }
 
 /// Guest RAM needed for one vCPU's region (target, guards, source).
-pub fn region_stride(plan: &Plan) -> u64 {
+pub(crate) fn region_stride(plan: &Plan) -> u64 {
     let copy = plan.routine.kind() == Kind::Copy;
     let one = plan.size + 2 * GUARD.next_multiple_of(PAGE_SIZE) + PAGE_SIZE;
     let one = if copy { 2 * one } else { one };
@@ -319,7 +319,7 @@ pub fn region_stride(plan: &Plan) -> u64 {
 }
 
 /// Guest RAM the plan needs.
-pub fn mem_needed(plan: &Plan) -> u64 {
+pub(crate) fn mem_needed(plan: &Plan) -> u64 {
     (arch::ARENA_BASE - arch::RAM_BASE + plan.vcpus * region_stride(plan))
         .next_multiple_of(arch::RAM_ALIGN)
         .max(arch::MIN_RAM)

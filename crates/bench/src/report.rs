@@ -84,7 +84,7 @@ pub fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Ta
 }
 
 /// Warnings about a cell, shown instead of being averaged in.
-pub fn flags(c: &Cell) -> String {
+pub(crate) fn flags(c: &Cell) -> String {
     let mut f = Vec::new();
     let preempted = c.guest.iter().filter(|s| s.preempted > 0).count();
     let emulated = c.disturbed_runs as usize - preempted.min(c.disturbed_runs as usize);
@@ -155,7 +155,7 @@ pub fn flags(c: &Cell) -> String {
 /// the cells (median cell), and the sessions x runs that would detect a
 /// `margin` change; a few lines for the end of `bench`.
 pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
-    use crate::inference::{Costs, VarianceComponents};
+    use crate::inference::{Config, Costs, Limits, VarianceComponents};
     let mut out = vec![format!(
         "variance components (Kalibera & Jones; relative SD; median over cells) and the design to detect {:.0}% (alpha 0.05, power 0.8):",
         margin * 100.0
@@ -199,7 +199,17 @@ pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
         // session of a warm -l 20 cell on the PVM host), and the between-
         // session component is what limits detection: look far enough to
         // name a design that reaches the margin (issue 10: ~300 sessions).
-        let rec = v.recommend(costs, margin, 0.05, 0.8, 20, 1000);
+        let goal = Config {
+            alpha: 0.05,
+            power: 0.8,
+            margin,
+            ..Config::default()
+        };
+        let limits = Limits {
+            runs: 20,
+            sessions: 1000,
+        };
+        let rec = v.recommend(costs, &goal, limits);
         out.push(format!("  {class}: {v}; {rec}"));
     }
     out
@@ -300,16 +310,14 @@ pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
     w.flush().map_err(io(path))
 }
 
-// Over 80 lines: plotters' builder calls for one chart (axes, series,
-// legend); a straight sequence without branches worth naming.
-/// Throughput (median GB/s) against chunk size, one line per
-/// variant/config/order/fill/backing, guest solid and host dashed; below
-/// it the run sequences (see [`run_sequences`]).
-pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
-    use plotters::prelude::*;
-    type Points = Vec<(f64, f64)>;
-    // label -> (guest points, host points)
-    let mut series: std::collections::BTreeMap<String, (Points, Points)> = Default::default();
+type Points = Vec<(f64, f64)>;
+/// Plot label -> (guest points, host points): (log2 chunk, median GB/sec).
+type Series = std::collections::BTreeMap<String, (Points, Points)>;
+
+/// The throughput lines of the plot: one per
+/// variant/config/order/fill/backing.
+fn plot_series(r: &BenchResult) -> Series {
+    let mut series = Series::new();
     for c in &r.cells {
         let a = &c.axes;
         let key = format!(
@@ -331,6 +339,15 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
             e.1.push((x, h.median / crate::units::PERF_GB));
         }
     }
+    series
+}
+
+/// Throughput (median GB/s) against chunk size, one line per
+/// variant/config/order/fill/backing, guest solid and host dashed; below
+/// it the run sequences (see [`run_sequences`]).
+pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    let series = plot_series(r);
     let pts = || series.values().flat_map(|(g, h)| g.iter().chain(h.iter()));
     let (xmin, xmax) = pts().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
     let ymax = pts().fold(0.0f64, |a, p| a.max(p.1)).max(0.1) * 1.1;

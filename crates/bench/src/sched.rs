@@ -12,7 +12,7 @@
 
 /// Involuntary context switches of the calling thread so far; `None` when
 /// the kernel does not say (then no run is marked).
-pub fn involuntary_switches() -> Option<u64> {
+pub(crate) fn involuntary_switches() -> Option<u64> {
     // SAFETY: getrusage writes only into the zeroed struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid pointer to a rusage; RUSAGE_THREAD is Linux's.
@@ -21,7 +21,7 @@ pub fn involuntary_switches() -> Option<u64> {
 }
 
 /// Switches between two readings (0 when either is unknown).
-pub fn between(before: Option<u64>, after: Option<u64>) -> u64 {
+pub(crate) fn between(before: Option<u64>, after: Option<u64>) -> u64 {
     match (before, after) {
         (Some(b), Some(a)) => a.saturating_sub(b),
         _ => 0,

@@ -23,7 +23,7 @@ pub struct Steady {
 
 /// Warm-up and measured samples of one session.
 #[derive(Debug, Clone)]
-pub struct Sequence {
+pub(crate) struct Sequence {
     pub warmup: Vec<Sample>,
     pub measured: Vec<Sample>,
     pub steady: Steady,
@@ -32,7 +32,7 @@ pub struct Sequence {
 }
 
 /// The steady-state parameters of a plan (`None`: fixed warm-up).
-pub fn steady_config(plan: &Plan) -> Option<SteadyConfig> {
+pub(crate) fn steady_config(plan: &Plan) -> Option<SteadyConfig> {
     (plan.max_warmup > 0).then(|| SteadyConfig {
         max_warmup: plan.max_warmup as usize,
         ..SteadyConfig::default()
@@ -41,7 +41,11 @@ pub fn steady_config(plan: &Plan) -> Option<SteadyConfig> {
 
 /// Run `one` (one timed run from the precondition; returns its sample)
 /// through the warm-up and then `plan.repeats` times; numbers the runs.
-pub fn run(plan: &Plan, session: u64, mut one: impl FnMut() -> Result<Sample>) -> Result<Sequence> {
+pub(crate) fn run(
+    plan: &Plan,
+    session: u64,
+    mut one: impl FnMut() -> Result<Sample>,
+) -> Result<Sequence> {
     let mut warmup = Vec::new();
     let settled = match steady_config(plan) {
         None => {
@@ -93,7 +97,7 @@ pub fn run(plan: &Plan, session: u64, mut one: impl FnMut() -> Result<Sample>) -
 /// demand fill drops the target's pages; a cold cache evicts the target
 /// (populated only: flushing a dropped page would fault it back in) and a
 /// copy's source.
-pub fn precondition(
+pub(crate) fn precondition(
     ram: &GuestRam,
     places: &[Placement],
     demand: bool,

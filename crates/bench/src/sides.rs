@@ -11,7 +11,7 @@ use crate::vmm::memory::Backing;
 
 /// The key two sides' cells are matched on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PathKey {
+pub(crate) struct PathKey {
     pub routine: Routine,
     /// The kernel path, named as a built-in variant.
     pub path: String,
@@ -29,7 +29,7 @@ impl PathKey {
     /// kernel sides are matched (`by_path`), else by variant name (two
     /// kernel trees: memset `kernel` against memset `kernel`, whatever
     /// path each takes).
-    pub fn of(side: &SideInfo, a: &Axes, by_path: bool) -> PathKey {
+    pub(crate) fn of(side: &SideInfo, a: &Axes, by_path: bool) -> PathKey {
         PathKey {
             routine: a.routine,
             path: if by_path {
@@ -48,7 +48,7 @@ impl PathKey {
     }
 
     /// "memset -s 4MB -k 4KB forward populate anon, path orig".
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         let a = Axes {
             routine: self.routine,
             variant: format!("path {}", self.path),
@@ -67,7 +67,7 @@ impl PathKey {
 }
 
 /// The cells of side `side`, keyed by [`PathKey`].
-pub fn by_path(r: &BenchResult, side: usize) -> Vec<(PathKey, &Cell)> {
+pub(crate) fn by_path(r: &BenchResult, side: usize) -> Vec<(PathKey, &Cell)> {
     let info = r.sides.get(side).cloned();
     let by_path = mixed(r);
     r.cells
@@ -79,7 +79,7 @@ pub fn by_path(r: &BenchResult, side: usize) -> Vec<(PathKey, &Cell)> {
 
 /// Whether the sides' paths differ from their variant names (a kernel
 /// side beside a built-in one): then rows are matched by kernel path.
-pub fn mixed(r: &BenchResult) -> bool {
+pub(crate) fn mixed(r: &BenchResult) -> bool {
     r.sides.iter().any(|s| s.is_builtin()) && r.sides.iter().any(|s| !s.is_builtin())
 }
 

@@ -1,19 +1,20 @@
-//! Statistics for benchmark samples.
+//! THE statistics of hypclear's benchmarks: one mean, one variance, one
+//! median, one [`Summary`] and the t-tests every comparison uses.
 //!
 //! * [`Summary`] — descriptive statistics of one sample set (mean, median,
 //!   sample standard deviation, min, max, coefficient of variation).
 //! * [`welch_t_test`] — Welch's unequal-variance t-test with the
 //!   Welch–Satterthwaite degrees of freedom and a two-sided p-value from the
-//!   Student's t distribution (`statrs`).
-//! * [`classify`] — compares a baseline run against a new run and decides
-//!   whether the change is a [`Verdict::Regression`], an
-//!   [`Verdict::Improvement`] or [`Verdict::NoChange`] at significance level
-//!   `alpha`, based on the Welch t-test.
+//!   Student's t distribution (`statrs`); [`paired_t_test`] — the
+//!   one-sample t-test of paired differences. Both return a [`TTest`],
+//!   which also gives the confidence interval of the difference.
 //!
-//! **Non-finite input:** every function here rejects samples that contain
-//! NaN or ±infinity by returning `None` (or, for [`classify`], a
-//! `NoChange` comparison with NaN fields). A NaN usually means a broken
-//! measurement, and silently dropping or sorting it would hide that.
+//! The session-level comparison built on them (verdicts, q values) is
+//! `bench::inference::compare`.
+//!
+//! **Non-finite input:** [`Summary::of`] and [`welch_t_test`] reject samples
+//! that contain NaN or ±infinity by returning `None`. A NaN usually means a
+//! broken measurement, and silently dropping or sorting it would hide that.
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -24,23 +25,30 @@ fn all_finite(samples: &[f64]) -> bool {
     samples.iter().all(|x| x.is_finite())
 }
 
-/// Arithmetic mean (statrs); `samples` must be non-empty.
-fn mean(samples: &[f64]) -> f64 {
-    Statistics::mean(samples)
+/// THE arithmetic mean of hypclear: the sum over the count; 0 for an
+/// empty slice.
+pub(crate) fn mean(x: &[f64]) -> f64 {
+    if x.is_empty() {
+        0.0
+    } else {
+        x.iter().sum::<f64>() / x.len() as f64
+    }
 }
 
-/// Unbiased (n-1) sample variance (statrs); 0 for fewer than two samples.
-fn sample_variance(samples: &[f64]) -> f64 {
-    if samples.len() < 2 {
+/// Unbiased (n-1) sample variance, two-pass around [`mean`]; 0 for fewer
+/// than two values.
+pub(crate) fn variance(x: &[f64]) -> f64 {
+    if x.len() < 2 {
         return 0.0;
     }
-    Statistics::variance(samples)
+    let m = mean(x);
+    x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64
 }
 
 /// THE median of hypclear (order statistics from statrs): the mean of the
 /// two middle values when the count is even, halved before adding so two
 /// huge values cannot overflow. `samples` must be finite and non-empty.
-pub fn median(samples: &[f64]) -> f64 {
+pub(crate) fn median(samples: &[f64]) -> f64 {
     let mut data = Data::new(samples.to_vec());
     let n = samples.len();
     if n % 2 == 1 {
@@ -79,13 +87,13 @@ impl Summary {
     /// The coefficient of variation divides by the absolute mean so that it
     /// is never negative; for the usual positive benchmark values this is
     /// simply `stddev / mean`.
-    pub fn of(samples: &[f64]) -> Option<Summary> {
+    pub(crate) fn of(samples: &[f64]) -> Option<Summary> {
         if samples.is_empty() || !all_finite(samples) {
             return None;
         }
         let n = samples.len();
         let mean = mean(samples);
-        let stddev = sample_variance(samples).sqrt();
+        let stddev = variance(samples).sqrt();
         let cv = if mean == 0.0 {
             0.0
         } else {
@@ -103,17 +111,66 @@ impl Summary {
     }
 }
 
-/// Result of Welch's two-sample t-test.
+/// Result of a two-sided t-test of a difference.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct TTest {
-    /// `(mean(a) - mean(b)) / sqrt(var(a)/n_a + var(b)/n_b)`; negative when
-    /// `a` has the smaller mean. ±infinity when both samples have zero
-    /// variance but different means.
+pub(crate) struct TTest {
+    /// `diff / se`; negative when the first sample has the smaller mean.
+    /// ±infinity when the standard error is 0 but the difference is not.
     pub t: f64,
-    /// Welch–Satterthwaite degrees of freedom.
+    /// Degrees of freedom (Welch–Satterthwaite for [`welch_t_test`]).
     pub df: f64,
     /// Two-sided p-value, `P(|T| >= |t|)` for `T ~ Student's t(df)`.
     pub p_two_sided: f64,
+    /// The estimated difference (first minus second mean; the mean of the
+    /// differences when paired).
+    pub diff: f64,
+    /// Its standard error.
+    pub se: f64,
+}
+
+impl TTest {
+    /// The test of `diff` with standard error `se` and `df` degrees of
+    /// freedom; `None` when the t distribution is undefined (df <= 0). A
+    /// zero `se` is degenerate: no difference gives `t = 0, p = 1`, any
+    /// other `t = ±inf, p = 0`.
+    fn of(diff: f64, se: f64, df: f64) -> Option<TTest> {
+        let (t, p_two_sided) = if se == 0.0 {
+            if diff == 0.0 {
+                (0.0, 1.0)
+            } else {
+                (f64::INFINITY.copysign(diff), 0.0)
+            }
+        } else {
+            let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+            let t = diff / se;
+            // sf(|t|) is the upper tail computed directly, which keeps small
+            // p-values accurate (1 - cdf would cancel).
+            let p = if t.is_finite() {
+                (2.0 * dist.sf(t.abs())).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            (t, p)
+        };
+        Some(TTest {
+            t,
+            df,
+            p_two_sided,
+            diff,
+            se,
+        })
+    }
+
+    /// The two-sided `1 - alpha` confidence interval of the difference
+    /// (the point itself when `se` is 0).
+    pub(crate) fn interval(&self, alpha: f64) -> Option<(f64, f64)> {
+        if self.se == 0.0 {
+            return Some((self.diff, self.diff));
+        }
+        let dist = StudentsT::new(0.0, 1.0, self.df).ok()?;
+        let h = dist.inverse_cdf(1.0 - alpha / 2.0) * self.se;
+        Some((self.diff - h, self.diff + h))
+    }
 }
 
 /// Welch's unequal-variance t-test of `a` against `b`.
@@ -126,165 +183,35 @@ pub struct TTest {
 /// `s_x = var(x)/n_x`. When both samples have zero variance the statistic is
 /// degenerate: equal means give `t = 0, p = 1`, different means give
 /// `t = ±inf, p = 0`, and `df` is reported as `n_a + n_b - 2`.
-pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
+pub(crate) fn welch_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
     if a.len() < 2 || b.len() < 2 || !all_finite(a) || !all_finite(b) {
         return None;
     }
     let (na, nb) = (a.len() as f64, b.len() as f64);
-    let (mean_a, mean_b) = (mean(a), mean(b));
-    let sa = sample_variance(a) / na;
-    let sb = sample_variance(b) / nb;
+    let sa = variance(a) / na;
+    let sb = variance(b) / nb;
     let se2 = sa + sb;
-    let diff = mean_a - mean_b;
-
-    if se2 == 0.0 {
-        let df = na + nb - 2.0;
-        return Some(if diff == 0.0 {
-            TTest {
-                t: 0.0,
-                df,
-                p_two_sided: 1.0,
-            }
-        } else {
-            TTest {
-                t: f64::INFINITY.copysign(diff),
-                df,
-                p_two_sided: 0.0,
-            }
-        });
-    }
-
-    let t = diff / se2.sqrt();
-    // Normalised form of Welch–Satterthwaite: identical to the textbook
-    // formula but immune to underflow of s_a^2 for tiny variances.
-    let (ra, rb) = (sa / se2, sb / se2);
-    let df = 1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0));
-    let p = if t.is_finite() {
-        // df >= min(n_a, n_b) - 1 >= 1, so this cannot fail; stay
-        // panic-free anyway.
-        let dist = StudentsT::new(0.0, 1.0, df).ok()?;
-        // sf(|t|) is the upper tail computed directly, which keeps small
-        // p-values accurate (1 - cdf would cancel).
-        (2.0 * dist.sf(t.abs())).clamp(0.0, 1.0)
+    let df = if se2 == 0.0 {
+        na + nb - 2.0
     } else {
-        0.0
+        // Normalised form of Welch–Satterthwaite: identical to the textbook
+        // formula but immune to underflow of s_a^2 for tiny variances.
+        let (ra, rb) = (sa / se2, sb / se2);
+        1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0))
     };
-    Some(TTest {
-        t,
-        df,
-        p_two_sided: p,
-    })
+    // df >= min(n_a, n_b) - 1 >= 1, so this cannot fail; stay panic-free.
+    TTest::of(mean(a) - mean(b), se2.sqrt(), df)
 }
 
-/// Outcome of comparing a new benchmark run against a baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Verdict {
-    /// Significantly worse than the baseline.
-    Regression,
-    /// Significantly better than the baseline.
-    Improvement,
-    /// No statistically significant difference (or not enough data).
-    NoChange,
-}
-
-impl Verdict {
-    /// Short marker for tables: `"(R)"`, `"(I)"` or `""`.
-    pub fn marker(self) -> &'static str {
-        match self {
-            Verdict::Regression => "(R)",
-            Verdict::Improvement => "(I)",
-            Verdict::NoChange => "",
-        }
+/// The paired t-test: a one-sample t-test of the differences `d` against
+/// 0 (df = n - 1). `None` for fewer than two differences or a
+/// non-finite one.
+pub(crate) fn paired_t_test(d: &[f64]) -> Option<TTest> {
+    if d.len() < 2 || !all_finite(d) {
+        return None;
     }
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Verdict::Regression => "regression",
-            Verdict::Improvement => "improvement",
-            Verdict::NoChange => "no change",
-        })
-    }
-}
-
-/// Result of [`classify`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Comparison {
-    /// `(median(new) / median(base) - 1) * 100`. 0 when both medians are 0;
-    /// NaN when the base median is 0 but the new one is not, or when either
-    /// sample is empty or contains non-finite values.
-    pub change_pct: f64,
-    /// Two-sided Welch t-test p-value; NaN when the test cannot be computed.
-    pub p_value: f64,
-    /// The decision; see [`classify`].
-    pub verdict: Verdict,
-    /// Name of the test behind `p_value`: always `"welch-t"`.
-    pub test: &'static str,
-}
-
-/// Compare `new` samples against `base` samples.
-///
-/// A change is a [`Verdict::Regression`] or [`Verdict::Improvement`] only
-/// when the Welch t-test p-value is below `alpha` (so `alpha <= 0` or NaN
-/// never flags anything). Its direction is the direction of the mean
-/// difference (the quantity the test is about): with `higher_is_better`
-/// (e.g. throughput) a higher new mean is an improvement; otherwise (e.g.
-/// latency) it is a regression. If the median moved the opposite way to the
-/// mean the evidence is contradictory and the verdict is `NoChange`, so the
-/// sign of `change_pct` always agrees with the verdict.
-///
-/// If the Welch test cannot be computed — fewer than two samples on either
-/// side, or NaN/±infinity in the data — the verdict is `NoChange` and
-/// `p_value` is NaN.
-pub fn classify(base: &[f64], new: &[f64], alpha: f64, higher_is_better: bool) -> Comparison {
-    const TEST: &str = "welch-t";
-
-    let change_pct = if !base.is_empty() && !new.is_empty() && all_finite(base) && all_finite(new) {
-        let (mb, mn) = (median(base), median(new));
-        if mb == 0.0 {
-            if mn == 0.0 { 0.0 } else { f64::NAN }
-        } else {
-            (mn / mb - 1.0) * 100.0
-        }
-    } else {
-        f64::NAN
-    };
-
-    let Some(tt) = welch_t_test(new, base) else {
-        return Comparison {
-            change_pct,
-            p_value: f64::NAN,
-            verdict: Verdict::NoChange,
-            test: TEST,
-        };
-    };
-
-    // welch_t_test(new, base): t > 0 means the new mean is higher.
-    let verdict = if tt.p_two_sided < alpha && tt.t != 0.0 {
-        let new_higher = tt.t > 0.0;
-        let median_disagrees = if new_higher {
-            change_pct < 0.0
-        } else {
-            change_pct > 0.0
-        };
-        if median_disagrees {
-            Verdict::NoChange
-        } else if new_higher == higher_is_better {
-            Verdict::Improvement
-        } else {
-            Verdict::Regression
-        }
-    } else {
-        Verdict::NoChange
-    };
-
-    Comparison {
-        change_pct,
-        p_value: tt.p_two_sided,
-        verdict,
-        test: TEST,
-    }
+    let n = d.len() as f64;
+    TTest::of(mean(d), (variance(d) / n).sqrt(), n - 1.0)
 }
 
 #[cfg(test)]
@@ -405,7 +332,6 @@ mod tests {
         // Make sure the derive compiles with the names consumers rely on.
         fn is_serde<T: Serialize + for<'de> Deserialize<'de>>() {}
         is_serde::<Summary>();
-        is_serde::<Verdict>();
         is_serde::<TTest>();
     }
 
@@ -512,143 +438,5 @@ mod tests {
         let r = welch_t_test(&[1.0, 1.1, 0.9, 1.05], &[10.0, 10.1, 9.9, 10.05]).unwrap();
         assert!(r.t < -100.0);
         assert!(r.p_two_sided < 1e-8 && r.p_two_sided >= 0.0);
-    }
-
-    // ------------------------------------------------------------ classify
-
-    #[test]
-    fn verdict_markers() {
-        assert_eq!(Verdict::Regression.marker(), "(R)");
-        assert_eq!(Verdict::Improvement.marker(), "(I)");
-        assert_eq!(Verdict::NoChange.marker(), "");
-        assert_eq!(Verdict::Regression.to_string(), "regression");
-    }
-
-    #[test]
-    fn identical_samples_are_no_change() {
-        let s = [10.0, 10.5, 9.8, 10.2, 10.1];
-        for higher_is_better in [true, false] {
-            let c = classify(&s, &s, 0.05, higher_is_better);
-            assert_eq!(c.verdict, Verdict::NoChange);
-            assert_eq!(c.change_pct, 0.0);
-            assert_close!(c.p_value, 1.0, 1e-12);
-            assert_eq!(c.test, "welch-t");
-        }
-    }
-
-    #[test]
-    fn constant_identical_samples_are_no_change() {
-        let c = classify(&[3.0; 4], &[3.0; 4], 0.05, true);
-        assert_eq!(c.verdict, Verdict::NoChange);
-        assert_eq!(c.p_value, 1.0);
-    }
-
-    const SLOW: [f64; 6] = [10.0, 10.2, 9.9, 10.1, 10.0, 9.8];
-    const FAST: [f64; 6] = [20.0, 20.3, 19.8, 20.1, 20.2, 19.9];
-
-    #[test]
-    fn higher_is_better_throughput() {
-        // Throughput doubled: improvement.
-        let up = classify(&SLOW, &FAST, 0.05, true);
-        assert_eq!(up.verdict, Verdict::Improvement);
-        assert!(up.p_value < 1e-6);
-        assert_close!(up.change_pct, (20.05 / 10.0 - 1.0) * 100.0, 1e-9);
-
-        // Throughput halved: regression.
-        let down = classify(&FAST, &SLOW, 0.05, true);
-        assert_eq!(down.verdict, Verdict::Regression);
-        assert!(down.change_pct < 0.0);
-    }
-
-    #[test]
-    fn lower_is_better_latency() {
-        // Latency doubled: regression.
-        let up = classify(&SLOW, &FAST, 0.05, false);
-        assert_eq!(up.verdict, Verdict::Regression);
-        assert!(up.change_pct > 0.0);
-
-        // Latency halved: improvement.
-        let down = classify(&FAST, &SLOW, 0.05, false);
-        assert_eq!(down.verdict, Verdict::Improvement);
-        assert_close!(down.change_pct, (10.0 / 20.05 - 1.0) * 100.0, 1e-9);
-    }
-
-    #[test]
-    fn significance_threshold_is_respected() {
-        // Reference data: p = 0.0355 (new = B has the higher mean).
-        assert_eq!(classify(&A, &B, 0.05, true).verdict, Verdict::Improvement);
-        assert_eq!(classify(&A, &B, 0.01, true).verdict, Verdict::NoChange);
-        let c = classify(&A, &B, 0.01, true);
-        assert_close!(c.p_value, 0.035_484_530_830_010_22, 1e-9);
-        // median A = (18.9 + 19.5)/2 = 19.2, median B = (21.6 + 22.1)/2 = 21.85
-        assert_close!(c.change_pct, (21.85 / 19.2 - 1.0) * 100.0, 1e-9);
-        // A non-positive or NaN alpha never flags anything.
-        assert_eq!(classify(&SLOW, &FAST, 0.0, true).verdict, Verdict::NoChange);
-        assert_eq!(
-            classify(&SLOW, &FAST, f64::NAN, true).verdict,
-            Verdict::NoChange
-        );
-    }
-
-    #[test]
-    fn noisy_overlapping_samples_are_no_change() {
-        let base = [10.0, 12.0, 9.0, 11.0, 10.5];
-        let new = [10.4, 11.5, 9.5, 11.2, 10.1];
-        let c = classify(&base, &new, 0.05, true);
-        assert_eq!(c.verdict, Verdict::NoChange);
-        assert!(c.p_value > 0.05);
-    }
-
-    #[test]
-    fn too_few_samples_give_nan_p_and_no_change() {
-        let c = classify(&[10.0], &[20.0], 0.05, true);
-        assert_eq!(c.verdict, Verdict::NoChange);
-        assert!(c.p_value.is_nan());
-        assert_close!(c.change_pct, 100.0, 1e-12);
-
-        let c = classify(&[], &[1.0, 2.0], 0.05, true);
-        assert_eq!(c.verdict, Verdict::NoChange);
-        assert!(c.p_value.is_nan());
-        assert!(c.change_pct.is_nan());
-    }
-
-    #[test]
-    fn non_finite_samples_give_no_change() {
-        let c = classify(&[1.0, f64::NAN, 2.0], &FAST, 0.05, true);
-        assert_eq!(c.verdict, Verdict::NoChange);
-        assert!(c.p_value.is_nan());
-        assert!(c.change_pct.is_nan());
-    }
-
-    #[test]
-    fn zero_baseline_median() {
-        let c = classify(&[0.0, 0.0], &[0.0, 0.0], 0.05, true);
-        assert_eq!(c.change_pct, 0.0);
-        assert_eq!(c.verdict, Verdict::NoChange);
-        let c = classify(&[-1.0, 0.0, 1.0], &[1.0, 2.0, 3.0], 0.05, true);
-        assert!(c.change_pct.is_nan());
-    }
-
-    #[test]
-    fn zero_variance_different_means_is_flagged() {
-        let c = classify(&[5.0, 5.0, 5.0], &[6.0, 6.0, 6.0], 0.05, true);
-        assert_eq!(c.p_value, 0.0);
-        assert_eq!(c.verdict, Verdict::Improvement);
-        assert_close!(c.change_pct, 20.0, 1e-12);
-    }
-
-    #[test]
-    fn mean_and_median_disagreeing_is_no_change() {
-        // The mean of `new` rises (11.825 vs 10) while its median falls
-        // (9.9 vs 10); with a loose alpha the t-test is "significant", but
-        // the evidence is contradictory, so nothing is flagged.
-        let base = [10.0, 10.0, 10.0, 10.0, 10.0, 10.1, 9.9, 10.0];
-        let new = [9.9, 9.9, 9.9, 9.9, 10.0, 15.0, 15.0, 15.0];
-        let tt = welch_t_test(&new, &base).unwrap();
-        assert!(tt.t > 0.0);
-        let c = classify(&base, &new, 0.5, true);
-        assert!(c.change_pct < 0.0);
-        assert!(c.p_value < 0.5);
-        assert_eq!(c.verdict, Verdict::NoChange);
     }
 }

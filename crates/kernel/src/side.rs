@@ -6,6 +6,7 @@
 use crate::arch::VariantDef;
 use crate::error::Result;
 use hypclear_vmm::blob::{Blob, LinkConfig};
+use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -35,6 +36,20 @@ pub struct External {
     /// The alternatives paths this load verifies (`None`: one
     /// `--alternatives` decision for every routine).
     pub load: Option<crate::paths::Load>,
+}
+
+/// What kind of blob source a side is; the JSON spells it `builtin`,
+/// `kernel-tree` or `blob` (a bench file's `sides[].kind`, a kernel
+/// report's `source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SideKind {
+    /// hypclear's own routines.
+    Builtin,
+    /// Built from a kernel tree (`--kernel-tree`).
+    KernelTree,
+    /// A blob file (`--blob`).
+    Blob,
 }
 
 /// One blob source of a command.
@@ -105,14 +120,34 @@ impl Side {
         }
     }
 
-    /// `builtin`, `kernel-tree` or `blob`.
-    pub fn kind(&self) -> &'static str {
+    /// Built-in, kernel tree or blob file: a kernel side's report
+    /// `source`, deserialised (a blob file when it says nothing else).
+    pub fn kind(&self) -> SideKind {
         match self {
-            Side::Builtin(_) => "builtin",
-            Side::Kernel(e) => match e.report["source"].as_str() {
-                Some("kernel-tree") => "kernel-tree",
-                _ => "blob",
+            Side::Builtin(_) => SideKind::Builtin,
+            Side::Kernel(e) => match SideKind::deserialize(&e.report["source"]) {
+                Ok(SideKind::KernelTree) => SideKind::KernelTree,
+                _ => SideKind::Blob,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON spelling files already hold: `builtin`, `kernel-tree`, `blob`.
+    #[test]
+    fn side_kind_keeps_its_json_names() {
+        for (k, name) in [
+            (SideKind::Builtin, "builtin"),
+            (SideKind::KernelTree, "kernel-tree"),
+            (SideKind::Blob, "blob"),
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), serde_json::json!(name));
+            assert_eq!(SideKind::deserialize(&serde_json::json!(name)).unwrap(), k);
+        }
+        assert!(SideKind::deserialize(&serde_json::json!("tree")).is_err());
     }
 }

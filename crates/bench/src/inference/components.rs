@@ -13,23 +13,32 @@
 //! (VM creation and warm-up), the runs per session that minimise the
 //! variance of the grand mean for a given time budget are
 //! `r1 = ⌈√(c2·T1² / (c1·T2²))⌉` (their Section 4).
-use super::compare::{Design, min_detectable_effect};
+use super::compare::{Config, Design, min_detectable_effect};
 use super::{Error, Session, mean, variance};
 use serde::Serialize;
 use std::fmt;
 
 /// Costs of the two levels, in any one unit (e.g. seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Costs {
+pub(crate) struct Costs {
     /// Fixed cost of one session: VM creation, warm-up, verification.
     pub session: f64,
     /// Cost of one measured run.
     pub run: f64,
 }
 
+/// The largest design [`VarianceComponents::recommend`] considers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Runs per session.
+    pub runs: usize,
+    /// Sessions per side.
+    pub sessions: usize,
+}
+
 /// Estimated variance components of one cell (log scale).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct VarianceComponents {
+pub(crate) struct VarianceComponents {
     /// Sessions used.
     pub sessions: usize,
     /// Mean runs per session (`n1`).
@@ -49,7 +58,7 @@ impl VarianceComponents {
     /// Estimate from the measured runs (warm-up already removed). Needs at
     /// least two sessions with two runs each; sessions with fewer runs are
     /// left out.
-    pub fn estimate(sessions: &[Session]) -> Result<VarianceComponents, Error> {
+    pub(crate) fn estimate(sessions: &[Session]) -> Result<VarianceComponents, Error> {
         let used: Vec<&Session> = sessions.iter().filter(|s| s.runs.len() >= 2).collect();
         if used.len() < 2 {
             return Err(Error::TooFewSessions {
@@ -91,24 +100,24 @@ impl VarianceComponents {
     }
 
     /// Within-session relative standard deviation, in percent.
-    pub fn within_pct(&self) -> f64 {
+    pub(crate) fn within_pct(&self) -> f64 {
         self.within.sqrt() * 100.0
     }
 
     /// Between-session relative standard deviation, in percent.
-    pub fn between_pct(&self) -> f64 {
+    pub(crate) fn between_pct(&self) -> f64 {
         self.between.sqrt() * 100.0
     }
 
     /// Variance of one session's log mean with `runs` runs per session.
-    pub fn session_mean_variance(&self, runs: usize) -> f64 {
+    pub(crate) fn session_mean_variance(&self, runs: usize) -> f64 {
         self.between + self.within / runs.max(1) as f64
     }
 
     /// Kalibera & Jones' optimal runs per session for these costs, at least
     /// 1 and at most `cap` (also the answer when `T2² = 0`: sessions then
     /// add nothing but cost).
-    pub fn optimal_runs(&self, costs: Costs, cap: usize) -> usize {
+    pub(crate) fn optimal_runs(&self, costs: Costs, cap: usize) -> usize {
         let cap = cap.max(1);
         if !(costs.run > 0.0 && costs.session >= 0.0) {
             return 1;
@@ -126,23 +135,21 @@ impl VarianceComponents {
         }
     }
 
-    /// The design to detect a `margin` change (e.g. 0.02) at `alpha` with
-    /// `power`: optimal runs per session (capped at `max_runs`), then the
-    /// fewest sessions per side (up to `max_sessions`) whose minimal
-    /// detectable effect is within the margin. Independent sessions are
-    /// assumed (an interleaved design can only do better).
-    pub fn recommend(
-        &self,
-        costs: Costs,
-        margin: f64,
-        alpha: f64,
-        power: f64,
-        max_runs: usize,
-        max_sessions: usize,
-    ) -> Recommendation {
-        let runs = self.optimal_runs(costs, max_runs);
+    /// The design to detect a `goal.margin` change (e.g. 0.02) at
+    /// `goal.alpha` with `goal.power`: optimal runs per session (capped at
+    /// `limits.runs`), then the fewest sessions per side (up to
+    /// `limits.sessions`) whose minimal detectable effect is within the
+    /// margin. Independent sessions are assumed whatever `goal.design` says
+    /// (an interleaved design can only do better).
+    pub(crate) fn recommend(&self, costs: Costs, goal: &Config, limits: Limits) -> Recommendation {
+        let (margin, max_sessions) = (goal.margin, limits.sessions);
+        let runs = self.optimal_runs(costs, limits.runs);
         let sd = self.session_mean_variance(runs).sqrt();
-        let mde = |n: usize| min_detectable_effect(sd, n, Design::Independent, alpha, power);
+        let independent = Config {
+            design: Design::Independent,
+            ..*goal
+        };
+        let mde = |n: usize| min_detectable_effect(sd, n, &independent);
         let sessions = (2..=max_sessions.max(2))
             .find(|&n| mde(n).is_some_and(|m| m <= margin * 100.0))
             .unwrap_or(max_sessions.max(2));
@@ -155,32 +162,6 @@ impl VarianceComponents {
             cost: sessions as f64 * (costs.session + runs as f64 * costs.run),
         }
     }
-}
-
-/// The third level, invocations of the binary: from repeated identical
-/// invocations (each a list of sessions), the variance of an invocation's
-/// mean log session mean beyond what its sessions explain,
-/// `T3² = max(S3² − mean_i(S2,i² / n2,i), 0)`. Feed it to
-/// `compare::Config::invocation_var` for separate-invocation comparisons.
-/// Needs at least 2 invocations with at least 2 sessions each.
-pub fn invocation_component(invocations: &[Vec<Session>]) -> Result<f64, Error> {
-    let mut means = Vec::new();
-    let mut within = Vec::new();
-    for inv in invocations {
-        let l = super::log_session_means("(invocation component)", inv)?;
-        if l.len() >= 2 {
-            means.push(mean(&l));
-            within.push(variance(&l) / l.len() as f64);
-        }
-    }
-    if means.len() < 2 {
-        return Err(Error::TooFewSessions {
-            side: "(invocation component: invocations with 2+ sessions)",
-            have: means.len(),
-            need: 2,
-        });
-    }
-    Ok((variance(&means) - mean(&within)).max(0.0))
 }
 
 impl fmt::Display for VarianceComponents {
@@ -198,7 +179,7 @@ impl fmt::Display for VarianceComponents {
 
 /// Recommended sessions x runs for one cell.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Recommendation {
+pub(crate) struct Recommendation {
     /// Runs per session (after warm-up).
     pub runs: usize,
     /// Sessions per side.
@@ -254,7 +235,15 @@ mod tests {
         assert_eq!(v.optimal_runs(c, 50), 3);
         // sd of a session mean with 3 runs: sqrt(0.0049 + 0.0002/3) = 0.0705;
         // (t_0.975 + t_0.8) · 0.0705 · sqrt(2/n) <= ln(1.1) needs n ≈ 10.
-        let r = v.recommend(c, 0.10, 0.05, 0.8, 50, 100);
+        let limits = Limits {
+            runs: 50,
+            sessions: 100,
+        };
+        let goal = |margin| Config {
+            margin,
+            ..Config::default()
+        };
+        let r = v.recommend(c, &goal(0.10), limits);
         assert!(
             r.reached && r.mde_pct <= 10.0 && (8..=12).contains(&r.sessions),
             "{r:?}"
@@ -264,22 +253,9 @@ mod tests {
                 .starts_with(&format!("recommended {} sessions x 3 runs", r.sessions))
         );
         // A 2% margin is out of reach of 100 sessions with 7% session noise.
-        let r = v.recommend(c, 0.02, 0.05, 0.8, 50, 100);
+        let r = v.recommend(c, &goal(0.02), limits);
         assert!(!r.reached && r.sessions == 100 && r.mde_pct > 2.0, "{r:?}");
         assert!(v.to_string().contains("between-session 7.00%"), "{v}");
-    }
-
-    #[test]
-    fn invocation_component_hand_computed() {
-        // Invocation log means 0.01 and 0.11 (S3² = 0.005); sessions within
-        // each: ±0.01 around the mean (variance 0.0002, /2 = 0.0001).
-        let inv = vec![
-            vec![sess(&[0.0]), sess(&[0.02])],
-            vec![sess(&[0.1]), sess(&[0.12])],
-        ];
-        let t3 = invocation_component(&inv).unwrap();
-        assert!((t3 - 0.0049).abs() < 1e-12, "{t3}");
-        assert!(invocation_component(&inv[..1]).is_err());
     }
 
     #[test]

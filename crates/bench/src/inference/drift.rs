@@ -6,13 +6,13 @@
 //! code. The normalized comparison tests the per-session guest/host ratio
 //! instead of the guest throughput: a drift common to guest and host
 //! cancels (at the price of adding the host's own noise).
-use super::compare::{Comparison, Config, Verdict, compare};
+use super::compare::{Comparison, Config, compare};
 use super::{Error, Session};
 use serde::Serialize;
 
 /// Whether the host baseline moved, and the comparisons to show.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HostDrift {
+pub(crate) struct HostDrift {
     /// Host rows, B against A.
     pub host: Comparison,
     /// The host moved: its change is shown ((R) or (I)), not merely
@@ -45,7 +45,7 @@ fn ratios(guest: &[Session], host: &[Session]) -> Option<Vec<Session>> {
 /// normalized by the host of the same session. Session `i` of a side's
 /// guest and host vectors must be the same session (bench runs the host
 /// baseline right after the guest cell in every session).
-pub fn host_drift(
+pub(crate) fn host_drift(
     host_a: &[Session],
     host_b: &[Session],
     guest_a: &[Session],
@@ -59,7 +59,7 @@ pub fn host_drift(
         _ => None,
     };
     Ok(HostDrift {
-        moved: matches!(host.verdict, Verdict::Regression | Verdict::Improvement),
+        moved: host.verdict.moved(),
         host,
         guest,
         normalized,
@@ -69,7 +69,7 @@ pub fn host_drift(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::Design;
+    use crate::inference::{Design, compare::Verdict};
 
     fn side(means: &[f64], scale: f64) -> Vec<Session> {
         means

@@ -15,38 +15,33 @@
 //!   runs per session (Kalibera & Jones), printable.
 //! * [`compare`]: the session-level comparison (paired t on per-pair log
 //!   ratios for interleaved sessions, Welch t on log session means for
-//!   separate ones; a permutation test and a hierarchical bootstrap as
-//!   alternatives), the change with its confidence interval, the
+//!   separate ones, both from `bench::stats`), the change with its
+//!   confidence interval, the
 //!   equivalence verdict against a margin, Benjamini–Hochberg q values and
 //!   the minimal detectable effect.
 //! * [`drift`]: whether the host baseline moved between two invocations,
 //!   and the guest/host-normalized comparison.
 //!
-//! The module is pure: no I/O, no clock; resampling takes an explicit seed.
-pub mod compare;
-pub mod components;
-pub mod drift;
-pub mod steady;
+//! The module is pure: no I/O, no clock.
+pub(crate) mod compare;
+pub(crate) mod components;
+pub(crate) mod drift;
+pub(crate) mod steady;
 
 #[cfg(test)]
 mod sim;
 
-pub use compare::{
-    Comparison, Config, Design, Method, Verdict, benjamini_hochberg, compare, decide_rows,
-    min_detectable_effect,
-};
-pub use components::{Costs, Recommendation, VarianceComponents, invocation_component};
-pub use drift::{HostDrift, host_drift};
-pub use steady::{
-    MannKendall, Steadiness, SteadyConfig, WarmupController, WarmupDecision, mann_kendall,
-    steady_state,
-};
+pub(crate) use compare::{Comparison, Config, Design, Method, compare, decide_rows};
+pub(crate) use components::{Costs, Limits, VarianceComponents};
+pub(crate) use drift::host_drift;
+pub(crate) use steady::{SteadyConfig, WarmupController, WarmupDecision};
 
+pub(crate) use crate::stats::{mean, variance};
 use serde::{Deserialize, Serialize};
 
 /// What went wrong with the input of an inference routine.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// Not enough sessions to estimate a between-session variance.
     #[error(
         "side {side} has {have} usable session(s), the comparison needs at least {need}; \
@@ -81,42 +76,19 @@ pub enum Error {
 /// The measured runs of one session (throughput, higher is better), in the
 /// order they ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Session {
+pub(crate) struct Session {
     pub runs: Vec<f64>,
 }
 
 impl Session {
-    pub fn new(runs: Vec<f64>) -> Session {
+    pub(crate) fn new(runs: Vec<f64>) -> Session {
         Session { runs }
     }
 
     /// Arithmetic mean of the runs; `None` when there are none.
-    pub fn mean(&self) -> Option<f64> {
-        (!self.runs.is_empty()).then(|| self.runs.iter().sum::<f64>() / self.runs.len() as f64)
+    pub(crate) fn mean(&self) -> Option<f64> {
+        (!self.runs.is_empty()).then(|| mean(&self.runs))
     }
-}
-
-/// Mean of a slice (0 for an empty one).
-pub fn mean_of(x: &[f64]) -> f64 {
-    mean(x)
-}
-
-/// Mean of a non-empty slice (0 for an empty one).
-pub(crate) fn mean(x: &[f64]) -> f64 {
-    if x.is_empty() {
-        0.0
-    } else {
-        x.iter().sum::<f64>() / x.len() as f64
-    }
-}
-
-/// Unbiased sample variance (0 for fewer than two values).
-pub(crate) fn variance(x: &[f64]) -> f64 {
-    if x.len() < 2 {
-        return 0.0;
-    }
-    let m = mean(x);
-    x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64
 }
 
 /// Validate a side: every run positive and finite; sessions without runs
@@ -139,6 +111,6 @@ pub(crate) fn log_session_means(side: &'static str, s: &[Session]) -> Result<Vec
 }
 
 /// Relative change in percent from a log ratio.
-pub fn pct(log_ratio: f64) -> f64 {
+pub(crate) fn pct(log_ratio: f64) -> f64 {
     log_ratio.exp_m1() * 100.0
 }

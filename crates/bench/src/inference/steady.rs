@@ -17,11 +17,11 @@ use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 /// Above this length the Mann–Kendall p-value uses the normal approximation.
-pub const EXACT_MAX_N: usize = 60;
+pub(crate) const EXACT_MAX_N: usize = 60;
 
 /// Parameters of the steady-state check.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SteadyConfig {
+pub(crate) struct SteadyConfig {
     /// Runs judged together (the last `window` runs online); at least 5.
     pub window: usize,
     /// Two-sided significance level of the trend test.
@@ -72,7 +72,7 @@ impl SteadyConfig {
 
 /// Result of the Mann–Kendall trend test.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct MannKendall {
+pub(crate) struct MannKendall {
     /// `S = Σ_{i<j} sign(x_j − x_i)`: positive for a rising sequence.
     pub s: f64,
     /// Two-sided p-value.
@@ -89,7 +89,7 @@ pub struct MannKendall {
 /// `S`, which only makes the test more conservative); above, the normal
 /// approximation with the tie-corrected variance and a continuity
 /// correction.
-pub fn mann_kendall(x: &[f64]) -> Option<MannKendall> {
+pub(crate) fn mann_kendall(x: &[f64]) -> Option<MannKendall> {
     let n = x.len();
     if n < 3 || x.iter().any(|v| !v.is_finite()) {
         return None;
@@ -176,8 +176,9 @@ fn normal_p(x: &[f64], s: i64) -> f64 {
 }
 
 /// The steady-state judgement of a sequence.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Steadiness {
+pub(crate) struct Steadiness {
     /// Runs to discard from the front as warm-up.
     pub warmup: usize,
     /// Whether the runs after `warmup` are steady. `false` also when the
@@ -205,10 +206,12 @@ fn judge(w: &[f64], cfg: &SteadyConfig) -> Option<(bool, f64, f64)> {
     Some((!trending, mk.p, drift))
 }
 
+#[cfg(test)]
 /// Robust z above which a leading run is a gross outlier (log scale,
 /// median and 1.4826·MAD of the runs after it).
-pub const OUTLIER_Z: f64 = 5.0;
+pub(crate) const OUTLIER_Z: f64 = 5.0;
 
+#[cfg(test)]
 /// Whether `runs[0]` is a gross outlier against `runs[1..]`: more than
 /// [`OUTLIER_Z`] robust standard deviations and more than the tolerance
 /// away from their median (log scale). Needs positive runs.
@@ -233,11 +236,12 @@ fn leading_outlier(runs: &[f64], cfg: &SteadyConfig) -> bool {
     d > cfg.tolerance.ln_1p() && (scale == 0.0 || d > OUTLIER_Z * scale)
 }
 
+#[cfg(test)]
 /// Offline: the shortest warm-up after which the rest of `runs` is steady
 /// (judged as a whole, at least `cfg.window` runs), extended over leading
 /// gross outliers (a cold first run). When no such warm-up exists,
 /// `settled` is false and `warmup` leaves the last window.
-pub fn steady_state(runs: &[f64], cfg: &SteadyConfig) -> Result<Steadiness, Error> {
+pub(crate) fn steady_state(runs: &[f64], cfg: &SteadyConfig) -> Result<Steadiness, Error> {
     cfg.validate()?;
     if runs.iter().any(|v| !v.is_finite()) {
         return Err(Error::Parameter(
@@ -285,7 +289,7 @@ pub fn steady_state(runs: &[f64], cfg: &SteadyConfig) -> Result<Steadiness, Erro
 
 /// What the bench loop should do after a warm-up run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum WarmupDecision {
+pub(crate) enum WarmupDecision {
     /// Not judged steady yet: run another warm-up run.
     Continue,
     /// The last `window` runs are steady: the `runs` runs so far were the
@@ -298,7 +302,7 @@ pub enum WarmupDecision {
 
 /// Online warm-up: feed it every warm-up run's throughput.
 #[derive(Debug, Clone)]
-pub struct WarmupController {
+pub(crate) struct WarmupController {
     cfg: SteadyConfig,
     min_warmup: usize,
     runs: Vec<f64>,
@@ -307,7 +311,7 @@ pub struct WarmupController {
 impl WarmupController {
     /// `min_warmup` runs are always discarded (e.g. the user's `--warmup`);
     /// the controller needs at least `cfg.window` runs before it can settle.
-    pub fn new(cfg: SteadyConfig, min_warmup: usize) -> Result<WarmupController, Error> {
+    pub(crate) fn new(cfg: SteadyConfig, min_warmup: usize) -> Result<WarmupController, Error> {
         cfg.validate()?;
         if cfg.max_warmup < cfg.window.max(min_warmup) {
             return Err(Error::Parameter(format!(
@@ -324,7 +328,7 @@ impl WarmupController {
 
     /// Record one warm-up run and decide. A non-finite or non-positive
     /// value (a broken run) never settles the sequence.
-    pub fn push(&mut self, throughput: f64) -> WarmupDecision {
+    pub(crate) fn push(&mut self, throughput: f64) -> WarmupDecision {
         self.runs.push(throughput);
         let n = self.runs.len();
         let k = self.cfg.window;
@@ -343,11 +347,6 @@ impl WarmupController {
             return WarmupDecision::Capped { runs: n };
         }
         WarmupDecision::Continue
-    }
-
-    /// The warm-up runs seen so far.
-    pub fn runs(&self) -> &[f64] {
-        &self.runs
     }
 }
 
