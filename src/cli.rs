@@ -21,7 +21,7 @@ use std::path::PathBuf;
                   by SIGINT/SIGTERM/SIGHUP (results so far written, marked partial), 141 stdout \
                   closed."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// After [`Cli::parse_args`]: the common options wherever they were
     /// given, before or after the subcommand.
     #[command(flatten)]
@@ -32,7 +32,7 @@ pub struct Cli {
 
 impl Cli {
     /// Parse the process's command line (usage errors exit as clap's do).
-    pub fn parse_args() -> Cli {
+    pub(crate) fn parse_args() -> Cli {
         let mut cmd = <Cli as clap::CommandFactory>::command();
         Self::parse_with(&mut cmd, std::env::args_os()).unwrap_or_else(|e| {
             let e = e.format(&mut cmd);
@@ -49,7 +49,7 @@ impl Cli {
     }
 
     /// Parse `args` (the first is the program name).
-    pub fn try_parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    pub(crate) fn try_parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
@@ -89,7 +89,7 @@ impl Cli {
 // after its name. (A doc comment here would become the about text of
 // every subcommand that flattens it.)
 #[derive(Debug, Clone, Args)]
-pub struct Common {
+pub(crate) struct Common {
     /// Guest RAM size (B/KB/MB/GB, like perf bench) [default: 256MB; bench: what -s needs]
     #[arg(long, value_parser = clap_size)]
     pub mem: Option<u64>,
@@ -134,7 +134,7 @@ pub struct Common {
 
 /// How results are printed on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Text,
     Ktap,
     Markdown,
@@ -142,7 +142,7 @@ pub enum Format {
 }
 
 impl Format {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Format::Text => "text",
             Format::Ktap => "ktap",
@@ -152,7 +152,7 @@ impl Format {
     }
 
     /// Usage error unless this command supports the format.
-    pub fn check(self, command: &str, supported: &[Format]) -> crate::error::Result<()> {
+    pub(crate) fn check(self, command: &str, supported: &[Format]) -> crate::error::Result<()> {
         if supported.contains(&self) {
             return Ok(());
         }
@@ -171,7 +171,7 @@ impl Format {
 // Running a kernel tree's own routines instead of the built-ins. (Not a
 // doc comment: see `Common`.)
 #[derive(Debug, Clone, Default, Args)]
-pub struct KernelArgs {
+pub(crate) struct KernelArgs {
     /// Build and run this kernel tree's own clear_page/memset/memcpy/copy_page
     /// (kbuild into --kernel-build-dir, then linked like the nVHE hyp)
     /// (bench: repeatable, each tree a side, sessions interleaved)
@@ -199,7 +199,7 @@ pub struct KernelArgs {
 }
 
 impl KernelArgs {
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         !self.kernel_tree.is_empty() || !self.blob.is_empty()
     }
 }
@@ -213,7 +213,7 @@ fn parse_arch(s: &str) -> Result<crate::kernel::tree::Arch, String> {
 }
 
 /// Guest RAM when --mem is not given.
-pub const DEFAULT_MEM: u64 = 256 << 20;
+pub(crate) const DEFAULT_MEM: u64 = 256 << 20;
 
 impl Common {
     /// Merge into these options, as parsed after the subcommand (matches
@@ -279,7 +279,7 @@ impl Common {
         true
     }
 
-    pub fn mem(&self) -> u64 {
+    pub(crate) fn mem(&self) -> u64 {
         self.mem.unwrap_or(DEFAULT_MEM)
     }
 
@@ -320,7 +320,7 @@ impl Common {
     /// Usage error (exit 2, naming the option) when a common option other
     /// than those in `applies` was given to `command`: compare and blob
     /// took `--json F --mem 0 --timeout nan` silently.
-    pub fn only(&self, command: &str, applies: &[&str]) -> crate::error::Result<()> {
+    pub(crate) fn only(&self, command: &str, applies: &[&str]) -> crate::error::Result<()> {
         let default = Cli::try_parse_args(["hypclear"])
             .map_err(|e| crate::error::Error::Internal(format!("default options: {e}")))?
             .common;
@@ -345,20 +345,20 @@ impl Common {
     }
 
     /// The built-in link configurations `--config` asks for (default both).
-    pub fn builtin_configs(&self) -> Vec<LinkConfig> {
+    pub(crate) fn builtin_configs(&self) -> Vec<LinkConfig> {
         self.config.unwrap_or(ConfigChoice::Both).configs()
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ConfigChoice {
+pub(crate) enum ConfigChoice {
     Vanilla,
     Memset,
     Both,
 }
 
 impl ConfigChoice {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ConfigChoice::Vanilla => "vanilla",
             ConfigChoice::Memset => "memset",
@@ -366,7 +366,7 @@ impl ConfigChoice {
         }
     }
 
-    pub fn configs(self) -> Vec<LinkConfig> {
+    pub(crate) fn configs(self) -> Vec<LinkConfig> {
         match self {
             ConfigChoice::Vanilla => vec![LinkConfig::Vanilla],
             ConfigChoice::Memset => vec![LinkConfig::Memset],
@@ -381,7 +381,7 @@ impl ConfigChoice {
 /// whole tree anyway).
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
-pub enum Cmd {
+pub(crate) enum Cmd {
     /// Run the whole verification suite (the default)
     Run {
         #[command(flatten)]
@@ -457,14 +457,14 @@ impl Cmd {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct BlobArgs {
+pub(crate) struct BlobArgs {
     /// The blob file to write
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Routine to benchmark
     #[arg(value_enum)]
     pub routine: Routine,
@@ -545,7 +545,7 @@ pub struct BenchArgs {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// Baseline bench JSON; alone: its two link configurations (from
     /// `bench --config both`) against each other, sessions paired
     pub base: PathBuf,
@@ -575,7 +575,7 @@ pub struct CompareArgs {
 }
 
 #[derive(Debug, Clone, Default, Args)]
-pub struct SelftestArgs {
+pub(crate) struct SelftestArgs {
     /// Run the hostile-guest suite instead: guests that flood logs, forge
     /// results, ring odd doorbells, corrupt the harness or spin
     #[arg(long)]
@@ -586,7 +586,7 @@ pub struct SelftestArgs {
 }
 
 #[derive(Debug, Clone, Default, Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// Routine(s) to check (repeat or comma-separate); default all
     #[arg(long, short = 'r', value_enum, value_delimiter = ',')]
     pub routine: Vec<Routine>,
@@ -602,7 +602,7 @@ pub struct VerifyArgs {
 
 /// `run`'s own options (verify takes them too).
 #[derive(Debug, Clone, Default, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// quick: the built-in sizes and offsets, memset with 0 and a seeded
     /// byte. full: also every size 0..1024 at every offset 0..63 (memcpy:
     /// every source offset too), memset with 0, 0xff and the seeded byte,
@@ -615,7 +615,7 @@ impl CompareArgs {
     /// What `compare` was asked for: the statistics, the host check, the
     /// table format (`--format`; text for anything but markdown and rst,
     /// which `compare` refuses before) and the unit.
-    pub fn options(&self, common: &Common) -> crate::bench::compare::CompareOptions {
+    pub(crate) fn options(&self, common: &Common) -> crate::bench::compare::CompareOptions {
         use crate::bench::compare::Format as Table;
         crate::bench::compare::CompareOptions {
             alpha: self.alpha,
@@ -635,7 +635,7 @@ impl BenchArgs {
     /// The bench plan of this command line, validated (usage errors before
     /// KVM). A new bench axis is its option above, its field here and its
     /// expansion in `bench/plan.rs`.
-    pub fn plan(
+    pub(crate) fn plan(
         &self,
         common: &Common,
         sides: &[crate::kernel::Side],
@@ -678,11 +678,11 @@ impl BenchArgs {
 }
 
 /// Longest accepted `--timeout`.
-pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+pub(crate) const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 /// `--timeout` as a Duration: finite, above 0, at most a day (usage error,
 /// exit 2, otherwise; never a panic or a wrapped deadline).
-pub fn timeout(secs: f64) -> crate::error::Result<std::time::Duration> {
+pub(crate) fn timeout(secs: f64) -> crate::error::Result<std::time::Duration> {
     if !(secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_S) {
         return Err(crate::error::Error::Usage(format!(
             "--timeout {secs} is not usable: give seconds above 0 and at most {MAX_TIMEOUT_S} (one day)"

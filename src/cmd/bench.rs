@@ -21,7 +21,12 @@ macro_rules! say {
     };
 }
 
-pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -> Result<i32> {
+pub(super) fn bench(
+    common: &Common,
+    a: &BenchArgs,
+    start: Instant,
+    sides: Vec<Side>,
+) -> Result<i32> {
     // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
     // request to stop too, never a silent kill.
     crate::interrupt::install()?;

@@ -4,7 +4,7 @@ use crate::bench::compare;
 use crate::cli::{Common, CompareArgs, Format as OutputFormat};
 use crate::error::{Error, Result};
 
-pub fn compare(common: &Common, a: &CompareArgs) -> Result<i32> {
+pub(super) fn compare(common: &Common, a: &CompareArgs) -> Result<i32> {
     common.format.check(
         "compare",
         &[

@@ -185,7 +185,7 @@ fn overlap_note(v: &arch::VariantDef) -> &'static str {
     }
 }
 
-pub fn info(ctx: &Ctx) -> Result<i32> {
+pub(super) fn info(ctx: &Ctx) -> Result<i32> {
     let kvm = vmm::open_kvm()?;
     let mut host = HostInfo::collect(&ctx.caps, 0);
     let blobs = blobs(ctx, &mut host)?;

@@ -40,7 +40,7 @@ fn progress(line: &str) {
 }
 
 /// `hypclear blob --kernel-tree PATH [--arch A] -o FILE`.
-pub fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
+pub(super) fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
     let [tree_path] = common.kernel.kernel_tree.as_slice() else {
         return Err(Error::Usage(
             "hypclear blob needs one --kernel-tree PATH (the kernel source tree to build)".into(),
@@ -67,7 +67,7 @@ pub fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
 /// Build (each `--kernel-tree`) or read (each `--blob`) the kernel blobs
 /// and apply their alternatives: the kernel sides of the command, trees
 /// first, in the order given.
-pub fn sides(common: &Common) -> Result<Vec<Side>> {
+pub(super) fn sides(common: &Common) -> Result<Vec<Side>> {
     let k = &common.kernel;
     if !k.is_set() {
         return Ok(Vec::new());
@@ -191,7 +191,7 @@ fn external(l: Loaded, source: &str, short: String) -> Result<External> {
 
 /// The lines every table shows for the kernel sides (none for built-ins).
 /// The loads of one blob's alternatives paths share one header.
-pub fn summary_lines(sides: &[Side]) -> Vec<String> {
+pub(super) fn summary_lines(sides: &[Side]) -> Vec<String> {
     let mut out = Vec::new();
     let mut headed: Vec<&Path> = Vec::new();
     for e in sides.iter().filter_map(Side::external) {
@@ -248,7 +248,7 @@ fn path_lines(sides: &[Side], file: &Path) -> Vec<String> {
 /// becomes one side per load of its alternatives paths (see
 /// [`paths::loads`]), so every path the kernel may take on some CPU is
 /// verified, not only the one this host's kernel picked.
-pub fn every_path(common: &Common, sides: Vec<Side>) -> Result<Vec<Side>> {
+pub(super) fn every_path(common: &Common, sides: Vec<Side>) -> Result<Vec<Side>> {
     if common.kernel.alternatives.is_some() || sides.iter().all(Side::is_builtin) {
         return Ok(sides);
     }
@@ -266,7 +266,11 @@ pub fn every_path(common: &Common, sides: Vec<Side>) -> Result<Vec<Side>> {
 /// `bench --every-path`: each kernel side becomes one side per path of
 /// `routine`'s family the guest can run, named by its path
 /// (`linux-source-6.12 (FSRS alternative)`), the host's pick first.
-pub fn bench_paths(common: &Common, sides: Vec<Side>, routine: Routine) -> Result<Vec<Side>> {
+pub(super) fn bench_paths(
+    common: &Common,
+    sides: Vec<Side>,
+    routine: Routine,
+) -> Result<Vec<Side>> {
     if common.kernel.alternatives.is_some() || sides.iter().all(Side::is_builtin) {
         return Err(Error::Usage(
             "--every-path times the alternatives paths of a kernel side: give --kernel-tree or \

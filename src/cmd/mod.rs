@@ -24,7 +24,7 @@ use crate::vmm::{self, VmOptions};
 use std::time::{Duration, Instant};
 
 /// Everything decided before the first check runs, decided once.
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub start: Instant,
     pub common: Common,
     pub caps: arch::CpuCaps,
@@ -39,7 +39,7 @@ pub struct Ctx {
 
 /// The part of [`Ctx`] a VM needs to boot, resolved first so that run and
 /// verify can boot their VMs while the rest is resolved and checked.
-pub struct Early {
+pub(crate) struct Early {
     pub start: Instant,
     pub seed: u64,
     pub privilege: PrivilegeChoice,
@@ -51,7 +51,7 @@ impl Early {
     /// Validate the options a VM depends on and pick the seed and the
     /// guest privilege (`--cpl auto` reads its cached decision, or runs a
     /// calibration VM).
-    pub fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Early> {
+    pub(crate) fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Early> {
         let timeout = crate::cli::timeout(common.timeout)?;
         let cpl = cpl_choice(common)?;
         vmm::validate_mem(mem)?;
@@ -66,7 +66,7 @@ impl Early {
     }
 
     /// Options of one VM of `side`.
-    pub fn vm_options(&self, common: &Common, side: &Side) -> Result<VmOptions> {
+    pub(crate) fn vm_options(&self, common: &Common, side: &Side) -> Result<VmOptions> {
         vm_options(common, self.mem, &self.privilege, self.seed, side)
     }
 }
@@ -75,13 +75,18 @@ impl Ctx {
     /// Validate the options and the environment, read the CPU
     /// capabilities, pick the seed and the guest privilege (`--cpl auto`
     /// may run a calibration VM). `mem` is the guest RAM size to use.
-    pub fn resolve(common: &Common, start: Instant, mem: u64, sides: Vec<Side>) -> Result<Ctx> {
+    pub(crate) fn resolve(
+        common: &Common,
+        start: Instant,
+        mem: u64,
+        sides: Vec<Side>,
+    ) -> Result<Ctx> {
         Ctx::complete(common, &Early::resolve(common, start, mem)?, sides)
     }
 
     /// [`Ctx::resolve`] after [`Early::resolve`]: the output file and the
     /// CPU capabilities.
-    pub fn complete(common: &Common, early: &Early, sides: Vec<Side>) -> Result<Ctx> {
+    pub(crate) fn complete(common: &Common, early: &Early, sides: Vec<Side>) -> Result<Ctx> {
         if let Some(path) = &common.json {
             crate::files::precheck_output(path)?;
         }
@@ -100,18 +105,18 @@ impl Ctx {
     }
 
     /// Options of one VM of `side`.
-    pub fn vm_options(&self, side: &Side) -> Result<VmOptions> {
+    pub(crate) fn vm_options(&self, side: &Side) -> Result<VmOptions> {
         vm_options(&self.common, self.mem, &self.privilege, self.seed, side)
     }
 
     /// Whether any side is a kernel blob.
-    pub fn has_kernel_side(&self) -> bool {
+    pub(crate) fn has_kernel_side(&self) -> bool {
         self.sides.iter().any(|s| !s.is_builtin())
     }
 
     /// A human-readable line: on stdout, or on stderr when stdout carries
     /// a machine format (KTAP) that must hold nothing else.
-    pub fn say(&self, line: impl std::fmt::Display) {
+    pub(crate) fn say(&self, line: impl std::fmt::Display) {
         if self.common.format == Format::Ktap {
             crate::errln!("{line}");
         } else {
@@ -171,7 +176,7 @@ fn cpl_choice(common: &Common) -> Result<CplChoice> {
 /// With `--format ktap`, a machine without a usable KVM device is a
 /// skipped test run, as kselftest reports it: a `1..0 # SKIP` plan and
 /// exit status 4 (KSFT_SKIP).
-pub fn main(cli: Cli, start: Instant) -> Result<i32> {
+pub(crate) fn main(cli: Cli, start: Instant) -> Result<i32> {
     let ktap = cli.common.format == Format::Ktap;
     match dispatch(cli, start) {
         Err(e @ Error::Run(RunError::KvmUnavailable(_))) if ktap => {

@@ -6,7 +6,12 @@ use crate::error::Result;
 use crate::kernel::Side;
 use std::time::Instant;
 
-pub fn run(common: &Common, args: &RunArgs, start: Instant, sides: Vec<Side>) -> Result<i32> {
+pub(super) fn run(
+    common: &Common,
+    args: &RunArgs,
+    start: Instant,
+    sides: Vec<Side>,
+) -> Result<i32> {
     let args = VerifyArgs {
         run: args.clone(),
         ..VerifyArgs::default()

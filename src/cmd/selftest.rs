@@ -30,7 +30,7 @@ fn ktap(results: &[(LinkConfig, CaseResult)]) -> Document {
     )
 }
 
-pub fn selftest(ctx: &Ctx) -> Result<i32> {
+pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
     let p = &ctx.privilege;
     let mut results = Vec::new();
     for side in &ctx.sides {
@@ -83,7 +83,7 @@ pub fn selftest(ctx: &Ctx) -> Result<i32> {
 
 /// `hypclear selftest --hostile`: every hostile guest must end the way its
 /// case expects (exit 0), or the harness has a hole (exit 1).
-pub fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
+pub(super) fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
     let vanilla = crate::blob::LinkConfig::Vanilla.into();
     let (opts, side) = crate::check::selftest::vm_options(&ctx.vm_options(&vanilla)?, &vanilla)?;
     let results = crate::check::hostile::run(&opts, &side, only, ctx.timeout)?;

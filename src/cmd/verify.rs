@@ -442,7 +442,7 @@ fn check_memory(ctx: &Ctx, configs: &[Side], side_by_side: bool, filter: &Filter
     Ok(())
 }
 
-pub fn verify(
+pub(super) fn verify(
     common: &Common,
     args: &VerifyArgs,
     start: Instant,

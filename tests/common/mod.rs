@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 /// or `$HYPCLEAR_KVM_DEVICE`, so `HYPCLEAR_KVM_DEVICE=/nonexistent cargo
 /// test` is a run without KVM). Without it they report SKIP and pass,
 /// unless HYPCLEAR_REQUIRE_KVM=1 (CI), where they fail instead.
-pub fn kvm_available(test: &str) -> bool {
+pub(crate) fn kvm_available(test: &str) -> bool {
     let dev = std::env::var("HYPCLEAR_KVM_DEVICE").unwrap_or_else(|_| "/dev/kvm".into());
     match std::fs::OpenOptions::new()
         .read(true)
@@ -32,19 +32,19 @@ pub fn kvm_available(test: &str) -> bool {
 /// Report a skipped test where the runner shows it: straight to the
 /// process's stderr, past libtest's capture (eprintln! output appears only
 /// for failing tests or with --nocapture, so a SKIP read as a plain `ok`).
-pub fn skip(why: &str) {
+pub(crate) fn skip(why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "SKIP {why}");
 }
 
-pub fn hypclear(args: &[&str]) -> Output {
+pub(crate) fn hypclear(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hypclear"))
         .args(args)
         .output()
         .expect("cannot run the hypclear binary")
 }
 
-pub fn text(o: &Output) -> String {
+pub(crate) fn text(o: &Output) -> String {
     format!(
         "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
         o.status.code(),
@@ -54,18 +54,18 @@ pub fn text(o: &Output) -> String {
 }
 
 /// A fresh path for a JSON output file.
-pub fn tmp_json(name: &str) -> PathBuf {
+pub(crate) fn tmp_json(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("hypclear-tests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir.join(format!("{name}.json"))
 }
 
-pub fn read_json(p: &PathBuf) -> serde_json::Value {
+pub(crate) fn read_json(p: &PathBuf) -> serde_json::Value {
     let s = std::fs::read_to_string(p).expect("JSON file was not written");
     serde_json::from_str(&s).expect("JSON file does not parse")
 }
 
-pub fn hypclear_env(args: &[&str], key: &str, value: &str) -> Output {
+pub(crate) fn hypclear_env(args: &[&str], key: &str, value: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hypclear"))
         .args(args)
         .env(key, value)
