@@ -5,7 +5,7 @@
  * routines; `memset` has none, as in "arm64: clear_page[s] using memset",
  * where clear_page(addr) is memset(addr, 0, PAGE_SIZE).
  * Names are <family>_<variant> ('-' written '_'); with each lib/*.S header
- * this list is the variant catalogue (src/routines/catalog.rs), in this
+ * this list is the variant catalogue (crates/link/src/catalog.rs), in this
  * order. Which variants follow kernel code: see guest/README.md.
  */
 #ifdef CONFIG_CLEAR_PAGE_ALIAS

@@ -3,7 +3,7 @@
  * aarch64 guest: arm64 Image header, hyp_entry (the command dispatcher) and
  * hyp_vectors (VBAR_EL1).
  *
- * Entry (from src/arch/aarch64/host.rs): MMU and caches on, EL1h or EL0t,
+ * Entry (from crates/arch/src/aarch64/host.rs): MMU and caches on, EL1h or EL0t,
  * DAIF masked; SP = this vCPU's stack (at EL0, SP_EL1 is the exception
  * stack), TPIDRRO_EL0 = its mailbox, VBAR_EL1 = hyp_vectors.
  * Loop: ring HC_READY; per command call the table row a0/a1-stepped

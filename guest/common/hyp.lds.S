@@ -73,5 +73,5 @@ SECTIONS
 
 /*
  * The aliases in the blob's namespace (__hypclear_<alias> = __hypclear_<target>)
- * are appended by the link pipeline (src/blob/link.rs) from the alias list.
+ * are appended by the link pipeline (crates/link/src/link.rs) from the alias list.
  */

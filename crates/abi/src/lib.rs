@@ -8,7 +8,7 @@
 //!   `KVM_EXIT_MMIO` on every KVM flavour (VMX, SVM, PVM, arm64), at any
 //!   privilege level.
 //! * **Mailbox**: [`MAILBOX_SIZE`] bytes of guest RAM per vCPU (where is up to the
-//!   architecture's layout, `src/arch/<arch>/layout.rs`), holding the command the host wants run
+//!   architecture's layout, `crates/arch/src/<arch>/layout.rs`), holding the command the host wants run
 //!   and the results/fault details the guest reports. The guest finds its
 //!   mailbox through a per-CPU register (x86_64: the GS base; aarch64:
 //!   TPIDRRO_EL0), set by the host before the first entry.

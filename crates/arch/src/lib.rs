@@ -9,7 +9,7 @@
 //!
 //! THE CONTRACT: every architecture module `<arch>/` provides exactly the
 //! names re-exported below (compare Firecracker's `arch/mod.rs`). A new
-//! architecture is `src/arch/<arch>/` (layout, paging, registers, vCPU
+//! architecture is `crates/arch/src/<arch>/` (layout, paging, registers, vCPU
 //! setup, CPU capabilities, exception decoding, blob loader, variant table), `guest/<arch>/`
 //! and the `cfg` lines below, plus its name in build.rs.
 //!

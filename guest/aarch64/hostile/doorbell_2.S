@@ -4,7 +4,7 @@
  * rings HC_RESULT with a 2-byte store.
  *
  * void *hostile_doorbell_2(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: a 2-byte store to the doorbell; never returns normally.
  * x9 = mailbox (TPIDRRO_EL0), x16 = doorbell, x17 = hypercall number.

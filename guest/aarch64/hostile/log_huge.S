@@ -4,7 +4,7 @@
  * one unterminated log with MB_LOG_LEN = ~0.
  *
  * void *hostile_log_huge(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: fills the whole log buffer with 0xff (invalid UTF-8, no
  * NUL), sets MB_LOG_LEN to all ones, rings HC_LOG once, then does the

@@ -5,7 +5,7 @@
  *
  * void *hostile_log_race(void *peer_log_buf, unsigned long rounds, size_t)
  * (the host passes the other vCPU's MB_LOG_BUF address and the number of
- * logs, see src/check/hostile.rs)
+ * logs, see crates/check/src/hostile.rs)
  *
  * Algorithm, `rounds` times: fill the own log buffer with 128 x U+00E9
  * (valid UTF-8, 0xc3 0xa9), then overwrite the peer's first 256 bytes

@@ -4,7 +4,7 @@
  * zeroes a harness area (page tables, vectors) and then uses it.
  *
  * void *hostile_scribble(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: the host passes the area in x0/x2 and a far, untouched
  * address in x1. Zeroes [x0, x0 + x2) byte by byte, reads x1 (a fresh

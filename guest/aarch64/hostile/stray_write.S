@@ -4,7 +4,7 @@
  * a correct memset plus one byte written 8 MiB past the end.
  *
  * void *hostile_stray_write(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: the memset, then stores the inverted fill byte at
  * dst + n + 8 MiB (far outside the guards); returns dst.

@@ -4,7 +4,7 @@
  * rings a hypercall number the ABI does not define.
  *
  * void *hostile_unknown_hypercall(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: stores 0x484300ff to the doorbell; never returns normally.
  * x9 = mailbox (TPIDRRO_EL0), x16 = doorbell, x17 = hypercall number.

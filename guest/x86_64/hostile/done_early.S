@@ -4,7 +4,7 @@
  * rings HC_DONE while a command is running (out of protocol).
  *
  * void *hostile_done_early(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: stores HC_DONE to the doorbell; never returns normally.
  */

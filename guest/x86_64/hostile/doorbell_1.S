@@ -4,7 +4,7 @@
  * rings HC_RESULT with a 1-byte store.
  *
  * void *hostile_doorbell_1(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: a 1-byte store to the doorbell; never returns normally.
  */

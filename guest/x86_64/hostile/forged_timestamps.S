@@ -4,7 +4,7 @@
  * publishes a result whose T0 is after its T1.
  *
  * void *hostile_forged_timestamps(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: echoes MB_CMD_ID as MB_RES_ID, writes T0 = 1000, T1 = 1 and
  * rings HC_RESULT itself; never returns normally.

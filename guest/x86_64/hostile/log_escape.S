@@ -4,7 +4,7 @@
  * a log full of terminal escapes (title, colour, clear, BEL, CR, NUL).
  *
  * void *hostile_log_escape(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: copies a fixed message into the log buffer, rings HC_LOG
  * once, then does the memset correctly (rep stosb) and returns dst.

@@ -4,7 +4,7 @@
  * rings HC_LOG forever with full 2 KiB messages.
  *
  * void *hostile_log_flood(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: fills the log buffer with 'A', sets MB_LOG_LEN to
  * LOG_BUF_SIZE and rings HC_LOG in an endless loop; never returns.

@@ -4,7 +4,7 @@
  * zeroes a harness area (page tables, IDT) and then uses it.
  *
  * void *hostile_scribble(void *dst, int c, size_t n)   (memset arguments; the
- * host may pass other addresses, see src/check/hostile.rs)
+ * host may pass other addresses, see crates/check/src/hostile.rs)
  *
  * Algorithm: the host passes the area in rdi/rdx and a far, untouched
  * address in rsi. Zeroes [rdi, rdi + rdx) with rep stosb, reads rsi
