@@ -44,7 +44,7 @@ pub enum AltError {
          combinations are tried; verify it with an explicit --alternatives"
     )]
     TooManyFeatures {
-        family: String,
+        family: crate::routines::Family,
         count: usize,
         max: usize,
     },

@@ -19,14 +19,29 @@ pub use error::Error;
 /// header of each `guest/x86_64/lib/*.S` (see `routines::catalog`).
 /// `requires` names a feature of `CpuCaps` ("clzero").
 pub const VARIANTS: &[super::VariantDef] = {
-    use super::VariantDef;
+    use super::{Family, VariantDef};
     include!(concat!(env!("OUT_DIR"), "/variants_x86_64.rs"))
 };
 
 /// Former variant names still accepted on the command line:
-/// (family, old name, current name).
-pub const FORMER_NAMES: &[(&str, &str, &str)] = &[
-    ("memset", "unrolled", "orig"),
-    ("memcpy", "unrolled", "orig"),
-    ("memcpy", "erms", "fsrm"),
-];
+/// family, old name, current name.
+pub const FORMER_NAMES: &[super::FormerName] = {
+    use super::{Family, FormerName as F};
+    &[
+        F {
+            family: Family::Memset,
+            old: "unrolled",
+            new: "orig",
+        },
+        F {
+            family: Family::Memcpy,
+            old: "unrolled",
+            new: "orig",
+        },
+        F {
+            family: Family::Memcpy,
+            old: "erms",
+            new: "fsrm",
+        },
+    ]
+};
