@@ -351,7 +351,7 @@ pub fn loads(paths: &[AltPath], clear_page_pick: Option<&'static str>) -> Vec<Lo
 mod tests {
     use super::*;
     use crate::kernel::alternatives::Layout;
-    use crate::kernel::alternatives::tests::{FSRS, memset_object, names};
+    use crate::kernel::alternatives::tests::{FSRS, MemsetObject, memset_object, names};
 
     fn set(l: &[&str]) -> BTreeSet<String> {
         l.iter().map(|s| s.to_string()).collect()
@@ -363,7 +363,7 @@ mod tests {
         host: &[&str],
         guest: &[&str],
     ) -> Vec<AltPath> {
-        let elf = memset_object(Layout::X86FtFlags, &[0xf3, 0xaa], false, two);
+        let elf = memset_object(&MemsetObject::rep_stosb(Layout::X86FtFlags, two));
         let mut img = Image::from_elf(&elf, None).unwrap();
         img.patch_returns().unwrap();
         let d = Decisions {
@@ -430,7 +430,7 @@ mod tests {
         assert_eq!(p[0].label, "!ERMS alternative");
         assert_eq!(p[0].sites, 2);
         // Every other family of the object has no sites: one empty path.
-        let elf = memset_object(Layout::X86FtFlags, &[0xf3, 0xaa], false, true);
+        let elf = memset_object(&MemsetObject::rep_stosb(Layout::X86FtFlags, true));
         let img = Image::from_elf(&elf, None).unwrap();
         let n = names();
         let empty = BTreeSet::new();
