@@ -202,8 +202,13 @@ fn announce(
             arch::DEFAULT_KERNEL,
             a.routine,
             v.name,
-            routines::kernel_default(a.routine, LinkConfig::Vanilla, &ctx.caps, "6.1")
-                .map_or("-", |v| v.name)
+            routines::kernel_default(
+                a.routine,
+                LinkConfig::Vanilla,
+                &ctx.caps,
+                arch::KernelVersion::V6_1
+            )
+            .map_or("-", |v| v.name)
         );
     }
     Ok(())

@@ -81,7 +81,7 @@ fn summary_table(
     for (k, v) in arch::cpu_details(kvm) {
         t.add_row(vec![k, v]);
     }
-    for kernel in [arch::DEFAULT_KERNEL, "6.1"] {
+    for kernel in arch::KernelVersion::ALL {
         t.add_row(vec![
             format!("kernel {kernel} would run"),
             ctx.caps.kernel_picks_line(kernel),
@@ -164,7 +164,7 @@ fn variant_table() -> comfy_table::Table {
     ]);
     for v in arch::VARIANTS {
         t.add_row(vec![
-            v.family,
+            v.family.name(),
             v.name,
             v.requires.unwrap_or("-"),
             overlap_note(v),
@@ -178,9 +178,10 @@ fn variant_table() -> comfy_table::Table {
 /// What a copy routine promises for overlapping buffers, and so whether
 /// the suite checks them.
 fn overlap_note(v: &arch::VariantDef) -> &'static str {
+    use arch::Family::{CopyPage, Memcpy};
     match (v.family, v.memmove) {
-        ("memcpy", true) => "memmove: checked both ways",
-        ("memcpy" | "copy_page", false) => "no promise: not checked",
+        (Memcpy, true) => "memmove: checked both ways",
+        (Memcpy | CopyPage, false) => "no promise: not checked",
         _ => "-",
     }
 }

@@ -324,13 +324,13 @@ fn path_sides(
     let always = paths::always(&names);
     let mut out = Vec::new();
     for load in paths::loads(&all, clear_page_pick) {
-        let mut by_family: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        let mut by_family: BTreeMap<crate::routines::Family, BTreeSet<String>> = BTreeMap::new();
         for path in &load.paths {
             by_family.insert(path.family, path.features.union(&always).cloned().collect());
         }
         let present = |routine: &str| {
             paths::family_of(routine)
-                .and_then(|f| by_family.get(f))
+                .and_then(|f| by_family.get(&f))
                 .unwrap_or(&host)
         };
         // The decision as a whole, for the report and the built-in

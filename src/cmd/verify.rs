@@ -189,7 +189,7 @@ fn run_config(
     if let Some(load) = side.external().and_then(|e| e.load.as_ref()) {
         let names: Vec<String> = crate::kernel::routines::FAMILIES
             .iter()
-            .filter_map(|f| Some(format!("{f} {}", load.path_name(f)?)))
+            .filter_map(|&f| Some(format!("{f} {}", load.path_name(f)?)))
             .collect();
         banner.push_str(&format!("; paths: {}", names.join(", ")));
     }

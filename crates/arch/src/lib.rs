@@ -4,7 +4,8 @@
 //! exception decoding) compile on every host so their unit tests run
 //! anywhere; the parts that talk to KVM exist only for the host
 //! architecture. Nothing here imports from the rest of hypclear except the
-//! ABI constants (`blob::abi`) and the error [`Category`]: the VMM hands in plain
+//! ABI constants (`blob::abi`), the routine [`Family`] (`hypclear_link::catalog`,
+//! which build.rs shares) and the error [`Category`]: the VMM hands in plain
 //! data ([`Privilege`], [`Loaded`], [`BlobImage`], a [`RamAccess`]) and gets plain data back.
 //!
 //! THE CONTRACT: every architecture module `<arch>/` provides exactly the
@@ -28,8 +29,8 @@
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
 //! | `Error` (as `HostError`) | the architecture's error type (thiserror), each variant with its [`Category`], and `kvm_errno()` (a failed KVM ioctl's errno, so an ioctl cut short by Ctrl-C reads as an interruption); wrapped by [`Error`] here, which `crate::error::Error::Arch` wraps in turn |
-//! | `VARIANTS` | the routine variants of `guest/<arch>/lib`, generated from the alias list and each routine's header (`routines::catalog`): CPU feature required, kernel code followed |
-//! | `FORMER_NAMES` | renamed variants: (family, old name, current name), old names still accepted |
+//! | `VARIANTS` | the routine variants of `guest/<arch>/lib`, generated from the alias list and each routine's header (`hypclear_link::catalog`): CPU feature required, kernel code followed |
+//! | `FORMER_NAMES` | renamed variants ([`FormerName`]: family, old name, current name), old names still accepted |
 
 // The crates below, under the names the modules use.
 use hypclear_process::exit;
@@ -42,6 +43,7 @@ pub mod x86_64;
 pub use kvm::{KvmFlavour, PagingMode};
 
 use crate::exit::Category;
+pub use hypclear_link::catalog::{Family, VariantDef};
 
 /// What the architecture code returns when it fails: the host
 /// architecture's own error type, wrapped (compare cloud-hypervisor's
@@ -103,7 +105,13 @@ pub struct BlobImage<'a> {
     pub size: u64,
 }
 
-pub use hypclear_link::catalog::VariantDef;
+/// A renamed variant whose former name is still accepted.
+#[derive(Debug, Clone, Copy)]
+pub struct FormerName {
+    pub family: Family,
+    pub old: &'static str,
+    pub new: &'static str,
+}
 
 /// What architecture setup needs of guest RAM.
 pub trait RamAccess {
@@ -131,30 +139,71 @@ pub struct CpuCaps {
 /// CPU (its alternatives / run-time checks), and the feature that decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct KernelPick {
-    pub family: &'static str,
+    pub family: Family,
     pub variant: &'static str,
-    /// "6.12" or "6.1".
-    pub kernel: &'static str,
+    pub kernel: KernelVersion,
     pub why: &'static str,
 }
 
+/// A kernel version whose routine picks are modelled (serialized and shown
+/// as "6.12", "6.1").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum KernelVersion {
+    #[serde(rename = "6.12")]
+    V6_12,
+    #[serde(rename = "6.1")]
+    V6_1,
+}
+
+impl KernelVersion {
+    /// Every modelled version, the default first.
+    pub const ALL: [KernelVersion; 2] = [KernelVersion::V6_12, KernelVersion::V6_1];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelVersion::V6_12 => "6.12",
+            KernelVersion::V6_1 => "6.1",
+        }
+    }
+
+    /// The modelled version a tree's `make kernelversion` output ("6.12.57",
+    /// "6.1.0-rc1") follows: 6.12 from 6.12 on, 6.1 before.
+    pub fn nearest(kernelversion: &str) -> KernelVersion {
+        let mut it = kernelversion
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+        if (major, minor) >= (6, 12) {
+            KernelVersion::V6_12
+        } else {
+            KernelVersion::V6_1
+        }
+    }
+}
+
+impl std::fmt::Display for KernelVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The kernel version whose pick is the default.
-pub const DEFAULT_KERNEL: &str = "6.12";
+pub const DEFAULT_KERNEL: KernelVersion = KernelVersion::V6_12;
 
 impl CpuCaps {
     pub fn has(&self, f: &str) -> bool {
         self.features.iter().any(|(n, v)| n == f && *v)
     }
 
-    /// The variant `kernel` ("6.12", "6.1") picks for `family`.
-    pub fn kernel_pick(&self, family: &str, kernel: &str) -> Option<&KernelPick> {
+    /// The variant `kernel` picks for `family`.
+    pub fn kernel_pick(&self, family: Family, kernel: KernelVersion) -> Option<&KernelPick> {
         self.defaults
             .iter()
             .find(|p| p.family == family && p.kernel == kernel)
     }
 
     /// "memset orig (no FSRS), memcpy orig (no FSRM), ..." for `kernel`.
-    pub fn kernel_picks_line(&self, kernel: &str) -> String {
+    pub fn kernel_picks_line(&self, kernel: KernelVersion) -> String {
         self.defaults
             .iter()
             .filter(|p| p.kernel == kernel)
@@ -181,7 +230,7 @@ pub use self::aarch64::{Error as HostError, FORMER_NAMES, VARIANTS};
 /// The path a routine takes for a check, where its fill decides it and
 /// the architecture makes it knowable (arm64 memset: DC ZVA for zero).
 pub fn path_note(
-    family: &str,
+    family: Family,
     variant: &str,
     fill: Option<u8>,
     caps: &CpuCaps,

@@ -414,7 +414,7 @@ impl SideInfo {
     /// are the kernel's three routines).
     pub(crate) fn path_of(&self, a: &Axes) -> String {
         let fam = a.routine.family(a.config);
-        match self.kernel_paths.get(fam) {
+        match self.kernel_paths.get(fam.name()) {
             Some(p) if !self.is_builtin() && a.variant == "kernel" => p.clone(),
             _ => a.variant.clone(),
         }
@@ -480,7 +480,7 @@ fn old_kernel_paths(k: &serde_json::Value) -> BTreeMap<String, String> {
     let version = k["tree"]["kernelversion"].as_str().unwrap_or("");
     crate::kernel::routines::FAMILIES
         .iter()
-        .filter_map(|fam| {
+        .filter_map(|&fam| {
             crate::kernel::routines::builtin_equivalent(
                 arch,
                 fam,

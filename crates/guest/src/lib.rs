@@ -2,7 +2,7 @@
 //! images of both link configurations, the variant tables of every
 //! architecture, the generated ABI header, and the host copies of the
 //! routine objects (linked into this crate for the native baseline).
-use hypclear_link::catalog::VariantDef;
+use hypclear_link::catalog::{Family, VariantDef};
 
 /// The linked ELF of the vanilla link configuration.
 pub static VANILLA_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob-vanilla.elf"));

@@ -44,7 +44,7 @@ pub enum AltError {
          combinations are tried; verify it with an explicit --alternatives"
     )]
     TooManyFeatures {
-        family: String,
+        family: crate::arch::Family,
         count: usize,
         max: usize,
     },
@@ -180,8 +180,25 @@ pub struct Image {
     pub return_sites: Vec<u64>,
     /// PC-relative fields (x86 PC32/PLT32), by address.
     pub pc_fields: Vec<PcField>,
-    /// Function symbols: (address, size, name).
-    pub functions: Vec<(u64, u64, String)>,
+    /// Function symbols, by address.
+    pub functions: Vec<Function>,
+}
+
+/// A function symbol of the image.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Function {
+    pub addr: u64,
+    pub size: u64,
+    pub name: String,
+}
+
+/// Where one relocation applies.
+struct RelocAt {
+    place: u64,
+    r_type: object::elf::RelocationType,
+    addend: i64,
+    /// In `.altinstructions` or `.return_sites`.
+    in_table: bool,
 }
 
 fn malformed(section: &str, why: impl Into<String>) -> AltError {
@@ -195,36 +212,47 @@ fn le32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-impl Image {
-    // Over 80 lines: one pass over the ELF (section layout, symbols,
-    // relocations, .altinstructions, .return_sites) whose steps share the
-    // layout closures and the partly built Image; split when a step gains a
-    // second user.
-    /// Lay out `elf` (a linked image or a relocatable object) and parse its
-    /// alternatives with `layout` (`None`: infer the x86 layout from the
-    /// relocation stride or the section size).
-    pub fn from_elf(elf: &[u8], layout: Option<Layout>) -> Result<Image, AltError> {
-        let file = ElfFile64::<object::Endianness>::parse(elf)
-            .map_err(|e| AltError::Parse(e.to_string()))?;
+type Elf<'a> = ElfFile64<'a, object::Endianness>;
+type ElfSection<'a, 'f> = object::read::elf::ElfSection64<'a, 'f, object::Endianness>;
+
+/// Where an ELF's sections lie in its image.
+struct SectionLayout {
+    /// A relocatable object: sections at their file offsets.
+    relocatable: bool,
+    /// Section index -> image address.
+    addr: BTreeMap<usize, u64>,
+    /// The allocated sections span `lo..hi`.
+    lo: u64,
+    hi: u64,
+}
+
+/// What a relocation points at.
+struct RelocTarget {
+    addr: u64,
+    name: String,
+    /// Defined in this ELF (else an undefined symbol, address 0).
+    defined: bool,
+}
+
+fn is_alloc(s: &ElfSection) -> bool {
+    matches!(s.flags(), object::SectionFlags::Elf { sh_flags, .. } if sh_flags.0 & object::elf::SHF_ALLOC.0 != 0)
+}
+
+impl SectionLayout {
+    /// Section addresses: sh_addr when linked, the file offset otherwise.
+    fn of(file: &Elf) -> Result<SectionLayout, AltError> {
         let endian = file.endian();
-        let machine = file.elf_header().e_machine(endian);
         let relocatable = file.elf_header().e_type(endian) == object::elf::ET_REL;
-        // Section addresses: sh_addr when linked, the file offset otherwise.
-        let addr_of = |s: &object::read::elf::ElfSection64<object::Endianness>| -> u64 {
-            if relocatable {
+        let mut addr: BTreeMap<usize, u64> = BTreeMap::new();
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for s in file.sections() {
+            let a = if relocatable {
                 s.elf_section_header().sh_offset.get(endian)
             } else {
                 s.address()
-            }
-        };
-        let is_alloc = |s: &object::read::elf::ElfSection64<object::Endianness>| matches!(s.flags(), object::SectionFlags::Elf { sh_flags, .. } if sh_flags.0 & object::elf::SHF_ALLOC.0 != 0);
-        let mut sec_addr: BTreeMap<usize, u64> = BTreeMap::new();
-        let (mut lo, mut hi) = (u64::MAX, 0u64);
-        for s in file.sections() {
-            let alloc = is_alloc(&s);
-            let a = addr_of(&s);
-            sec_addr.insert(s.index().0, a);
-            if alloc && s.size() > 0 {
+            };
+            addr.insert(s.index().0, a);
+            if is_alloc(&s) && s.size() > 0 {
                 lo = lo.min(a);
                 hi = hi.max(a + s.size());
             }
@@ -232,149 +260,253 @@ impl Image {
         if lo > hi {
             return Err(AltError::Parse("no allocated sections".into()));
         }
-        let mut bytes =
-            vec![0u8; usize::try_from(hi - lo).map_err(|e| AltError::Parse(e.to_string()))?];
+        Ok(SectionLayout {
+            relocatable,
+            addr,
+            lo,
+            hi,
+        })
+    }
+
+    fn section(&self, s: &ElfSection) -> u64 {
+        self.addr[&s.index().0]
+    }
+
+    /// The image bytes `lo..hi`: every loaded section's contents.
+    fn bytes(&self, file: &Elf) -> Result<Vec<u8>, AltError> {
+        let len = usize::try_from(self.hi - self.lo).map_err(|e| AltError::Parse(e.to_string()))?;
+        let mut bytes = vec![0u8; len];
         for s in file.sections() {
-            let a = sec_addr[&s.index().0];
+            let a = self.section(&s);
             // Only what is loaded: a linked ELF's other sections have address 0.
-            if !is_alloc(&s) || a < lo || s.kind() == object::SectionKind::UninitializedData {
+            if !is_alloc(&s) || a < self.lo || s.kind() == object::SectionKind::UninitializedData {
                 continue;
             }
             if let Ok(d) = s.data()
                 && !d.is_empty()
-                && a + d.len() as u64 <= hi
+                && a + d.len() as u64 <= self.hi
             {
-                let off = (a - lo) as usize;
+                let off = (a - self.lo) as usize;
                 bytes[off..off + d.len()].copy_from_slice(d);
             }
         }
-        let sym_addr = |idx: object::SymbolIndex| -> Option<(u64, String, bool)> {
-            let sym = file.symbol_by_index(idx).ok()?;
-            let name = sym.name().unwrap_or("").to_string();
-            match sym.section_index() {
-                Some(si) if relocatable => Some((sec_addr.get(&si.0)? + sym.address(), name, true)),
-                Some(_) => Some((sym.address(), name, true)),
-                None => Some((0, name, false)),
-            }
-        };
-        let mut image = Image {
-            machine,
-            bytes,
-            base: lo,
-            sites: Vec::new(),
-            return_sites: Vec::new(),
-            pc_fields: Vec::new(),
-            functions: Vec::new(),
-        };
+        Ok(bytes)
+    }
+
+    /// The function symbols, sorted by address.
+    fn functions(&self, file: &Elf) -> Vec<Function> {
+        let mut out = Vec::new();
         for sym in file.symbols() {
             if sym.kind() == SymbolKind::Text
                 && let Some(si) = sym.section_index()
                 && let Ok(name) = sym.name()
             {
-                let a = if relocatable {
-                    sec_addr[&si.0] + sym.address()
+                let addr = if self.relocatable {
+                    self.addr[&si.0] + sym.address()
                 } else {
                     sym.address()
                 };
-                image.functions.push((a, sym.size(), name.to_string()));
+                out.push(Function {
+                    addr,
+                    size: sym.size(),
+                    name: name.to_string(),
+                });
             }
         }
-        image.functions.sort();
-        // Relocations: resolve PC-relative ones in a relocatable object,
-        // remember PC-relative fields and return-thunk jumps.
-        let mut alt_relocs: BTreeMap<u64, u64> = BTreeMap::new(); // field -> target
+        out.sort();
+        out
+    }
+
+    fn target(&self, file: &Elf, t: RelocationTarget) -> Option<RelocTarget> {
+        match t {
+            RelocationTarget::Symbol(idx) => {
+                let sym = file.symbol_by_index(idx).ok()?;
+                let name = sym.name().unwrap_or("").to_string();
+                let (addr, defined) = match sym.section_index() {
+                    Some(si) if self.relocatable => (self.addr.get(&si.0)? + sym.address(), true),
+                    Some(_) => (sym.address(), true),
+                    None => (0, false),
+                };
+                Some(RelocTarget {
+                    addr,
+                    name,
+                    defined,
+                })
+            }
+            RelocationTarget::Section(i) => self.addr.get(&i.0).map(|a| RelocTarget {
+                addr: *a,
+                name: String::new(),
+                defined: true,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `r_type` is a PC-relative 32-bit field on `machine`.
+fn is_pc32(machine: object::elf::Machine, r_type: object::elf::RelocationType) -> bool {
+    match machine {
+        object::elf::EM_X86_64 => matches!(
+            r_type,
+            object::elf::R_X86_64_PC32 | object::elf::R_X86_64_PLT32
+        ),
+        object::elf::EM_AARCH64 => r_type == object::elf::R_AARCH64_PREL32,
+        _ => false,
+    }
+}
+
+/// Whether section `name` is one of the tables read here (their fields are
+/// not code to move).
+fn is_table(name: &str) -> bool {
+    name == ".altinstructions" || name == ".return_sites"
+}
+
+impl Image {
+    /// Lay out `elf` (a linked image or a relocatable object) and parse its
+    /// alternatives with `layout` (`None`: infer the x86 layout from the
+    /// relocation stride or the section size).
+    pub fn from_elf(elf: &[u8], layout: Option<Layout>) -> Result<Image, AltError> {
+        let file = Elf::parse(elf).map_err(|e| AltError::Parse(e.to_string()))?;
+        let sections = SectionLayout::of(&file)?;
+        let mut image = Image {
+            machine: file.elf_header().e_machine(file.endian()),
+            bytes: sections.bytes(&file)?,
+            base: sections.lo,
+            sites: Vec::new(),
+            return_sites: Vec::new(),
+            pc_fields: Vec::new(),
+            functions: sections.functions(&file),
+        };
+        let table_relocs = image.relocate(&file, &sections);
+        if let Some(sec) = file.section_by_name(".altinstructions") {
+            image.read_altinstructions(&sec, &sections, layout, &table_relocs)?;
+        }
+        if let Some(sec) = file.section_by_name(".return_sites") {
+            image.read_return_sites(&sec, &sections, &table_relocs)?;
+        }
+        image.return_sites.sort_unstable();
+        image.return_sites.dedup();
+        Ok(image)
+    }
+
+    /// Relocations: resolve PC-relative ones in a relocatable object,
+    /// remember PC-relative fields and return-thunk jumps. Returns the
+    /// tables' resolved fields (field address -> target).
+    fn relocate(&mut self, file: &Elf, sections: &SectionLayout) -> BTreeMap<u64, u64> {
+        let mut table_relocs = BTreeMap::new();
         for s in file.sections() {
             if !is_alloc(&s) {
                 continue; // debug info
             }
-            let base = sec_addr[&s.index().0];
+            let base = sections.section(&s);
             let sname = s.name().unwrap_or("").to_string();
             for (off, r) in s.relocations() {
                 let RelocationFlags::Elf { r_type } = r.flags() else {
                     continue;
                 };
-                let place = if relocatable { base + off } else { off };
-                let target = match r.target() {
-                    RelocationTarget::Symbol(i) => sym_addr(i),
-                    RelocationTarget::Section(i) => {
-                        sec_addr.get(&i.0).map(|a| (*a, String::new(), true))
-                    }
-                    _ => None,
+                let place = if sections.relocatable {
+                    base + off
+                } else {
+                    off
                 };
-                let Some((s_addr, s_name, defined)) = target else {
+                let Some(target) = sections.target(file, r.target()) else {
                     continue;
                 };
-                let pc = match machine {
-                    object::elf::EM_X86_64 => matches!(
-                        r_type,
-                        object::elf::R_X86_64_PC32 | object::elf::R_X86_64_PLT32
-                    ),
-                    object::elf::EM_AARCH64 => r_type == object::elf::R_AARCH64_PREL32,
-                    _ => false,
+                let at = RelocAt {
+                    place,
+                    r_type,
+                    addend: r.addend(),
+                    in_table: is_table(&sname),
                 };
-                if machine == object::elf::EM_X86_64
-                    && s_name.ends_with("__x86_return_thunk")
-                    && place >= 1
-                {
-                    image.return_sites.push(place - 1);
-                }
-                if !pc {
-                    continue;
-                }
-                if machine == object::elf::EM_X86_64
-                    && sname != ".altinstructions"
-                    && sname != ".return_sites"
-                {
-                    image.pc_fields.push(PcField {
-                        addr: place,
-                        r_type: r_type.0,
-                    });
-                }
-                if defined {
-                    let value = s_addr.wrapping_add(r.addend() as u64).wrapping_sub(place);
-                    if relocatable {
-                        image.write32(place, value as u32);
-                    }
-                    if sname == ".altinstructions" || sname == ".return_sites" {
-                        alt_relocs.insert(place, s_addr.wrapping_add(r.addend() as u64));
-                    }
+                if let Some(field) = self.relocate_one(&at, &target, sections.relocatable) {
+                    table_relocs.insert(place, field);
                 }
             }
         }
-        if let Some(sec) = file.section_by_name(".altinstructions") {
-            let a = sec_addr[&sec.index().0];
-            // From the image: its PC-relative fields are resolved.
-            let i = image
-                .idx(a, sec.size() as usize)
-                .ok_or_else(|| malformed(".altinstructions", "outside the image"))?;
-            let data = image.bytes[i..i + sec.size() as usize].to_vec();
-            let layout = match layout {
-                Some(l) => l,
-                None if machine == object::elf::EM_AARCH64 => Layout::Arm64,
-                None => infer_x86_layout(data.len(), alt_relocs.keys().map(|k| k - a)),
-            };
-            image.sites = parse_entries(&data, a, layout)?;
+        table_relocs
+    }
+
+    /// One relocation at `at` to `target`; a table field's target if it is one.
+    fn relocate_one(
+        &mut self,
+        at: &RelocAt,
+        target: &RelocTarget,
+        relocatable: bool,
+    ) -> Option<u64> {
+        let x86 = self.machine == object::elf::EM_X86_64;
+        if x86 && target.name.ends_with("__x86_return_thunk") && at.place >= 1 {
+            self.return_sites.push(at.place - 1);
         }
-        if let Some(sec) = file.section_by_name(".return_sites") {
-            let a = sec_addr[&sec.index().0];
-            let i = image
-                .idx(a, sec.size() as usize)
-                .ok_or_else(|| malformed(".return_sites", "outside the image"))?;
-            let data = image.bytes[i..i + sec.size() as usize].to_vec();
-            for i in (0..data.len()).step_by(4) {
-                let v = le32(&data, i)
-                    .ok_or_else(|| malformed(".return_sites", "size not a multiple of 4"))?;
-                let place = a + i as u64;
-                let site = alt_relocs
-                    .get(&place)
-                    .copied()
-                    .unwrap_or_else(|| place.wrapping_add(v as i32 as i64 as u64));
-                image.return_sites.push(site);
-            }
+        if !is_pc32(self.machine, at.r_type) {
+            return None;
         }
-        image.return_sites.sort_unstable();
-        image.return_sites.dedup();
-        Ok(image)
+        if x86 && !at.in_table {
+            self.pc_fields.push(PcField {
+                addr: at.place,
+                r_type: at.r_type.0,
+            });
+        }
+        if !target.defined {
+            return None;
+        }
+        let value = target
+            .addr
+            .wrapping_add(at.addend as u64)
+            .wrapping_sub(at.place);
+        if relocatable {
+            self.write32(at.place, value as u32);
+        }
+        at.in_table
+            .then(|| target.addr.wrapping_add(at.addend as u64))
+    }
+
+    /// The bytes of table section `sec`, from the image (its PC-relative
+    /// fields are resolved).
+    fn table_bytes(&self, sec: &ElfSection, a: u64, what: &str) -> Result<Vec<u8>, AltError> {
+        let i = self
+            .idx(a, sec.size() as usize)
+            .ok_or_else(|| malformed(what, "outside the image"))?;
+        Ok(self.bytes[i..i + sec.size() as usize].to_vec())
+    }
+
+    fn read_altinstructions(
+        &mut self,
+        sec: &ElfSection,
+        sections: &SectionLayout,
+        layout: Option<Layout>,
+        table_relocs: &BTreeMap<u64, u64>,
+    ) -> Result<(), AltError> {
+        let a = sections.section(sec);
+        let data = self.table_bytes(sec, a, ".altinstructions")?;
+        let layout = match layout {
+            Some(l) => l,
+            None if self.machine == object::elf::EM_AARCH64 => Layout::Arm64,
+            // (A table's fields lie inside it; wrapping as in release builds.)
+            None => infer_x86_layout(data.len(), table_relocs.keys().map(|k| k.wrapping_sub(a))),
+        };
+        self.sites = parse_entries(&data, a, layout)?;
+        Ok(())
+    }
+
+    fn read_return_sites(
+        &mut self,
+        sec: &ElfSection,
+        sections: &SectionLayout,
+        table_relocs: &BTreeMap<u64, u64>,
+    ) -> Result<(), AltError> {
+        let a = sections.section(sec);
+        let data = self.table_bytes(sec, a, ".return_sites")?;
+        for i in (0..data.len()).step_by(4) {
+            let v = le32(&data, i)
+                .ok_or_else(|| malformed(".return_sites", "size not a multiple of 4"))?;
+            let place = a + i as u64;
+            let site = table_relocs
+                .get(&place)
+                .copied()
+                .unwrap_or_else(|| place.wrapping_add(v as i32 as i64 as u64));
+            self.return_sites.push(site);
+        }
+        Ok(())
     }
 
     fn idx(&self, addr: u64, len: usize) -> Option<usize> {
@@ -400,34 +532,34 @@ impl Image {
     /// from the function names used in reports.
     pub fn strip_symbol_prefix(&mut self, prefix: &str) {
         for f in &mut self.functions {
-            if let Some(rest) = f.2.strip_prefix(prefix) {
-                f.2 = rest.to_string();
+            if let Some(rest) = f.name.strip_prefix(prefix) {
+                f.name = rest.to_string();
             }
         }
     }
 
     /// The function containing `addr`, preferring non-underscore names.
     pub fn function_at(&self, addr: u64) -> Option<&str> {
-        let mut best: Option<&(u64, u64, String)> = None;
+        let mut best: Option<&Function> = None;
         for f in &self.functions {
-            if f.0 <= addr && addr < f.0 + f.1.max(1) {
+            if f.addr <= addr && addr < f.addr + f.size.max(1) {
                 let better = match best {
                     None => true,
-                    Some(b) => b.2.starts_with('_') && !f.2.starts_with('_'),
+                    Some(b) => b.name.starts_with('_') && !f.name.starts_with('_'),
                 };
                 if better {
                     best = Some(f);
                 }
             }
         }
-        best.map(|f| f.2.as_str())
+        best.map(|f| f.name.as_str())
     }
 
     fn function_named_at(&self, addr: u64) -> Option<&str> {
         self.functions
             .iter()
-            .find(|f| f.0 == addr)
-            .map(|f| f.2.as_str())
+            .find(|f| f.addr == addr)
+            .map(|f| f.name.as_str())
     }
 }
 
@@ -901,7 +1033,9 @@ pub fn feature_names(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use object::write::{Object as WObject, Relocation, Symbol, SymbolSection};
+    use object::write::{
+        Object as WObject, Relocation, SectionId, Symbol, SymbolId, SymbolSection,
+    };
     use object::{Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolScope};
 
     pub(crate) const FSRS: u16 = 12 * 32 + 11;
@@ -916,21 +1050,66 @@ pub(crate) mod tests {
         )
     }
 
-    // Over 80 lines: a test fixture that writes one whole relocatable
-    // object (sections, symbols, relocations, alternative entries) in the
-    // order the kernel object has them.
-    /// A relocatable x86 object shaped like the kernel's memset_64.o:
-    /// `memset` starts with an alternative site (`jmp memset_orig`,
-    /// 2 bytes, + `orig_pad` bytes of padding) whose replacement is
-    /// `repl`; `memset` then jumps to `__x86_return_thunk`. Entries use
-    /// `layout`; a second entry (ERMS, inverted) is added when `two`.
-    pub(crate) fn memset_object(
-        layout: Layout,
-        repl: &[u8],
-        repl_jmp_to_orig: bool,
-        two: bool,
-    ) -> Vec<u8> {
-        let mut o = WObject::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+    /// The shape of [`memset_object`]'s object.
+    pub(crate) struct MemsetObject<'a> {
+        /// The `.altinstructions` entry layout.
+        pub layout: Layout,
+        /// The replacement's bytes.
+        pub repl: &'a [u8],
+        /// The replacement ends in `jmp memset_orig` (a relocated jump).
+        pub repl_jmp_to_orig: bool,
+        /// A second entry (ERMS, inverted) at the same site.
+        pub two: bool,
+    }
+
+    impl MemsetObject<'_> {
+        /// The common FSRS `rep stosb` replacement of `layout`.
+        pub(crate) fn rep_stosb(layout: Layout, two: bool) -> MemsetObject<'static> {
+            MemsetObject {
+                layout,
+                repl: &[0xf3, 0xaa],
+                repl_jmp_to_orig: false,
+                two,
+            }
+        }
+    }
+
+    fn text_symbol(o: &mut WObject, name: &str, section: SectionId, value: u64) -> SymbolId {
+        o.add_symbol(Symbol {
+            name: name.as_bytes().to_vec(),
+            value,
+            size: 16,
+            kind: SymbolKind::Text,
+            scope: SymbolScope::Linkage,
+            weak: false,
+            section: SymbolSection::Section(section),
+            flags: SymbolFlags::None,
+        })
+    }
+
+    fn rel(
+        o: &mut WObject,
+        sec: SectionId,
+        offset: u64,
+        symbol: SymbolId,
+        addend: i64,
+        r_type: object::elf::RelocationType,
+    ) {
+        o.add_relocation(
+            sec,
+            Relocation {
+                offset,
+                symbol,
+                addend,
+                flags: RelocationFlags::Elf { r_type },
+            },
+        )
+        .unwrap()
+    }
+
+    /// `.noinstr.text` with `memset` (the site, then a jump to the return
+    /// thunk) and `memset_orig`; returns the section and `memset_orig`.
+    fn memset_text(o: &mut WObject) -> (SectionId, SymbolId) {
         let text = o.add_section(vec![], b".noinstr.text".to_vec(), SectionKind::Text);
         // memset: 0: eb 0e (jmp 0x10) ; 2: 3 bytes pad (nop) ; 5: e9 <thunk> ; 10..16 int3
         let mut code = vec![0xeb, 0x0e, 0x90, 0x90, 0x90, 0xe9, 0, 0, 0, 0];
@@ -938,20 +1117,13 @@ pub(crate) mod tests {
         // memset_orig at 0x10: ret
         code.extend([0xc3; 16]);
         o.append_section_data(text, &code, 16);
-        let sym = |o: &mut WObject, name: &str, sec, value, size| {
-            o.add_symbol(Symbol {
-                name: name.as_bytes().to_vec(),
-                value,
-                size,
-                kind: SymbolKind::Text,
-                scope: SymbolScope::Linkage,
-                weak: false,
-                section: SymbolSection::Section(sec),
-                flags: SymbolFlags::None,
-            })
-        };
-        sym(&mut o, "memset", text, 0, 16);
-        let orig_sym = sym(&mut o, "memset_orig", text, 0x10, 16);
+        text_symbol(o, "memset", text, 0);
+        let orig = text_symbol(o, "memset_orig", text, 0x10);
+        (text, orig)
+    }
+
+    /// The return-thunk jump at text+5 as `layout`'s kernel leaves it.
+    fn return_thunk(o: &mut WObject, text: SectionId, layout: Layout) {
         let thunk = o.add_symbol(Symbol {
             name: b"__x86_return_thunk".to_vec(),
             value: 0,
@@ -962,86 +1134,91 @@ pub(crate) mod tests {
             section: SymbolSection::Undefined,
             flags: SymbolFlags::None,
         });
-        let rel = |o: &mut WObject, sec, offset, symbol, addend, r_type| {
-            o.add_relocation(
-                sec,
-                Relocation {
-                    offset,
-                    symbol,
-                    addend,
-                    flags: RelocationFlags::Elf { r_type },
-                },
-            )
-            .unwrap()
-        };
         if layout == Layout::X86FtFlags {
             // 6.12 single objects: objtool has not run, only the relocation.
-            rel(&mut o, text, 6, thunk, -4, object::elf::R_X86_64_PLT32);
+            rel(o, text, 6, thunk, -4, object::elf::R_X86_64_PLT32);
         } else {
             // 6.1: objtool listed the site in .return_sites (PC32 to text+5).
-            let _ = thunk;
             let rs = o.add_section(vec![], b".return_sites".to_vec(), SectionKind::ReadOnlyData);
             o.append_section_data(rs, &[0; 4], 4);
             let text_sym = o.section_symbol(text);
-            rel(&mut o, rs, 0, text_sym, 5, object::elf::R_X86_64_PC32);
+            rel(o, rs, 0, text_sym, 5, object::elf::R_X86_64_PC32);
         }
-        let repl_sec = o.add_section(vec![], b".altinstr_replacement".to_vec(), SectionKind::Text);
-        let mut r = repl.to_vec();
-        if repl_jmp_to_orig {
+    }
+
+    /// `.altinstr_replacement`; returns the section and the replacement's length.
+    fn replacement(o: &mut WObject, spec: &MemsetObject, orig: SymbolId) -> (SectionId, usize) {
+        let sec = o.add_section(vec![], b".altinstr_replacement".to_vec(), SectionKind::Text);
+        let mut r = spec.repl.to_vec();
+        if spec.repl_jmp_to_orig {
             r.extend([0xe9, 0, 0, 0, 0]);
         }
-        o.append_section_data(repl_sec, &r, 1);
-        if repl_jmp_to_orig {
-            let at = repl.len() as u64 + 1;
-            rel(
-                &mut o,
-                repl_sec,
-                at,
-                orig_sym,
-                -4,
-                object::elf::R_X86_64_PC32,
-            );
+        o.append_section_data(sec, &r, 1);
+        if spec.repl_jmp_to_orig {
+            let at = spec.repl.len() as u64 + 1;
+            rel(o, sec, at, orig, -4, object::elf::R_X86_64_PC32);
         }
+        (sec, r.len())
+    }
+
+    /// The `.altinstructions` entries of the site at text+0 (5 bytes).
+    fn alt_entries(
+        o: &mut WObject,
+        spec: &MemsetObject,
+        text: SectionId,
+        repl: (SectionId, usize),
+    ) {
         let alt = o.add_section(
             vec![],
             b".altinstructions".to_vec(),
             SectionKind::ReadOnlyData,
         );
         let text_sym = o.section_symbol(text);
-        let repl_sym = o.section_symbol(repl_sec);
-        let entries: Vec<(u16, bool)> = if two {
-            vec![(FSRS, false), (ERMS, true)]
+        let repl_sym = o.section_symbol(repl.0);
+        let entries: &[(u16, bool)] = if spec.two {
+            &[(FSRS, false), (ERMS, true)]
         } else {
-            vec![(FSRS, false)]
+            &[(FSRS, false)]
         };
-        for (i, (feature, not)) in entries.iter().enumerate() {
+        for (i, &(feature, not)) in entries.iter().enumerate() {
             let mut e = vec![0u8; 8];
-            match layout {
+            match spec.layout {
                 Layout::X86FtFlags => {
                     e.extend(feature.to_le_bytes());
-                    e.extend((u16::from(*not)).to_le_bytes());
+                    e.extend((u16::from(not)).to_le_bytes());
                 }
-                _ => e.extend((feature | if *not { 0x8000 } else { 0 }).to_le_bytes()),
+                _ => e.extend((feature | if not { 0x8000 } else { 0 }).to_le_bytes()),
             }
             e.push(5);
-            e.push(r.len() as u8);
-            let base = (i * layout.entry_size()) as u64;
+            e.push(repl.1 as u8);
+            let base = (i * spec.layout.entry_size()) as u64;
             o.append_section_data(alt, &e, 1);
-            rel(&mut o, alt, base, text_sym, 0, object::elf::R_X86_64_PC32);
-            rel(
-                &mut o,
-                alt,
-                base + 4,
-                repl_sym,
-                0,
-                object::elf::R_X86_64_PC32,
-            );
+            rel(o, alt, base, text_sym, 0, object::elf::R_X86_64_PC32);
+            rel(o, alt, base + 4, repl_sym, 0, object::elf::R_X86_64_PC32);
         }
+    }
+
+    /// A relocatable x86 object shaped like the kernel's memset_64.o:
+    /// `memset` starts with an alternative site (`jmp memset_orig`,
+    /// 2 bytes, + 3 bytes of padding) whose replacement is `spec.repl`;
+    /// `memset` then jumps to `__x86_return_thunk`. Entries use
+    /// `spec.layout`; a second entry (ERMS, inverted) is added when `spec.two`.
+    pub(crate) fn memset_object(spec: &MemsetObject) -> Vec<u8> {
+        let mut o = WObject::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+        let (text, orig) = memset_text(&mut o);
+        return_thunk(&mut o, text, spec.layout);
+        let repl = replacement(&mut o, spec, orig);
+        alt_entries(&mut o, spec, text, repl);
         o.write().unwrap()
     }
 
     fn orig_bytes(img: &Image) -> Vec<u8> {
-        let at = img.functions.iter().find(|f| f.2 == "memset").unwrap().0;
+        let at = img
+            .functions
+            .iter()
+            .find(|f| f.name == "memset")
+            .unwrap()
+            .addr;
         let i = (at - img.base) as usize;
         img.bytes[i..i + 10].to_vec()
     }
@@ -1095,10 +1272,15 @@ pub(crate) mod tests {
     #[test]
     fn parses_both_x86_layouts() {
         for layout in [Layout::X86FtFlags, Layout::X86Cpuid16] {
-            let elf = memset_object(layout, &[0xf3, 0xaa], false, true);
+            let elf = memset_object(&MemsetObject::rep_stosb(layout, true));
             let img = Image::from_elf(&elf, None).unwrap();
             assert_eq!(img.sites.len(), 2, "{layout:?}");
-            let memset = img.functions.iter().find(|f| f.2 == "memset").unwrap().0;
+            let memset = img
+                .functions
+                .iter()
+                .find(|f| f.name == "memset")
+                .unwrap()
+                .addr;
             assert_eq!(img.sites[0].orig, memset, "{layout:?}");
             assert_eq!((img.sites[0].feature, img.sites[0].invert), (FSRS, false));
             assert_eq!((img.sites[1].feature, img.sites[1].invert), (ERMS, true));
@@ -1120,7 +1302,7 @@ pub(crate) mod tests {
 
     #[test]
     fn applies_taken_alternatives_with_nop_padding() {
-        let elf = memset_object(Layout::X86FtFlags, &[0xf3, 0xaa], false, false);
+        let elf = memset_object(&MemsetObject::rep_stosb(Layout::X86FtFlags, false));
         let n = names();
         let mut img = Image::from_elf(&elf, None).unwrap();
         let untouched = orig_bytes(&img);
@@ -1141,7 +1323,12 @@ pub(crate) mod tests {
 
     #[test]
     fn inverted_alternatives_apply_when_the_feature_is_absent() {
-        let elf = memset_object(Layout::X86Cpuid16, &[], false, true);
+        let elf = memset_object(&MemsetObject {
+            layout: Layout::X86Cpuid16,
+            repl: &[],
+            repl_jmp_to_orig: false,
+            two: true,
+        });
         let mut img = Image::from_elf(&elf, None).unwrap();
         let r = img.apply(&names(), &["erms".to_string()].into()).unwrap();
         assert!(!r[0].taken && !r[1].taken, "{r:?}");
@@ -1162,15 +1349,20 @@ pub(crate) mod tests {
     #[test]
     fn jump_displacements_in_replacements_are_recomputed() {
         // Replacement: `nop; jmp memset_orig` (rel32 against .noinstr.text).
-        let elf = memset_object(Layout::X86FtFlags, &[], true, false);
+        let elf = memset_object(&MemsetObject {
+            layout: Layout::X86FtFlags,
+            repl: &[],
+            repl_jmp_to_orig: true,
+            two: false,
+        });
         let mut img = Image::from_elf(&elf, None).unwrap();
         let site = img.sites[0].clone();
         let target = img
             .functions
             .iter()
-            .find(|f| f.2 == "memset_orig")
+            .find(|f| f.name == "memset_orig")
             .unwrap()
-            .0;
+            .addr;
         let r = img.apply(&names(), &["fsrs".to_string()].into()).unwrap();
         assert_eq!(r[0].summary, "memset: FSRS alternative (memset_orig)");
         let i = (site.orig - img.base) as usize;

@@ -456,7 +456,7 @@ pub fn prepare(path: &Path) -> Result<Prepared, KernelBlobError> {
     img.strip_symbol_prefix(SYMBOL_PREFIX);
     // Name routines by the kernel's symbols, not by hypclear's row aliases.
     img.functions
-        .retain(|(_, _, n)| !meta.rows.iter().any(|(r, t)| r == n && r != t));
+        .retain(|f| !meta.rows.iter().any(|(r, t)| *r == f.name && r != t));
     if img.machine == object::elf::EM_X86_64 {
         img.patch_returns()?;
     }

@@ -10,6 +10,7 @@
 //! are one path, named by its smallest subset.
 use super::alternatives::{AltError, Applied, FeatureNames, Image};
 use super::routines::FAMILIES;
+use crate::arch::Family;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,8 +32,7 @@ pub enum Runnable {
 /// One distinct way a family's alternatives can be patched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AltPath {
-    /// One of [`FAMILIES`].
-    pub family: &'static str,
+    pub family: Family,
     /// The features taken as present for the family's sites (every other
     /// one absent); `always` features are always present.
     pub features: BTreeSet<String>,
@@ -49,14 +49,16 @@ pub struct AltPath {
 /// The family a kernel function belongs to: its name, or its name plus a
 /// suffix (`memset_orig`, `copy_page_regs`, `clear_page_erms`), leading
 /// underscores and arm64's `__pi_` dropped.
-pub fn family_of(function: &str) -> Option<&'static str> {
+pub fn family_of(function: &str) -> Option<Family> {
     let f = function.trim_start_matches('_');
     let f = f.strip_prefix("pi_").unwrap_or(f);
     FAMILIES
-        .iter()
-        .copied()
-        .filter(|fam| f == *fam || f.strip_prefix(fam).is_some_and(|r| r.starts_with('_')))
-        .max_by_key(|fam| fam.len())
+        .into_iter()
+        .filter(|fam| {
+            let fam = fam.name();
+            f == fam || f.strip_prefix(fam).is_some_and(|r| r.starts_with('_'))
+        })
+        .max_by_key(|fam| fam.name().len())
 }
 
 /// Features that only say how fast instructions every CPU of the
@@ -134,7 +136,7 @@ pub struct Decisions<'a> {
 /// patched, alternatives not yet applied), the host's pick first within a
 /// family. A family without sites has one path with an empty label.
 pub fn enumerate(img: &Image, d: &Decisions) -> Result<Vec<AltPath>, AltError> {
-    let mut by_family: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+    let mut by_family: BTreeMap<Family, Vec<usize>> = BTreeMap::new();
     for (i, s) in img.sites.iter().enumerate() {
         if let Some(fam) = img.function_at(s.orig).and_then(family_of)
             && !s.callback
@@ -144,7 +146,7 @@ pub fn enumerate(img: &Image, d: &Decisions) -> Result<Vec<AltPath>, AltError> {
     }
     let mut out = Vec::new();
     for fam in FAMILIES {
-        let sites = by_family.get(fam).cloned().unwrap_or_default();
+        let sites = by_family.get(&fam).cloned().unwrap_or_default();
         out.extend(family_paths(img, d, fam, &sites)?);
     }
     Ok(out)
@@ -199,7 +201,7 @@ fn subsets(feats: &[String]) -> Vec<BTreeSet<String>> {
 fn family_paths(
     img: &Image,
     d: &Decisions,
-    fam: &'static str,
+    fam: Family,
     sites: &[usize],
 ) -> Result<Vec<AltPath>, AltError> {
     let feats: BTreeSet<String> = sites
@@ -210,7 +212,7 @@ fn family_paths(
     let feats: Vec<String> = feats.into_iter().collect();
     if feats.len() > MAX_FEATURES {
         return Err(AltError::TooManyFeatures {
-            family: fam.to_string(),
+            family: fam,
             count: feats.len(),
             max: MAX_FEATURES,
         });
@@ -262,7 +264,7 @@ pub struct Load {
 
 impl Load {
     /// The path of `family` this load verifies (`None`: not verified here).
-    pub fn verifies(&self, family: &str) -> Option<&AltPath> {
+    pub fn verifies(&self, family: Family) -> Option<&AltPath> {
         self.paths.iter().find(|p| p.family == family)
     }
 
@@ -279,7 +281,7 @@ impl Load {
     /// The name of `family`'s path here: `FSRS alternative`, the host
     /// kernel's pick marked `[host pick]` (`None`: not verified here, or
     /// no alternatives).
-    pub fn path_name(&self, family: &str) -> Option<String> {
+    pub fn path_name(&self, family: Family) -> Option<String> {
         let p = self.verifies(family).filter(|p| p.sites > 0)?;
         Some(match p.host_pick {
             true => format!("{} [host pick]", p.label),
@@ -290,9 +292,9 @@ impl Load {
     /// A row's variant as tables show it: `kernel: FSRS alternative`, the
     /// host kernel's pick marked `[host pick]`; a family without
     /// alternatives keeps its name.
-    pub fn row_name(&self, family: &str, variant: &str) -> String {
+    pub fn row_name(&self, family: Family, variant: &str) -> String {
         let path = self.verifies(family).filter(|p| p.sites > 0);
-        let by_variant = self.clear_page_pick.filter(|_| family == "clear_page");
+        let by_variant = self.clear_page_pick.filter(|_| family == Family::ClearPage);
         if path.is_none() && by_variant.is_none() {
             return variant.to_string();
         }
@@ -316,7 +318,7 @@ impl Load {
 pub fn loads(paths: &[AltPath], clear_page_pick: Option<&'static str>) -> Vec<Load> {
     let mut runs: Vec<Vec<AltPath>> = vec![Vec::new()];
     let mut alone: Vec<Vec<AltPath>> = Vec::new();
-    let mut next: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut next: BTreeMap<Family, usize> = BTreeMap::new();
     for p in paths {
         if p.runnable != Runnable::Yes {
             alone.push(vec![p.clone()]);
@@ -349,7 +351,7 @@ pub fn loads(paths: &[AltPath], clear_page_pick: Option<&'static str>) -> Vec<Lo
 mod tests {
     use super::*;
     use crate::alternatives::Layout;
-    use crate::alternatives::tests::{FSRS, memset_object, names};
+    use crate::alternatives::tests::{FSRS, MemsetObject, memset_object, names};
 
     fn set(l: &[&str]) -> BTreeSet<String> {
         l.iter().map(|s| s.to_string()).collect()
@@ -361,7 +363,7 @@ mod tests {
         host: &[&str],
         guest: &[&str],
     ) -> Vec<AltPath> {
-        let elf = memset_object(Layout::X86FtFlags, &[0xf3, 0xaa], false, two);
+        let elf = memset_object(&MemsetObject::rep_stosb(Layout::X86FtFlags, two));
         let mut img = Image::from_elf(&elf, None).unwrap();
         img.patch_returns().unwrap();
         let d = Decisions {
@@ -372,20 +374,20 @@ mod tests {
         enumerate(&img, &d)
             .unwrap()
             .into_iter()
-            .filter(|p| p.family == "memset")
+            .filter(|p| p.family == Family::Memset)
             .collect()
     }
 
     #[test]
     fn functions_belong_to_their_family() {
         for (f, fam) in [
-            ("memset", Some("memset")),
-            ("__memset", Some("memset")),
-            ("memset_orig", Some("memset")),
-            ("__pi_memcpy", Some("memcpy")),
-            ("memcpy_orig", Some("memcpy")),
-            ("copy_page_regs", Some("copy_page")),
-            ("clear_page_erms", Some("clear_page")),
+            ("memset", Some(Family::Memset)),
+            ("__memset", Some(Family::Memset)),
+            ("memset_orig", Some(Family::Memset)),
+            ("__pi_memcpy", Some(Family::Memcpy)),
+            ("memcpy_orig", Some(Family::Memcpy)),
+            ("copy_page_regs", Some(Family::CopyPage)),
+            ("clear_page_erms", Some(Family::ClearPage)),
             ("rep_stos_alternative", None),
             ("memmove", None),
             ("memsetx", None),
@@ -428,7 +430,7 @@ mod tests {
         assert_eq!(p[0].label, "!ERMS alternative");
         assert_eq!(p[0].sites, 2);
         // Every other family of the object has no sites: one empty path.
-        let elf = memset_object(Layout::X86FtFlags, &[0xf3, 0xaa], false, true);
+        let elf = memset_object(&MemsetObject::rep_stosb(Layout::X86FtFlags, true));
         let img = Image::from_elf(&elf, None).unwrap();
         let n = names();
         let empty = BTreeSet::new();
@@ -438,7 +440,7 @@ mod tests {
             guest: &empty,
         };
         let all = enumerate(&img, &d).unwrap();
-        let others: Vec<_> = all.iter().filter(|p| p.family != "memset").collect();
+        let others: Vec<_> = all.iter().filter(|p| p.family != Family::Memset).collect();
         assert_eq!(others.len(), 3);
         assert!(
             others
@@ -532,7 +534,7 @@ mod tests {
             };
             let all = enumerate(&img, &d).unwrap();
             all.into_iter()
-                .filter(|p| p.family == "memset")
+                .filter(|p| p.family == Family::Memset)
                 .collect::<Vec<_>>()
         };
         // A host with MOPS picks it; a guest without FEAT_MOPS cannot run it.
@@ -547,7 +549,7 @@ mod tests {
         assert_eq!(l.len(), 2, "{l:?}");
         assert_eq!(l[0].paths[0].label, "original instructions (no HAS_MOPS)");
         assert_eq!(
-            l[0].row_name("memset", "kernel"),
+            l[0].row_name(Family::Memset, "kernel"),
             "kernel: original instructions (no HAS_MOPS)"
         );
         assert!(matches!(l[1].runnable(), Runnable::No { reason } if reason.contains("HAS_MOPS")));
@@ -558,7 +560,7 @@ mod tests {
         );
     }
 
-    fn path(family: &'static str, label: &str, host_pick: bool, runnable: Runnable) -> AltPath {
+    fn path(family: Family, label: &str, host_pick: bool, runnable: Runnable) -> AltPath {
         AltPath {
             family,
             features: BTreeSet::new(),
@@ -573,12 +575,12 @@ mod tests {
     fn loads_carry_one_path_per_family_and_mark_the_pick() {
         let no = Runnable::No { reason: "r".into() };
         let paths = [
-            path("memset", "orig", true, Runnable::Yes),
-            path("memset", "fsrs", false, Runnable::Yes),
-            path("memcpy", "fsrm", true, Runnable::Yes),
-            path("memcpy", "orig", false, Runnable::Yes),
-            path("memcpy", "mops", false, no.clone()),
-            path("copy_page", "rep", true, Runnable::Yes),
+            path(Family::Memset, "orig", true, Runnable::Yes),
+            path(Family::Memset, "fsrs", false, Runnable::Yes),
+            path(Family::Memcpy, "fsrm", true, Runnable::Yes),
+            path(Family::Memcpy, "orig", false, Runnable::Yes),
+            path(Family::Memcpy, "mops", false, no.clone()),
+            path(Family::CopyPage, "rep", true, Runnable::Yes),
         ];
         let l = loads(&paths, Some("erms"));
         assert_eq!(l.len(), 3, "{l:?}");
@@ -590,31 +592,31 @@ mod tests {
             (l[1].runnable(), l[2].runnable()),
             (Runnable::Yes, no.clone())
         );
-        assert!(l[1].verifies("copy_page").is_none());
+        assert!(l[1].verifies(Family::CopyPage).is_none());
         assert_eq!(
-            l[0].row_name("memset", "kernel"),
+            l[0].row_name(Family::Memset, "kernel"),
             "kernel: orig [host pick]"
         );
-        assert_eq!(l[1].row_name("memset", "kernel"), "kernel: fsrs");
+        assert_eq!(l[1].row_name(Family::Memset, "kernel"), "kernel: fsrs");
         assert_eq!(
-            l[0].path_name("memcpy").as_deref(),
+            l[0].path_name(Family::Memcpy).as_deref(),
             Some("fsrm [host pick]")
         );
-        assert_eq!(l[1].path_name("copy_page"), None);
+        assert_eq!(l[1].path_name(Family::CopyPage), None);
         // x86 clear_page: three routines, the one alternative_call_2 picks marked.
-        assert_eq!(l[0].row_name("clear_page", "erms"), "erms [host pick]");
-        assert_eq!(l[0].row_name("clear_page", "rep"), "rep");
+        assert_eq!(l[0].row_name(Family::ClearPage, "erms"), "erms [host pick]");
+        assert_eq!(l[0].row_name(Family::ClearPage, "rep"), "rep");
         // An unrunnable pick: the family's next path joins load 0.
         let odd = [
-            path("memset", "mops", true, no.clone()),
-            path("memset", "orig", false, Runnable::Yes),
-            path("memcpy", "fsrm", true, Runnable::Yes),
+            path(Family::Memset, "mops", true, no.clone()),
+            path(Family::Memset, "orig", false, Runnable::Yes),
+            path(Family::Memcpy, "fsrm", true, Runnable::Yes),
         ];
         let l = loads(&odd, None);
         assert_eq!(l.len(), 2, "{l:?}");
         assert_eq!(labels(&l[0]), ["orig", "fsrm"]);
         assert_eq!(labels(&l[1]), ["mops"]);
         let plain = loads(&paths, None);
-        assert_eq!(plain[0].row_name("clear_page", "kernel"), "kernel");
+        assert_eq!(plain[0].row_name(Family::ClearPage, "kernel"), "kernel");
     }
 }

@@ -4,7 +4,7 @@
 //! dispatcher calls through (`<family>_<variant>`, as for the built-ins,
 //! see `routines/lower.rs`).
 use super::tree::{Arch, LinkConfig};
-use crate::arch::VariantDef;
+use crate::arch::{Family, KernelVersion, VariantDef};
 
 /// One alias: `alias` reaches `target` (no prefix).
 pub type AliasPair = (&'static str, &'static str);
@@ -50,7 +50,7 @@ pub fn table_rows(arch: Arch, config: LinkConfig) -> Vec<AliasPair> {
     v
 }
 
-const fn v(family: &'static str, name: &'static str) -> VariantDef {
+const fn v(family: Family, name: &'static str) -> VariantDef {
     VariantDef {
         family,
         name,
@@ -66,22 +66,22 @@ const fn v(family: &'static str, name: &'static str) -> VariantDef {
 /// reported, see `alternatives::x86_clear_page_pick`).
 pub fn variants(arch: Arch) -> &'static [VariantDef] {
     const X86: &[VariantDef] = &[
-        v("clear_page", "erms"),
-        v("clear_page", "rep"),
-        v("clear_page", "orig"),
-        v("memset", "kernel"),
-        v("memcpy", "kernel"),
-        v("copy_page", "kernel"),
+        v(Family::ClearPage, "erms"),
+        v(Family::ClearPage, "rep"),
+        v(Family::ClearPage, "orig"),
+        v(Family::Memset, "kernel"),
+        v(Family::Memcpy, "kernel"),
+        v(Family::CopyPage, "kernel"),
     ];
     const ARM64: &[VariantDef] = &[
-        v("clear_page", "kernel"),
-        v("memset", "kernel"),
+        v(Family::ClearPage, "kernel"),
+        v(Family::Memset, "kernel"),
         // arch/arm64/lib/memcpy.S is memmove too (SYM_FUNC_ALIAS).
         VariantDef {
             memmove: true,
-            ..v("memcpy", "kernel")
+            ..v(Family::Memcpy, "kernel")
         },
-        v("copy_page", "kernel"),
+        v(Family::CopyPage, "kernel"),
     ];
     match arch {
         Arch::X86_64 => X86,
@@ -90,7 +90,7 @@ pub fn variants(arch: Arch) -> &'static [VariantDef] {
 }
 
 /// The routine families a kernel blob offers.
-pub const FAMILIES: [&str; 4] = ["clear_page", "memset", "memcpy", "copy_page"];
+pub const FAMILIES: [Family; 4] = Family::ALL;
 
 /// The built-in variant that follows the same kernel path as a kernel
 /// blob's routine of `family`: the pick of the kernel version nearest to
@@ -105,15 +105,15 @@ pub const FAMILIES: [&str; 4] = ["clear_page", "memset", "memcpy", "copy_page"];
 /// built-ins' pick in `caps` says.
 pub fn builtin_equivalent(
     arch: Arch,
-    family: &str,
+    family: Family,
     kernelversion: &str,
     present: &std::collections::BTreeSet<String>,
     caps: &crate::arch::CpuCaps,
 ) -> Option<(&'static str, &'static str)> {
-    let v612 = version_at_least(kernelversion, 6, 12);
+    let version = KernelVersion::nearest(kernelversion);
     match arch {
         Arch::X86_64 => {
-            use crate::arch::x86_64::kernel::{KernelVersion, StringFeatures, kernel_pick};
+            use crate::arch::x86_64::kernel::{StringFeatures, kernel_pick};
             let has = |f: &str| present.contains(f);
             let f = StringFeatures {
                 erms: has("erms"),
@@ -122,35 +122,21 @@ pub fn builtin_equivalent(
                 rep_good: has("rep_good"),
                 amd: false,
             };
-            let version = if v612 {
-                KernelVersion::V6_12
-            } else {
-                KernelVersion::V6_1
-            };
-            kernel_pick(family, &f, version)
+            let p = kernel_pick(family, &f, version);
+            Some((p.variant, p.why))
         }
         Arch::Aarch64 => {
-            if family == "copy_page" && !v612 {
+            if family == Family::CopyPage && version == KernelVersion::V6_1 {
                 return Some(if present.contains("has_no_hw_prefetch") {
                     ("ldp-stnp-prfm", "ARM64_HAS_NO_HW_PREFETCH")
                 } else {
                     ("ldp-stnp", "no ARM64_HAS_NO_HW_PREFETCH")
                 });
             }
-            let p = caps.kernel_pick(family, if v612 { "6.12" } else { "6.1" })?;
+            let p = caps.kernel_pick(family, version)?;
             Some((p.variant, p.why))
         }
     }
-}
-
-/// Whether `make kernelversion` output `v` ("6.12.57", "6.1.0-rc1") is at
-/// least major.minor.
-fn version_at_least(v: &str, major: u32, minor: u32) -> bool {
-    let mut it = v
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (a, b) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
-    (a, b) >= (major, minor)
 }
 
 #[cfg(test)]
@@ -168,11 +154,11 @@ mod tests {
                 .unwrap()
                 .0
         };
-        assert_eq!(pick("memset", "6.12.57"), "orig");
-        assert_eq!(pick("memcpy", "6.12.57"), "fsrm");
-        assert_eq!(pick("clear_page", "6.12.57"), "erms");
-        assert_eq!(pick("copy_page", "6.12.57"), "rep");
-        assert_eq!(pick("memset", "6.1.158"), "erms");
+        assert_eq!(pick(Family::Memset, "6.12.57"), "orig");
+        assert_eq!(pick(Family::Memcpy, "6.12.57"), "fsrm");
+        assert_eq!(pick(Family::ClearPage, "6.12.57"), "erms");
+        assert_eq!(pick(Family::CopyPage, "6.12.57"), "rep");
+        assert_eq!(pick(Family::Memset, "6.1.158"), "erms");
         // The PVM guest's view: only rep_good.
         let guest = set(&["rep_good"]);
         let pick = |fam, v| {
@@ -180,11 +166,13 @@ mod tests {
                 .unwrap()
                 .0
         };
-        assert_eq!(pick("memset", "6.12.57"), "orig");
-        assert_eq!(pick("memset", "6.1.158"), "rep_good");
-        assert_eq!(pick("clear_page", "6.12.57"), "rep");
-        assert!(version_at_least("6.12.0-rc3", 6, 12) && !version_at_least("6.1.9", 6, 12));
-        assert!(version_at_least("7.0", 6, 12));
+        assert_eq!(pick(Family::Memset, "6.12.57"), "orig");
+        assert_eq!(pick(Family::Memset, "6.1.158"), "rep_good");
+        assert_eq!(pick(Family::ClearPage, "6.12.57"), "rep");
+        use KernelVersion::{V6_1, V6_12};
+        assert_eq!(KernelVersion::nearest("6.12.0-rc3"), V6_12);
+        assert_eq!(KernelVersion::nearest("6.1.9"), V6_1);
+        assert_eq!(KernelVersion::nearest("7.0"), V6_12);
     }
 
     #[test]

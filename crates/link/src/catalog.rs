@@ -24,13 +24,60 @@
 
 use std::fmt::Write as _;
 
+/// A routine family: the routines with a variant list of their own
+/// (`clear_pages` shares clear_page's variants, so it is not one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    ClearPage,
+    Memset,
+    Memcpy,
+    CopyPage,
+}
+
+impl Family {
+    pub const ALL: [Family; 4] = [
+        Family::ClearPage,
+        Family::Memset,
+        Family::Memcpy,
+        Family::CopyPage,
+    ];
+
+    /// The name in headers, alias names and output (`clear_page`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::ClearPage => "clear_page",
+            Family::Memset => "memset",
+            Family::Memcpy => "memcpy",
+            Family::CopyPage => "copy_page",
+        }
+    }
+
+    /// The family called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// As its name (`"clear_page"`), as the JSON always had it.
+impl serde::Serialize for Family {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl std::fmt::Display for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A variant of a routine family on this architecture: `family` + `_` +
 /// `name` (with `-` as `_`) is its alias in `guest/<arch>/aliases.h`.
 /// The built-in tables are generated from the guest sources
 /// (this module).
 #[derive(Debug, Clone, Copy)]
 pub struct VariantDef {
-    pub family: &'static str,
+    pub family: Family,
     pub name: &'static str,
     /// CPU feature (as named by the architecture's `CpuCaps`) the variant needs.
     pub requires: Option<&'static str>,
@@ -44,7 +91,7 @@ pub struct VariantDef {
 /// What a routine file's header declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
-    pub family: String,
+    pub family: Family,
     pub name: String,
     /// A `CpuCaps` feature name, or `None` for `-`.
     pub requires: Option<String>,
@@ -64,7 +111,7 @@ pub fn alias_name(family: &str, name: &str) -> String {
 impl Header {
     /// The alias-table name of the variant.
     pub fn alias(&self) -> String {
-        alias_name(&self.family, &self.name)
+        alias_name(self.family.name(), &self.name)
     }
 }
 
@@ -144,8 +191,14 @@ pub fn parse_header(text: &str, origin: &str) -> Result<Header, CatalogError> {
         Ok(v) => return Err(err(format!("`Overlap: {v}` is not `memmove`"))),
         Err(_) => false,
     };
+    let Some(family) = Family::from_name(family) else {
+        return Err(err(format!(
+            "`Variant: {variant}`: `{family}` is not a routine family ({})",
+            Family::ALL.map(Family::name).join(", ")
+        )));
+    };
     Ok(Header {
-        family: family.to_string(),
+        family,
         name: name.to_string(),
         requires,
         follows,
@@ -204,7 +257,7 @@ pub fn render(variants: &[Header], sources: &str) -> String {
     for v in variants {
         let _ = writeln!(
             s,
-            "    VariantDef {{ family: {:?}, name: {:?}, requires: {}, kernel: {}, memmove: {} }},",
+            "    VariantDef {{ family: Family::{:?}, name: {:?}, requires: {}, kernel: {}, memmove: {} }},",
             v.family,
             v.name,
             opt(&v.requires),
@@ -233,7 +286,7 @@ mod tests {
             "x.S",
         )
         .unwrap();
-        assert_eq!(h.family, "copy_page");
+        assert_eq!(h.family, Family::CopyPage);
         assert_eq!(h.name, "ldp-stnp");
         assert_eq!(h.alias(), "copy_page_ldp_stnp");
         assert_eq!(h.requires.as_deref(), Some("mops"));
@@ -263,6 +316,10 @@ mod tests {
             (file("Memset a", "-", "x"), "lowercase"),
             (file("memset a", "a b", "x"), "Requires: a b"),
             (
+                file("memmove a", "-", "x"),
+                "`memmove` is not a routine family",
+            ),
+            (
                 "/*\n * Requires: -\n */".to_string(),
                 "`Variant:` is missing",
             ),
@@ -277,7 +334,7 @@ mod tests {
         (
             format!("lib/{family}_{name}.S"),
             Header {
-                family: family.into(),
+                family: Family::from_name(family).unwrap(),
                 name: name.into(),
                 requires: None,
                 follows: None,
@@ -321,7 +378,7 @@ mod tests {
         v.follows = Some("arch/x86/lib/memset_64.S \"q\"".into());
         let s = render(&[v], "guest");
         assert!(s.contains(
-            r#"VariantDef { family: "memset", name: "x", requires: Some("erms"), kernel: Some("arch/x86/lib/memset_64.S \"q\""), memmove: false },"#
+            r#"VariantDef { family: Family::Memset, name: "x", requires: Some("erms"), kernel: Some("arch/x86/lib/memset_64.S \"q\""), memmove: false },"#
         ), "{s}");
     }
 }

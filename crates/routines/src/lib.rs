@@ -16,6 +16,7 @@ use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
 pub mod lower;
 
+pub use catalog::Family;
 pub use lower::{Call, Lowered, command, lower};
 
 use crate::blob::LinkConfig;
@@ -67,11 +68,13 @@ impl Routine {
     }
 
     /// The family whose variant list applies (clear_pages shares clear_page's).
-    pub fn family(self, config: LinkConfig) -> &'static str {
+    pub fn family(self, config: LinkConfig) -> Family {
         match (self, config) {
-            (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => "memset",
-            (Routine::ClearPage | Routine::ClearPages, LinkConfig::Vanilla) => "clear_page",
-            (r, _) => r.name(),
+            (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => Family::Memset,
+            (Routine::ClearPage | Routine::ClearPages, LinkConfig::Vanilla) => Family::ClearPage,
+            (Routine::Memset, _) => Family::Memset,
+            (Routine::Memcpy, _) => Family::Memcpy,
+            (Routine::CopyPage, _) => Family::CopyPage,
         }
     }
 
@@ -107,6 +110,7 @@ impl std::fmt::Display for Routine {
     }
 }
 
+/// Output names a family as in the headers (`clear_page`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
@@ -135,7 +139,7 @@ pub fn is_named(v: &VariantDef, want: &str) -> bool {
     v.name == want
         || arch::FORMER_NAMES
             .iter()
-            .any(|&(family, old, new)| family == v.family && old == want && new == v.name)
+            .any(|f| f.family == v.family && f.old == want && f.new == v.name)
 }
 
 pub fn find_variant(routine: Routine, side: &Side, name: &str) -> Result<&'static VariantDef> {
@@ -149,7 +153,7 @@ pub fn find_variant(routine: Routine, side: &Side, name: &str) -> Result<&'stati
     })
 }
 
-/// The variant kernel `kernel` ("6.12", "6.1") would run for `routine` in
+/// The variant kernel `kernel` would run for `routine` in
 /// link configuration `config` on a CPU with `caps` (its alternatives and
 /// run-time checks, decided from the guest's CPUID / ID registers). In the
 /// memset configuration clear_page is memset, so memset's pick applies.
@@ -157,7 +161,7 @@ pub fn kernel_default(
     routine: Routine,
     config: LinkConfig,
     caps: &arch::CpuCaps,
-    kernel: &str,
+    kernel: arch::KernelVersion,
 ) -> Option<&'static VariantDef> {
     let fam = routine.family(config);
     let pick = caps.kernel_pick(fam, kernel)?;
@@ -175,8 +179,8 @@ pub fn default_note(
     caps: &arch::CpuCaps,
 ) -> Option<String> {
     let fam = routine.family(config);
-    let notes: Vec<String> = [arch::DEFAULT_KERNEL, "6.1"]
-        .iter()
+    let notes: Vec<String> = arch::KernelVersion::ALL
+        .into_iter()
         .filter_map(|k| caps.kernel_pick(fam, k))
         .filter(|p| p.variant == variant)
         .map(|p| format!("{} default ({})", p.kernel, p.why))
@@ -238,7 +242,7 @@ mod tests {
         }
     }
 
-    fn caps(picks: &[(&'static str, &'static str, &'static str)]) -> arch::CpuCaps {
+    fn caps(picks: &[(Family, &'static str, arch::KernelVersion)]) -> arch::CpuCaps {
         arch::CpuCaps {
             defaults: picks
                 .iter()
@@ -258,15 +262,16 @@ mod tests {
         let fam = Routine::Memset.family(LinkConfig::Vanilla);
         let pick = variants(Routine::Memset, &LinkConfig::Vanilla.into())[1].name;
         let clear = variants(Routine::ClearPage, &LinkConfig::Vanilla.into())[0].name;
-        let c = caps(&[(fam, pick, "6.12"), ("clear_page", clear, "6.12")]);
-        let v = kernel_default(Routine::Memset, LinkConfig::Vanilla, &c, "6.12").unwrap();
+        use arch::KernelVersion::{V6_1, V6_12};
+        let c = caps(&[(fam, pick, V6_12), (Family::ClearPage, clear, V6_12)]);
+        let v = kernel_default(Routine::Memset, LinkConfig::Vanilla, &c, V6_12).unwrap();
         assert_eq!(v.name, pick);
-        assert!(kernel_default(Routine::Memset, LinkConfig::Vanilla, &c, "6.1").is_none());
+        assert!(kernel_default(Routine::Memset, LinkConfig::Vanilla, &c, V6_1).is_none());
         // clear_pages shares clear_page's pick; in the memset configuration
         // clear_page is memset and takes memset's.
-        let v = kernel_default(Routine::ClearPages, LinkConfig::Vanilla, &c, "6.12").unwrap();
+        let v = kernel_default(Routine::ClearPages, LinkConfig::Vanilla, &c, V6_12).unwrap();
         assert_eq!(v.name, clear);
-        let v = kernel_default(Routine::ClearPage, LinkConfig::Memset, &c, "6.12").unwrap();
+        let v = kernel_default(Routine::ClearPage, LinkConfig::Memset, &c, V6_12).unwrap();
         assert_eq!(v.name, pick);
         let n = default_note(Routine::Memset, LinkConfig::Vanilla, pick, &c).unwrap();
         assert_eq!(n, "kernel 6.12 default (test)");
@@ -275,7 +280,7 @@ mod tests {
 
     #[test]
     fn former_names_still_select_the_renamed_variant() {
-        for &(family, old, new) in arch::FORMER_NAMES {
+        for &arch::FormerName { family, old, new } in arch::FORMER_NAMES {
             let v = arch::VARIANTS
                 .iter()
                 .find(|v| v.family == family && v.name == new)
@@ -288,7 +293,7 @@ mod tests {
             );
             let r = Routine::ALL
                 .into_iter()
-                .find(|r| r.name() == family)
+                .find(|r| r.name() == family.name())
                 .unwrap();
             assert_eq!(
                 find_variant(r, &LinkConfig::Vanilla.into(), old)
@@ -339,7 +344,7 @@ mod tests {
             for v in table {
                 let row = rows
                     .iter()
-                    .find(|c| c[1] == v.family && c[2].trim_matches('`') == v.name);
+                    .find(|c| c[1] == v.family.name() && c[2].trim_matches('`') == v.name);
                 let readme_kernel = row.is_some_and(|c| c[3] != "—");
                 assert_eq!(
                     readme_kernel,
@@ -355,7 +360,7 @@ mod tests {
     #[test]
     fn clear_pages_without_a_routine_is_clear_page_per_page() {
         let v = VariantDef {
-            family: "clear_page",
+            family: Family::ClearPage,
             name: "erms",
             requires: None,
             kernel: None,

@@ -42,7 +42,7 @@ pub struct Lowered {
 pub fn lower(config: LinkConfig, variant: &VariantDef, call: &Call) -> Result<Lowered> {
     let alias = match (call.routine, config) {
         (Routine::ClearPages, LinkConfig::Vanilla) => alias_name("clear_pages", variant.name),
-        (r, c) => alias_name(r.family(c), variant.name),
+        (r, c) => alias_name(r.family(c).name(), variant.name),
     };
     if call.routine.page_granular() && !call.len.is_multiple_of(abi::PAGE_SIZE) {
         return Err(Error::Usage(format!(

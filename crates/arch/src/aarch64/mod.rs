@@ -25,8 +25,8 @@ pub use error::Error;
 pub const VARIANTS: &[super::VariantDef] = hypclear_guest::AARCH64_VARIANTS;
 
 /// Former variant names still accepted on the command line (none renamed
-/// on aarch64): (family, old name, current name).
-pub const FORMER_NAMES: &[(&str, &str, &str)] = &[];
+/// on aarch64).
+pub const FORMER_NAMES: &[super::FormerName] = &[];
 
 /// The path arm64's memset (the built-in `generic`, which follows
 /// arch/arm64/lib/memset.S, and a kernel blob's) takes for a check with
@@ -34,19 +34,18 @@ pub const FORMER_NAMES: &[(&str, &str, &str)] = &[];
 /// bytes when DCZID_EL0 allows it (`dczva`: DZP = 0), the STP loop when it
 /// does not.
 pub fn path_note(
-    family: &str,
+    family: super::Family,
     variant: &str,
     fill: Option<u8>,
     dczva: bool,
 ) -> Option<&'static str> {
+    use super::Family::Memset;
     match (family, variant, fill) {
-        ("memset", "generic" | "kernel", Some(0)) if dczva => {
+        (Memset, "generic" | "kernel", Some(0)) if dczva => {
             Some("fill 0: DC ZVA from 128 bytes (DZP=0), STP below")
         }
-        ("memset", "generic" | "kernel", Some(0)) => {
-            Some("fill 0: STP loop only (DZP=1: no DC ZVA)")
-        }
-        ("memset", "generic" | "kernel", Some(_)) => Some("non-zero fill: STP loop"),
+        (Memset, "generic" | "kernel", Some(0)) => Some("fill 0: STP loop only (DZP=1: no DC ZVA)"),
+        (Memset, "generic" | "kernel", Some(_)) => Some("non-zero fill: STP loop"),
         _ => None,
     }
 }
@@ -58,7 +57,7 @@ pub fn path_note(
 /// prefetch under ARM64_HAS_NO_HW_PREFETCH (Cavium ThunderX, MIDR variant
 /// 0 and 1).
 pub fn kernel_picks(midr: u64, dczva: bool) -> Vec<super::KernelPick> {
-    use super::KernelPick as P;
+    use super::{Family, KernelPick as P, KernelVersion};
     let thunderx =
         (midr >> 24) & 0xff == 0x43 && (midr >> 4) & 0xfff == 0x0a1 && (midr >> 20) & 0xf <= 1;
     let clear_why = if dczva {
@@ -67,33 +66,33 @@ pub fn kernel_picks(midr: u64, dczva: bool) -> Vec<super::KernelPick> {
         "STNP fallback (DZP=1)"
     };
     let mut v = Vec::new();
-    for kernel in ["6.12", "6.1"] {
+    for kernel in KernelVersion::ALL {
         let (copy, copy_why) = match (kernel, thunderx) {
-            ("6.1", true) => ("ldp-stnp-prfm", "ARM64_HAS_NO_HW_PREFETCH"),
-            ("6.1", false) => ("ldp-stnp", "no ARM64_HAS_NO_HW_PREFETCH"),
-            _ => ("ldp-stnp", "only path"),
+            (KernelVersion::V6_1, true) => ("ldp-stnp-prfm", "ARM64_HAS_NO_HW_PREFETCH"),
+            (KernelVersion::V6_1, false) => ("ldp-stnp", "no ARM64_HAS_NO_HW_PREFETCH"),
+            (KernelVersion::V6_12, _) => ("ldp-stnp", "only path"),
         };
         v.extend([
             P {
-                family: "clear_page",
+                family: Family::ClearPage,
                 variant: "dczva",
                 kernel,
                 why: clear_why,
             },
             P {
-                family: "memset",
+                family: Family::Memset,
                 variant: "generic",
                 kernel,
                 why: "only path",
             },
             P {
-                family: "memcpy",
+                family: Family::Memcpy,
                 variant: "generic",
                 kernel,
                 why: "only path",
             },
             P {
-                family: "copy_page",
+                family: Family::CopyPage,
                 variant: copy,
                 kernel,
                 why: copy_why,
@@ -106,54 +105,55 @@ pub fn kernel_picks(midr: u64, dczva: bool) -> Vec<super::KernelPick> {
 #[cfg(test)]
 mod tests {
     use super::{VARIANTS, kernel_picks, path_note};
+    use crate::{Family, KernelVersion};
 
     #[test]
     fn memset_path_is_named_for_the_zero_fill() {
         assert!(
-            path_note("memset", "generic", Some(0), true)
+            path_note(Family::Memset, "generic", Some(0), true)
                 .unwrap()
                 .contains("DC ZVA from 128")
         );
         assert!(
-            path_note("memset", "kernel", Some(0), false)
+            path_note(Family::Memset, "kernel", Some(0), false)
                 .unwrap()
                 .contains("no DC ZVA")
         );
         assert!(
-            path_note("memset", "generic", Some(0x5a), true)
+            path_note(Family::Memset, "generic", Some(0x5a), true)
                 .unwrap()
                 .contains("STP")
         );
-        assert_eq!(path_note("memset", "mops", Some(0), true), None);
-        assert_eq!(path_note("memcpy", "generic", None, true), None);
+        assert_eq!(path_note(Family::Memset, "mops", Some(0), true), None);
+        assert_eq!(path_note(Family::Memcpy, "generic", None, true), None);
     }
 
     #[test]
     fn kernel_picks_follow_dzp_and_no_hw_prefetch() {
         let neoverse = 0x410f_d0c1; // Arm Neoverse N1
         let p = kernel_picks(neoverse, false);
-        let get = |k: &str, f: &str| {
+        let get = |k: KernelVersion, f: Family| {
             p.iter()
                 .find(|x| x.kernel == k && x.family == f)
                 .map(|x| (x.variant, x.why))
                 .unwrap()
         };
         assert_eq!(
-            get("6.12", "clear_page"),
+            get(KernelVersion::V6_12, Family::ClearPage),
             ("dczva", "STNP fallback (DZP=1)")
         );
-        assert_eq!(get("6.1", "copy_page").0, "ldp-stnp");
-        assert_eq!(get("6.12", "memset").0, "generic");
+        assert_eq!(get(KernelVersion::V6_1, Family::CopyPage).0, "ldp-stnp");
+        assert_eq!(get(KernelVersion::V6_12, Family::Memset).0, "generic");
         let thunderx = 0x430f_0a10; // Cavium ThunderX, variant 0
         let p = kernel_picks(thunderx, true);
         let prfm = p
             .iter()
-            .find(|x| x.kernel == "6.1" && x.family == "copy_page")
+            .find(|x| x.kernel == KernelVersion::V6_1 && x.family == Family::CopyPage)
             .unwrap();
         assert_eq!(prfm.variant, "ldp-stnp-prfm");
         let p612 = p
             .iter()
-            .find(|x| x.kernel == "6.12" && x.family == "copy_page")
+            .find(|x| x.kernel == KernelVersion::V6_12 && x.family == Family::CopyPage)
             .unwrap();
         assert_eq!(p612.variant, "ldp-stnp");
         // ThunderX2 (part 0x0af) and ThunderX variant 2 are not flagged.
@@ -193,8 +193,8 @@ mod tests {
         let mut expected = Vec::new();
         for v in VARIANTS {
             use hypclear_link::catalog::alias_name;
-            expected.push(alias_name(v.family, v.name));
-            if v.family == "clear_page" {
+            expected.push(alias_name(v.family.name(), v.name));
+            if v.family == Family::ClearPage {
                 expected.push(alias_name("clear_pages", v.name));
             }
         }
@@ -210,7 +210,7 @@ mod tests {
         for v in VARIANTS {
             let f = format!(
                 "{dir}/{}.S",
-                hypclear_link::catalog::alias_name(v.family, v.name)
+                hypclear_link::catalog::alias_name(v.family.name(), v.name)
             );
             assert!(std::path::Path::new(&f).exists(), "{f}");
         }

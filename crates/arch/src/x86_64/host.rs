@@ -6,7 +6,7 @@ use super::layout::*;
 use super::paging;
 use super::regs::{self, Cpl};
 use crate::Privilege;
-use crate::{CpuCaps, KernelPick, KvmFlavour, PagingMode};
+use crate::{CpuCaps, Family, KvmFlavour, PagingMode};
 use crate::{Loaded, RamAccess};
 use hypclear_abi as abi;
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
@@ -269,19 +269,10 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
         }
     }
     let f = view.features();
-    let mut defaults = Vec::new();
-    for (version, name) in [(KernelVersion::V6_12, "6.12"), (KernelVersion::V6_1, "6.1")] {
-        for family in ["clear_page", "memset", "memcpy", "copy_page"] {
-            if let Some((variant, why)) = kernel_pick(family, &f, version) {
-                defaults.push(KernelPick {
-                    family,
-                    variant,
-                    kernel: name,
-                    why,
-                });
-            }
-        }
-    }
+    let defaults = KernelVersion::ALL
+        .into_iter()
+        .flat_map(|version| Family::ALL.map(|family| kernel_pick(family, &f, version)))
+        .collect();
     CpuCaps {
         model: host_cpu_model(),
         features: vec![

@@ -29,12 +29,8 @@ pub struct CpuidView {
     pub leaf7_1_eax: u32,
 }
 
-/// Kernel versions whose alternatives are modelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelVersion {
-    V6_1,
-    V6_12,
-}
+pub use crate::KernelVersion;
+use crate::{Family, KernelPick};
 
 /// The kernel's view of the string-operation features.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -104,42 +100,44 @@ impl StringFeatures {
     }
 }
 
-/// The variant of `family` (clear_page, memset, memcpy, copy_page) that the
-/// kernel `version` runs on a CPU with features `f`, and the alternative
-/// that decides it.
-pub fn kernel_pick(
-    family: &str,
-    f: &StringFeatures,
-    version: KernelVersion,
-) -> Option<(&'static str, &'static str)> {
+/// The variant of `family` that the kernel `version` runs on a CPU with
+/// features `f`, and the alternative that decides it.
+pub fn kernel_pick(family: Family, f: &StringFeatures, version: KernelVersion) -> KernelPick {
+    use Family::*;
     use KernelVersion::*;
-    Some(match (family, version) {
+    let (variant, why) = match (family, version) {
         // page_64.h alternative_call_2: ERMS beats REP_GOOD (both versions).
-        ("clear_page", _) if f.erms => ("erms", "ERMS"),
-        ("clear_page", _) if f.rep_good => ("rep", "REP_GOOD"),
-        ("clear_page", _) => ("orig", "neither ERMS nor REP_GOOD"),
+        (ClearPage, _) if f.erms => ("erms", "ERMS"),
+        (ClearPage, _) if f.rep_good => ("rep", "REP_GOOD"),
+        (ClearPage, _) => ("orig", "neither ERMS nor REP_GOOD"),
         // memset_64.S
-        ("memset", V6_12) if f.fsrs_612() => ("erms", "FSRS"),
-        ("memset", V6_12) => ("orig", "no FSRS"),
-        ("memset", V6_1) if f.erms => ("erms", "ERMS"),
-        ("memset", V6_1) if f.rep_good => ("rep_good", "REP_GOOD"),
-        ("memset", V6_1) => ("orig", "neither ERMS nor REP_GOOD"),
+        (Memset, V6_12) if f.fsrs_612() => ("erms", "FSRS"),
+        (Memset, V6_12) => ("orig", "no FSRS"),
+        (Memset, V6_1) if f.erms => ("erms", "ERMS"),
+        (Memset, V6_1) if f.rep_good => ("rep_good", "REP_GOOD"),
+        (Memset, V6_1) => ("orig", "neither ERMS nor REP_GOOD"),
         // memcpy_64.S
-        ("memcpy", V6_12) if f.fsrm => ("fsrm", "FSRM"),
-        ("memcpy", V6_12) => ("orig", "no FSRM"),
-        ("memcpy", V6_1) if f.erms => ("fsrm", "ERMS"),
-        ("memcpy", V6_1) if f.rep_good => ("rep_good", "REP_GOOD"),
-        ("memcpy", V6_1) => ("orig", "neither ERMS nor REP_GOOD"),
+        (Memcpy, V6_12) if f.fsrm => ("fsrm", "FSRM"),
+        (Memcpy, V6_12) => ("orig", "no FSRM"),
+        (Memcpy, V6_1) if f.erms => ("fsrm", "ERMS"),
+        (Memcpy, V6_1) if f.rep_good => ("rep_good", "REP_GOOD"),
+        (Memcpy, V6_1) => ("orig", "neither ERMS nor REP_GOOD"),
         // copy_page_64.S
-        ("copy_page", _) if f.rep_good => ("rep", "REP_GOOD"),
-        ("copy_page", _) => ("regs", "no REP_GOOD"),
-        _ => return None,
-    })
+        (CopyPage, _) if f.rep_good => ("rep", "REP_GOOD"),
+        (CopyPage, _) => ("regs", "no REP_GOOD"),
+    };
+    KernelPick {
+        family,
+        variant,
+        kernel: version,
+        why,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Family::*;
     use KernelVersion::*;
 
     fn cpu(
@@ -159,8 +157,8 @@ mod tests {
         .features()
     }
 
-    fn pick(f: &StringFeatures, fam: &str, v: KernelVersion) -> &'static str {
-        kernel_pick(fam, f, v).unwrap().0
+    fn pick(f: &StringFeatures, fam: Family, v: KernelVersion) -> &'static str {
+        kernel_pick(fam, f, v).variant
     }
 
     #[test]
@@ -199,38 +197,39 @@ mod tests {
     fn epyc_host_view_and_pvm_guest_view() {
         // The host: ERMS, FSRM, no FSRS in CPUID, REP_GOOD synthesized.
         let host = cpu(b"AuthenticAMD", 0x00a0_0f11, true, true, false);
-        assert_eq!(pick(&host, "memset", V6_12), "erms"); // FSRS implied by FSRM on AMD
-        assert_eq!(pick(&host, "memcpy", V6_12), "fsrm");
-        assert_eq!(pick(&host, "memset", V6_1), "erms");
-        assert_eq!(pick(&host, "clear_page", V6_12), "erms");
-        assert_eq!(pick(&host, "copy_page", V6_12), "rep");
+        assert_eq!(pick(&host, Memset, V6_12), "erms"); // FSRS implied by FSRM on AMD
+        assert_eq!(pick(&host, Memcpy, V6_12), "fsrm");
+        assert_eq!(pick(&host, Memset, V6_1), "erms");
+        assert_eq!(pick(&host, ClearPage, V6_12), "erms");
+        assert_eq!(pick(&host, CopyPage, V6_12), "rep");
         // The PVM guest: KVM hides ERMS and FSRM.
         let guest = cpu(b"AuthenticAMD", 0x00a0_0f11, false, false, false);
-        assert_eq!(pick(&guest, "memset", V6_12), "orig");
-        assert_eq!(pick(&guest, "memcpy", V6_12), "orig");
-        assert_eq!(pick(&guest, "memset", V6_1), "rep_good");
-        assert_eq!(pick(&guest, "memcpy", V6_1), "rep_good");
-        assert_eq!(pick(&guest, "clear_page", V6_1), "rep");
+        assert_eq!(pick(&guest, Memset, V6_12), "orig");
+        assert_eq!(pick(&guest, Memcpy, V6_12), "orig");
+        assert_eq!(pick(&guest, Memset, V6_1), "rep_good");
+        assert_eq!(pick(&guest, Memcpy, V6_1), "rep_good");
+        assert_eq!(pick(&guest, ClearPage, V6_1), "rep");
     }
 
     #[test]
     fn intel_without_fsrs_runs_memset_orig_on_612() {
         let f = cpu(b"GenuineIntel", 0x0008_06f8, true, true, false);
-        assert_eq!(pick(&f, "memset", V6_12), "orig");
-        assert_eq!(pick(&f, "memset", V6_1), "erms");
+        assert_eq!(pick(&f, Memset, V6_12), "orig");
+        assert_eq!(pick(&f, Memset, V6_1), "erms");
         let f = cpu(b"GenuineIntel", 0x0008_06f8, true, true, true);
-        assert_eq!(pick(&f, "memset", V6_12), "erms");
+        assert_eq!(pick(&f, Memset, V6_12), "erms");
     }
 
     #[test]
     fn nothing_at_all_takes_the_orig_and_regs_paths() {
         let f = cpu(b"SomeOtherCPU", 0x0000_0f41, false, false, false);
         for v in [V6_1, V6_12] {
-            assert_eq!(pick(&f, "memset", v), "orig");
-            assert_eq!(pick(&f, "memcpy", v), "orig");
-            assert_eq!(pick(&f, "clear_page", v), "orig");
-            assert_eq!(pick(&f, "copy_page", v), "regs");
+            assert_eq!(pick(&f, Memset, v), "orig");
+            assert_eq!(pick(&f, Memcpy, v), "orig");
+            assert_eq!(pick(&f, ClearPage, v), "orig");
+            assert_eq!(pick(&f, CopyPage, v), "regs");
         }
-        assert!(kernel_pick("clear_pages", &f, V6_12).is_none());
+        // clear_pages has no pick of its own: it is not a family.
+        assert!(Family::from_name("clear_pages").is_none());
     }
 }

@@ -21,9 +21,24 @@ pub use error::Error;
 pub const VARIANTS: &[super::VariantDef] = hypclear_guest::X86_64_VARIANTS;
 
 /// Former variant names still accepted on the command line:
-/// (family, old name, current name).
-pub const FORMER_NAMES: &[(&str, &str, &str)] = &[
-    ("memset", "unrolled", "orig"),
-    ("memcpy", "unrolled", "orig"),
-    ("memcpy", "erms", "fsrm"),
-];
+/// family, old name, current name.
+pub const FORMER_NAMES: &[super::FormerName] = {
+    use super::{Family, FormerName as F};
+    &[
+        F {
+            family: Family::Memset,
+            old: "unrolled",
+            new: "orig",
+        },
+        F {
+            family: Family::Memcpy,
+            old: "unrolled",
+            new: "orig",
+        },
+        F {
+            family: Family::Memcpy,
+            old: "erms",
+            new: "fsrm",
+        },
+    ]
+};
