@@ -30,9 +30,79 @@ fn main() {
     }
 }
 
-// Over 80 lines: the build steps in order (environment, header, sources,
-// host objects, then per configuration objects + the link pipeline).
+/// A guest link configuration: `vanilla` has the clear_page aliases,
+/// `memset` has none (clear_page is memset there).
+struct Config {
+    name: &'static str,
+    clear_page: bool,
+}
+
+const CONFIGS: [Config; 2] = [
+    Config {
+        name: "vanilla",
+        clear_page: true,
+    },
+    Config {
+        name: "memset",
+        clear_page: false,
+    },
+];
+
+/// Where the build reads and writes.
+struct Dirs {
+    arch: String,
+    out: PathBuf,
+    root: PathBuf,
+    guest: PathBuf,
+    arch_dir: PathBuf,
+    /// Generated headers (`hypclear_abi.h`).
+    inc: PathBuf,
+}
+
+/// The guest sources of the target architecture.
+struct Sources {
+    lib: Vec<PathBuf>,
+    /// Selftest and hostile guests (`hypclear selftest --hostile`): the same table.
+    selftest: Vec<PathBuf>,
+    entry: Vec<PathBuf>,
+}
+
 fn run() -> BuildResult<()> {
+    let dirs = dirs()?;
+    println!("cargo:rerun-if-changed={}", dirs.guest.display());
+    emit_git_commit(&dirs.root);
+    // The variant tables of both architectures (the pure arch modules and
+    // their tests compile on every host).
+    for a in &guest_arches(&dirs.guest)? {
+        write_variants(
+            &dirs.guest.join(a),
+            &dirs.out.join(format!("variants_{a}.rs")),
+        )?;
+    }
+    fs::create_dir_all(&dirs.inc).map_err(|e| e.to_string())?;
+    write_abi_header(&dirs.inc.join("hypclear_abi.h"))?;
+    let src = guest_sources(&dirs.arch_dir)?;
+
+    // The host baseline: the very same routine sources, linked into hypclear.
+    let mut host = dirs.cc("host-routines");
+    host.cargo_metadata(true)
+        .files(&src.lib)
+        .compile("hypclear_routines");
+    write_host_table(
+        &dirs.arch_dir.join("aliases.h"),
+        &dirs.out.join("host_routines.rs"),
+    )?;
+
+    let tc = link::Toolchain::from_cc(dirs.cc("probe").get_compiler().path());
+    for config in &CONFIGS {
+        let objs = compile_config(&dirs, &src, config);
+        link_config(&tc, &dirs, config, &objs)?;
+    }
+    Ok(())
+}
+
+/// The target architecture (one with a guest) and the directories.
+fn dirs() -> BuildResult<Dirs> {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").map_err(|e| e.to_string())?;
     let out = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
@@ -48,11 +118,21 @@ fn run() -> BuildResult<()> {
             arches.join(" and ")
         ));
     }
-    let arch_dir = guest.join(&arch);
-    println!("cargo:rerun-if-changed={}", guest.display());
+    Ok(Dirs {
+        arch_dir: guest.join(&arch),
+        inc: out.join("include"),
+        arch,
+        out,
+        root,
+        guest,
+    })
+}
+
+/// `HYPCLEAR_GIT_COMMIT` for the binary (`unknown` outside a checkout).
+fn emit_git_commit(root: &Path) {
     let commit = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
-        .current_dir(&root)
+        .current_dir(root)
         .output()
         .ok()
         .filter(|o| o.status.success())
@@ -65,22 +145,13 @@ fn run() -> BuildResult<()> {
             root.join(".git/HEAD").display()
         );
     }
+}
 
-    // The variant tables of both architectures (the pure arch modules and
-    // their tests compile on every host).
-    for a in &arches {
-        write_variants(&guest.join(a), &out.join(format!("variants_{a}.rs")))?;
-    }
-
-    let inc = out.join("include");
-    fs::create_dir_all(&inc).map_err(|e| e.to_string())?;
-    write_abi_header(&inc.join("hypclear_abi.h"))?;
-
+fn guest_sources(arch_dir: &Path) -> BuildResult<Sources> {
     let lib = sources(&arch_dir.join("lib"))?;
     let mut selftest = sources(&arch_dir.join("selftest"))?;
-    // Hostile guests (`hypclear selftest --hostile`): the same table.
     selftest.extend(sources(&arch_dir.join("hostile"))?);
-    let mut entry = sources(&arch_dir)?;
+    let mut entry = sources(arch_dir)?;
     entry.retain(|p| p.extension().is_some_and(|e| e == "S"));
     if lib.is_empty() || entry.is_empty() {
         return Err(format!(
@@ -88,12 +159,20 @@ fn run() -> BuildResult<()> {
             arch_dir.display()
         ));
     }
+    Ok(Sources {
+        lib,
+        selftest,
+        entry,
+    })
+}
 
-    let base = |dir: &str| {
+impl Dirs {
+    /// A freestanding compiler setup writing its objects to `OUT_DIR/<dir>`.
+    fn cc(&self, dir: &str) -> cc::Build {
         let mut b = cc::Build::new();
-        b.include(guest.join("include"))
-            .include(&inc)
-            .include(&arch_dir)
+        b.include(self.guest.join("include"))
+            .include(&self.inc)
+            .include(&self.arch_dir)
             // Freestanding: no builtins, and no loop-to-memset/memcpy
             // conversion should any C ever join the blob.
             .flag("-ffreestanding")
@@ -102,50 +181,41 @@ fn run() -> BuildResult<()> {
             .debug(false)
             .warnings(true)
             .cargo_metadata(false)
-            .out_dir(out.join(dir));
+            .out_dir(self.out.join(dir));
         b
-    };
-
-    // The host baseline: the very same routine sources, linked into hypclear.
-    let mut host = base("host-routines");
-    host.cargo_metadata(true)
-        .files(&lib)
-        .compile("hypclear_routines");
-    write_host_table(&arch_dir.join("aliases.h"), &out.join("host_routines.rs"))?;
-
-    let tc = link::Toolchain::from_cc(base("probe").get_compiler().path());
-    for (config, clear_page) in [("vanilla", true), ("memset", false)] {
-        let mut tables = base(&format!("{config}-tables"));
-        if clear_page {
-            tables.define("CONFIG_CLEAR_PAGE_ALIAS", None);
-        }
-        tables.file(guest.join("common/tables.S"));
-        let mut objs = tables.compile_intermediates();
-        let lib_cfg: Vec<PathBuf> = lib
-            .iter()
-            .filter(|p| clear_page || !file_name(p).starts_with("clear_page"))
-            .cloned()
-            .collect();
-        let mut rest = base(&format!("{config}-objs"));
-        rest.files(&entry).files(&lib_cfg).files(&selftest);
-        objs.extend(rest.compile_intermediates());
-        link_config(&tc, &arch, &guest, &out, config, clear_page, &objs)?;
     }
-    Ok(())
+}
+
+/// One configuration's objects: its alias tables, the entry, its routines
+/// (no clear_page ones in `memset`) and the selftests.
+fn compile_config(dirs: &Dirs, src: &Sources, config: &Config) -> Vec<PathBuf> {
+    let mut tables = dirs.cc(&format!("{}-tables", config.name));
+    if config.clear_page {
+        tables.define("CONFIG_CLEAR_PAGE_ALIAS", None);
+    }
+    tables.file(dirs.guest.join("common/tables.S"));
+    let mut objs = tables.compile_intermediates();
+    let lib_cfg: Vec<PathBuf> = src
+        .lib
+        .iter()
+        .filter(|p| config.clear_page || !file_name(p).starts_with("clear_page"))
+        .cloned()
+        .collect();
+    let mut rest = dirs.cc(&format!("{}-objs", config.name));
+    rest.files(&src.entry).files(&lib_cfg).files(&src.selftest);
+    objs.extend(rest.compile_intermediates());
+    objs
 }
 
 /// Link one configuration's objects into `blob-<config>.elf` (and `.bin`).
 fn link_config(
     tc: &link::Toolchain,
-    arch: &str,
-    guest: &Path,
-    out: &Path,
-    config: &str,
-    clear_page: bool,
+    dirs: &Dirs,
+    config: &Config,
     objs: &[PathBuf],
 ) -> BuildResult<()> {
-    let arch_dir = guest.join(arch);
-    let defines: Vec<String> = if clear_page {
+    let (arch_dir, out, name) = (&dirs.arch_dir, &dirs.out, config.name);
+    let defines: Vec<String> = if config.clear_page {
         vec!["CONFIG_CLEAR_PAGE_ALIAS".into()]
     } else {
         vec![]
@@ -154,27 +224,27 @@ fn link_config(
         tc,
         &arch_dir.join("aliases.h"),
         &defines,
-        &out.join(format!("aliases-{config}.txt")),
+        &out.join(format!("aliases-{name}.txt")),
     )
     .map_err(|e| e.to_string())?;
-    let image = out.join(format!("blob-{config}.bin"));
+    let image = out.join(format!("blob-{name}.bin"));
     link::link(
         tc,
         &link::LinkSpec {
             objects: objs,
             aliases: &aliases,
-            script: &guest.join("common/hyp.lds.S"),
-            includes: &[guest.join("include"), arch_dir.clone()],
+            script: &dirs.guest.join("common/hyp.lds.S"),
+            includes: &[dirs.guest.join("include"), arch_dir.clone()],
             defines: &defines,
             work_dir: out,
-            name: &format!("hyp-{config}"),
-            out: &out.join(format!("blob-{config}.elf")),
+            name: &format!("hyp-{name}"),
+            out: &out.join(format!("blob-{name}.elf")),
             // linux-loader's PE loader takes the flat Image (header at offset 0).
-            flat_image: (arch == "aarch64").then_some(image.as_path()),
+            flat_image: (dirs.arch == "aarch64").then_some(image.as_path()),
             extra_sections: &[],
         },
     )
-    .map_err(|e| format!("{config} configuration: {e}"))?;
+    .map_err(|e| format!("{name} configuration: {e}"))?;
     Ok(())
 }
 

@@ -150,10 +150,6 @@ fn toolchain(arch: Arch) -> Result<Toolchain, KernelBlobError> {
     }
 }
 
-// Over 80 lines: the make pipeline in order (link configuration, kbuild,
-// feature names, aliases.h, metadata, link, feature filter, output) with a
-// progress line and a timing per step; the steps are calls, what stays
-// here is their sequencing and reporting.
 /// Build the tree's library objects with kbuild and link them into a blob
 /// file at `out`. `progress` gets one line per step ("kbuild: prepare ...
 /// 4.1 s").
@@ -176,13 +172,106 @@ pub fn make(
         ConfigSource::File(p) => p.display().to_string(),
     };
     let mut timings = Vec::new();
-    let built = kbuild::build(
-        &tree,
-        &Request {
-            arch,
-            config,
-            build_dir: req.build_dir.clone(),
-        },
+    let request = Request {
+        arch,
+        config,
+        build_dir: req.build_dir.clone(),
+    };
+    let built = run_kbuild(&tree, &request, &mut progress, &mut timings)?;
+    let machine = match arch {
+        Arch::X86_64 => object::elf::EM_X86_64,
+        Arch::Aarch64 => object::elf::EM_AARCH64,
+    };
+    let names = alternatives::feature_names(machine, tree.root(), &built.build_dir)?;
+
+    let t = Instant::now();
+    let pairs = |v: &[routines::AliasPair]| {
+        v.iter()
+            .map(|(a, t)| (a.to_string(), t.to_string()))
+            .collect()
+    };
+    let mut meta = Meta {
+        format: FORMAT,
+        arch,
+        tree: identity,
+        kernel_config,
+        config_hash: built.config_hash.clone(),
+        link_config: detected.config,
+        link_reason: detected.reason.clone(),
+        aliases: pairs(&routines::kernel_aliases(arch, detected.config)),
+        rows: pairs(&routines::table_rows(arch, detected.config)),
+        features: names.names.clone(),
+        hypclear: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let (blob, objects) = link_blob(&tc, &built, &mut meta)?;
+    let out = match out {
+        Some(out) => {
+            let bytes = std::fs::read(&blob).map_err(io(&blob))?;
+            crate::files::write_atomically(out, |w| w.write_all(&bytes)).map_err(io(out))?;
+            out.to_path_buf()
+        }
+        None => blob,
+    };
+    timings.push(("link".into(), t.elapsed()));
+    progress(&format!(
+        "link: {objects} objects, {} configuration ... {:.1} s",
+        detected.config,
+        t.elapsed().as_secs_f64()
+    ));
+    Ok(Made {
+        file: out,
+        meta,
+        timings,
+    })
+}
+
+/// Link `built`'s objects with hypclear's entry and tables into the blob
+/// file (in the build directory's `hypclear-blob/`), `meta` as its
+/// metadata section, its features narrowed to those the image uses.
+/// Returns the file and the number of objects linked.
+fn link_blob(
+    tc: &Toolchain,
+    built: &kbuild::Output,
+    meta: &mut Meta,
+) -> Result<(PathBuf, usize), KernelBlobError> {
+    let arch = meta.arch;
+    let work = built.build_dir.join("hypclear-blob");
+    let _ = std::fs::remove_dir_all(&work);
+    guest_src::write(arch, &work).map_err(io(&work))?;
+    let rows = routines::table_rows(arch, meta.link_config);
+    let kernel_aliases = routines::kernel_aliases(arch, meta.link_config);
+    let glue = compile_glue(tc, &work, &rows)?;
+    let mut objects = glue.objects;
+    objects.extend(built.objects.iter().map(|o| o.path.clone()));
+    let meta_file = work.join("meta.json");
+    write_meta(&meta_file, meta)?;
+    let linked_elf = work.join("kernel-blob.elf");
+    let link = BlobLink {
+        tc,
+        arch,
+        work: &work,
+        objects: &objects,
+        aliases: &blob_aliases(&kernel_aliases, &rows),
+        includes: &glue.includes,
+    };
+    link.link(&linked_elf)?;
+    // Only the feature numbers this image's alternatives use are kept.
+    keep_used_features(meta, &linked_elf)?;
+    write_meta(&meta_file, meta)?;
+    let blob = add_meta_section(tc, &meta_file, &linked_elf, &work.join("kernel.blob"))?;
+    Ok((blob, objects.len()))
+}
+
+/// kbuild's steps, each reported to `progress` and timed into `timings`.
+fn run_kbuild(
+    tree: &KernelTree,
+    request: &Request,
+    progress: &mut impl FnMut(&str),
+    timings: &mut Vec<(String, Duration)>,
+) -> Result<kbuild::Output, KernelBlobError> {
+    Ok(kbuild::build(
+        tree,
+        request,
         |step: Step, ev: StepEvent| match ev {
             StepEvent::Started => progress(&format!("kbuild: {step} ...")),
             StepEvent::Done(d) => {
@@ -191,21 +280,25 @@ pub fn make(
             }
             StepEvent::UpToDate => progress(&format!("kbuild: {step} up to date")),
         },
-    )?;
-    let machine = match arch {
-        Arch::X86_64 => object::elf::EM_X86_64,
-        Arch::Aarch64 => object::elf::EM_AARCH64,
-    };
-    let names = alternatives::feature_names(machine, tree.root(), &built.build_dir)?;
+    )?)
+}
 
-    let t = Instant::now();
-    let work = built.build_dir.join("hypclear-blob");
-    let _ = std::fs::remove_dir_all(&work);
-    guest_src::write(arch, &work).map_err(io(&work))?;
-    let rows = routines::table_rows(arch, detected.config);
+/// hypclear's own objects of a kernel blob and the include path they use.
+struct Glue {
+    objects: Vec<PathBuf>,
+    includes: Vec<PathBuf>,
+}
+
+/// Write the alias table `rows` as `kernel/aliases.h` under `work` (the
+/// guest sources' copy) and compile the entry and the tables.
+fn compile_glue(
+    tc: &Toolchain,
+    work: &Path,
+    rows: &[routines::AliasPair],
+) -> Result<Glue, KernelBlobError> {
     let mut aliases_h =
         String::from("/* Generated by hypclear: the kernel blob's alias table. */\n");
-    for (row, sym) in &rows {
+    for (row, sym) in rows {
         aliases_h.push_str(&format!("HYP_ALIAS({row}, {sym})\n"));
     }
     let kdir = work.join("kernel");
@@ -224,9 +317,14 @@ pub fn make(
         run(cc)?;
         objects.push(obj);
     }
-    objects.extend(built.objects.iter().map(|o| o.path.clone()));
+    Ok(Glue { objects, includes })
+}
 
-    let kernel_aliases = routines::kernel_aliases(arch, detected.config);
+/// The link's alias list: the kernel's, then the table rows.
+fn blob_aliases(
+    kernel_aliases: &[routines::AliasPair],
+    rows: &[routines::AliasPair],
+) -> Vec<Alias> {
     let mut aliases: Vec<Alias> = kernel_aliases
         .iter()
         .chain(rows.iter())
@@ -236,94 +334,81 @@ pub fn make(
         })
         .collect();
     aliases.dedup();
-    // Only the feature numbers this image's alternatives use are kept.
-    let meta = Meta {
-        format: FORMAT,
-        arch,
-        tree: identity,
-        kernel_config,
-        config_hash: built.config_hash.clone(),
-        link_config: detected.config,
-        link_reason: detected.reason.clone(),
-        aliases: kernel_aliases
-            .iter()
-            .map(|(a, t)| (a.to_string(), t.to_string()))
-            .collect(),
-        rows: rows
-            .iter()
-            .map(|(a, t)| (a.to_string(), t.to_string()))
-            .collect(),
-        features: names.names.clone(),
-        hypclear: env!("CARGO_PKG_VERSION").to_string(),
-    };
-    let mut meta = meta;
-    let meta_file = work.join("meta.json");
-    let write_meta = |m: &Meta| -> Result<(), KernelBlobError> {
-        let text = serde_json::to_vec_pretty(m).map_err(|e| KernelBlobError::BadFile {
-            path: meta_file.clone(),
-            why: e.to_string(),
-        })?;
-        std::fs::write(&meta_file, text).map_err(io(&meta_file))
-    };
-    write_meta(&meta)?;
-    let mut defines = vec!["HYP_KERNEL_OBJECTS".to_string()];
-    if arch == Arch::X86_64 {
-        defines.push("HYP_X86_RETURN_THUNK".into());
+    aliases
+}
+
+fn write_meta(meta_file: &Path, m: &Meta) -> Result<(), KernelBlobError> {
+    let text = serde_json::to_vec_pretty(m).map_err(|e| KernelBlobError::BadFile {
+        path: meta_file.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    std::fs::write(meta_file, text).map_err(io(meta_file))
+}
+
+/// What the kernel blob's link takes.
+struct BlobLink<'a> {
+    tc: &'a Toolchain,
+    arch: Arch,
+    work: &'a Path,
+    objects: &'a [PathBuf],
+    aliases: &'a [Alias],
+    includes: &'a [PathBuf],
+}
+
+impl BlobLink<'_> {
+    /// Link the objects with the one link pipeline into `linked_elf`.
+    fn link(&self, linked_elf: &Path) -> Result<(), KernelBlobError> {
+        let mut defines = vec!["HYP_KERNEL_OBJECTS".to_string()];
+        if self.arch == Arch::X86_64 {
+            defines.push("HYP_X86_RETURN_THUNK".into());
+        }
+        link::link(
+            self.tc,
+            &LinkSpec {
+                objects: self.objects,
+                aliases: self.aliases,
+                script: &self.work.join("common/hyp.lds.S"),
+                includes: self.includes,
+                defines: &defines,
+                work_dir: self.work,
+                name: "kernel-hyp",
+                out: linked_elf,
+                flat_image: None,
+                extra_sections: &[],
+            },
+        )?;
+        Ok(())
     }
-    let linked_elf = work.join("kernel-blob.elf");
-    link::link(
-        &tc,
-        &LinkSpec {
-            objects: &objects,
-            aliases: &aliases,
-            script: &work.join("common/hyp.lds.S"),
-            includes: &includes,
-            defines: &defines,
-            work_dir: &work,
-            name: "kernel-hyp",
-            out: &linked_elf,
-            flat_image: None,
-            extra_sections: &[],
-        },
-    )?;
-    // Keep only the feature names the image's alternatives use.
-    let bytes = std::fs::read(&linked_elf).map_err(io(&linked_elf))?;
+}
+
+/// Keep only the feature names the linked image's alternatives use.
+fn keep_used_features(meta: &mut Meta, linked_elf: &Path) -> Result<(), KernelBlobError> {
+    let bytes = std::fs::read(linked_elf).map_err(io(linked_elf))?;
     let img = Image::from_elf(&bytes, None)?;
     let used: BTreeSet<u16> = img.sites.iter().map(|s| s.feature).collect();
     meta.features.retain(|n, _| used.contains(n));
-    write_meta(&meta)?;
-    // objcopy writes beside its input; the file asked for is then replaced
-    // in one step (objcopy on a device or a missing directory failed with
-    // BFD assertions, after the whole build).
-    let blob = work.join("kernel.blob");
+    Ok(())
+}
+
+/// `linked_elf` plus the metadata section, as `blob`. objcopy writes beside
+/// its input; the file asked for is then replaced in one step (objcopy on
+/// a device or a missing directory failed with BFD assertions, after the
+/// whole build).
+fn add_meta_section(
+    tc: &Toolchain,
+    meta_file: &Path,
+    linked_elf: &Path,
+    blob: &Path,
+) -> Result<PathBuf, KernelBlobError> {
     let mut add = Command::new(&tc.objcopy);
     add.arg(format!(
         "--add-section={META_SECTION}={}",
         meta_file.display()
     ))
-    .arg(&linked_elf)
-    .arg(&blob);
+    .arg(linked_elf)
+    .arg(blob);
     run(add)?;
-    let out = match out {
-        Some(out) => {
-            let bytes = std::fs::read(&blob).map_err(io(&blob))?;
-            crate::files::write_atomically(out, |w| w.write_all(&bytes)).map_err(io(out))?;
-            out.to_path_buf()
-        }
-        None => blob,
-    };
-    timings.push(("link".into(), t.elapsed()));
-    progress(&format!(
-        "link: {} objects, {} configuration ... {:.1} s",
-        objects.len(),
-        detected.config,
-        t.elapsed().as_secs_f64()
-    ));
-    Ok(Made {
-        file: out,
-        meta,
-        timings,
-    })
+    Ok(blob.to_path_buf())
 }
 
 fn run(cmd: Command) -> Result<(), KernelBlobError> {

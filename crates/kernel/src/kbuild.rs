@@ -535,9 +535,6 @@ fn write_stamp(dir: &Path, stamp: &Stamp) -> Result<(), KbuildError> {
     fs::write(&path, text).map_err(|source| KbuildError::BuildDir { path, source })
 }
 
-// Over 80 lines: the three numbered kbuild steps (configuration, prepare,
-// objects), each with its up-to-date check and progress events; kept in
-// one place so the order and the stamp logic read together.
 /// Configure, prepare and build the library objects, skipping what the
 /// stamp and kbuild's dependency records say is current. `progress` is
 /// called when a step starts and when it ends.
@@ -549,18 +546,7 @@ pub fn build(
     let arch = req.arch;
     check_tools(tree, arch)?;
     let hash = config_hash(arch, &req.config)?;
-    let dir = match &req.build_dir {
-        Some(d) => d.clone(),
-        None => default_build_dir(tree, arch, &hash)?,
-    };
-    fs::create_dir_all(&dir).map_err(|source| KbuildError::BuildDir {
-        path: dir.clone(),
-        source,
-    })?;
-    let dir = dir.canonicalize().map_err(|source| KbuildError::BuildDir {
-        path: dir.clone(),
-        source,
-    })?;
+    let dir = build_dir(tree, req, &hash)?;
     let lock = lock_dir(&dir, &mut progress)?;
     let in_tree = dir == tree.root();
     if !in_tree
@@ -568,56 +554,23 @@ pub fn build(
     {
         return Err(KbuildError::TreeNotClean(tree.root().to_path_buf()));
     }
-    let base = || make_base(tree, arch, &dir, in_tree);
-    let mut stamp = read_stamp(&dir)
-        .filter(|s| {
-            s.version == STAMP_VERSION
-                && s.tree == tree.root()
-                && s.arch == arch
-                && s.config_hash == hash
-        })
-        .filter(|_| dir.join(".config").is_file())
-        .unwrap_or(Stamp {
-            version: STAMP_VERSION,
-            tree: tree.root().to_path_buf(),
-            arch,
-            config_hash: hash.clone(),
-            prepared: false,
-        });
-    let mut timings = Vec::new();
+    let mut stamp = current_stamp(tree, arch, &dir, &hash);
     let fresh_config = !dir.join(".config").is_file() || read_stamp(&dir).as_ref() != Some(&stamp);
-
+    let mut steps = Steps {
+        tree,
+        arch,
+        dir: &dir,
+        in_tree,
+        progress: &mut progress,
+        timings: Vec::new(),
+    };
     // 1. configuration
     if fresh_config {
-        progress(Step::Config, StepEvent::Started);
-        let t = Instant::now();
-        stamp.prepared = false;
-        write_stamp(&dir, &stamp)?;
-        let mut cmd = base();
-        match &req.config {
-            ConfigSource::Defconfig => {
-                cmd.arg("defconfig");
-            }
-            ConfigSource::File(p) => {
-                if !in_tree || p.canonicalize().ok() != Some(dir.join(".config")) {
-                    fs::copy(p, dir.join(".config")).map_err(|source| KbuildError::Config {
-                        path: p.clone(),
-                        source,
-                    })?;
-                }
-                cmd.arg("olddefconfig");
-            }
-        }
-        run_step(Step::Config, cmd, &dir.join("hypclear-config.log"))?;
-        let e = t.elapsed();
-        timings.push((Step::Config, Some(e)));
-        progress(Step::Config, StepEvent::Done(e));
+        steps.configure(&req.config, &mut stamp)?;
     } else {
-        timings.push((Step::Config, None));
-        progress(Step::Config, StepEvent::UpToDate);
+        steps.up_to_date(Step::Config);
     }
-
-    // 2. prepare
+    // 2. prepare, 3. the objects
     let targets = object_targets(tree, arch)?;
     let objects: Vec<BuiltObject> = targets
         .iter()
@@ -630,45 +583,18 @@ pub fn build(
         .iter()
         .all(|o| up_to_date(&o.path, tree.root(), &dir));
     if stamp.prepared && all_current {
-        timings.push((Step::Prepare, None));
-        progress(Step::Prepare, StepEvent::UpToDate);
-        timings.push((Step::Objects, None));
-        progress(Step::Objects, StepEvent::UpToDate);
+        steps.up_to_date(Step::Prepare);
+        steps.up_to_date(Step::Objects);
     } else {
-        progress(Step::Prepare, StepEvent::Started);
-        let t = Instant::now();
-        let mut cmd = base();
-        cmd.args(["-j1", "prepare"]);
-        run_step(Step::Prepare, cmd, &dir.join("hypclear-prepare.log"))?;
-        stamp.prepared = true;
-        write_stamp(&dir, &stamp)?;
-        let e = t.elapsed();
-        timings.push((Step::Prepare, Some(e)));
-        progress(Step::Prepare, StepEvent::Done(e));
-
-        // 3. the objects, single targets, -j1
-        progress(Step::Objects, StepEvent::Started);
-        let t = Instant::now();
-        if arch == Arch::Aarch64 {
-            // The `..` in the nvhe targets is resolved by the file system.
-            let nvhe = dir.join("arch/arm64/kvm/hyp/nvhe");
-            fs::create_dir_all(&nvhe)
-                .map_err(|source| KbuildError::BuildDir { path: nvhe, source })?;
-        }
-        let mut cmd = base();
-        cmd.arg("-j1").args(targets.iter().map(|(_, t)| t));
-        run_step(Step::Objects, cmd, &dir.join("hypclear-objects.log"))?;
-        let e = t.elapsed();
-        timings.push((Step::Objects, Some(e)));
-        progress(Step::Objects, StepEvent::Done(e));
+        steps.prepare(&mut stamp)?;
+        steps.objects(&targets)?;
     }
-    for o in &objects {
-        if !o.path.is_file() {
-            return Err(KbuildError::NoOutput {
-                step: Step::Objects,
-                path: o.path.clone(),
-            });
-        }
+    let timings = steps.timings;
+    if let Some(o) = objects.iter().find(|o| !o.path.is_file()) {
+        return Err(KbuildError::NoOutput {
+            step: Step::Objects,
+            path: o.path.clone(),
+        });
     }
     Ok(Output {
         build_dir: dir,
@@ -678,6 +604,131 @@ pub fn build(
         timings,
         lock,
     })
+}
+
+/// The build directory (`--build-dir` or the default for the tree, arch
+/// and configuration), created and canonical.
+fn build_dir(tree: &KernelTree, req: &Request, hash: &str) -> Result<PathBuf, KbuildError> {
+    let dir = match &req.build_dir {
+        Some(d) => d.clone(),
+        None => default_build_dir(tree, req.arch, hash)?,
+    };
+    fs::create_dir_all(&dir).map_err(|source| KbuildError::BuildDir {
+        path: dir.clone(),
+        source,
+    })?;
+    dir.canonicalize().map_err(|source| KbuildError::BuildDir {
+        path: dir.clone(),
+        source,
+    })
+}
+
+/// The directory's stamp if it is of this tree, arch and configuration
+/// (and the directory has a .config), else a fresh unprepared one.
+fn current_stamp(tree: &KernelTree, arch: Arch, dir: &Path, hash: &str) -> Stamp {
+    read_stamp(dir)
+        .filter(|s| {
+            s.version == STAMP_VERSION
+                && s.tree == tree.root()
+                && s.arch == arch
+                && s.config_hash == hash
+        })
+        .filter(|_| dir.join(".config").is_file())
+        .unwrap_or(Stamp {
+            version: STAMP_VERSION,
+            tree: tree.root().to_path_buf(),
+            arch,
+            config_hash: hash.to_string(),
+            prepared: false,
+        })
+}
+
+/// The numbered kbuild steps of one build, each timed and reported.
+struct Steps<'a, P: FnMut(Step, StepEvent)> {
+    tree: &'a KernelTree,
+    arch: Arch,
+    dir: &'a Path,
+    in_tree: bool,
+    progress: &'a mut P,
+    timings: Vec<(Step, Option<Duration>)>,
+}
+
+impl<P: FnMut(Step, StepEvent)> Steps<'_, P> {
+    fn make(&self) -> Command {
+        make_base(self.tree, self.arch, self.dir, self.in_tree)
+    }
+
+    fn up_to_date(&mut self, step: Step) {
+        self.timings.push((step, None));
+        (self.progress)(step, StepEvent::UpToDate);
+    }
+
+    /// Run `body` as `step`: started, timed, done.
+    fn timed(
+        &mut self,
+        step: Step,
+        body: impl FnOnce(&Self) -> Result<(), KbuildError>,
+    ) -> Result<(), KbuildError> {
+        (self.progress)(step, StepEvent::Started);
+        let t = Instant::now();
+        body(self)?;
+        let e = t.elapsed();
+        self.timings.push((step, Some(e)));
+        (self.progress)(step, StepEvent::Done(e));
+        Ok(())
+    }
+
+    /// 1. `defconfig`, or the given .config and `olddefconfig`.
+    fn configure(&mut self, config: &ConfigSource, stamp: &mut Stamp) -> Result<(), KbuildError> {
+        self.timed(Step::Config, |s| {
+            stamp.prepared = false;
+            write_stamp(s.dir, stamp)?;
+            let mut cmd = s.make();
+            match config {
+                ConfigSource::Defconfig => {
+                    cmd.arg("defconfig");
+                }
+                ConfigSource::File(p) => {
+                    if !s.in_tree || p.canonicalize().ok() != Some(s.dir.join(".config")) {
+                        fs::copy(p, s.dir.join(".config")).map_err(|source| {
+                            KbuildError::Config {
+                                path: p.clone(),
+                                source,
+                            }
+                        })?;
+                    }
+                    cmd.arg("olddefconfig");
+                }
+            }
+            run_step(Step::Config, cmd, &s.dir.join("hypclear-config.log"))
+        })
+    }
+
+    /// 2. `make prepare`, then the stamp says so.
+    fn prepare(&mut self, stamp: &mut Stamp) -> Result<(), KbuildError> {
+        self.timed(Step::Prepare, |s| {
+            let mut cmd = s.make();
+            cmd.args(["-j1", "prepare"]);
+            run_step(Step::Prepare, cmd, &s.dir.join("hypclear-prepare.log"))?;
+            stamp.prepared = true;
+            write_stamp(s.dir, stamp)
+        })
+    }
+
+    /// 3. the objects, single targets, -j1.
+    fn objects(&mut self, targets: &[(String, String)]) -> Result<(), KbuildError> {
+        self.timed(Step::Objects, |s| {
+            if s.arch == Arch::Aarch64 {
+                // The `..` in the nvhe targets is resolved by the file system.
+                let nvhe = s.dir.join("arch/arm64/kvm/hyp/nvhe");
+                fs::create_dir_all(&nvhe)
+                    .map_err(|source| KbuildError::BuildDir { path: nvhe, source })?;
+            }
+            let mut cmd = s.make();
+            cmd.arg("-j1").args(targets.iter().map(|(_, t)| t));
+            run_step(Step::Objects, cmd, &s.dir.join("hypclear-objects.log"))
+        })
+    }
 }
 
 /// Take the exclusive lock of build directory `dir` (`.hypclear.lock` in

@@ -13,9 +13,6 @@
 //!   host applies by adding the load address;
 //! * any other relocation type, and any undefined symbol, is an error naming
 //!   the symbol, the section and the offset.
-//!
-//! This file is also compiled into `build.rs` (via `#[path]`), so it only
-//! depends on `object` and `std`.
 
 use object::read::elf::ElfFile64;
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags, RelocationTarget};
@@ -132,28 +129,15 @@ impl fmt::Display for PolicyError {
 
 impl std::error::Error for PolicyError {}
 
-// Over 80 lines: one pass over every relocation applying gen-hyprel's rules
-// in order; each rule is a few lines and they share the per-relocation state.
+type Elf<'a> = ElfFile64<'a, object::Endianness>;
+
 /// Check a blob linked at address 0 with `--emit-relocs` and return the
 /// offsets of the absolute 64-bit words the loader must relocate, sorted.
 pub fn police(elf_bytes: &[u8]) -> Result<Vec<u32>, PolicyError> {
-    let file = ElfFile64::<object::Endianness>::parse(elf_bytes)
-        .map_err(|e| PolicyError::Parse(e.to_string()))?;
+    let file = Elf::parse(elf_bytes).map_err(|e| PolicyError::Parse(e.to_string()))?;
     let machine = file.elf_header().e_machine.get(file.endian());
-    let mut violations = Vec::new();
+    let mut violations = undefined_symbols(&file);
     let mut abs = Vec::new();
-
-    for sym in file.symbols() {
-        if sym.is_undefined() && !sym.name().unwrap_or("").is_empty() {
-            violations.push(Violation {
-                section: "*UND*".into(),
-                offset: 0,
-                symbol: sym.name().unwrap_or("?").into(),
-                what: "undefined symbol".into(),
-            });
-        }
-    }
-
     for section in file.sections() {
         // Only what is loaded into the guest matters (debug info is not).
         let alloc = match section.flags() {
@@ -166,52 +150,22 @@ pub fn police(elf_bytes: &[u8]) -> Result<Vec<u32>, PolicyError> {
             continue;
         }
         let sname = section.name().unwrap_or("?").to_string();
+        let in_pi = sname == PI_TEXT_SECTION;
         for (offset, reloc) in section.relocations() {
             let r_type = match reloc.flags() {
                 RelocationFlags::Elf { r_type } => r_type,
                 _ => object::elf::RelocationType(u32::MAX),
             };
-            let symbol = match reloc.target() {
-                RelocationTarget::Symbol(idx) => file
-                    .symbol_by_index(idx)
-                    .ok()
-                    .and_then(|s| s.name().ok().map(str::to_string))
-                    .unwrap_or_else(|| format!("#{}", idx.0)),
-                RelocationTarget::Section(idx) => file
-                    .section_by_index(idx)
-                    .ok()
-                    .and_then(|s| s.name().ok().map(str::to_string))
-                    .unwrap_or_else(|| "?".into()),
-                _ => "?".into(),
-            };
-            // --emit-relocs keeps r_offset as a virtual address; show it
-            // relative to its section like a partial-link listing would.
-            let rel = offset.wrapping_sub(section.address());
-            let class = classify(machine, r_type);
-            let in_pi = sname == PI_TEXT_SECTION;
-            match class {
-                RelocClass::PcRelative | RelocClass::PageOffset => {}
-                RelocClass::Abs64 if !in_pi => match u32::try_from(offset) {
-                    Ok(o) if o % 8 == 0 => abs.push(o),
-                    _ => violations.push(Violation {
-                        section: sname.clone(),
-                        offset: rel,
-                        symbol,
-                        what: "absolute 64-bit relocation that is misaligned or beyond 4 GiB"
-                            .into(),
-                    }),
-                },
-                RelocClass::Abs64 => violations.push(Violation {
+            match rule(classify(machine, r_type), in_pi, offset, r_type) {
+                Ok(Some(o)) => abs.push(o),
+                Ok(None) => {}
+                Err(what) => violations.push(Violation {
                     section: sname.clone(),
-                    offset: rel,
-                    symbol,
-                    what: "absolute relocation in a __pi_ routine (must be PC-relative)".into(),
-                }),
-                RelocClass::Forbidden => violations.push(Violation {
-                    section: sname.clone(),
-                    offset: rel,
-                    symbol,
-                    what: format!("forbidden relocation type {}", r_type.0),
+                    // --emit-relocs keeps r_offset as a virtual address; show it
+                    // relative to its section like a partial-link listing would.
+                    offset: offset.wrapping_sub(section.address()),
+                    symbol: target_name(&file, reloc.target()),
+                    what,
                 }),
             }
         }
@@ -222,6 +176,58 @@ pub fn police(elf_bytes: &[u8]) -> Result<Vec<u32>, PolicyError> {
     abs.sort_unstable();
     abs.dedup();
     Ok(abs)
+}
+
+/// Every named undefined symbol: the blob must be self-contained.
+fn undefined_symbols(file: &Elf) -> Vec<Violation> {
+    file.symbols()
+        .filter(|sym| sym.is_undefined() && !sym.name().unwrap_or("").is_empty())
+        .map(|sym| Violation {
+            section: "*UND*".into(),
+            offset: 0,
+            symbol: sym.name().unwrap_or("?").into(),
+            what: "undefined symbol".into(),
+        })
+        .collect()
+}
+
+/// The name a violation shows for a relocation's target.
+fn target_name(file: &Elf, target: RelocationTarget) -> String {
+    match target {
+        RelocationTarget::Symbol(idx) => file
+            .symbol_by_index(idx)
+            .ok()
+            .and_then(|s| s.name().ok().map(str::to_string))
+            .unwrap_or_else(|| format!("#{}", idx.0)),
+        RelocationTarget::Section(idx) => file
+            .section_by_index(idx)
+            .ok()
+            .and_then(|s| s.name().ok().map(str::to_string))
+            .unwrap_or_else(|| "?".into()),
+        _ => "?".into(),
+    }
+}
+
+/// gen-hyprel's rule for one relocation of class `class` at `offset`
+/// (`in_pi`: in the `__pi_` routines' section): `Some` absolute word for
+/// the loader, `None` nothing to do, or why it breaks the policy.
+fn rule(
+    class: RelocClass,
+    in_pi: bool,
+    offset: u64,
+    r_type: object::elf::RelocationType,
+) -> Result<Option<u32>, String> {
+    match class {
+        RelocClass::PcRelative | RelocClass::PageOffset => Ok(None),
+        RelocClass::Abs64 if !in_pi => match u32::try_from(offset) {
+            Ok(o) if o % 8 == 0 => Ok(Some(o)),
+            _ => Err("absolute 64-bit relocation that is misaligned or beyond 4 GiB".into()),
+        },
+        RelocClass::Abs64 => {
+            Err("absolute relocation in a __pi_ routine (must be PC-relative)".into())
+        }
+        RelocClass::Forbidden => Err(format!("forbidden relocation type {}", r_type.0)),
+    }
 }
 
 /// Encode a relocation list as the `.hyp.reloc` section contents.

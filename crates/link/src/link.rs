@@ -1,7 +1,6 @@
 //! The link pipeline of the guest blob, the way the arm64 kernel links its
-//! nVHE hyp. ONE implementation, used by `build.rs` (included with
-//! `#[path]`, so it depends only on `std`, `thiserror` and the sibling
-//! `hyprel` module) and callable at run time on any set of objects (e.g. a
+//! nVHE hyp. ONE implementation, used by the guest's `build.rs` and callable
+//! at run time on any set of objects (e.g. a
 //! kernel tree's own library objects):
 //!
 //! 1. partial link (`-r`) of the objects into one relocatable object;

@@ -130,21 +130,58 @@ fn sys_name(op0: u64, op1: u64, crn: u64, crm: u64, op2: u64) -> Option<&'static
     })
 }
 
-// Over 80 lines on purpose: one match arm per ESR_EL1 exception class,
-// read side by side with the Arm ARM table; splitting it would scatter the table.
-/// The sentence for a FAIL_EXCEPTION report: D0..D5 = ESR_EL1, ELR_EL1,
-/// FAR_EL1, SPSR_EL1, vector offset, SP; `sym` names ELR_EL1.
-pub fn describe(esr: u64, elr: u64, far: u64, spsr: u64, voff: u64, sp: u64, sym: &str) -> String {
+/// The registers of a FAIL_EXCEPTION report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exception {
+    pub esr: u64,
+    pub elr: u64,
+    pub far: u64,
+    pub spsr: u64,
+    /// Offset of the vector taken from VBAR_EL1.
+    pub voff: u64,
+    pub sp: u64,
+}
+
+impl Exception {
+    /// From the mailbox words D0..D5 = ESR_EL1, ELR_EL1, FAR_EL1, SPSR_EL1,
+    /// vector offset, SP.
+    pub fn from_mailbox(d: [u64; 6]) -> Exception {
+        let [esr, elr, far, spsr, voff, sp] = d;
+        Exception {
+            esr,
+            elr,
+            far,
+            spsr,
+            voff,
+            sp,
+        }
+    }
+
+    /// Taken to a synchronous vector (ESR_EL1 describes it).
+    fn synchronous(&self) -> bool {
+        self.voff % 0x200 < 0x80
+    }
+}
+
+/// The sentence for a FAIL_EXCEPTION report; `sym` names ELR_EL1.
+pub fn describe(x: &Exception, sym: &str) -> String {
+    let Exception {
+        esr,
+        elr,
+        far,
+        spsr,
+        voff,
+        sp,
+    } = *x;
     let ec = ec(esr);
-    let iss = iss(esr);
-    let synchronous = voff % 0x200 < 0x80;
-    let from_el0 = spsr & 0xf == 0;
-    let mut s = if synchronous {
-        format!(
+    let mut s = if x.synchronous() {
+        let mut s = format!(
             "{} (EC {ec:#04x}) at {elr:#x} ({sym}) in {}",
             ec_name(ec),
             mode_name(spsr)
-        )
+        );
+        s.push_str(&class_detail(x));
+        s
     } else {
         format!(
             "asynchronous exception at {elr:#x} ({sym}) in {} (ESR_EL1 is only meaningful for \
@@ -152,132 +189,8 @@ pub fn describe(esr: u64, elr: u64, far: u64, spsr: u64, voff: u64, sp: u64, sym
             mode_name(spsr)
         )
     };
-    if synchronous {
-        match ec {
-            EC_UNKNOWN => s.push_str(
-                ": an UNDEFINED encoding, or an instruction the CPU or the \
-                 current exception level does not have (e.g. MOPS without FEAT_MOPS or, at EL0, \
-                 with SCTLR_EL1.MSCEn clear)",
-            ),
-            EC_FP_ASIMD | EC_SVE | EC_SME => s.push_str(
-                ": the guest leaves FP/SIMD/SVE disabled \
-                 (CPACR_EL1.FPEN), as hyp code must not touch FP state; the routine used an \
-                 FP/SIMD/SVE register",
-            ),
-            EC_SVC64 | EC_HVC64 | EC_SMC64 | EC_BRK64 => {
-                s.push_str(&format!(", immediate {:#x}", iss & 0xffff));
-            }
-            EC_SYS64 => {
-                let (op0, op2, op1) = ((iss >> 20) & 3, (iss >> 17) & 7, (iss >> 14) & 7);
-                let (crn, rt, crm) = ((iss >> 10) & 0xf, (iss >> 5) & 0x1f, (iss >> 1) & 0xf);
-                let read = iss & 1 == 1;
-                let enc = format!("S{op0}_{op1}_C{crn}_C{crm}_{op2}");
-                let name = sys_name(op0, op1, crn, crm, op2).unwrap_or(&enc);
-                s.push_str(&format!(
-                    ": {} {name} with x{rt}",
-                    if op0 == 1 {
-                        "system instruction"
-                    } else if read {
-                        "MRS of"
-                    } else {
-                        "MSR to"
-                    }
-                ));
-                if name == "DC ZVA" {
-                    s.push_str(
-                        " (DC ZVA is disabled at EL0 when SCTLR_EL1.DZE is clear; routines \
-                         must check DCZID_EL0.DZP first)",
-                    );
-                }
-            }
-            EC_IABT_LOW | EC_IABT_CUR => {
-                s.push_str(&format!(": {} fetching {far:#x}", fault_status(iss)));
-                if iss & 0x3c == 0x0c {
-                    s.push_str(" (the page is not executable at this level)");
-                }
-            }
-            EC_DABT_LOW | EC_DABT_CUR => {
-                let fsc = iss & 0x3f;
-                let write = iss & (1 << 6) != 0;
-                let cm = iss & (1 << 8) != 0;
-                let fnv = iss & (1 << 10) != 0;
-                s.push_str(&format!(
-                    ": {} on {}{}",
-                    fault_status(fsc),
-                    if cm {
-                        "cache maintenance"
-                    } else if write {
-                        "write"
-                    } else {
-                        "read"
-                    },
-                    if fnv {
-                        String::from(" (FAR not valid)")
-                    } else {
-                        format!(" of {far:#x}")
-                    }
-                ));
-                if iss & (1 << 24) != 0 {
-                    s.push_str(&format!(
-                        ", {}-byte access with x{}",
-                        1u64 << ((iss >> 22) & 3),
-                        (iss >> 16) & 0x1f
-                    ));
-                }
-                match fsc {
-                    0x21 => s.push_str(
-                        " (an unaligned access to Device memory, an unaligned \
-                         exclusive/atomic, or SCTLR_EL1.A set; with the MMU off all memory is \
-                         Device memory)",
-                    ),
-                    0x0c..=0x0f if from_el0 => s.push_str(
-                        " (EL0 may not access this page, or \
-                         it is read-only)",
-                    ),
-                    0x0c..=0x0f if write => s.push_str(" (the page is read-only)"),
-                    _ => {}
-                }
-            }
-            EC_PC_ALIGN | EC_SP_ALIGN => {
-                s.push_str(&format!(", SP {sp:#x}"));
-            }
-            EC_MOPS => {
-                let set = iss & (1 << 24) != 0;
-                s.push_str(&format!(
-                    ": {}{} sequence with Xd=x{}, {}, Xn=x{}{}{}: the CPU asks the handler to \
-                     restart the sequence from its prologue (the MOPS registers or the algorithm \
-                     option changed, e.g. after migration to another CPU); hypclear's vectors \
-                     report instead of restarting",
-                    if set { "SET" } else { "CPY" },
-                    if set && iss & (1 << 23) != 0 { "G" } else { "" },
-                    (iss >> 10) & 0x1f,
-                    if set {
-                        format!("Xs=x{}", (iss >> 5) & 0x1f)
-                    } else {
-                        format!("Xs=[x{}]", (iss >> 5) & 0x1f)
-                    },
-                    iss & 0x1f,
-                    if iss & (1 << 18) != 0 {
-                        ", from the epilogue"
-                    } else {
-                        ""
-                    },
-                    if iss & (1 << 17) != 0 {
-                        if iss & (1 << 16) != 0 {
-                            ", wrong option (this CPU uses option A)"
-                        } else {
-                            ", wrong option (this CPU uses option B)"
-                        }
-                    } else {
-                        ""
-                    }
-                ));
-            }
-            _ => {}
-        }
-    }
     // FAR_EL1 is UNKNOWN except for aborts, PC alignment faults and watchpoints.
-    let far_valid = synchronous
+    let far_valid = x.synchronous()
         && matches!(
             ec,
             EC_IABT_LOW
@@ -299,6 +212,141 @@ pub fn describe(esr: u64, elr: u64, far: u64, spsr: u64, voff: u64, sp: u64, sym
         vector_name(voff)
     ));
     s
+}
+
+/// What a synchronous exception's syndrome says, by exception class (one
+/// function per class group, in the Arm ARM's order); empty for the rest.
+fn class_detail(x: &Exception) -> String {
+    let iss = iss(x.esr);
+    match ec(x.esr) {
+        EC_UNKNOWN => ": an UNDEFINED encoding, or an instruction the CPU or the \
+             current exception level does not have (e.g. MOPS without FEAT_MOPS or, at EL0, \
+             with SCTLR_EL1.MSCEn clear)"
+            .to_string(),
+        EC_FP_ASIMD | EC_SVE | EC_SME => ": the guest leaves FP/SIMD/SVE disabled \
+             (CPACR_EL1.FPEN), as hyp code must not touch FP state; the routine used an \
+             FP/SIMD/SVE register"
+            .to_string(),
+        EC_SVC64 | EC_HVC64 | EC_SMC64 | EC_BRK64 => format!(", immediate {:#x}", iss & 0xffff),
+        EC_SYS64 => sys64_detail(iss),
+        EC_IABT_LOW | EC_IABT_CUR => {
+            let mut s = format!(": {} fetching {:#x}", fault_status(iss), x.far);
+            if iss & 0x3c == 0x0c {
+                s.push_str(" (the page is not executable at this level)");
+            }
+            s
+        }
+        EC_DABT_LOW | EC_DABT_CUR => dabt_detail(iss, x.far, x.spsr & 0xf == 0),
+        EC_PC_ALIGN | EC_SP_ALIGN => format!(", SP {:#x}", x.sp),
+        EC_MOPS => mops_detail(iss),
+        _ => String::new(),
+    }
+}
+
+/// A trapped MSR/MRS or system instruction (EC 0x18).
+fn sys64_detail(iss: u64) -> String {
+    let (op0, op2, op1) = ((iss >> 20) & 3, (iss >> 17) & 7, (iss >> 14) & 7);
+    let (crn, rt, crm) = ((iss >> 10) & 0xf, (iss >> 5) & 0x1f, (iss >> 1) & 0xf);
+    let read = iss & 1 == 1;
+    let enc = format!("S{op0}_{op1}_C{crn}_C{crm}_{op2}");
+    let name = sys_name(op0, op1, crn, crm, op2).unwrap_or(&enc);
+    let mut s = format!(
+        ": {} {name} with x{rt}",
+        if op0 == 1 {
+            "system instruction"
+        } else if read {
+            "MRS of"
+        } else {
+            "MSR to"
+        }
+    );
+    if name == "DC ZVA" {
+        s.push_str(
+            " (DC ZVA is disabled at EL0 when SCTLR_EL1.DZE is clear; routines \
+                 must check DCZID_EL0.DZP first)",
+        );
+    }
+    s
+}
+
+/// A data abort (EC 0x24/0x25): the fault, the access, and why it is
+/// likely (`from_el0`: taken from EL0).
+fn dabt_detail(iss: u64, far: u64, from_el0: bool) -> String {
+    let fsc = iss & 0x3f;
+    let write = iss & (1 << 6) != 0;
+    let cm = iss & (1 << 8) != 0;
+    let fnv = iss & (1 << 10) != 0;
+    let mut s = format!(
+        ": {} on {}{}",
+        fault_status(fsc),
+        if cm {
+            "cache maintenance"
+        } else if write {
+            "write"
+        } else {
+            "read"
+        },
+        if fnv {
+            String::from(" (FAR not valid)")
+        } else {
+            format!(" of {far:#x}")
+        }
+    );
+    if iss & (1 << 24) != 0 {
+        s.push_str(&format!(
+            ", {}-byte access with x{}",
+            1u64 << ((iss >> 22) & 3),
+            (iss >> 16) & 0x1f
+        ));
+    }
+    match fsc {
+        0x21 => s.push_str(
+            " (an unaligned access to Device memory, an unaligned \
+                 exclusive/atomic, or SCTLR_EL1.A set; with the MMU off all memory is \
+                 Device memory)",
+        ),
+        0x0c..=0x0f if from_el0 => s.push_str(
+            " (EL0 may not access this page, or \
+                 it is read-only)",
+        ),
+        0x0c..=0x0f if write => s.push_str(" (the page is read-only)"),
+        _ => {}
+    }
+    s
+}
+
+/// A MOPS exception (EC 0x27): the sequence and why the CPU stopped it.
+fn mops_detail(iss: u64) -> String {
+    let set = iss & (1 << 24) != 0;
+    format!(
+        ": {}{} sequence with Xd=x{}, {}, Xn=x{}{}{}: the CPU asks the handler to \
+             restart the sequence from its prologue (the MOPS registers or the algorithm \
+             option changed, e.g. after migration to another CPU); hypclear's vectors \
+             report instead of restarting",
+        if set { "SET" } else { "CPY" },
+        if set && iss & (1 << 23) != 0 { "G" } else { "" },
+        (iss >> 10) & 0x1f,
+        if set {
+            format!("Xs=x{}", (iss >> 5) & 0x1f)
+        } else {
+            format!("Xs=[x{}]", (iss >> 5) & 0x1f)
+        },
+        iss & 0x1f,
+        if iss & (1 << 18) != 0 {
+            ", from the epilogue"
+        } else {
+            ""
+        },
+        if iss & (1 << 17) != 0 {
+            if iss & (1 << 16) != 0 {
+                ", wrong option (this CPU uses option A)"
+            } else {
+                ", wrong option (this CPU uses option B)"
+            }
+        } else {
+            ""
+        }
+    )
 }
 
 /// MIDR_EL1 implementer 0x00 is "reserved for software use": QEMU's TCG
@@ -389,16 +437,15 @@ pub fn flavour_from(cmdline: &str, log: &str) -> KvmFlavour {
 mod tests {
     use super::*;
 
+    fn describe_d(d: [u64; 6], sym: &str) -> String {
+        describe(&Exception::from_mailbox(d), sym)
+    }
+
     #[test]
     fn undefined_instruction_from_el1() {
         // udf #0 at EL1h: EC 0, IL 1.
-        let s = describe(
-            0x0200_0000,
-            0x4060_0100,
-            0,
-            0x3c5,
-            0x200,
-            0x4021_0000,
+        let s = describe_d(
+            [0x0200_0000, 0x4060_0100, 0, 0x3c5, 0x200, 0x4021_0000],
             "selftest_fault+0x0",
         );
         assert!(
@@ -415,7 +462,7 @@ mod tests {
     #[test]
     fn data_aborts_explain_the_fault() {
         // EL1 write translation fault at level 3 (DFSC 0x07), WnR.
-        let s = describe(0x9600_0047, 0x1000, 0x5000_0000, 0x3c5, 0x200, 0, "f");
+        let s = describe_d([0x9600_0047, 0x1000, 0x5000_0000, 0x3c5, 0x200, 0], "f");
         assert!(s.contains("data abort (EC 0x25)"), "{s}");
         assert!(
             s.contains("translation fault at level 3 (address not mapped) on write of 0x50000000"),
@@ -423,7 +470,7 @@ mod tests {
         );
         // Alignment fault read with ISV, 8-byte access into x3.
         let esr = (0x25 << 26) | (1 << 25) | (1 << 24) | (3 << 22) | (3 << 16) | 0x21;
-        let s = describe(esr, 0, 0x1001, 0x3c5, 0x200, 0, "f");
+        let s = describe_d([esr, 0, 0x1001, 0x3c5, 0x200, 0], "f");
         assert!(
             s.contains("alignment fault on read of 0x1001, 8-byte access with x3"),
             "{s}"
@@ -431,7 +478,7 @@ mod tests {
         assert!(s.contains("MMU off"), "{s}");
         // EL0 permission fault on write, taken from the lower EL.
         let esr = (0x24 << 26) | (1 << 25) | (1 << 6) | 0x0f;
-        let s = describe(esr, 0, 0x4000_1000, 0x3c0, 0x400, 0, "f");
+        let s = describe_d([esr, 0, 0x4000_1000, 0x3c0, 0x400, 0], "f");
         assert!(s.contains("data abort from a lower exception level"), "{s}");
         assert!(s.contains("permission fault at level 3 on write"), "{s}");
         assert!(s.contains("EL0 may not access"), "{s}");
@@ -440,13 +487,15 @@ mod tests {
 
     #[test]
     fn instruction_abort_and_traps() {
-        let s = describe(
-            (0x21 << 26) | (1 << 25) | 0x0f,
-            0x4100_0000,
-            0x4100_0000,
-            0x3c5,
-            0x200,
-            0,
+        let s = describe_d(
+            [
+                (0x21 << 26) | (1 << 25) | 0x0f,
+                0x4100_0000,
+                0x4100_0000,
+                0x3c5,
+                0x200,
+                0,
+            ],
             "x",
         );
         assert!(
@@ -457,16 +506,16 @@ mod tests {
         );
         // DC ZVA at EL0 with DZE clear: EC 0x18, op0 1 op1 3 CRn 7 CRm 4 op2 1, Rt 5.
         let iss = (1 << 20) | (1 << 17) | (3 << 14) | (7 << 10) | (5 << 5) | (4 << 1);
-        let s = describe((0x18 << 26) | (1 << 25) | iss, 0, 0, 0x3c0, 0x400, 0, "x");
+        let s = describe_d([(0x18 << 26) | (1 << 25) | iss, 0, 0, 0x3c0, 0x400, 0], "x");
         assert!(s.contains("system instruction DC ZVA with x5"), "{s}");
         assert!(s.contains("SCTLR_EL1.DZE"), "{s}");
         // MRS of CNTVCT_EL0 into x0 at EL0.
         let iss = (3 << 20) | (2 << 17) | (3 << 14) | (14 << 10) | 1;
-        let s = describe((0x18 << 26) | iss, 0, 0, 0x3c0, 0x400, 0, "x");
+        let s = describe_d([(0x18 << 26) | iss, 0, 0, 0x3c0, 0x400, 0], "x");
         assert!(s.contains("MRS of CNTVCT_EL0 with x0"), "{s}");
-        let s = describe((0x07 << 26) | (1 << 25), 0, 0, 0x3c5, 0x200, 0, "x");
+        let s = describe_d([(0x07 << 26) | (1 << 25), 0, 0, 0x3c5, 0x200, 0], "x");
         assert!(s.contains("FP/SIMD"), "{s}");
-        let s = describe((0x15 << 26) | 0x42, 0, 0, 0x3c0, 0x400, 0, "x");
+        let s = describe_d([(0x15 << 26) | 0x42, 0, 0, 0x3c0, 0x400, 0], "x");
         assert!(
             s.contains("SVC (EC 0x15)") && s.contains("immediate 0x42"),
             "{s}"
@@ -477,13 +526,8 @@ mod tests {
     fn mops_exception_names_the_registers() {
         // SET* from the epilogue, wrong option (this CPU uses option A): Xd x3, Xs x1, Xn x2.
         let iss = (1 << 24) | (1 << 18) | (1 << 17) | (1 << 16) | (3 << 10) | (1 << 5) | 2;
-        let s = describe(
-            (0x27 << 26) | (1 << 25) | iss,
-            0x10,
-            0,
-            0x3c5,
-            0x200,
-            0,
+        let s = describe_d(
+            [(0x27 << 26) | (1 << 25) | iss, 0x10, 0, 0x3c5, 0x200, 0],
             "__pi_memset_mops+0x8",
         );
         assert!(
@@ -499,7 +543,7 @@ mod tests {
         assert_eq!(vector_name(0x280), "current EL with SP_ELx, IRQ");
         assert_eq!(vector_name(0x580), "lower EL using AArch64, SError");
         assert_eq!(vector_name(0x600), "lower EL using AArch32, synchronous");
-        let s = describe(0, 0x10, 0, 0x3c5, 0x280, 0, "x");
+        let s = describe_d([0, 0x10, 0, 0x3c5, 0x280, 0], "x");
         assert!(s.starts_with("asynchronous exception"), "{s}");
     }
 

@@ -258,10 +258,9 @@ pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
 /// Explain a FAIL_EXCEPTION report (see `abi::MB_FAIL_D0..D5`): returns the
 /// faulting PC (ELR_EL1), the exception class (ESR_EL1.EC) and a sentence.
 pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u64, u64, String) {
-    let [esr, elr, far, spsr, voff, sp] = d;
-    let ec = super::decode::ec(esr);
-    let text = super::decode::describe(esr, elr, far, spsr, voff, sp, &symbolize(elr));
-    (elr, ec, text)
+    let x = super::decode::Exception::from_mailbox(d);
+    let text = super::decode::describe(&x, &symbolize(x.elr));
+    (x.elr, super::decode::ec(x.esr), text)
 }
 
 /// ID registers as a vCPU sees them, read with KVM_GET_ONE_REG from a
