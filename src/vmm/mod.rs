@@ -206,6 +206,25 @@ pub struct Vm {
     pub prewarmed: bool,
 }
 
+/// Ends the head start's hold on the main thread when dropped.
+struct ReleasePrewarm;
+
+impl Drop for ReleasePrewarm {
+    fn drop(&mut self) {
+        prewarm::release();
+    }
+}
+
+/// Clear vCPU `id`'s mailbox page and write its magic and vCPU number;
+/// returns its guest-physical address.
+fn init_mailbox(ram: &GuestRam, id: u64) -> Result<u64> {
+    let mailbox = arch::mailbox_gpa(id);
+    ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
+    ram.write_u64(mailbox + abi::MB_MAGIC, abi::MAILBOX_MAGIC)?;
+    ram.write_u64(mailbox + abi::MB_VCPU, id)?;
+    Ok(mailbox)
+}
+
 impl Vm {
     /// Map guest RAM, load the blob and write the page tables, then create
     /// the VM and register RAM as its memslot, and set up the vCPUs. With a
@@ -216,13 +235,7 @@ impl Vm {
     pub fn new(kvm: Kvm, opts: &VmOptions) -> Result<Vm> {
         // However this ends, the head start's hold on the main thread ends
         // with it (the threads made after the first VM inherit the mask).
-        struct Release;
-        impl Drop for Release {
-            fn drop(&mut self) {
-                prewarm::release();
-            }
-        }
-        let _release = Release;
+        let _release = ReleasePrewarm;
         validate(opts)?;
         let ram = Arc::new(GuestRam::new(
             arch::RAM_BASE,
@@ -273,10 +286,7 @@ impl Vm {
                 None => fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?,
             };
             arch::setup_vcpu(&kvm, &fd, &vfd, id, &loaded, &mem_state, opts.privilege)?;
-            let mailbox = arch::mailbox_gpa(id);
-            ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
-            ram.write_u64(mailbox + abi::MB_MAGIC, abi::MAILBOX_MAGIC)?;
-            ram.write_u64(mailbox + abi::MB_VCPU, id)?;
+            let mailbox = init_mailbox(&ram, id)?;
             vcpus.push(Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone()));
         }
         let counter_khz = match vcpus.first() {
