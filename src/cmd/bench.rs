@@ -70,9 +70,25 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
     if result.partial {
         result.partial_reason = Some(crate::vmm::interrupt::name().to_string());
     }
-    say!(ktap, "{}", bench::report::cells_table(&result, a.unit));
+    print_result(ktap, a, &ctx, &result);
+    write_outputs(&ctx, a, &result)?;
+    if result.partial {
+        crate::errln!(
+            "hypclear bench: interrupted ({}); the table and files above are partial \
+             (\"partial\": true in the JSON)",
+            crate::vmm::interrupt::name()
+        );
+        return Ok(crate::vmm::interrupt::exit_code());
+    }
+    Ok(0)
+}
+
+/// The cells table (and KTAP), how to read it, the guest/host ratios and
+/// the variance notes.
+fn print_result(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
+    say!(ktap, "{}", bench::report::cells_table(result, a.unit));
     if ktap {
-        report::print_bytes(bench::report::cells_ktap(&result).render().as_bytes());
+        report::print_bytes(bench::report::cells_ktap(result).render().as_bytes());
     }
     say!(
         ktap,
@@ -85,22 +101,12 @@ pub fn bench(common: &Common, a: &BenchArgs, start: Instant, sides: Vec<Side>) -
         a.unit.label(),
         ctx.start.elapsed().as_secs_f64()
     );
-    for l in bench::sides::ratio_lines(&result) {
+    for l in bench::sides::ratio_lines(result) {
         say!(ktap, "{l}");
     }
-    for l in bench::report::variance_lines(&result, 0.02) {
+    for l in bench::report::variance_lines(result, 0.02) {
         say!(ktap, "{l}");
     }
-    write_outputs(&ctx, a, &result)?;
-    if result.partial {
-        crate::errln!(
-            "hypclear bench: interrupted ({}); the table and files above are partial \
-             (\"partial\": true in the JSON)",
-            crate::vmm::interrupt::name()
-        );
-        return Ok(crate::vmm::interrupt::exit_code());
-    }
-    Ok(0)
 }
 
 /// Host memory for the run, checked before any VM: each guest region and
