@@ -59,6 +59,14 @@ fn builds_and_parses_a_real_tree() {
         again.timings
     );
 
+    parse_and_apply_the_objects(&tree, arch, &out);
+    link_with_the_pipeline(&tree, arch);
+}
+
+/// Every built object parses, its alternatives apply (with the host's
+/// features when it is the host's architecture), and no replacement is
+/// longer than its site.
+fn parse_and_apply_the_objects(tree: &KernelTree, arch: Arch, out: &kbuild::Output) {
     let machine = match arch {
         Arch::X86_64 => object::elf::EM_X86_64,
         Arch::Aarch64 => object::elf::EM_AARCH64,
@@ -97,7 +105,6 @@ fn builds_and_parses_a_real_tree() {
             hypclear_kernel::alternatives::x86_clear_page_pick(&host)
         );
     }
-    link_with_the_pipeline(&tree, arch);
 }
 
 /// The runtime link (the one pipeline of blob/link.rs) on the built

@@ -190,27 +190,7 @@ pub(crate) fn main(cli: Cli, start: Instant) -> Result<i32> {
 
 fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
     let common = &cli.common;
-    let text_or_ktap = [Format::Text, Format::Ktap];
-    match &cli.command {
-        Some(Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Selftest { .. }) | None => {
-            common
-                .format
-                .check("run, verify and selftest", &text_or_ktap)?
-        }
-        Some(Cmd::Info { .. }) => common.format.check("info", &[Format::Text])?,
-        Some(Cmd::Bench { .. }) => common.format.check("bench", &text_or_ktap)?,
-        Some(Cmd::Compare { .. }) => common.only("compare", &["--format"])?,
-        Some(Cmd::Blob { .. }) => common.only(
-            "blob",
-            &[
-                "--kernel-tree",
-                "--kernel-config",
-                "--kernel-build-dir",
-                "--arch",
-            ],
-        )?,
-        _ => {}
-    }
+    check_options(&cli)?;
     // Output paths before any work: a --kernel-tree build comes first.
     let mut outputs = vec![&common.json];
     if let Some(Cmd::Bench { args, .. }) = &cli.command {
@@ -223,23 +203,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         args: crate::cli::RunArgs::default(),
         common: common.clone(),
     });
-    let sides = match &command {
-        Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Info { .. } => sides(common, false, false)?,
-        Cmd::Bench { args, .. } => sides(common, true, args.builtin)?,
-        Cmd::Blob { .. } => Vec::new(),
-        _ if common.kernel.is_set() => {
-            return Err(Error::Usage(
-                "--kernel-tree/--blob apply to run, verify, bench, info and blob only \
-                 (selftest runs hypclear's own broken routines; compare reads JSON)"
-                    .into(),
-            ));
-        }
-        _ => common
-            .builtin_configs()
-            .into_iter()
-            .map(Side::Builtin)
-            .collect(),
-    };
+    let sides = command_sides(common, &command)?;
     let resolve = |sides: Vec<Side>| Ctx::resolve(common, start, common.mem(), sides);
     match command {
         Cmd::Blob { args, .. } => kernel::blob(common, &args),
@@ -272,12 +236,82 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
     }
 }
 
+/// The common options each subcommand takes (`--format` values, and the
+/// few options compare and blob accept).
+fn check_options(cli: &Cli) -> Result<()> {
+    let common = &cli.common;
+    let text_or_ktap = [Format::Text, Format::Ktap];
+    match &cli.command {
+        Some(Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Selftest { .. }) | None => {
+            common
+                .format
+                .check("run, verify and selftest", &text_or_ktap)?
+        }
+        Some(Cmd::Info { .. }) => common.format.check("info", &[Format::Text])?,
+        Some(Cmd::Bench { .. }) => common.format.check("bench", &text_or_ktap)?,
+        Some(Cmd::Compare { .. }) => common.only("compare", &["--format"])?,
+        Some(Cmd::Blob { .. }) => common.only(
+            "blob",
+            &[
+                "--kernel-tree",
+                "--kernel-config",
+                "--kernel-build-dir",
+                "--arch",
+            ],
+        )?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The sides `command` runs on.
+fn command_sides(common: &Common, command: &Cmd) -> Result<Vec<Side>> {
+    Ok(match command {
+        Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Info { .. } => {
+            sides(common, SideRules::default())?
+        }
+        Cmd::Bench { args, .. } => sides(
+            common,
+            SideRules {
+                several_kernels: true,
+                builtin_beside: args.builtin,
+            },
+        )?,
+        Cmd::Blob { .. } => Vec::new(),
+        _ if common.kernel.is_set() => {
+            return Err(Error::Usage(
+                "--kernel-tree/--blob apply to run, verify, bench, info and blob only \
+                 (selftest runs hypclear's own broken routines; compare reads JSON)"
+                    .into(),
+            ));
+        }
+        _ => common
+            .builtin_configs()
+            .into_iter()
+            .map(Side::Builtin)
+            .collect(),
+    })
+}
+
+/// What a subcommand allows of its sides.
+#[derive(Debug, Clone, Copy, Default)]
+struct SideRules {
+    /// Several kernel sides in one invocation (bench).
+    several_kernels: bool,
+    /// `--builtin`: the built-ins beside the kernel sides.
+    builtin_beside: bool,
+}
+
 /// The sides of run, verify, info and bench: the kernel blobs asked for
 /// (`--kernel-tree`, `--blob`), else the built-in link configurations of
 /// `--config`. Only bench takes several kernel sides, and built-ins beside
 /// them (`--builtin`: first, in `--config` or else the kernels' link
 /// configurations).
-fn sides(common: &Common, bench: bool, builtin: bool) -> Result<Vec<Side>> {
+fn sides(common: &Common, rules: SideRules) -> Result<Vec<Side>> {
+    let SideRules {
+        several_kernels: bench,
+        builtin_beside: builtin,
+    } = rules;
     let kernel = kernel::sides(common)?;
     if kernel.is_empty() {
         if builtin {

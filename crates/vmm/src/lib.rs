@@ -207,6 +207,16 @@ pub struct Vm {
     pub counter_khz: u64,
 }
 
+/// Clear vCPU `id`'s mailbox page and write its magic and vCPU number;
+/// returns its guest-physical address.
+fn init_mailbox(ram: &GuestRam, id: u64) -> Result<u64> {
+    let mailbox = arch::mailbox_gpa(id);
+    ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
+    ram.write_u64(mailbox + abi::MB_MAGIC, abi::MAILBOX_MAGIC)?;
+    ram.write_u64(mailbox + abi::MB_VCPU, id)?;
+    Ok(mailbox)
+}
+
 impl Vm {
     /// Map guest RAM, load the blob and write the page tables, then create
     /// the VM and register RAM as its memslot, and set up the vCPUs.
@@ -241,10 +251,7 @@ impl Vm {
         for id in 0..opts.vcpus {
             let vfd = fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?;
             arch::setup_vcpu(&kvm, &fd, &vfd, id, &loaded, &mem_state, opts.privilege)?;
-            let mailbox = arch::mailbox_gpa(id);
-            ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
-            ram.write_u64(mailbox + abi::MB_MAGIC, abi::MAILBOX_MAGIC)?;
-            ram.write_u64(mailbox + abi::MB_VCPU, id)?;
+            let mailbox = init_mailbox(&ram, id)?;
             vcpus.push(Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone()));
         }
         let counter_khz = match vcpus.first() {

@@ -298,59 +298,71 @@ const MOPS_PROBE_VECTOR: [u32; 3] = [
     0x1400_0000, // b    .
 ];
 
-// Over 80 lines: a self-contained probe VM (memory, vCPU, registers, run,
-// decode) that must not depend on the VMM it decides for.
-/// Whether the MOPS instructions actually work in a KVM guest at EL1:
-/// `Ok(None)` if they do, `Ok(Some(esr))` with the syndrome if they trap
-/// (e.g. when KVM advertises FEAT_MOPS in ID_AA64ISAR2_EL1 but leaves
-/// HCRX_EL2.MSCEn clear, which makes them UNDEFINED), `Err` if the probe
-/// could not run.
-pub fn probe_mops(kvm: &Kvm) -> Result<Option<u64>> {
-    use kvm_bindings::kvm_userspace_memory_region;
-    use kvm_ioctls::VcpuExit;
+/// The probe VM's memory: one private anonymous mapping, unmapped on drop.
+struct ProbeMemory(*mut libc::c_void);
+
+impl ProbeMemory {
     const SIZE: usize = 0x1_0000; // one page even with 64 KiB host pages
-    let vm = kvm.create_vm().map_err(Error::probe("KVM_CREATE_VM"))?;
-    // SAFETY: a fresh private anonymous mapping, unmapped below.
-    let host = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            SIZE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if host == libc::MAP_FAILED {
-        return Err(Error::ProbeMmap);
-    }
-    struct Unmap(*mut libc::c_void);
-    impl Drop for Unmap {
-        fn drop(&mut self) {
-            // SAFETY: the mapping made above, SIZE bytes.
-            unsafe { libc::munmap(self.0, SIZE) };
+
+    fn new() -> Result<ProbeMemory> {
+        // SAFETY: a fresh private anonymous mapping, unmapped on drop.
+        let host = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                Self::SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if host == libc::MAP_FAILED {
+            return Err(Error::ProbeMmap);
         }
+        Ok(ProbeMemory(host))
     }
-    let _unmap = Unmap(host);
-    let put = |off: usize, words: &[u32]| {
+
+    /// Write instruction `words` at byte offset `off`.
+    fn put(&self, off: usize, words: &[u32]) {
+        assert!(off + 4 * words.len() <= Self::SIZE);
         for (i, w) in words.iter().enumerate() {
-            // SAFETY: off + 4 * i + 4 <= SIZE for the offsets used here.
+            // SAFETY: off + 4 * i + 4 <= SIZE (checked above).
             unsafe {
-                host.cast::<u8>()
+                self.0
+                    .cast::<u8>()
                     .add(off + 4 * i)
                     .cast::<u32>()
                     .write_unaligned(w.to_le())
             };
         }
-    };
-    put(0, &MOPS_PROBE_CODE);
-    put(0xa00, &MOPS_PROBE_VECTOR);
+    }
+}
+
+impl Drop for ProbeMemory {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, SIZE bytes.
+        unsafe { libc::munmap(self.0, Self::SIZE) };
+    }
+}
+
+/// Whether the MOPS instructions actually work in a KVM guest at EL1:
+/// `Ok(None)` if they do, `Ok(Some(esr))` with the syndrome if they trap
+/// (e.g. when KVM advertises FEAT_MOPS in ID_AA64ISAR2_EL1 but leaves
+/// HCRX_EL2.MSCEn clear, which makes them UNDEFINED), `Err` if the probe
+/// could not run. A self-contained probe VM: it must not depend on the VMM
+/// it decides for.
+pub fn probe_mops(kvm: &Kvm) -> Result<Option<u64>> {
+    use kvm_bindings::kvm_userspace_memory_region;
+    let mem = ProbeMemory::new()?;
+    mem.put(0, &MOPS_PROBE_CODE);
+    mem.put(0xa00, &MOPS_PROBE_VECTOR);
+    let vm = kvm.create_vm().map_err(Error::probe("KVM_CREATE_VM"))?;
     let region = kvm_userspace_memory_region {
         slot: 0,
         flags: 0,
         guest_phys_addr: RAM_BASE,
-        memory_size: SIZE as u64,
-        userspace_addr: host as u64,
+        memory_size: ProbeMemory::SIZE as u64,
+        userspace_addr: mem.0 as u64,
     };
     // SAFETY: the region is a live mapping that outlives the VM fd (both
     // are dropped at the end of this function, the VM first).
@@ -366,9 +378,18 @@ pub fn probe_mops(kvm: &Kvm) -> Result<Option<u64>> {
     ] {
         set_reg(&fd, id, v, "KVM_SET_ONE_REG")?;
     }
+    let result = run_probe(fd);
+    drop(vm);
+    drop(mem);
+    result
+}
+
+/// Run the probe vCPU to its doorbell write: 1 (the MOPS sequence ran) or
+/// the ESR_EL1 its vector stored; bounded by a 5 s watchdog.
+fn run_probe(mut fd: kvm_ioctls::VcpuFd) -> Result<Option<u64>> {
+    use kvm_ioctls::VcpuExit;
     let mut watchdog = crate::watchdog::Watchdog::for_current_thread();
-    let mut fd = fd;
-    let result = loop {
+    loop {
         watchdog.arm(std::time::Duration::from_secs(5));
         let exit = fd.run();
         watchdog.disarm();
@@ -378,20 +399,17 @@ pub fn probe_mops(kvm: &Kvm) -> Result<Option<u64>> {
                 let n = data.len().min(8);
                 v[..n].copy_from_slice(&data[..n]);
                 let v = u64::from_le_bytes(v);
-                break Ok(if v == 1 { None } else { Some(v) });
+                return Ok(if v == 1 { None } else { Some(v) });
             }
-            Ok(other) => break Err(Error::ProbeExit(format!("{other:?}"))),
+            Ok(other) => return Err(Error::ProbeExit(format!("{other:?}"))),
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
                 if watchdog.fired() {
-                    break Err(Error::ProbeTimeout);
+                    return Err(Error::ProbeTimeout);
                 }
             }
-            Err(e) => break Err(Error::probe("KVM_RUN")(e)),
+            Err(e) => return Err(Error::probe("KVM_RUN")(e)),
         }
-    };
-    drop(fd);
-    drop(vm);
-    result
+    }
 }
 
 /// MIDR_EL1 of CPU 0 from sysfs (fallback when no vCPU can be made).
