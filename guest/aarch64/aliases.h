@@ -4,7 +4,7 @@
  * `vanilla` (CONFIG_CLEAR_PAGE_ALIAS) has out-of-line clear_page[s]
  * routines; `memset` has none, as in "arm64: clear_page[s] using memset",
  * where clear_page(addr) is memset(addr, 0, PAGE_SIZE).
- * Names are <family>_<variant> ('-' written '_'); with each lib/*.S header
+ * Names are <family>_<variant> ('-' written '_'); with each lib/<file>.S header
  * this list is the variant catalogue (crates/link/src/catalog.rs), in this
  * order. Which variants follow kernel code: see guest/README.md.
  */
