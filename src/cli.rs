@@ -322,7 +322,7 @@ impl Common {
     /// took `--json F --mem 0 --timeout nan` silently.
     pub(crate) fn only(&self, command: &str, applies: &[&str]) -> crate::error::Result<()> {
         let default = Cli::try_parse_args(["hypclear"])
-            .map_err(|e| crate::error::Error::Internal(format!("default options: {e}")))?
+            .map_err(|e| crate::error::RunError::Internal(format!("default options: {e}")))?
             .common;
         let extra: Vec<&str> = self
             .given(&default)

@@ -14,9 +14,6 @@ pub(crate) enum Error {
     /// The VMM, a check or a benchmark failed (its own category).
     #[error(transparent)]
     Run(#[from] RunError),
-    /// A fault of hypclear itself (exit 2).
-    #[error("internal error: {0}; please report it with the command line")]
-    Internal(String),
     /// A kernel tree or kernel blob file that cannot be used (exit 2).
     #[error(transparent)]
     Kernel(#[from] KernelBlobError),
@@ -47,7 +44,6 @@ impl Error {
         match self {
             Error::Usage(_) => Category::Usage,
             Error::Run(e) => e.category(),
-            Error::Internal(_) => Category::Internal,
             Error::Kernel(_) => Category::Environment,
         }
     }

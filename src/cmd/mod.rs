@@ -221,7 +221,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             let mut out = Vec::new();
             clap_mangen::Man::new(cmd)
                 .render(&mut out)
-                .map_err(|e| Error::Internal(format!("rendering the man page failed: {e}")))?;
+                .map_err(|e| RunError::Internal(format!("rendering the man page failed: {e}")))?;
             crate::output::print_bytes(&out);
             Ok(0)
         }

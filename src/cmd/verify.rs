@@ -340,7 +340,7 @@ fn boot_and_run(
     prepare: impl FnOnce() -> Result<(Ctx, bool)>,
 ) -> Result<(Ctx, Vec<Result<ConfigRun>>)> {
     let Some((first, rest)) = configs.split_first() else {
-        return Err(Error::Internal("no link configuration to run".into()));
+        return Err(RunError::Internal("no link configuration to run".into()).into());
     };
     let (_, pattern) = sizes(filter);
     // The copy source (tens of MB) is made when the first copy needs it.
@@ -389,16 +389,17 @@ fn boot_and_run(
                     runs.push(r);
                 }
                 Ok(None) => {}
-                Err(_) => runs.push(Err(Error::Internal(
+                Err(_) => runs.push(Err(RunError::Internal(
                     "a verification thread panicked; please report this as a hypclear bug".into(),
-                ))),
+                )
+                .into())),
             }
         }
         Ok::<_, Error>(runs)
     })?;
     let ctx = ctx_cell
         .into_inner()
-        .ok_or_else(|| Error::Internal("the run context was never set".into()))?;
+        .ok_or_else(|| RunError::Internal("the run context was never set".into()))?;
     Ok((ctx, runs))
 }
 /// The largest check and the copy source pattern (host) the suite needs.
