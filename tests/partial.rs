@@ -26,68 +26,39 @@ fn a_killed_bench_leaves_partial_json_that_compare_reads() {
         return;
     }
     let json = tmp_json("bench-killed");
-    // Many sessions: the run cannot finish between two polls.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hypclear"))
-        .args([
-            "bench",
-            "memset",
-            "-s",
-            "4MB",
-            "-k",
-            "4KB,64KB",
-            "-f",
-            PORTABLE,
-            "--sessions",
-            "40",
-            "--repeats",
-            "2",
-            "--config",
-            "both",
-            "--cache",
-            "warm",
-            "--seed",
-            "1",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("cannot run the hypclear binary");
-    let t = Instant::now();
-    // Wait until two sessions' cells are in (compare needs two per side).
-    let doc = loop {
-        if let Some(doc) = parsed(&json) {
-            let done = doc["cells"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|c| c["guest"].as_array().is_some_and(|g| g.len() >= 4))
-                .count();
-            if done == 4 {
-                break doc;
-            }
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("bench ended ({status}) before it was killed");
-        }
-        assert!(
-            t.elapsed() < FIRST_CELL,
-            "no cell finished in {FIRST_CELL:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    child.kill().unwrap(); // SIGKILL: no handler runs
-    let status = child.wait().unwrap();
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(9)
-    );
-    assert_eq!(doc["partial"], true, "{doc}");
+    // Many sessions: the run cannot finish between two polls. Killed once
+    // two sessions' cells are in (compare needs two per side).
+    let args = [
+        "bench",
+        "memset",
+        "-s",
+        "4MB",
+        "-k",
+        "4KB,64KB",
+        "-f",
+        PORTABLE,
+        "--sessions",
+        "40",
+        "--repeats",
+        "2",
+        "--config",
+        "both",
+        "--cache",
+        "warm",
+        "--seed",
+        "1",
+    ];
+    let doc = kill_once(&args, &json, |doc| {
+        let cells = doc["cells"].as_array();
+        let done = cells
+            .into_iter()
+            .flatten()
+            .filter(|c| c["guest"].as_array().is_some_and(|g| g.len() >= 4));
+        done.count() == 4
+    });
     // What is on disk after the kill is whole JSON, still marked partial.
-    let after = parsed(&json).expect("the JSON on disk is whole after SIGKILL");
-    assert_eq!(after["partial"], true);
-    assert_eq!(after["cells"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["partial"], true, "{doc}");
+    assert_eq!(doc["cells"].as_array().unwrap().len(), 4);
     let leftovers: Vec<_> = std::fs::read_dir(json.parent().unwrap())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -162,4 +133,72 @@ fn ctrl_c_during_start_and_boot_exits_130_with_what_it_has() {
             );
         }
     }
+}
+
+/// Start `hypclear ARGS` and SIGKILL it once the JSON at `json` parses with
+/// `ready` true (while the process still runs); the document on disk after
+/// the kill.
+fn kill_once(
+    args: &[&str],
+    json: &std::path::Path,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let _ = std::fs::remove_file(json);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hypclear"))
+        .args(args)
+        .args(["--json", json.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("cannot run the hypclear binary");
+    let t = Instant::now();
+    while !parsed(json).is_some_and(|d| ready(&d)) {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("hypclear {args:?} ended ({status}) before it was killed");
+        }
+        assert!(t.elapsed() < FIRST_CELL, "no checkpoint in {FIRST_CELL:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no handler runs
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    parsed(json).expect("the JSON on disk is whole after SIGKILL")
+}
+
+/// run/verify rewrite their --json as checks complete (at most every
+/// second, marked partial "in progress"): a run killed outright keeps the
+/// checks it finished, counted per row as the summary says.
+#[test]
+fn a_killed_run_keeps_the_checks_it_finished() {
+    if !kvm_available("partial run JSON") {
+        return;
+    }
+    let json = tmp_json("run-killed");
+    // --geometry full: ~2 million checks, seconds here; kill it mid-way.
+    let doc = kill_once(&["run", "--geometry", "full", "--seed", "1"], &json, |d| {
+        d["summary"]["passed"].as_u64().is_some_and(|n| n > 0)
+    });
+    assert_eq!(doc["partial"], true, "{doc}");
+    let reason = doc["partial_reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("in progress"), "{reason}");
+    let passed = doc["summary"]["passed"].as_u64().unwrap();
+    let rows: u64 = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["passed"].as_u64().unwrap())
+        .sum();
+    assert!(
+        passed > 0 && rows == passed,
+        "summary {passed} vs rows {rows}"
+    );
+    assert!(
+        doc["guest"]["load_addresses"]
+            .as_object()
+            .is_some_and(|m| !m.is_empty())
+    );
+    assert!(doc["summary"]["first_hypercall_ms"].as_f64().unwrap() > 0.0);
 }

@@ -145,6 +145,16 @@ struct FirstHypercall {
     after: Duration,
 }
 
+impl FirstHypercall {
+    /// The earlier of two configurations' first hypercalls.
+    fn earliest(a: Option<Self>, b: Self) -> Option<Self> {
+        match a {
+            Some(a) if a.after <= b.after => Some(a),
+            _ => Some(b),
+        }
+    }
+}
+
 /// Boot one VM of `side` up to its first hypercall.
 fn boot(common: &Common, early: &Early, side: &Side) -> Result<Booted> {
     let mut vm = Vm::new(vmm::open_kvm()?, &early.vm_options(common, side)?)?;
@@ -157,16 +167,146 @@ fn boot(common: &Common, early: &Early, side: &Side) -> Result<Booted> {
     })
 }
 
-/// The suite of one link configuration in its booted VM, stopping at the
-/// first guest failure.
+/// What every configuration's run shares.
+struct Shared<'a> {
+    filter: &'a Filter,
+    pats: &'a Patterns,
+    bars: &'a indicatif::MultiProgress,
+    live: &'a Live<'a>,
+}
+
+/// How often run/verify rewrite their `--json` while checks complete.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// The `partial_reason` of a JSON written while the run goes on.
+const IN_PROGRESS: &str = "in progress: written while the run went on; a file that still says \
+                           so was left by a process killed without a word (SIGKILL, the OOM \
+                           killer, a lost machine)";
+
+/// The results so far, rewritten as the `--json` while checks complete, so
+/// that a run killed outright keeps what it finished (SIGINT, SIGTERM,
+/// SIGHUP and errors write the final, partial report instead).
+struct Live<'a> {
+    command: &'a str,
+    configs: &'a [Side],
+    state: std::sync::Mutex<LiveState>,
+}
+
+#[derive(Default)]
+struct LiveState {
+    written: Option<Instant>,
+    /// Per configuration, in `configs` order: its last checkpoint.
+    runs: Vec<Option<Snapshot>>,
+}
+
+/// What a configuration's JSON says of its VM.
+#[derive(Clone, Copy)]
+struct VmFacts {
+    load: u64,
+    counter_khz: u64,
+    first_hypercall: FirstHypercall,
+}
+
+/// One configuration's results at a checkpoint: every record final.
+struct Snapshot {
+    config: LinkConfig,
+    facts: VmFacts,
+    records: Vec<CheckRecord>,
+    rows: Rows,
+    checked_bytes: u64,
+    check_time: Duration,
+}
+
+impl<'a> Live<'a> {
+    fn new(command: &'a str, configs: &'a [Side]) -> Self {
+        let runs = configs.iter().map(|_| None).collect();
+        let state = std::sync::Mutex::new(LiveState {
+            written: None,
+            runs,
+        });
+        Live {
+            command,
+            configs,
+            state,
+        }
+    }
+
+    /// Save configuration `index`'s results so far (`facts`, `run`) with the
+    /// others' last ones, at most every [`CHECKPOINT_EVERY`].
+    fn checkpoint(&self, ctx: &Ctx, index: usize, facts: VmFacts, run: &suite::SuiteRun) {
+        let Some(path) = &ctx.common.json else {
+            return;
+        };
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        if st.written.is_some_and(|t| t.elapsed() < CHECKPOINT_EVERY) {
+            return;
+        }
+        let Some(side) = self.configs.get(index) else {
+            return;
+        };
+        let mut records = run.records.clone();
+        relabel(side, &mut records);
+        let snap = Snapshot {
+            config: side.config(),
+            facts,
+            records,
+            rows: relabel_rows(side, run.rows.clone()),
+            checked_bytes: run.checked_bytes,
+            check_time: run.check_time,
+        };
+        if let Some(slot) = st.runs.get_mut(index) {
+            *slot = Some(snap);
+        }
+        let o = st.outcome();
+        let mut doc = json_doc(
+            ctx,
+            self.command,
+            self.configs,
+            &o,
+            Totals::of(ctx, &o).json(),
+        );
+        doc.partial = true;
+        doc.partial_reason = Some(IN_PROGRESS);
+        // A failed checkpoint does not stop the run: the final write
+        // reports the error.
+        let _ = crate::files::write_json(path, &doc);
+        st.written = Some(Instant::now());
+    }
+}
+
+impl LiveState {
+    fn outcome(&self) -> Outcome {
+        let mut o = Outcome::default();
+        for s in self.runs.iter().flatten() {
+            o.loads.insert(s.config.name().into(), json!(s.facts.load));
+            o.counter_khz = s.facts.counter_khz;
+            o.first_hypercall =
+                FirstHypercall::earliest(o.first_hypercall, s.facts.first_hypercall);
+            o.rows.merge(s.rows.clone());
+            o.records.extend(s.records.iter().cloned());
+            o.checked_bytes += s.checked_bytes;
+            o.check_time += s.check_time;
+        }
+        o
+    }
+}
+
+/// The suite of one link configuration (`index` in the run's) in its
+/// booted VM, stopping at the first guest failure.
 fn run_config(
     ctx: &Ctx,
-    side: &Side,
+    (index, side): (usize, &Side),
     booted: Booted,
-    filter: &Filter,
-    pats: &Patterns,
-    bars: &indicatif::MultiProgress,
+    shared: &Shared<'_>,
 ) -> Result<ConfigRun> {
+    let Shared {
+        filter,
+        pats,
+        bars,
+        live,
+    } = *shared;
     let Booted {
         mut vm,
         first_hypercall,
@@ -203,7 +343,19 @@ fn run_config(
             Geometry::Full => Keep::Failures,
         },
     };
-    let mut run = suite::run(&mut vm, &specs, pats, &opts, &pb)?;
+    let mut run = {
+        let vm_facts = VmFacts {
+            load: vm.loaded.base,
+            counter_khz: vm.counter_khz,
+            first_hypercall,
+        };
+        let mut checkpoint = |r: &suite::SuiteRun| live.checkpoint(ctx, index, vm_facts, r);
+        let mut watch = suite::Watch {
+            bar: &pb,
+            checkpoint: Some(&mut checkpoint),
+        };
+        suite::run(&mut vm, &specs, pats, &opts, &mut watch)?
+    };
     pb.finish_and_clear();
     relabel(side, &mut run.records);
     relabel(side, &mut skipped);
@@ -335,10 +487,11 @@ fn stops(r: &Result<ConfigRun>) -> bool {
 fn boot_and_run(
     common: &Common,
     early: &Early,
-    configs: &[Side],
+    live: &Live<'_>,
     filter: &Filter,
     prepare: impl FnOnce() -> Result<(Ctx, bool)>,
 ) -> Result<(Ctx, Vec<Result<ConfigRun>>)> {
+    let configs = live.configs;
     let Some((first, rest)) = configs.split_first() else {
         return Err(RunError::Internal("no link configuration to run".into()).into());
     };
@@ -346,13 +499,20 @@ fn boot_and_run(
     // The copy source (tens of MB) is made when the first copy needs it.
     let pats = &Patterns::new(early.seed, pattern as usize);
     let bars = &super::progress_group();
+    let shared = &Shared {
+        filter,
+        pats,
+        bars,
+        live,
+    };
     let ctx_cell = std::sync::OnceLock::new();
-    let shared = &ctx_cell;
+    let ctx_shared = &ctx_cell;
     let runs = std::thread::scope(|s| {
         let booted = boot(common, early, first);
         let others: Vec<_> = rest
             .iter()
-            .map(|side| {
+            .enumerate()
+            .map(|(i, side)| {
                 // `true`: run now; `false`, or the sender dropped: stop.
                 let (go, turn) = std::sync::mpsc::channel::<bool>();
                 let h = s.spawn(move || {
@@ -361,21 +521,21 @@ fn boot_and_run(
                         return None;
                     }
                     // Set before any `true` is sent.
-                    let ctx: &Ctx = shared.get()?;
+                    let ctx: &Ctx = ctx_shared.get()?;
                     let booted = booted.unwrap_or_else(|| boot(common, early, side));
-                    Some(booted.and_then(|b| run_config(ctx, side, b, filter, pats, bars)))
+                    Some(booted.and_then(|b| run_config(ctx, (i + 1, side), b, shared)))
                 });
                 (go, h)
             })
             .collect();
         let (ctx, side_by_side) = prepare()?;
-        let ctx = shared.get_or_init(|| ctx);
+        let ctx = ctx_shared.get_or_init(|| ctx);
         if side_by_side {
             for (go, _) in &others {
                 let _ = go.send(true);
             }
         }
-        let first = booted.and_then(|b| run_config(ctx, first, b, filter, pats, bars));
+        let first = booted.and_then(|b| run_config(ctx, (0, first), b, shared));
         let mut stop = stops(&first);
         let mut runs = vec![first];
         for (go, h) in others {
@@ -486,7 +646,8 @@ pub(super) fn verify(
         }
         Ok((ctx, side_by_side))
     };
-    let (ctx, runs) = boot_and_run(common, &early, &configs, &filter, prepare)?;
+    let live = Live::new(command, &configs);
+    let (ctx, runs) = boot_and_run(common, &early, &live, &filter, prepare)?;
     let mut o = outcome(&ctx, runs)?;
     o.geometry = filter.geometry;
     let skip = unrunnable_rows(&ctx, &unrunnable, &filter);
@@ -544,10 +705,7 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
         };
         ctx.say(&r.banner);
         o.counter_khz = r.counter_khz;
-        o.first_hypercall = match o.first_hypercall {
-            Some(f) if f.after <= r.first_hypercall.after => Some(f),
-            _ => Some(r.first_hypercall),
-        };
+        o.first_hypercall = FirstHypercall::earliest(o.first_hypercall, r.first_hypercall);
         o.loads.insert(r.config.name().into(), json!(r.load));
         o.rows.merge(Rows::of(&r.skipped));
         o.rows.merge(r.run.rows);
@@ -574,15 +732,20 @@ fn report_outcome(
 ) -> Result<i32> {
     let cut = partial_reason(o, error);
     print_results(ctx, o, cut.as_deref());
-    let (passed, failed, skipped) = o.rows.counts();
-    let elapsed = ctx.start.elapsed();
-    let checker_gbps = o.checked_bytes as f64 / o.check_time.as_secs_f64().max(1e-9) / 1e9;
+    let totals = Totals::of(ctx, o);
+    let Totals {
+        passed,
+        failed,
+        skipped,
+        elapsed,
+        first_ms,
+        checker_gbps,
+        ..
+    } = totals;
     if let Some(f) = &o.failure {
         crate::errln!("{f}");
     }
     let ok = failed == 0 && o.failure.is_none() && !o.interrupted;
-    let first = o.first_hypercall;
-    let first_ms = first.map_or(0.0, |f| f.after.as_secs_f64() * 1e3);
     ctx.say(format_args!(
         "hypclear {command}: {} — {passed} passed, {failed} failed, {skipped} skipped ({}) in {:.2} s; \
          first hypercall after {:.1} ms; checker {:.1} GB/s",
@@ -604,16 +767,7 @@ fn report_outcome(
         checker_gbps
     ));
     if let Some(path) = &ctx.common.json {
-        let summary = json!({
-            "passed": passed,
-            "failed": failed,
-            "skipped": skipped,
-            "elapsed_s": elapsed.as_secs_f64(),
-            "first_hypercall_ms": first_ms,
-            "checker_gb_per_s": checker_gbps,
-            "checked_bytes": o.checked_bytes,
-        });
-        let mut doc = json_doc(ctx, command, configs, o, summary);
+        let mut doc = json_doc(ctx, command, configs, o, totals.json());
         doc.partial_reason = cut.as_deref();
         doc.partial = cut.is_some();
         crate::files::write_json(path, &doc)?;
@@ -626,6 +780,47 @@ fn report_outcome(
         return Ok(crate::interrupt::exit_code());
     }
     Ok(if ok { 0 } else { EXIT_FAILED })
+}
+
+/// The summary line's figures (and the JSON's `summary`).
+#[derive(Clone, Copy)]
+struct Totals {
+    passed: u64,
+    failed: u64,
+    skipped: u64,
+    elapsed: Duration,
+    first_ms: f64,
+    checker_gbps: f64,
+    checked_bytes: u64,
+}
+
+impl Totals {
+    fn of(ctx: &Ctx, o: &Outcome) -> Totals {
+        let (passed, failed, skipped) = o.rows.counts();
+        Totals {
+            passed,
+            failed,
+            skipped,
+            elapsed: ctx.start.elapsed(),
+            first_ms: o
+                .first_hypercall
+                .map_or(0.0, |f| f.after.as_secs_f64() * 1e3),
+            checker_gbps: o.checked_bytes as f64 / o.check_time.as_secs_f64().max(1e-9) / 1e9,
+            checked_bytes: o.checked_bytes,
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "passed": self.passed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "elapsed_s": self.elapsed.as_secs_f64(),
+            "first_hypercall_ms": self.first_ms,
+            "checker_gb_per_s": self.checker_gbps,
+            "checked_bytes": self.checked_bytes,
+        })
+    }
 }
 
 /// The table, or the KTAP document (`cut`: why the run ended early).

@@ -122,7 +122,12 @@ fn run_copies(
         scope: checker::Scope::Target,
         keep: suite::Keep::All,
     };
-    let run = suite::run(vm, &specs, pats, &opts, &indicatif::ProgressBar::hidden())?;
+    let bar = indicatif::ProgressBar::hidden();
+    let mut watch = suite::Watch {
+        bar: &bar,
+        checkpoint: None,
+    };
+    let run = suite::run(vm, &specs, pats, &opts, &mut watch)?;
     let verdicts = run
         .records
         .iter()

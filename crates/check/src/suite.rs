@@ -762,6 +762,15 @@ pub enum Keep {
     Failures,
 }
 
+/// What [`run`] reports as it goes.
+pub struct Watch<'a> {
+    /// Advanced by every check.
+    pub bar: &'a indicatif::ProgressBar,
+    /// Called whenever every record so far is final and counted in the
+    /// rows, so the caller can save results as they complete.
+    pub checkpoint: Option<&'a mut dyn FnMut(&SuiteRun)>,
+}
+
 /// How [`run`] runs a plan.
 #[derive(Debug, Clone, Copy)]
 pub struct RunOptions {
@@ -1258,7 +1267,7 @@ pub fn run(
     specs: &[CheckSpec],
     pats: &Patterns,
     opts: &RunOptions,
-    progress: &indicatif::ProgressBar,
+    watch: &mut Watch<'_>,
 ) -> Result<SuiteRun> {
     let timeout = opts.timeout;
     let mut out = SuiteRun::default();
@@ -1266,48 +1275,20 @@ pub fn run(
         checker::Scope::Whole => Some(checker::Snapshot::take(&vm.ram)?),
         checker::Scope::Target => None,
     };
-    let layout = Layout::of(specs);
-    let mut area = Arena::new(layout);
+    let mut area = Arena::new(Layout::of(specs));
     let mut i = 0;
     let mut folded = 0;
-    while let Some(spec) = specs.get(i) {
-        let n = match opts.scope {
-            checker::Scope::Target => batch_len(&specs[i..]),
-            checker::Scope::Whole => 0,
-        };
-        let places = if n > 1 {
-            pack(&specs[i..i + n], &layout)
-        } else {
-            Vec::new()
-        };
-        let r = if places.len() > 1 {
-            let n = places.len();
-            let r = run_batch(
-                vm,
-                &specs[i..i + n],
-                &places,
-                &mut area,
-                pats,
-                timeout,
-                &mut out,
-            );
-            i += n;
-            progress.inc(n as u64);
-            r
-        } else {
-            i += 1;
-            progress.inc(1);
-            let next = specs.get(i);
-            run_single(
-                vm,
-                (spec, next),
-                &mut area,
-                pats,
-                timeout,
-                snap.as_mut(),
-                &mut out,
-            )
-        };
+    while i < specs.len() {
+        let r = step(
+            vm,
+            (specs, &mut i),
+            &mut area,
+            pats,
+            opts,
+            snap.as_mut(),
+            &mut out,
+        );
+        watch.bar.set_position(i as u64);
         match r {
             Ok(()) => {}
             Err(Error::Interrupted) => {
@@ -1320,7 +1301,11 @@ pub fn run(
         if out.failure.is_some() {
             break;
         }
-        settle_and_fold(vm, &mut area, pats, opts, &mut out, &mut folded)?;
+        if settle_and_fold(vm, &mut area, pats, opts, &mut out, &mut folded)?
+            && let Some(checkpoint) = watch.checkpoint.as_mut()
+        {
+            checkpoint(&out);
+        }
         if out.failure.is_some() {
             break;
         }
@@ -1332,10 +1317,43 @@ pub fn run(
     Ok(out)
 }
 
+/// One step of [`run`] from `specs[*i]`: a batch of small checks, or one
+/// check on its own; `*i` moves past what it ran.
+fn step(
+    vm: &mut Vm,
+    (specs, i): (&[CheckSpec], &mut usize),
+    area: &mut Arena,
+    pats: &Patterns,
+    opts: &RunOptions,
+    snap: Option<&mut checker::Snapshot>,
+    out: &mut SuiteRun,
+) -> Result<()> {
+    let rest = &specs[*i..];
+    let n = match opts.scope {
+        checker::Scope::Target => batch_len(rest),
+        checker::Scope::Whole => 0,
+    };
+    let places = if n > 1 {
+        pack(&rest[..n], &area.layout)
+    } else {
+        Vec::new()
+    };
+    if places.len() > 1 {
+        let n = places.len();
+        *i += n;
+        return run_batch(vm, &rest[..n], &places, area, pats, opts.timeout, out);
+    }
+    *i += 1;
+    let pair = (&rest[0], rest.get(1));
+    run_single(vm, pair, area, pats, opts.timeout, snap, out)
+}
+
 /// Between two steps of [`run`]: compare the shared source area once
 /// [`DEFER`] copies wait on it (with [`Keep::Failures`], after every step,
 /// so records can be folded), then fold the records from `folded` on when
 /// none is still pending.
+/// Whether it folded: every record in `out` is then final and counted in
+/// its rows (a consistent checkpoint).
 fn settle_and_fold(
     vm: &mut Vm,
     area: &mut Arena,
@@ -1343,7 +1361,7 @@ fn settle_and_fold(
     opts: &RunOptions,
     out: &mut SuiteRun,
     folded: &mut usize,
-) -> Result<()> {
+) -> Result<bool> {
     let eager = opts.keep == Keep::Failures && !area.pending.is_empty();
     if area.pending.len() >= DEFER || eager {
         settle_source(vm, area, pats, opts.timeout, true, out)?;
@@ -1351,8 +1369,9 @@ fn settle_and_fold(
     if area.pending.is_empty() {
         out.fold(*folded, opts.keep);
         *folded = out.records.len();
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 /// One check on its own (a large one, or any with `--check whole`).
