@@ -202,3 +202,57 @@ fn a_killed_run_keeps_the_checks_it_finished() {
     );
     assert!(doc["summary"]["first_hypercall_ms"].as_f64().unwrap() > 0.0);
 }
+
+/// SIGTERM (what `timeout` and CI runners send) during selftest ends it
+/// with exit 143, the cases that ran in the JSON marked partial, and KTAP
+/// that ends in a failing `interrupted` test, so kunit.py never counts a
+/// cut run as a passing one.
+#[test]
+fn sigterm_during_selftest_keeps_the_cases_that_ran() {
+    if !kvm_available("SIGTERM during selftest") {
+        return;
+    }
+    let mut kept = 0;
+    for (i, delay_ms) in [400u64, 1200].into_iter().enumerate() {
+        let json = tmp_json(&format!("selftest-sigterm-{i}"));
+        let _ = std::fs::remove_file(&json);
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hypclear"))
+            .args(["--format", "ktap", "selftest", "--hostile", "--json"])
+            .arg(&json)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("cannot run the hypclear binary");
+        let t = Instant::now();
+        while !catches_sigint(child.id()) {
+            assert!(t.elapsed() < FIRST_CELL, "SIGINT never caught");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let ktap = String::from_utf8_lossy(&out.stdout);
+        let what = format!("SIGTERM after {delay_ms} ms: exit {:?}\n{ktap}", out.status);
+        assert_eq!(out.status.code(), Some(143), "{what}");
+        assert!(err.contains("interrupted (SIGTERM)"), "{what}");
+        let Some(doc) = parsed(&json) else {
+            assert!(err.contains("nothing was written"), "{what}");
+            continue;
+        };
+        kept += 1;
+        assert_eq!(doc["partial"], true, "{what}");
+        assert_eq!(doc["partial_reason"], "SIGTERM", "{what}");
+        let cases = doc["cases"].as_array().unwrap().len();
+        assert!(cases >= 1, "{what}");
+        assert!(ktap.contains("# interrupted: SIGTERM"), "{what}");
+        assert!(
+            ktap.lines()
+                .any(|l| l.starts_with("not ok") && l.ends_with("interrupted")),
+            "{what}"
+        );
+    }
+    assert!(kept > 0, "no SIGTERM landed after a case had finished");
+}

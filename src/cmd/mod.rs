@@ -228,11 +228,20 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         Cmd::Bench { args, .. } => bench::bench(common, &args, start, sides),
         Cmd::Run { args, .. } => run::run(common, &args, start, sides),
         Cmd::Verify { args, .. } => verify::verify(common, &args, start, "verify", sides),
+        // A stop request (SIGINT, SIGTERM, SIGHUP) from here on ends the
+        // command with what it has, never a silent kill.
         Cmd::Selftest { args, .. } if args.hostile => {
+            crate::interrupt::install()?;
             selftest::hostile(&resolve(sides)?, &args.case)
         }
-        Cmd::Selftest { .. } => selftest::selftest(&resolve(sides)?),
-        Cmd::Info { .. } => info::info(&resolve(sides)?),
+        Cmd::Selftest { .. } => {
+            crate::interrupt::install()?;
+            selftest::selftest(&resolve(sides)?)
+        }
+        Cmd::Info { .. } => {
+            crate::interrupt::install()?;
+            info::info(&resolve(sides)?)
+        }
     }
 }
 

@@ -3,7 +3,7 @@ use super::Ctx;
 use crate::blob::LinkConfig;
 use crate::check::selftest::CaseResult;
 use crate::cli::Format;
-use crate::error::{EXIT_FAILED, Result};
+use crate::error::{EXIT_FAILED, Result, RunError};
 use crate::ktap::{Document, Outcome, Test};
 use crate::vmm::host::HostInfo;
 use serde_json::json;
@@ -30,16 +30,60 @@ fn ktap(results: &[(LinkConfig, CaseResult)]) -> Document {
     )
 }
 
+/// Why the cases after `stopped` did not run (the JSON's
+/// `partial_reason`, KTAP's `# interrupted:` line).
+fn stop_reason(stopped: &RunError) -> String {
+    match stopped {
+        RunError::Interrupted => crate::interrupt::name().to_string(),
+        e => e.to_string(),
+    }
+}
+
+/// KTAP's mark of a cut run: a failing test, so a parser (kunit.py) never
+/// reads the cases that ran as the whole set.
+fn cut_leaf(reason: &str) -> Test {
+    Test::leaf("interrupted", Outcome::Fail).with_diagnostics([format!(
+        "interrupted: {reason}; the cases after the ones above did not run"
+    )])
+}
+
+/// The exit status once the results are out: 128 + the signal for a stop
+/// request, the error for anything else that stopped the cases, else
+/// whether every case was handled.
+fn finish(command: &str, stopped: Option<RunError>, all_ok: bool) -> Result<i32> {
+    match stopped {
+        Some(RunError::Interrupted) => {
+            crate::errln!(
+                "hypclear {command}: interrupted ({}); the results above are partial",
+                crate::interrupt::name()
+            );
+            Ok(crate::interrupt::exit_code())
+        }
+        Some(e) => Err(e.into()),
+        None => Ok(if all_ok { 0 } else { EXIT_FAILED }),
+    }
+}
+
 pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
     let p = &ctx.privilege;
     let mut results = Vec::new();
+    let mut stopped = None;
     for side in &ctx.sides {
         let config = side.config();
         let (opts, side) = crate::check::selftest::vm_options(&ctx.vm_options(side)?, side)?;
-        for r in crate::check::selftest::run(&opts, &side, ctx.timeout)? {
-            results.push((config, r));
+        let cases = crate::check::selftest::run(&opts, &side, ctx.timeout);
+        results.extend(cases.results.into_iter().map(|r| (config, r)));
+        if cases.stopped.is_some() {
+            stopped = cases.stopped;
+            break;
         }
     }
+    if results.is_empty()
+        && let Some(e) = stopped
+    {
+        return Err(e.into());
+    }
+    let cut = stopped.as_ref().map(stop_reason);
     let mut t = crate::table::table(&[
         "config",
         "injected fault",
@@ -59,7 +103,11 @@ pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
     let n = results.len();
     let ok = results.iter().filter(|(_, r)| r.detected).count();
     if ctx.common.format == Format::Ktap {
-        crate::output::print_bytes(ktap(&results).render().as_bytes());
+        let mut doc = ktap(&results);
+        if let (Some(c), Document::Tests(tests)) = (&cut, &mut doc) {
+            tests.push(cut_leaf(c));
+        }
+        crate::output::print_bytes(doc.render().as_bytes());
     } else {
         ctx.say(t);
     }
@@ -73,12 +121,14 @@ pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
             "command": "selftest",
             "host": HostInfo::collect(&ctx.caps, 0),
             "guest": { "privilege": p, "seed": ctx.seed },
+            "partial": cut.is_some(),
+            "partial_reason": cut,
             "cases": results.iter().map(|(c, r)| json!({"config": c, "case": r})).collect::<Vec<_>>(),
             "summary": { "passed": ok, "failed": n - ok },
         });
         crate::files::write_json(path, &doc)?;
     }
-    Ok(if ok == n { 0 } else { EXIT_FAILED })
+    finish("selftest", stopped, ok == n)
 }
 
 /// `hypclear selftest --hostile`: every hostile guest must end the way its
@@ -86,7 +136,14 @@ pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
 pub(super) fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
     let vanilla = crate::blob::LinkConfig::Vanilla.into();
     let (opts, side) = crate::check::selftest::vm_options(&ctx.vm_options(&vanilla)?, &vanilla)?;
-    let results = crate::check::hostile::run(&opts, &side, only, ctx.timeout)?;
+    let cases = crate::check::hostile::run(&opts, &side, only, ctx.timeout)?;
+    let (results, stopped) = (cases.results, cases.stopped);
+    if results.is_empty()
+        && let Some(e) = stopped
+    {
+        return Err(e.into());
+    }
+    let cut = stopped.as_ref().map(stop_reason);
     let mut t = crate::table::table(&["hostile guest", "expected", "handled", "observed", "s"]);
     for r in &results {
         t.add_row(vec![
@@ -111,7 +168,9 @@ pub(super) fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
                 )])
             })
             .collect();
-        let doc = Document::Tests(vec![Test::parent("hostile", leaves)]);
+        let mut tests = vec![Test::parent("hostile", leaves)];
+        tests.extend(cut.as_deref().map(cut_leaf));
+        let doc = Document::Tests(tests);
         crate::output::print_bytes(doc.render().as_bytes());
     } else {
         ctx.say(t);
@@ -124,10 +183,12 @@ pub(super) fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
         let doc = json!({
             "tool": "hypclear",
             "command": "selftest --hostile",
+            "partial": cut.is_some(),
+            "partial_reason": cut,
             "cases": results,
             "summary": { "passed": ok, "failed": n - ok },
         });
         crate::files::write_json(path, &doc)?;
     }
-    Ok(if ok == n { 0 } else { EXIT_FAILED })
+    finish("selftest --hostile", stopped, ok == n)
 }

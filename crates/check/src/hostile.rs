@@ -9,7 +9,7 @@ use crate::checker::{Patterns, Snapshot};
 use crate::error::{Error, Result};
 use crate::kernel::Side;
 use crate::routines::{self, Routine};
-use crate::selftest::{DST_OFFSET, LEN};
+use crate::selftest::{Cases, DST_OFFSET, LEN};
 use crate::suite::{self, CheckSpec};
 use crate::vmm::{Command, FailureKind, Vm, VmOptions};
 use hypclear_abi as abi;
@@ -181,18 +181,19 @@ pub fn run(
     side: &Side,
     only: &[String],
     timeout: Duration,
-) -> Result<Vec<HostileResult>> {
+) -> Result<Cases<HostileResult>> {
     if let Some(bad) = only.iter().find(|n| !names().contains(&n.as_str())) {
         return Err(Error::Usage(format!(
             "no hostile case `{bad}`; the cases are {}",
             names().join(", ")
         )));
     }
-    CASES
-        .iter()
-        .filter(|c| only.is_empty() || only.iter().any(|n| n == c.0))
-        .map(|c| run_case(opts, side, c, timeout))
-        .collect()
+    Ok(Cases::collect(
+        CASES
+            .iter()
+            .filter(|c| only.is_empty() || only.iter().any(|n| n == c.0))
+            .map(|c| run_case(opts, side, c, timeout)),
+    ))
 }
 
 fn run_case(

@@ -65,11 +65,43 @@ pub struct CaseResult {
 }
 
 /// Run every case; each gets a fresh VM built from `opts`.
-pub fn run(opts: &VmOptions, side: &Side, timeout: Duration) -> Result<Vec<CaseResult>> {
-    CASES
-        .iter()
-        .map(|(name, expected)| run_case(opts, side, name, *expected, timeout))
-        .collect()
+pub fn run(opts: &VmOptions, side: &Side, timeout: Duration) -> Cases<CaseResult> {
+    Cases::collect(
+        CASES
+            .iter()
+            .map(|(name, expected)| run_case(opts, side, name, *expected, timeout)),
+    )
+}
+
+/// Cases run one after the other: those that finished, and what stopped
+/// the rest (a stop request, a VMM error), if anything did; the finished
+/// ones are still reported (marked partial).
+#[derive(Debug)]
+pub struct Cases<T> {
+    pub results: Vec<T>,
+    pub stopped: Option<Error>,
+}
+
+impl<T> Cases<T> {
+    /// Run `cases` (a lazy iterator) until the first error.
+    pub(crate) fn collect(cases: impl Iterator<Item = Result<T>>) -> Self {
+        let mut results = Vec::new();
+        for r in cases {
+            match r {
+                Ok(t) => results.push(t),
+                Err(e) => {
+                    return Cases {
+                        results,
+                        stopped: Some(e),
+                    };
+                }
+            }
+        }
+        Cases {
+            results,
+            stopped: None,
+        }
+    }
 }
 
 /// A VM for selftest case `name`: the VM, a `routine` variant that needs
