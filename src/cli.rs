@@ -22,9 +22,9 @@ use std::path::PathBuf;
                   closed."
 )]
 pub(crate) struct Cli {
-    /// After [`Cli::parse_args`]: the common options wherever they were
-    /// given, before or after the subcommand.
-    #[command(flatten)]
+    /// The common options, before or after the subcommand (clap `global`:
+    /// the occurrence after the subcommand wins).
+    #[command(flatten, next_help_heading = "Common options")]
     pub common: Common,
     #[command(subcommand)]
     pub command: Option<Cmd>,
@@ -58,30 +58,13 @@ impl Cli {
         Self::parse_with(&mut cmd, args).map_err(|e| e.format(&mut cmd))
     }
 
-    /// The common options are defined on the top level and again on each
-    /// subcommand that takes them, instead of as clap `global` options:
-    /// clap copies a global option into every subcommand at each start
-    /// (17 options into 9 subcommands cost 0.2 ms of the way to the first
-    /// hypercall); a subcommand's own copy is built only when it is the one
-    /// given (`defer`). Here the two occurrences are merged as clap merges
-    /// globals: per option, the one after the subcommand wins, else the
-    /// one before it, else the default.
     fn parse_with<I, T>(cmd: &mut clap::Command, args: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
         use clap::FromArgMatches;
-        let m = cmd.try_get_matches_from_mut(args)?;
-        let mut cli = Cli::from_arg_matches(&m)?;
-        if let (Some((_, sub)), Some(after)) = (
-            m.subcommand(),
-            cli.command.as_mut().and_then(Cmd::common_mut),
-        ) {
-            after.merge_before(&cli.common, &m, sub)?;
-            cli.common.clone_from(after);
-        }
-        Ok(cli)
+        Cli::from_arg_matches(&cmd.try_get_matches_from_mut(args)?)
     }
 }
 
@@ -91,42 +74,42 @@ impl Cli {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct Common {
     /// Guest RAM size (B/KB/MB/GB, like perf bench) [default: 256MB; bench: what -s needs]
-    #[arg(long, value_parser = clap_size)]
+    #[arg(long, value_parser = clap_size, global = true)]
     pub mem: Option<u64>,
     /// Seed for the load address and the fill patterns (random if not given)
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub seed: Option<u64>,
     /// Guest privilege: auto picks CPL3 where CPL0 would be emulated (PVM)
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_enum, default_value = "auto", global = true)]
     pub cpl: CplChoice,
     /// Write the full results as JSON to FILE
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     pub json: Option<PathBuf>,
     /// Which built-in link configuration(s) to run [default: both; with a
     /// kernel side and bench --builtin: the kernel's configuration]
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, global = true)]
     pub config: Option<ConfigChoice>,
     /// Guest RAM backing
-    #[arg(long, value_enum, default_value = "anon")]
+    #[arg(long, value_enum, default_value = "anon", global = true)]
     pub backing: Backing,
     /// Populate guest RAM on the host before the guest starts
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub prefault: bool,
     /// aarch64: run the routines where DC ZVA is prohibited (EL0 with
     /// SCTLR_EL1.DZE clear, so DCZID_EL0.DZP reads 1): the seed's "no DC ZVA" columns
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub no_dc_zva: bool,
     /// Watchdog: seconds one command (or the boot) may take before the guest is
     /// declared stuck; logs do not extend it (0 < s <= 86400)
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, global = true)]
     pub timeout: f64,
     /// What a check verifies: the target and its guards, or all guest RAM
     /// outside the harness areas ("nothing more"; slower: use a small --mem)
-    #[arg(long, value_enum, default_value = "target")]
+    #[arg(long, value_enum, default_value = "target", global = true)]
     pub check: crate::check::checker::Scope,
     /// Output format: text tables; ktap (run, verify, selftest: KTAP version 1
     /// for kernel CI); markdown or rst (compare)
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text", global = true)]
     pub format: Format,
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -175,26 +158,26 @@ pub(crate) struct KernelArgs {
     /// Build and run this kernel tree's own clear_page/memset/memcpy/copy_page
     /// (kbuild into --kernel-build-dir, then linked like the nVHE hyp)
     /// (bench: repeatable, each tree a side, sessions interleaved)
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", global = true)]
     pub kernel_tree: Vec<PathBuf>,
     /// Kernel configuration: a .config FILE or `defconfig` [default: the tree's .config, else defconfig]
-    #[arg(long, value_name = "FILE|defconfig")]
+    #[arg(long, value_name = "FILE|defconfig", global = true)]
     pub kernel_config: Option<String>,
     /// kbuild output directory [default: a cache dir keyed by tree path + config hash]
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     pub kernel_build_dir: Option<PathBuf>,
     /// Architecture of the kernel blob (only `blob` can build for another one)
-    #[arg(long, value_parser = parse_arch)]
+    #[arg(long, value_parser = parse_arch, global = true)]
     pub arch: Option<crate::kernel::tree::Arch>,
     /// Kernel alternatives at load time: host (what the host kernel decided),
     /// guest (the guest's CPUID view), none, or FEATURE[,FEATURE..]. Default:
     /// run/verify check every path the alternatives can take, bench and
     /// info take the host's
-    #[arg(long, value_name = "host|guest|none|FEATURES")]
+    #[arg(long, value_name = "host|guest|none|FEATURES", global = true)]
     pub alternatives: Option<String>,
     /// Run a kernel blob file made by `hypclear blob` (no toolchain needed;
     /// bench: repeatable, each file a side)
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     pub blob: Vec<PathBuf>,
 }
 
@@ -216,69 +199,6 @@ fn parse_arch(s: &str) -> Result<crate::kernel::tree::Arch, String> {
 pub(crate) const DEFAULT_MEM: u64 = 256 << 20;
 
 impl Common {
-    /// Merge into these options, as parsed after the subcommand (matches
-    /// `after_m`), those given `before` it (matches `before_m`; see
-    /// [`Cli::parse_with`]). Both are already parsed: only the matches say
-    /// which options were given.
-    fn merge_before(
-        &mut self,
-        before: &Common,
-        before_m: &clap::ArgMatches,
-        after_m: &clap::ArgMatches,
-    ) -> Result<(), clap::Error> {
-        use clap::parser::ValueSource;
-        let given = |m: &clap::ArgMatches, id: &str| {
-            matches!(
-                m.value_source(id),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            )
-        };
-        for id in before_m.ids() {
-            let id = id.as_str();
-            if given(before_m, id) && !given(after_m, id) && !self.take(id, before) {
-                return Err(clap::Error::raw(
-                    clap::error::ErrorKind::ArgumentConflict,
-                    format!(
-                        "option `{id}` given before the subcommand has no merge rule \
-                         (a hypclear bug: please report it; give it after the subcommand)\n"
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Set option `id` (a clap id: the field name) from `from`; false for
-    /// an id that is not a common option.
-    fn take(&mut self, id: &str, from: &Common) -> bool {
-        let k = &mut self.kernel;
-        let f = &from.kernel;
-        match id {
-            "mem" => self.mem = from.mem,
-            "seed" => self.seed = from.seed,
-            "cpl" => self.cpl = from.cpl,
-            "json" => self.json.clone_from(&from.json),
-            "config" => self.config = from.config,
-            "backing" => self.backing = from.backing,
-            "prefault" => self.prefault = from.prefault,
-            "no_dc_zva" => self.no_dc_zva = from.no_dc_zva,
-            "timeout" => self.timeout = from.timeout,
-            "check" => self.check = from.check,
-            "format" => self.format = from.format,
-            "kernel_tree" => k.kernel_tree.clone_from(&f.kernel_tree),
-            "kernel_config" => k.kernel_config.clone_from(&f.kernel_config),
-            "kernel_build_dir" => k.kernel_build_dir.clone_from(&f.kernel_build_dir),
-            "arch" => k.arch = f.arch,
-            "alternatives" => k.alternatives.clone_from(&f.alternatives),
-            "blob" => k.blob.clone_from(&f.blob),
-            // The argument groups clap derives for the two structs: their
-            // members are handled one by one above.
-            "Common" | "KernelArgs" => {}
-            _ => return false,
-        }
-        true
-    }
-
     pub(crate) fn mem(&self) -> u64 {
         self.mem.unwrap_or(DEFAULT_MEM)
     }
@@ -375,10 +295,8 @@ impl ConfigChoice {
     }
 }
 
-/// Each subcommand's own arguments, and its copy of the common options, are
-/// built only when it is the one on the command line (`defer`): building
-/// all of them cost 80 µs of every start (man and completions build the
-/// whole tree anyway).
+/// Each subcommand's own arguments are built only when it is the one on
+/// the command line (`defer`; man and completions build the whole tree).
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub(crate) enum Cmd {
@@ -386,48 +304,33 @@ pub(crate) enum Cmd {
     Run {
         #[command(flatten)]
         args: RunArgs,
-        #[command(flatten, next_help_heading = "Common options")]
-        common: Common,
     },
     /// Run verification checks only for some routines / variants
     Verify {
         #[command(flatten)]
         args: VerifyArgs,
-        #[command(flatten, next_help_heading = "Common options")]
-        common: Common,
     },
     /// Prove the checker can fail: run deliberately broken routines
     Selftest {
         #[command(flatten)]
         args: SelftestArgs,
-        #[command(flatten, next_help_heading = "Common options")]
-        common: Common,
     },
     /// Show host, KVM and CPU capabilities, privilege, load address and alias table
-    Info {
-        #[command(flatten, next_help_heading = "Common options")]
-        common: Common,
-    },
+    Info,
     /// perf-bench-style throughput inside the guest, with a host baseline
     Bench {
         #[command(flatten)]
         args: BenchArgs,
-        #[command(flatten, next_help_heading = "Common options")]
-        common: Common,
     },
     /// Compare bench JSON: change with CI, q and equivalence marks, like the seed's table
     Compare {
         #[command(flatten)]
         args: CompareArgs,
-        #[command(flatten, next_help_heading = "Common options")]
-        common: Common,
     },
     /// Build a kernel blob file from --kernel-tree (cross-compiles with --arch)
     Blob {
         #[command(flatten)]
         args: BlobArgs,
-        #[command(flatten, next_help_heading = "Common options")]
-        common: Common,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
@@ -436,24 +339,6 @@ pub(crate) enum Cmd {
     },
     /// Print the man page (roff) on stdout, e.g. `hypclear man > hypclear.1`
     Man,
-}
-
-impl Cmd {
-    /// The common options of this subcommand's own command line (None:
-    /// it takes none). [`Cli::parse_args`] sets them to the merged ones,
-    /// the same as [`Cli::common`], which is what the commands read.
-    fn common_mut(&mut self) -> Option<&mut Common> {
-        match self {
-            Cmd::Run { common, .. }
-            | Cmd::Info { common }
-            | Cmd::Verify { common, .. }
-            | Cmd::Selftest { common, .. }
-            | Cmd::Bench { common, .. }
-            | Cmd::Compare { common, .. }
-            | Cmd::Blob { common, .. } => Some(common),
-            Cmd::Completions { .. } | Cmd::Man => None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -753,12 +638,6 @@ mod tests {
             assert_ne!(show(&after.common), default, "{id}: no effect");
             assert_eq!(show(&before.common), show(&after.common), "{id}");
             assert_eq!(show(&alone.common), show(&after.common), "{id}");
-            for c in [&before, &after] {
-                let Some(Cmd::Verify { common, .. }) = &c.command else {
-                    panic!("{id}: not verify");
-                };
-                assert_eq!(show(common), show(&c.common), "{id}: the subcommand's copy");
-            }
         }
     }
 
@@ -812,9 +691,18 @@ mod tests {
     }
 
     #[test]
-    fn completions_and_man_take_no_common_options_after_their_name() {
-        assert!(Cli::try_parse_args(["hypclear", "man", "--mem", "1GB"]).is_err());
-        assert!(Cli::try_parse_args(["hypclear", "completions", "bash", "--seed", "1"]).is_err());
-        assert!(Cli::try_parse_args(["hypclear", "--seed", "1", "man"]).is_ok());
+    fn completions_and_man_take_no_common_options() {
+        for words in [
+            &["man", "--mem", "1GB"][..],
+            &["--seed", "1", "completions", "bash"],
+        ] {
+            let e = parse(words)
+                .common
+                .only("man", &[])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("does not take --"), "{words:?}: {e}");
+        }
+        assert!(parse(&["man"]).common.only("man", &[]).is_ok());
     }
 }

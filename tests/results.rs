@@ -405,6 +405,8 @@ fn options_that_do_not_apply_are_refused_by_name() {
             ],
             "--seed",
         ),
+        (&["man", "--mem", "1GB"], "--mem"),
+        (&["--seed", "1", "completions", "bash"], "--seed"),
     ] {
         let out = hypclear(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));

@@ -201,7 +201,6 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
     }
     let command = cli.command.unwrap_or_else(|| Cmd::Run {
         args: crate::cli::RunArgs::default(),
-        common: common.clone(),
     });
     let sides = command_sides(common, &command)?;
     let resolve = |sides: Vec<Side>| Ctx::resolve(common, start, common.mem(), sides);
@@ -238,7 +237,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             crate::interrupt::install()?;
             selftest::selftest(&resolve(sides)?)
         }
-        Cmd::Info { .. } => {
+        Cmd::Info => {
             crate::interrupt::install()?;
             info::info(&resolve(sides)?)
         }
@@ -256,7 +255,7 @@ fn check_options(cli: &Cli) -> Result<()> {
                 .format
                 .check("run, verify and selftest", &text_or_ktap)?
         }
-        Some(Cmd::Info { .. }) => common.format.check("info", &[Format::Text])?,
+        Some(Cmd::Info) => common.format.check("info", &[Format::Text])?,
         Some(Cmd::Bench { .. }) => common.format.check("bench", &text_or_ktap)?,
         Some(Cmd::Compare { .. }) => common.only("compare", &["--format"])?,
         Some(Cmd::Blob { .. }) => common.only(
@@ -268,7 +267,8 @@ fn check_options(cli: &Cli) -> Result<()> {
                 "--arch",
             ],
         )?,
-        _ => {}
+        Some(Cmd::Completions { .. }) => common.only("completions", &[])?,
+        Some(Cmd::Man) => common.only("man", &[])?,
     }
     Ok(())
 }
@@ -276,7 +276,7 @@ fn check_options(cli: &Cli) -> Result<()> {
 /// The sides `command` runs on.
 fn command_sides(common: &Common, command: &Cmd) -> Result<Vec<Side>> {
     Ok(match command {
-        Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Info { .. } => {
+        Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Info => {
             sides(common, SideRules::default())?
         }
         Cmd::Bench { args, .. } => sides(
