@@ -250,7 +250,9 @@ pub fn choose(req: Request) -> Result<PrivilegeChoice> {
         });
     }
     let mut c = choose_cpl(req.cpl)?;
-    c.reason = format!("{}; not EL2 (--el auto): {}", c.reason, hyp.detail);
+    // The first clause only (the JSON and `info` carry the whole detail).
+    let lacks = hyp.detail.split(": ").next().unwrap_or(&hyp.detail);
+    c.reason = format!("{}; not EL2 (--el auto): {lacks}", c.reason);
     c.el = Some(decision);
     Ok(c)
 }
