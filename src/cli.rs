@@ -2,7 +2,7 @@
 use crate::bench::plan::{Plan, Variants};
 use crate::blob::LinkConfig;
 use crate::routines::Routine;
-use crate::routines::privilege::CplChoice;
+use crate::routines::privilege::{CplChoice, ElChoice};
 use crate::units::clap_size;
 use crate::vmm::memory::Backing;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -82,6 +82,11 @@ pub(crate) struct Common {
     /// Guest privilege: auto picks CPL3 where CPL0 would be emulated (PVM)
     #[arg(long, value_enum, default_value = "auto", global = true)]
     pub cpl: CplChoice,
+    /// aarch64: exception level of the kernel-level routines: 2 runs them at
+    /// EL2 as a non-VHE guest hypervisor (nested virtualization, E2H=0, like
+    /// the nVHE hyp); auto picks EL2 where KVM offers it, else EL1 [default: auto]
+    #[arg(long, value_enum, global = true)]
+    pub el: Option<ElChoice>,
     /// Write the full results as JSON to FILE
     #[arg(long, value_name = "FILE", global = true)]
     pub json: Option<PathBuf>,
@@ -210,6 +215,7 @@ impl Common {
             ("--mem", self.mem != default.mem),
             ("--seed", self.seed != default.seed),
             ("--cpl", self.cpl != default.cpl),
+            ("--el", self.el != default.el),
             ("--json", self.json != default.json),
             ("--config", self.config != default.config),
             ("--backing", self.backing != default.backing),
@@ -589,6 +595,7 @@ mod tests {
             "mem" => vec!["--mem", "64MB"],
             "seed" => vec!["--seed", "7"],
             "cpl" => vec!["--cpl", "3"],
+            "el" => vec!["--el", "1"],
             "json" => vec!["--json", "/tmp/out.json"],
             "config" => vec!["--config", "memset"],
             "backing" => vec!["--backing", "thp"],
@@ -629,7 +636,7 @@ mod tests {
             .get_arguments()
             .map(|a| a.get_id().to_string())
             .collect();
-        assert_eq!(ids.len(), 17, "{ids:?}");
+        assert_eq!(ids.len(), 18, "{ids:?}");
         for id in &ids {
             let w = sample(id);
             let before = parse(&[&w[..], &["verify"]].concat());

@@ -32,6 +32,51 @@ fn usage_errors_exit_2_with_a_fix() {
     }
 }
 
+/// `--el`: a usage error on x86_64 (before any VM, no KVM needed) and with
+/// EL0 (`--cpl 3`); on aarch64 `--el 2` either runs or exits 2 naming what
+/// the host lacks.
+#[test]
+fn el_option_exits_2_where_el2_cannot_be() {
+    let out = hypclear(&["--el", "3", "info"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    if cfg!(target_arch = "x86_64") {
+        for args in [
+            vec!["--el", "2", "info"],
+            vec!["verify", "--el", "1", "-r", "memset"],
+            vec!["selftest", "--el", "auto"],
+        ] {
+            let out = hypclear(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("--el is an arm64 option"), "{args:?}: {err}");
+        }
+        return;
+    }
+    let out = hypclear(&["--el", "2", "--cpl", "3", "selftest"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("runs under EL1"));
+    if !kvm_available("--el 2 on this host") {
+        return;
+    }
+    let args = [
+        "--el", "2", "verify", "-r", "memset", "--size", "4KB", "--mem", "32MB",
+    ];
+    let out = hypclear(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => assert!(
+            text(&out).contains("guest at EL2 (nVHE, E2H=0"),
+            "{}",
+            text(&out)
+        ),
+        Some(2) => assert!(
+            err.contains("a guest at EL2") && err.contains("KVM_CAP_ARM_EL2"),
+            "{err}"
+        ),
+        c => panic!("--el 2 exited {c:?}: {}", text(&out)),
+    }
+}
+
 #[test]
 fn missing_kvm_device_is_an_environment_error() {
     let out = Command::new(env!("CARGO_BIN_EXE_hypclear"))

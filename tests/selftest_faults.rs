@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use hypclear_check::selftest::{self, Expect};
-use hypclear_routines::privilege::{self, CplChoice};
+use hypclear_routines::privilege::{self, CplChoice, ElChoice, Request};
 use hypclear_vmm::VmOptions;
 use hypclear_vmm::blob::{Blob, LinkConfig};
 use hypclear_vmm::memory::Backing;
@@ -13,7 +13,11 @@ fn case(name: &str, expected: Expect) {
     if !kvm_available(name) {
         return;
     }
-    let p = privilege::choose(CplChoice::Auto).expect("privilege");
+    let p = privilege::choose(Request {
+        cpl: CplChoice::Auto,
+        el: ElChoice::Auto,
+    })
+    .expect("privilege");
     for config in [LinkConfig::Vanilla, LinkConfig::Memset] {
         let opts = VmOptions {
             mem: 64 << 20,
@@ -93,7 +97,11 @@ fn a_selftest_routine_can_not_pass_as_correct() {
     if !kvm_available("selftest negative") {
         return;
     }
-    let p = privilege::choose(CplChoice::Auto).expect("privilege");
+    let p = privilege::choose(Request {
+        cpl: CplChoice::Auto,
+        el: ElChoice::Auto,
+    })
+    .expect("privilege");
     let opts = VmOptions {
         mem: 64 << 20,
         backing: Backing::Anon,

@@ -8,9 +8,11 @@
 # --fetch copies a guest file out after each mode's commands (see
 # run-in-qemu.sh); it lands in <cache>/runs/<mode>-<time>-<pid>/files/.
 #
-# Modes: $HYPCLEAR_AARCH64_MODES (default "vhe nvhe protected"). A mode may
-# carry a CPU model after a colon, e.g. "protected:cortex-a57" (no VHE on the
-# CPU, so pKVM runs as "Protected nVHE" rather than "Protected hVHE").
+# Modes: $HYPCLEAR_AARCH64_MODES (default "vhe nvhe protected"), each
+# MODE[@KERNEL][:CPU]. @7 boots the 7.x kernel (run-in-qemu.sh --kernel 7;
+# "nested" implies it), e.g. "protected@7". A CPU model after a colon, e.g.
+# "protected:cortex-a57" (no VHE on the CPU, so pKVM runs as "Protected
+# nVHE" rather than "Protected hVHE").
 # Stops at the first failing mode; exit status is that of run-in-qemu.sh.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -38,14 +40,16 @@ hc_stage_end
 
 SUMMARY=()
 for spec in ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected}; do
-    mode="${spec%%:*}"
+    mode_kernel="${spec%%:*}"
+    mode="${mode_kernel%%@*}"
     cpu_args=()
-    [ "$spec" = "$mode" ] || cpu_args=(--cpu "${spec#*:}")
+    [ "$spec" = "$mode_kernel" ] || cpu_args=(--cpu "${spec#*:}")
+    [ "$mode_kernel" = "$mode" ] || cpu_args+=(--kernel "${mode_kernel#*@}")
     t0="$(hc_now)"
     rc=0
     "$HC_CI_DIR/run-in-qemu.sh" --mode "$mode" ${cpu_args[@]+"${cpu_args[@]}"} --timeout "$TIMEOUT" \
         --bin "$PROBE" ${EXTRA[@]+"${EXTRA[@]}"} -- \
-        "hc-kvm-probe$([ "$spec" = "$mode" ] && echo ' --require-mops')" ${CMDS[@]+"${CMDS[@]}"} || rc=$?
+        "hc-kvm-probe$([ "$spec" = "$mode_kernel" ] && echo ' --require-mops')" ${CMDS[@]+"${CMDS[@]}"} || rc=$?
     SUMMARY+=("$(printf '%-24s %s %5ss' "$spec" "$([ "$rc" -eq 0 ] && echo PASS || echo "FAIL($rc)")" "$(hc_elapsed "$t0")")")
     if [ "$rc" -ne 0 ]; then
         hc_log "summary (stopped at first failure):"

@@ -14,7 +14,15 @@
 #      guests (selftest --hostile), a --no-dc-zva run, and one short bench;
 #      in nVHE the run is --geometry full, then the suite on each kernel blob
 #      with --blob, and the mutant must fail on its fill-0 and overlap rows
-#      only (ci/aarch64/expect-fail)
+#      only (ci/aarch64/expect-fail); VHE skips the hostile guests and the
+#      EL0 selftest (nVHE and protected run them), which pays for step 6
+#   6. Debian's 7.x kernel with kvm-arm.mode=nested (run-in-qemu.sh --mode
+#      nested): the suite of the memset configuration with --el auto, which
+#      must pick EL2 ("guest at EL2 (nVHE, E2H=0; --el auto ..."), then at
+#      --el 2 selftest (memset configuration), the hostile guests that
+#      differ at EL2 (vectors, page tables, doorbell, two vCPUs, spin) and
+#      the kernel blob's suite (the vanilla configuration). Subsets, as the
+#      EL2 runs under QEMU's NV2 emulation are slow.
 # Every QEMU run sits under an outer timeout; fails on the first failure.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -95,16 +103,22 @@ common=(
     "$H verify --mem 64MB --no-dc-zva --routine clear_page,clear_pages,memset --config both"
     "$H bench clear_page -s 4MB -k 4KB,2MB -f all --sessions 1 --repeats 2 --config both"
 )
-modes=" ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected} "
-others="${modes// nvhe / }"
-if [ -n "${others// /}" ]; then
-    HYPCLEAR_AARCH64_MODES="$others" "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
-        --bin "$BIN" -- "$H run --mem 64MB --seed 1" "${common[@]}"
-fi
+# VHE: everything but the hostile guests and the EL0 selftest, which are
+# the same code paths in nVHE and protected mode.
+vhe_cmds=("${common[0]}" "${common[1]}" "${common[4]}" "${common[5]}")
+modes=" ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected nested} "
+# Every other mode spec (protected, protected:cortex-a57, protected@7, ...)
+# runs the whole list.
+for m in $modes; do
+    case "$m" in nvhe | nested) continue ;; esac
+    if [ "$m" = vhe ]; then cmds=("${vhe_cmds[@]}"); else cmds=("${common[@]}"); fi
+    HYPCLEAR_AARCH64_MODES="$m" "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
+        --bin "$BIN" -- "$H run --mem 64MB --seed 1" "${cmds[@]}"
+done
 # The mutant (ci/aarch64/mutants.sh) must fail exactly where only the new
 # checks look: memset's fill-0 rows, memcpy's overlap rows.
 M="/bin/$(basename "$MBLOB")"
-if [ "$others" != "$modes" ]; then
+if [[ "$modes" == *" nvhe "* ]]; then
     HYPCLEAR_AARCH64_MODES=nvhe "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1500}" \
         --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" --bin "$MBLOB" --bin "$HC_CI_DIR/expect-fail" -- \
         "$H run --mem 64MB --seed 1 --geometry full" "${common[@]}" \
@@ -113,6 +127,20 @@ if [ "$others" != "$modes" ]; then
         "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$SBLOB")" \
         "HYPCLEAR_PROGRESS=0 expect-fail '^kernel fill 0x00\$' hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $M -r memset" \
         "HYPCLEAR_PROGRESS=0 expect-fail '^kernel overlap\$' hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $M -r memcpy"
+fi
+
+# The guest at EL2 (nested virtualization, Debian's 7.x kernel): --el auto
+# must pick EL2 there, then the EL2 runs.
+if [[ "$modes" == *" nested "* ]]; then
+    K="/bin/$(basename "$KBLOB")"
+    NT0="$(hc_now)"
+    "$HC_CI_DIR/run-in-qemu.sh" --mode nested --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1500}" \
+        --bin "$BIN" --bin "$KBLOB" -- \
+        "$H run --mem 64MB --seed 1 --config memset >/tmp/run; rc=\$?; cat /tmp/run; [ \$rc -eq 0 ] && grep -qF 'guest at EL2 (nVHE, E2H=0; --el auto' /tmp/run" \
+        "$H selftest --el 2 --mem 64MB --config memset" \
+        "HYPCLEAR_PROGRESS=0 hypclear --timeout 10 selftest --el 2 --hostile --mem 64MB --case vectors,page_tables,doorbell_4,log_race,spin" \
+        "$H run --el 2 --mem 64MB --seed 1 --blob $K"
+    hc_log "nested (EL2) runs took $(hc_elapsed "$NT0")s"
 fi
 
 hc_stage_begin "routine tests under qemu-aarch64 user mode (collect)"

@@ -4,8 +4,8 @@
 #
 #   ci/aarch64/setup.sh [--refresh]
 #
-#   --refresh   re-resolve and re-download the arm64 kernel and busybox even if
-#               the cache already has them.
+#   --refresh   re-resolve and re-download the arm64 kernels and busybox even
+#               if the cache already has them.
 #
 # Host side (system-wide, needs root or sudo):
 #   * apt source for <codename>-backports (bookworm only: QEMU 7.2 lacks
@@ -18,14 +18,23 @@
 # Guest side (in the cache dir, no system change: a private apt state with
 # APT::Architecture=arm64, so the host's dpkg gets no foreign architecture):
 #   * Debian's arm64 kernel (linux-image-<ver>-arm64-unsigned, from backports)
+#   * Debian's 7.x arm64 kernel from trixie-backports (nested virtualization:
+#     KVM_CAP_ARM_EL2/_E2H0; protected VMs from userspace): the newest
+#     linux-binary-unsigned-7.*+deb13-arm64 (usr/lib/modules/<rel>/vmlinuz.unsigned,
+#     already an uncompressed Image) and its linux-base-<rel> (the config);
+#     run-in-qemu.sh --kernel 7 boots it
 #   * busybox-static:arm64
-# Result: $HYPCLEAR_AARCH64_CACHE/env.sh (default target/aarch64-ci/env.sh).
+# Result: $HYPCLEAR_AARCH64_CACHE/env.sh (default target/aarch64-ci/env.sh):
+#   HC_KERNEL* (6.12), HC_KERNEL7* (7.x), HC_BUSYBOX*.
 #
 # Environment:
 #   HYPCLEAR_AARCH64_CACHE          cache dir (default <repo>/target/aarch64-ci)
 #   HYPCLEAR_AARCH64_KERNEL_SERIES  kernel series to pick the newest of (6.12)
 #   HYPCLEAR_AARCH64_KERNEL_PKG     exact package instead, e.g.
 #                                   linux-image-6.12.95+deb12-arm64-16k-unsigned
+#   HYPCLEAR_AARCH64_KERNEL7_PKG    exact 7.x release instead of the newest,
+#                                   e.g. 7.3.4+deb13-arm64 (the suffix of both
+#                                   linux-binary-unsigned- and linux-base-)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -41,6 +50,9 @@ done
 
 # Debian kernel series to use (6.1 from bookworm hides MOPS from userspace).
 KSERIES="${HYPCLEAR_AARCH64_KERNEL_SERIES:-6.12}"
+# The 7.x kernel comes from trixie-backports whatever the host runs (only
+# downloaded, never installed, so its trixie dependencies do not matter).
+K7_SUITE=trixie-backports
 QEMU_MIN_MAJOR=10
 SETUP_T0="$(hc_now)"
 
@@ -128,7 +140,9 @@ have_guest_files() {
     [ -f "$HC_ENV_FILE" ] || return 1
     # shellcheck disable=SC1090
     ( . "$HC_ENV_FILE" && [ -f "$HC_KERNEL" ] && [ -x "$HC_BUSYBOX" ] &&
-        [ "${HYPCLEAR_AARCH64_KERNEL_PKG:-$HC_KERNEL_PKG}" = "$HC_KERNEL_PKG" ] )
+        [ "${HYPCLEAR_AARCH64_KERNEL_PKG:-$HC_KERNEL_PKG}" = "$HC_KERNEL_PKG" ] &&
+        [ -f "${HC_KERNEL7:-}" ] && [ -f "${HC_KERNEL7_CONFIG:-}" ] &&
+        [ "${HYPCLEAR_AARCH64_KERNEL7_PKG:-$HC_KERNEL7_RELEASE}" = "$HC_KERNEL7_RELEASE" ] )
 }
 
 if [ "$REFRESH" -eq 1 ] || ! have_guest_files; then
@@ -138,6 +152,7 @@ if [ "$REFRESH" -eq 1 ] || ! have_guest_files; then
     : >"$APT_DIR/preferences"
     suites="bookworm bookworm-backports"
     [ "$CODENAME" = bookworm ] || suites="$CODENAME"
+    [[ " $suites " = *" $K7_SUITE "* ]] || suites="$suites $K7_SUITE"
     for s in $suites; do
         echo "deb [arch=arm64 signed-by=$KEYRING] $DEBIAN_URI $s main"
     done >"$APT_DIR/sources.list"
@@ -151,8 +166,18 @@ if [ "$REFRESH" -eq 1 ] || ! have_guest_files; then
             grep -E "^linux-image-${KSERIES//./\\.}\.[0-9]+\+deb[0-9.]+-arm64-unsigned$" | sort -V | tail -1)"
         [ -n "$KPKG" ] || hc_die "no linux-image-$KSERIES*-arm64-unsigned package found"
     fi
+    # 7.x: the newest linux-binary-unsigned-7.<x>[.<y>]+deb<n>-arm64 (the
+    # plain 4K-page flavour: not -16k, -rt or -cloud), so a new point
+    # release in backports does not break the setup.
+    K7REL="${HYPCLEAR_AARCH64_KERNEL7_PKG:-}"
+    if [ -z "$K7REL" ]; then
+        K7REL="$(arm_apt_cache pkgnames linux-binary-unsigned-7. |
+            sed -nE 's/^linux-binary-unsigned-(7\.[0-9]+(\.[0-9]+)?\+deb[0-9.]+-arm64)$/\1/p' | sort -V | tail -1)"
+        [ -n "$K7REL" ] || hc_die "no linux-binary-unsigned-7.*-arm64 package found in $K7_SUITE"
+    fi
     rm -f "$HC_CACHE"/debs/*.deb
-    (cd "$HC_CACHE/debs" && "${ARM_APT[@]}" download "$KPKG" busybox-static)
+    (cd "$HC_CACHE/debs" && "${ARM_APT[@]}" download "$KPKG" busybox-static \
+        "linux-binary-unsigned-$K7REL" "linux-base-$K7REL")
     hc_stage_end
 
     hc_stage_begin "extract"
@@ -173,6 +198,20 @@ if [ "$REFRESH" -eq 1 ] || ! have_guest_files; then
         hc_die "could not extract boot/vmlinuz-$KREL from $KDEB"
     fi
     rm -rf "$KDIR" && mv "$KDIR.tmp" "$KDIR"
+    # 7.x: the image from linux-binary-unsigned, the config from linux-base
+    # (whose dtbs are skipped the same way).
+    K7BIN="$(ls "$HC_CACHE"/debs/linux-binary-unsigned-*.deb)"
+    K7BASE="$(ls "$HC_CACHE"/debs/linux-base-*.deb)"
+    K7VER_DEB="$(dpkg-deb -f "$K7BIN" Version)"
+    K7DIR="$HC_CACHE/kernel/linux-binary-unsigned-${K7REL}_${K7VER_DEB#*:}"
+    rm -rf "$K7DIR.tmp" && mkdir -p "$K7DIR.tmp"
+    for member in "$K7BIN:vmlinuz.unsigned" "$K7BASE:config"; do
+        dpkg-deb --fsys-tarfile "${member%:*}" 2>/dev/null |
+            tar -x -C "$K7DIR.tmp" --occurrence=1 "./usr/lib/modules/$K7REL/${member##*:}" || true
+        [ -s "$K7DIR.tmp/usr/lib/modules/$K7REL/${member##*:}" ] ||
+            hc_die "could not extract usr/lib/modules/$K7REL/${member##*:} from ${member%:*}"
+    done
+    rm -rf "$K7DIR" && mv "$K7DIR.tmp" "$K7DIR"
     BBVER="$(dpkg-deb -f "$BDEB" Version)"
     BBDIR="$HC_CACHE/busybox/${BBVER#*:}"
     rm -rf "$BBDIR" && mkdir -p "$BBDIR" && dpkg -x "$BDEB" "$BBDIR"
@@ -185,6 +224,11 @@ if [ "$REFRESH" -eq 1 ] || ! have_guest_files; then
         printf 'HC_KERNEL_VERSION=%q\n' "$KVER_DEB"
         printf 'HC_KERNEL_RELEASE=%q\n' "$KRELEASE"
         printf 'HC_KERNEL_CONFIG=%q\n' "$KDIR/boot/config-$KRELEASE"
+        printf 'HC_KERNEL7=%q\n' "$K7DIR/usr/lib/modules/$K7REL/vmlinuz.unsigned"
+        printf 'HC_KERNEL7_PKG=%q\n' "linux-binary-unsigned-$K7REL"
+        printf 'HC_KERNEL7_VERSION=%q\n' "$K7VER_DEB"
+        printf 'HC_KERNEL7_RELEASE=%q\n' "$K7REL"
+        printf 'HC_KERNEL7_CONFIG=%q\n' "$K7DIR/usr/lib/modules/$K7REL/config"
         printf 'HC_BUSYBOX=%q\n' "$BBDIR/bin/busybox"
         printf 'HC_BUSYBOX_VERSION=%q\n' "$BBVER"
     } >"$HC_ENV_FILE.tmp"
@@ -201,5 +245,6 @@ hc_log "qemu:     $(command -v qemu-system-aarch64) ($(qemu-system-aarch64 --ver
 hc_log "cross cc: $(command -v aarch64-linux-gnu-gcc) ($(aarch64-linux-gnu-gcc -dumpfullversion))"
 hc_log "rust:     aarch64-unknown-linux-gnu target $([ "$RUST_TARGET_OK" -eq 1 ] && echo installed || echo MISSING)"
 hc_log "kernel:   $HC_KERNEL ($HC_KERNEL_PKG $HC_KERNEL_VERSION)"
+hc_log "kernel 7: $HC_KERNEL7 ($HC_KERNEL7_PKG $HC_KERNEL7_VERSION)"
 hc_log "busybox:  $HC_BUSYBOX ($HC_BUSYBOX_VERSION)"
 hc_log "setup done in $(hc_elapsed "$SETUP_T0")s"

@@ -5,15 +5,22 @@
 # the console. Shared by ci/aarch64 and ci/x86_64-svm (their setup.sh
 # writes the kernel, modules and busybox into <cache>/env.sh).
 #
-# usage: run-in-qemu.sh --arch aarch64|x86_64 --mode MODE [--timeout SECS]
+# usage: run-in-qemu.sh --arch aarch64|x86_64 --mode MODE [--kernel 6|7] [--timeout SECS]
 #            [--bin FILE]... [--cpu MODEL] [--smp N] [--mem SIZE] [--append 'KERNEL ARGS']
 #            [--tcg-threads single|multi] [--log FILE] [--quiet] [--keep]
 #            [--fetch GUEST_PATH]... [--out-dir DIR] [-- 'cmd line 1' 'cmd line 2' ...]
 #
 #   --arch      first argument: aarch64 (ci/aarch64) or x86_64 (ci/x86_64-svm)
 #   --mode      KVM mode. aarch64: vhe (kernel default), nvhe
-#               (kvm-arm.mode=nvhe), protected (kvm-arm.mode=protected, pKVM).
-#               x86_64: npt (kvm_amd npt=1), shadow (kvm_amd npt=0)
+#               (kvm-arm.mode=nvhe), protected (kvm-arm.mode=protected, pKVM),
+#               nested (kvm-arm.mode=nested: guests may start at EL2; needs
+#               --kernel 7, its default). x86_64: npt (kvm_amd npt=1), shadow
+#               (kvm_amd npt=0)
+#   --kernel    aarch64: which of setup.sh's kernels boots: 6 (HC_KERNEL,
+#               Debian's 6.12; the default) or 7 (HC_KERNEL7, Debian's newest
+#               7.x from trixie-backports; the default for --mode nested).
+#               Any mode works with either, e.g. --kernel 7 --mode protected
+#               (pKVM protected VMs from userspace, Linux >= 7.1)
 #   --timeout   wall-clock limit for the whole QEMU run (default 300)
 #   --bin       static executable copied to /bin/<basename> (repeatable)
 #   --cpu       QEMU CPU model. aarch64: default max,pauth-impdef=on (has
@@ -58,6 +65,8 @@
 #   vhe:       "kvm [1]: VHE mode initialized successfully"
 #   nvhe:      "kvm [1]: Hyp mode initialized successfully"
 #   protected: "kvm [1]: Protected nVHE mode initialized successfully"
+#   nested:    "kvm [1]: VHE+NV2 mode initialized successfully" (7.3.4, QEMU 10
+#              -cpu max)
 #   npt:       "kvm_amd: Nested Paging enabled"
 #   shadow:    "kvm_amd: Nested Paging disabled"
 set -euo pipefail
@@ -74,11 +83,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/../$ARCH_DIR/lib.sh"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 usage_die() { printf 'run-in-qemu.sh: %s\n' "$*" >&2; usage >&2; exit 2; }
 
-MODE="" TIMEOUT=300 CPU="" SMP=2 MEM=2G APPEND="" LOG="" QUIET=0 KEEP=0 TCG_THREADS=single
+MODE="" KERNEL="" TIMEOUT=300 CPU="" SMP=2 MEM=2G APPEND="" LOG="" QUIET=0 KEEP=0 TCG_THREADS=single
 BINS=() CMDS=() FETCH=() OUT_DIR=
 while [ $# -gt 0 ]; do
     case "$1" in
         --mode) MODE="${2:?}"; shift 2 ;;
+        --kernel) KERNEL="${2:?}"; shift 2 ;;
         --timeout) TIMEOUT="${2:?}"; shift 2 ;;
         --bin) BINS+=("${2:?}"); shift 2 ;;
         --cpu) CPU="${2:?}"; shift 2 ;;
@@ -105,11 +115,19 @@ case "$ARCH:$MODE" in
     aarch64:vhe) MODE_RE='VHE mode initialized successfully' ;;
     aarch64:nvhe) MODE_ARG="kvm-arm.mode=nvhe" ; MODE_RE='Hyp [nh]VHE mode initialized successfully' ;;
     aarch64:protected) MODE_ARG="kvm-arm.mode=protected" ; MODE_RE='Protected [nh]VHE mode initialized successfully' ;;
+    aarch64:nested) MODE_ARG="kvm-arm.mode=nested" ; MODE_RE='VHE\+NV2? mode initialized successfully' ;;
     x86_64:npt) MODULE_ARG="npt=1" ; MODE_RE='Nested Paging enabled' ;;
     x86_64:shadow) MODULE_ARG="npt=0" ; MODE_RE='Nested Paging disabled' ;;
     *:) usage_die "--mode is required" ;;
-    aarch64:*) usage_die "bad --mode '$MODE' (vhe|nvhe|protected)" ;;
+    aarch64:*) usage_die "bad --mode '$MODE' (vhe|nvhe|protected|nested)" ;;
     *) usage_die "bad --mode '$MODE' (npt|shadow)" ;;
+esac
+case "$ARCH:$KERNEL" in
+    aarch64:) KERNEL=6; [ "$MODE" != nested ] || KERNEL=7 ;;
+    aarch64:6|aarch64:7) ;;
+    aarch64:*) usage_die "bad --kernel '$KERNEL' (6|7)" ;;
+    *:) ;;
+    *) usage_die "--kernel is for --arch aarch64 only" ;;
 esac
 case "$TCG_THREADS" in
     single|multi) ;;
@@ -121,6 +139,10 @@ esac
 HC_MODULES=()
 # shellcheck disable=SC1090
 . "$HC_ENV_FILE"
+if [ "$KERNEL" = 7 ]; then
+    [ -n "${HC_KERNEL7:-}" ] || hc_die "$HC_ENV_FILE has no HC_KERNEL7 (older setup): run ci/$ARCH_DIR/setup.sh"
+    HC_KERNEL="$HC_KERNEL7"
+fi
 if [ ! -f "$HC_KERNEL" ] || [ ! -x "$HC_BUSYBOX" ]; then
     hc_die "cache incomplete: run ci/$ARCH_DIR/setup.sh"
 fi
@@ -137,7 +159,10 @@ done
 if [ -d "$HC_CACHE/runs" ]; then
     find "$HC_CACHE/runs" -mindepth 1 -maxdepth 1 -type d -mtime +3 -exec rm -rf {} + || true
 fi
-RUN_DIR="$HC_CACHE/runs/$MODE-$(date +%Y%m%d-%H%M%S)-$$"
+# Run dirs and latest-<mode>.log name the 7.x kernel: <mode>-k7-...
+KTAG=""
+[ "$KERNEL" != 7 ] || KTAG=-k7
+RUN_DIR="$HC_CACHE/runs/$MODE$KTAG-$(date +%Y%m%d-%H%M%S)-$$"
 mkdir -p "$RUN_DIR"
 LOG="${LOG:-$RUN_DIR/console.log}"
 mkdir -p "$(dirname "$LOG")"
@@ -255,7 +280,7 @@ QEMU_LOG="$RUN_DIR/qemu.log"
 case "$ARCH" in
     aarch64) MACHINE=(-M virt,virtualization=on,gic-version=3)
         CPU="${CPU:-max,pauth-impdef=on}" CONSOLE=ttyAMA0
-        KVM_LINE_RE='kvm \[[0-9]+\]: [A-Za-z ]*mode initialized successfully' ;;
+        KVM_LINE_RE='kvm \[[0-9]+\]: [A-Za-z0-9+ ]*mode initialized successfully' ;;
     # -d cpu_reset: QEMU logs "Triple fault" when it resets the whole
     # (L1) CPU, never for a triple fault in guest mode (that is a SHUTDOWN
     # exit to kvm_amd), so the log tells QEMU's failures from hypclear's.
@@ -284,7 +309,7 @@ else
 fi
 set -e
 hc_stage_end "qemu exit status $QRC"
-ln -sfn "$LOG" "$HC_CACHE/runs/latest-$MODE.log"
+ln -sfn "$LOG" "$HC_CACHE/runs/latest-$MODE$KTAG.log"
 
 # ---------------------------------------------------------------- verdict
 CLEAN="$RUN_DIR/console.clean"
@@ -297,7 +322,7 @@ show_tail() {
 verdict_fail() { # rc message...
     local rc="$1"; shift
     show_tail
-    hc_log "FAIL [$MODE]: $*"
+    hc_log "FAIL [$MODE$KTAG]: $*"
     exit "$rc"
 }
 
@@ -371,4 +396,4 @@ if [ "${#FAILED[@]}" -gt 0 ]; then
     for f in "${FAILED[@]}"; do hc_log "failed: $f"; done
     verdict_fail 1 "${#FAILED[@]} problem(s)"
 fi
-hc_log "PASS [$MODE]: '$KVM_LINE'; $NCMDS command(s) exited 0; $(grep -oE '=== HC-(BOOT|DONE) uptime=[0-9.]+s' "$CLEAN" | sed 's/=== HC-//' | tr '\n' ' ')"
+hc_log "PASS [$MODE$KTAG]: '$KVM_LINE'; $NCMDS command(s) exited 0; $(grep -oE '=== HC-(BOOT|DONE) uptime=[0-9.]+s' "$CLEAN" | sed 's/=== HC-//' | tr '\n' ' ')"

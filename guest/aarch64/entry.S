@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * aarch64 guest: arm64 Image header, hyp_entry (the command dispatcher) and
- * hyp_vectors (VBAR_EL1).
+ * aarch64 guest: arm64 Image header, hyp_entry (the command dispatcher),
+ * hyp_vectors (VBAR_EL1), and for a guest at EL2 hyp_el2_entry (the nVHE
+ * hyp's init of its own translation regime) and hyp_el2_vectors (VBAR_EL2).
  *
  * Entry (from crates/arch/src/aarch64/host.rs): MMU and caches on, EL1h or EL0t,
  * DAIF masked; SP = this vCPU's stack (at EL0, SP_EL1 is the exception
- * stack), TPIDRRO_EL0 = its mailbox, VBAR_EL1 = hyp_vectors.
+ * stack), TPIDRRO_EL0 = its mailbox, VBAR_EL1 = hyp_vectors. At EL2 the
+ * vCPU starts in hyp_el2_entry instead, which turns the MMU on and goes on
+ * into hyp_entry.
  * Loop: ring HC_READY; per command call the table row a0/a1-stepped
  * MB_CMD_COUNT times between two CNTVCT_EL0 reads, ring HC_RESULT.
  * Registers: x19 routine, x20/x21 a0/a1, x22 calls left, x23/x24 steps,
@@ -218,6 +221,45 @@ hyp_entry:
 	.size	hyp_entry, . - hyp_entry
 
 /*
+ * hyp_el2_entry: the start at EL2 (HCR_EL2.E2H = 0, a vCPU made with
+ * KVM_ARM_VCPU_HAS_EL2 | HAS_EL2_E2H0), EL2h, DAIF masked, MMU off. Does
+ * what the nVHE hyp's ___kvm_hyp_init (arch/arm64/kvm/hyp/nvhe/hyp-init.S)
+ * does before its library code runs, with the values the host computed
+ * (crates/arch/src/aarch64/sysregs.rs) in registers instead of a
+ * struct kvm_nvhe_init_params:
+ *   x0 MAIR_EL2, x1 TCR_EL2, x2 TTBR0_EL2 (the EL2-format identity map),
+ *   x3 SCTLR_EL2 (M, C, I, SA, WXN, RES1), x4 HCR_EL2 (RW only: no guest of
+ *   its own, no traps), x5 SP_EL2.
+ * TPIDRRO_EL0 (the mailbox) is set by the host as at EL1. Then hyp_entry,
+ * whose doorbell is MMIO and so works from EL2 as from EL1; nothing here
+ * uses HVC (from EL2 it would go to this guest's own vectors).
+ */
+	.section .text.entry, "ax"
+	.globl	hyp_el2_entry
+	.type	hyp_el2_entry, %function
+hyp_el2_entry:
+	msr	hcr_el2, x4
+	msr	mair_el2, x0
+	msr	tcr_el2, x1
+	msr	ttbr0_el2, x2
+	isb
+	/* Stale TLB entries from before (hyp-init: the bootloader's). */
+	tlbi	alle2
+	dsb	sy
+	adrp	x6, hyp_el2_vectors
+	add	x6, x6, :lo12:hyp_el2_vectors
+	msr	vbar_el2, x6
+	mov	sp, x5
+	/* set_sctlr_el2 (arch/arm64/include/asm/assembler.h). */
+	msr	sctlr_el2, x3
+	isb
+	ic	iallu
+	dsb	nsh
+	isb
+	b	hyp_entry
+	.size	hyp_el2_entry, . - hyp_el2_entry
+
+/*
  * Exception vectors (VBAR_EL1, 2 KiB aligned): 16 entries of 0x80 bytes,
  * {current EL with SP_EL0, current EL with SP_ELx, lower EL AArch64,
  * lower EL AArch32} x {synchronous, IRQ, FIQ, SError}. Every entry puts
@@ -263,6 +305,50 @@ hyp_vectors:
 	cmp	x17, #0x400
 	b.hs	1f
 	mov	x15, sp				/* current EL with SP_EL1 */
+1:	str	x15, [x16, #MB_FAIL_D5]
+2:	HYPERCALL HC_FAIL
+	b	2b
+
+/*
+ * The EL2 vectors (VBAR_EL2, 2 KiB aligned): as hyp_vectors, but the
+ * reporter reads ESR_EL2, ELR_EL2, FAR_EL2 and SPSR_EL2, and ORs
+ * FAIL_EXC_EL2 into D4 so the host names the EL2 registers.
+ */
+	.section .text.entry, "ax"
+	.balign	2048
+	.globl	hyp_el2_vectors
+	.type	hyp_el2_vectors, %function
+hyp_el2_vectors:
+	vector = 0
+	.rept	16
+	.balign	0x80
+	mov	x17, #vector
+	b	.Lexception_el2
+	vector = vector + 0x80
+	.endr
+	.size	hyp_el2_vectors, . - hyp_el2_vectors
+
+.Lexception_el2:
+	mrs	x16, tpidrro_el0		/* mailbox */
+	mov	x15, #FAIL_EXCEPTION
+	str	x15, [x16, #MB_FAIL_CODE]
+	mrs	x15, esr_el2
+	str	x15, [x16, #MB_FAIL_D0]
+	mrs	x15, elr_el2
+	str	x15, [x16, #MB_FAIL_D1]
+	mrs	x15, far_el2
+	str	x15, [x16, #MB_FAIL_D2]
+	mrs	x15, spsr_el2
+	str	x15, [x16, #MB_FAIL_D3]
+	mov_imm	x15, FAIL_EXC_EL2
+	orr	x15, x15, x17
+	str	x15, [x16, #MB_FAIL_D4]
+	mrs	x15, sp_el0
+	cmp	x17, #0x200
+	b.lo	1f
+	cmp	x17, #0x400
+	b.hs	1f
+	mov	x15, sp				/* current EL with SP_EL2 */
 1:	str	x15, [x16, #MB_FAIL_D5]
 2:	HYPERCALL HC_FAIL
 	b	2b

@@ -19,7 +19,7 @@ use crate::blob::LinkConfig;
 use crate::cli::{Cli, Cmd, Common, Format};
 use crate::error::{Error, Result, RunError};
 use crate::kernel::Side;
-use crate::routines::privilege::{self, CplChoice, PrivilegeChoice};
+use crate::routines::privilege::{self, CplChoice, ElChoice, PrivilegeChoice};
 use crate::vmm::{self, VmOptions};
 use std::time::{Duration, Instant};
 
@@ -53,13 +53,13 @@ impl Early {
     /// calibration VM).
     pub(crate) fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Early> {
         let timeout = crate::cli::timeout(common.timeout)?;
-        let cpl = cpl_choice(common)?;
+        let request = privilege_request(common)?;
         vmm::validate_mem(mem)?;
         crate::vmm::memory::precheck(mem, common.backing)?;
         Ok(Early {
             start,
             seed: common.seed.unwrap_or_else(random_seed),
-            privilege: privilege::choose(cpl)?,
+            privilege: privilege::choose(request)?,
             mem,
             timeout,
         })
@@ -150,6 +150,21 @@ fn random_seed() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     t ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// The privilege request: `--cpl` with `--no-dc-zva` folded in, and `--el`
+/// (aarch64 only: a usage error elsewhere).
+fn privilege_request(common: &Common) -> Result<privilege::Request> {
+    if common.el.is_some() && !cfg!(target_arch = "aarch64") {
+        return Err(Error::Usage(format!(
+            "--el is an arm64 option (exception levels); on {} use --cpl",
+            std::env::consts::ARCH
+        )));
+    }
+    Ok(privilege::Request {
+        cpl: cpl_choice(common)?,
+        el: common.el.unwrap_or(ElChoice::Auto),
+    })
 }
 
 /// The privilege request, with `--no-dc-zva` folded in.

@@ -845,7 +845,11 @@ fn print_results(ctx: &Ctx, o: &Outcome, cut: Option<&str>) {
             },
             false => ctx.caps.clone(),
         };
-        ctx.say(report::checks_table(&o.rows, &caps));
+        ctx.say(report::checks_table(
+            &o.rows,
+            &caps,
+            ctx.privilege.privilege,
+        ));
     }
 }
 

@@ -68,6 +68,9 @@ pub const TABLE_SELFTEST: u64 = 1;
 // ---- Fail codes (`MB_FAIL_CODE`). ----
 /// A CPU exception; details are architecture specific (see `MB_FAIL_D*`).
 pub const FAIL_EXCEPTION: u64 = 1;
+/// aarch64: set in D4 (with the vector offset) when the exception was
+/// taken to EL2 (VBAR_EL2), so D0-D3 are ESR_EL2, ELR_EL2, FAR_EL2, SPSR_EL2.
+pub const FAIL_EXC_EL2: u64 = 0x1_0000;
 /// The command named a table or index that does not exist.
 pub const FAIL_BAD_COMMAND: u64 = 2;
 
@@ -105,7 +108,8 @@ pub const MB_RES_T1: u64 = 0x90;
 pub const MB_RES_RET: u64 = 0x98;
 /// Fail code and details. For `FAIL_EXCEPTION` on x86_64: D0 vector,
 /// D1 error code, D2 RIP, D3 CR2, D4 RSP, D5 CS. On aarch64: D0 ESR_EL1,
-/// D1 ELR_EL1, D2 FAR_EL1, D3 SPSR_EL1, D4 vector offset, D5 SP.
+/// D1 ELR_EL1, D2 FAR_EL1, D3 SPSR_EL1, D4 vector offset, D5 SP (the _EL2
+/// registers, and `FAIL_EXC_EL2` in D4, for an exception taken to EL2).
 pub const MB_FAIL_CODE: u64 = 0xc0;
 pub const MB_FAIL_D0: u64 = 0xc8;
 pub const MB_FAIL_D1: u64 = 0xd0;
@@ -165,6 +169,7 @@ pub const ALL: &[(&str, u64)] = &[
     ("TABLE_ALIAS", TABLE_ALIAS),
     ("TABLE_SELFTEST", TABLE_SELFTEST),
     ("FAIL_EXCEPTION", FAIL_EXCEPTION),
+    ("FAIL_EXC_EL2", FAIL_EXC_EL2),
     ("FAIL_BAD_COMMAND", FAIL_BAD_COMMAND),
     ("MB_MAGIC", MB_MAGIC),
     ("MAILBOX_MAGIC", MAILBOX_MAGIC),

@@ -22,6 +22,10 @@ pub enum KvmFlavour {
     Arm64Nvhe,
     #[serde(rename = "arm64-protected")]
     Arm64Protected,
+    /// `kvm-arm.mode=nested`: VHE with nested virtualization (guests may
+    /// start at EL2).
+    #[serde(rename = "arm64-nested")]
+    Arm64Nested,
     /// `kvm-arm.mode=none`: KVM is off.
     #[serde(rename = "arm64-none")]
     Arm64None,
@@ -42,6 +46,7 @@ impl KvmFlavour {
             KvmFlavour::Arm64Vhe => "arm64-vhe",
             KvmFlavour::Arm64Nvhe => "arm64-nvhe",
             KvmFlavour::Arm64Protected => "arm64-protected",
+            KvmFlavour::Arm64Nested => "arm64-nested",
             KvmFlavour::Arm64None => "arm64-none",
             KvmFlavour::Arm64 => "arm64",
             KvmFlavour::Unknown => "unknown",

@@ -23,9 +23,10 @@
 //! | `COUNTER_NAME`, `counter_khz(vcpu)` | the guest timestamp counter |
 //! | `UNDEFINED_INSTRUCTION_CLASS` | exception class of an undefined instruction |
 //! | `load_image(ram, image, base)` | copy a [`BlobImage`] to guest RAM with linux-loader (ELF on x86_64, the arm64 Image on aarch64) |
-//! | `setup_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup |
+//! | `setup_vm`, `VmState`, `finish_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup (`finish_vm` after the last vCPU: aarch64 initialises the vGIC an EL2 guest needs) |
+//! | `hyp_support(kvm)` | whether KVM can start the guest at the hypervisor level ([`Privilege::Hyp`]: EL2 on aarch64), and why (not) |
 //! | `registers(vcpu)`, `reinitialised(vcpu)`, `describe_exception` | failure reports (`reinitialised`: KVM reset the vCPU, e.g. kvm_amd on shutdown, so its registers are not the guest's) |
-//! | `corruptible_areas(loaded)` | root page table and vectors, for `selftest --hostile` |
+//! | `corruptible_areas(loaded, mem, privilege)` | root page table and vectors the guest at `privilege` uses, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
 //! | `Error` (as `HostError`) | the architecture's error type (thiserror), each variant with its [`Category`], and `kvm_errno()` (a failed KVM ioctl's errno, so an ioctl cut short by Ctrl-C reads as an interruption); wrapped by [`Error`] here, which `crate::error::Error::Arch` wraps in turn |
@@ -79,18 +80,40 @@ pub struct RamError {
     pub detail: String,
 }
 
-/// Privilege the guest code runs at: CPL0/EL1 or CPL3/EL0.
+/// Privilege the guest code runs at: CPL0/EL1, CPL3/EL0, or (aarch64 with
+/// nested virtualization only) EL2 as a non-VHE guest hypervisor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Privilege {
     Kernel,
     User,
+    /// The hypervisor level: aarch64 EL2 with HCR_EL2.E2H = 0, the nVHE
+    /// hyp's own translation regime and vectors.
+    Hyp,
+}
+
+/// Whether KVM can start a guest at [`Privilege::Hyp`], and what decides
+/// it (the capabilities, or what the host lacks).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HypSupport {
+    pub offered: bool,
+    pub detail: String,
 }
 
 /// Where the blob landed in guest RAM (guest-physical = guest-virtual).
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Loaded {
     pub base: u64,
+    pub entry: u64,
+    pub vectors: u64,
+    /// The hypervisor-level entry and vectors (aarch64: `hyp_el2_entry`,
+    /// `hyp_el2_vectors`), if the blob has them (older blob files do not).
+    pub hyp: Option<HypEntry>,
+}
+
+/// Where a guest at [`Privilege::Hyp`] starts and takes its exceptions.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct HypEntry {
     pub entry: u64,
     pub vectors: u64,
 }
@@ -218,9 +241,10 @@ pub use self::aarch64::cache::evict;
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
-    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
-    cpu_caps, cpu_details, describe_exception, kvm_flavour, kvm_paging, mailbox_gpa,
-    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState, corruptible_areas,
+    counter_khz, cpu_caps, cpu_details, describe_exception, finish_vm, hyp_support, kvm_flavour,
+    kvm_paging, mailbox_gpa, prepare_memory, privilege_name, registers, reinitialised, setup_vcpu,
+    setup_vm,
 };
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::loader::load_image;
@@ -234,12 +258,13 @@ pub fn path_note(
     variant: &str,
     fill: Option<u8>,
     caps: &CpuCaps,
+    privilege: Privilege,
 ) -> Option<&'static str> {
     #[cfg(target_arch = "aarch64")]
-    return aarch64::path_note(family, variant, fill, caps.has("dczva"));
+    return aarch64::path_note(family, variant, fill, caps.has("dczva"), privilege);
     #[cfg(not(target_arch = "aarch64"))]
     {
-        let _ = (family, variant, fill, caps);
+        let _ = (family, variant, fill, caps, privilege);
         None
     }
 }
@@ -248,9 +273,10 @@ pub use self::x86_64::cache::evict;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
-    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, corruptible_areas, counter_khz,
-    cpu_caps, cpu_details, describe_exception, kvm_flavour, kvm_paging, mailbox_gpa,
-    prepare_memory, privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
+    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState, corruptible_areas,
+    counter_khz, cpu_caps, cpu_details, describe_exception, finish_vm, hyp_support, kvm_flavour,
+    kvm_paging, mailbox_gpa, prepare_memory, privilege_name, registers, reinitialised, setup_vcpu,
+    setup_vm,
 };
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::loader::load_image;

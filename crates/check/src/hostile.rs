@@ -219,7 +219,8 @@ fn run_case(
     let res = match args {
         Args::Memset => memset_case(&mut vm, side, index, opts.seed, timeout),
         Args::Scribble(i) => {
-            let (_, area, len) = arch::corruptible_areas(&vm.loaded)[i];
+            let (_, area, len) =
+                arch::corruptible_areas(&vm.loaded, &vm.mem_state, vm.privilege)[i];
             let far = vm.ram.end() - abi::PAGE_SIZE;
             let cmd = Command {
                 table: abi::TABLE_SELFTEST,

@@ -8,7 +8,11 @@ use comfy_table::{Cell, Table};
 /// The verification table printed by `run` and `verify`. No throughput
 /// column: a check is one untimed-as-a-benchmark call (0.01 "GB/s" for
 /// clear_page read as a rate); `bench` measures throughput.
-pub fn checks_table(rows: &Rows, caps: &crate::arch::CpuCaps) -> Table {
+pub fn checks_table(
+    rows: &Rows,
+    caps: &crate::arch::CpuCaps,
+    privilege: crate::arch::Privilege,
+) -> Table {
     let mut t = table(&[
         "config", "routine", "variant", "checks", "passed", "failed", "skipped", "sizes", "note",
     ]);
@@ -23,7 +27,13 @@ pub fn checks_table(rows: &Rows, caps: &crate::arch::CpuCaps) -> Table {
             Some(lo) => crate::units::format_size(lo),
             None => "-".into(),
         };
-        let path = crate::arch::path_note(routine.family(config), &key.variant, key.fill, caps);
+        let path = crate::arch::path_note(
+            routine.family(config),
+            &key.variant,
+            key.fill,
+            caps,
+            privilege,
+        );
         let note = x
             .first_failure
             .clone()
@@ -163,7 +173,12 @@ mod tests {
     fn the_checks_table_has_no_throughput_column() {
         let v = LinkConfig::Vanilla;
         let records = vec![rec(v, Routine::Memset, "orig", Verdict::Pass)];
-        let t = checks_table(&Rows::of(&records), &crate::arch::CpuCaps::default()).to_string();
+        let t = checks_table(
+            &Rows::of(&records),
+            &crate::arch::CpuCaps::default(),
+            crate::arch::Privilege::Kernel,
+        )
+        .to_string();
         let header = t.lines().nth(1).unwrap_or_default();
         assert!(header.contains("sizes") && !header.contains("GB"), "{t}");
     }

@@ -25,12 +25,47 @@ pub enum CplChoice {
     User,
 }
 
+/// `--el` (aarch64): the exception level of the routines' kernel level.
+/// `Auto` picks EL2 (a non-VHE guest hypervisor, as the nVHE hyp runs)
+/// where KVM offers it, else EL1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElChoice {
+    Auto,
+    #[value(name = "1")]
+    #[serde(rename = "1")]
+    El1,
+    #[value(name = "2")]
+    #[serde(rename = "2")]
+    El2,
+}
+
+/// What the command line asks for: `--cpl` (with `--no-dc-zva` folded in)
+/// and `--el` (aarch64 only; `Auto` unless given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub cpl: CplChoice,
+    pub el: ElChoice,
+}
+
+/// What was asked of EL2 and what the host offers (aarch64), for `info`
+/// and the JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct ElDecision {
+    pub requested: ElChoice,
+    pub offered: bool,
+    pub detail: String,
+}
+
 /// The decision and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct PrivilegeChoice {
     pub privilege: Privilege,
     pub name: &'static str,
     pub reason: String,
+    /// aarch64: the `--el` request and what KVM offers for EL2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub el: Option<ElDecision>,
     /// Emulated instructions seen during calibration at the kernel level.
     pub calibration_insn_emulation: Option<u64>,
     /// `--cpl auto` only: where the decision came from.
@@ -167,10 +202,62 @@ fn mk(p: Privilege, reason: String, n: Option<u64>) -> PrivilegeChoice {
         reason,
         calibration_insn_emulation: n,
         source: None,
+        el: None,
     }
 }
 
-pub fn choose(choice: CplChoice) -> Result<PrivilegeChoice> {
+/// The summary's wording of a guest at EL2.
+pub const EL2_NVHE: &str = "nVHE, E2H=0";
+
+/// Decide the privilege: `--el` first on aarch64 (EL2 where asked for and
+/// offered), then `--cpl` for the kernel level and EL0.
+pub fn choose(req: Request) -> Result<PrivilegeChoice> {
+    if !cfg!(target_arch = "aarch64") {
+        return choose_cpl(req.cpl);
+    }
+    if req.cpl == CplChoice::User {
+        if req.el == ElChoice::El2 {
+            return Err(Error::Usage(
+                "--el 2 runs the routines at EL2; EL0 (--cpl 3, --no-dc-zva) runs under EL1: \
+                 use --el 1 or --el auto with them"
+                    .into(),
+            ));
+        }
+        return choose_cpl(req.cpl);
+    }
+    if req.el == ElChoice::El1 {
+        return choose_cpl(req.cpl);
+    }
+    let hyp = crate::arch::hyp_support(&crate::vmm::open_kvm()?);
+    let decision = ElDecision {
+        requested: req.el,
+        offered: hyp.offered,
+        detail: hyp.detail.clone(),
+    };
+    if hyp.offered {
+        let how = match req.el {
+            ElChoice::El2 => "requested (--el 2)".to_string(),
+            _ => format!("--el auto: {}", hyp.detail),
+        };
+        let mut c = mk(Privilege::Hyp, format!("{EL2_NVHE}; {how}"), None);
+        c.el = Some(decision);
+        return Ok(c);
+    }
+    if req.el == ElChoice::El2 {
+        return Err(Error::Unsupported {
+            what: "a guest at EL2 (--el 2)".into(),
+            detail: hyp.detail,
+        });
+    }
+    let mut c = choose_cpl(req.cpl)?;
+    // The first clause only (the JSON and `info` carry the whole detail).
+    let lacks = hyp.detail.split(": ").next().unwrap_or(&hyp.detail);
+    c.reason = format!("{}; not EL2 (--el auto): {lacks}", c.reason);
+    c.el = Some(decision);
+    Ok(c)
+}
+
+fn choose_cpl(choice: CplChoice) -> Result<PrivilegeChoice> {
     match choice {
         CplChoice::Kernel => return Ok(mk(Privilege::Kernel, "requested".into(), None)),
         CplChoice::User => return Ok(mk(Privilege::User, "requested".into(), None)),

@@ -227,10 +227,21 @@ impl Blob {
                 .write_obj(v.wrapping_add(base), GuestAddress(at))
                 .map_err(bad)?;
         }
+        let hyp = match (
+            self.symbols.get("hyp_el2_entry"),
+            self.symbols.get("hyp_el2_vectors"),
+        ) {
+            (Some(e), Some(v)) => Some(crate::arch::HypEntry {
+                entry: base + e,
+                vectors: base + v,
+            }),
+            _ => None,
+        };
         Ok(Loaded {
             base,
             entry: base + self.symbol("hyp_entry")?,
             vectors: base + self.symbol("hyp_vectors")?,
+            hyp,
         })
     }
 }

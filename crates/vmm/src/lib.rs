@@ -203,6 +203,12 @@ pub struct Vm {
     pub ram: Arc<GuestRam>,
     pub blob: Arc<Blob>,
     pub loaded: Loaded,
+    /// What the page-table setup produced (the roots per privilege).
+    pub mem_state: arch::MemoryState,
+    /// The level the vCPUs run the guest at.
+    pub privilege: Privilege,
+    /// In-kernel devices the architecture made for the VM (kept with it).
+    pub vm_state: arch::VmState,
     pub vcpus: Vec<Vcpu>,
     pub counter_khz: u64,
 }
@@ -241,7 +247,7 @@ impl Vm {
         let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
         let sym = Arc::new(Symbolizer::new(blob.clone(), base));
         let fd = kvm.create_vm().map_err(Error::kvm("KVM_CREATE_VM"))?;
-        arch::setup_vm(&fd)?;
+        let vm_state = arch::setup_vm(&fd, opts.privilege)?;
         // SAFETY: the region is a live mapping owned by `ram`, which the
         // Vm keeps alive for as long as the VM fd exists.
         unsafe { fd.set_user_memory_region(region) }
@@ -254,6 +260,7 @@ impl Vm {
             let mailbox = init_mailbox(&ram, id)?;
             vcpus.push(Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone()));
         }
+        arch::finish_vm(&vm_state)?;
         let counter_khz = match vcpus.first() {
             Some(v) => arch::counter_khz(&v.fd)?,
             None => 0,
@@ -264,6 +271,9 @@ impl Vm {
             ram,
             blob,
             loaded,
+            mem_state,
+            privilege: opts.privilege,
+            vm_state,
             vcpus,
             counter_khz,
         })

@@ -1,9 +1,9 @@
-//! Decoding for humans: ESR_EL1 syndromes (exception class, data/instruction
+//! Decoding for humans: ESR_EL1 / ESR_EL2 syndromes (exception class, data/instruction
 //! fault status, trapped system instructions, MOPS exceptions), exception
 //! vector offsets, MIDR_EL1 CPU names, and the KVM/arm64 mode from the
 //! kernel command line and log. Pure, unit tested on every host.
 use super::sysregs::mode_name;
-use crate::KvmFlavour;
+use crate::{HypSupport, KvmFlavour};
 
 /// ESR_ELx.EC, bits [31:26].
 pub fn ec(esr: u64) -> u64 {
@@ -130,6 +130,25 @@ fn sys_name(op0: u64, op1: u64, crn: u64, crm: u64, op2: u64) -> Option<&'static
     })
 }
 
+/// The exception level whose syndrome registers a report carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakenTo {
+    /// VBAR_EL1: ESR_EL1, ELR_EL1, FAR_EL1, SPSR_EL1.
+    El1,
+    /// VBAR_EL2 (E2H = 0): ESR_EL2, ELR_EL2, FAR_EL2, SPSR_EL2.
+    El2,
+}
+
+impl TakenTo {
+    /// "EL1" / "EL2", the suffix of the register names.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            TakenTo::El1 => "EL1",
+            TakenTo::El2 => "EL2",
+        }
+    }
+}
+
 /// The registers of a FAIL_EXCEPTION report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exception {
@@ -137,23 +156,30 @@ pub struct Exception {
     pub elr: u64,
     pub far: u64,
     pub spsr: u64,
-    /// Offset of the vector taken from VBAR_EL1.
+    /// Offset of the vector taken from VBAR_ELx.
     pub voff: u64,
     pub sp: u64,
+    pub taken_to: TakenTo,
 }
 
 impl Exception {
-    /// From the mailbox words D0..D5 = ESR_EL1, ELR_EL1, FAR_EL1, SPSR_EL1,
-    /// vector offset, SP.
+    /// From the mailbox words D0..D5 = ESR_ELx, ELR_ELx, FAR_ELx, SPSR_ELx,
+    /// vector offset (with `abi::FAIL_EXC_EL2` set by the EL2 vectors), SP.
     pub fn from_mailbox(d: [u64; 6]) -> Exception {
-        let [esr, elr, far, spsr, voff, sp] = d;
+        let [esr, elr, far, spsr, d4, sp] = d;
+        let taken_to = if d4 & hypclear_abi::FAIL_EXC_EL2 != 0 {
+            TakenTo::El2
+        } else {
+            TakenTo::El1
+        };
         Exception {
             esr,
             elr,
             far,
             spsr,
-            voff,
+            voff: d4 & !hypclear_abi::FAIL_EXC_EL2,
             sp,
+            taken_to,
         }
     }
 
@@ -163,7 +189,7 @@ impl Exception {
     }
 }
 
-/// The sentence for a FAIL_EXCEPTION report; `sym` names ELR_EL1.
+/// The sentence for a FAIL_EXCEPTION report; `sym` names ELR_ELx.
 pub fn describe(x: &Exception, sym: &str) -> String {
     let Exception {
         esr,
@@ -172,7 +198,9 @@ pub fn describe(x: &Exception, sym: &str) -> String {
         spsr,
         voff,
         sp,
+        taken_to,
     } = *x;
+    let el = taken_to.suffix();
     let ec = ec(esr);
     let mut s = if x.synchronous() {
         let mut s = format!(
@@ -184,12 +212,12 @@ pub fn describe(x: &Exception, sym: &str) -> String {
         s
     } else {
         format!(
-            "asynchronous exception at {elr:#x} ({sym}) in {} (ESR_EL1 is only meaningful for \
+            "asynchronous exception at {elr:#x} ({sym}) in {} (ESR_{el} is only meaningful for \
              SError)",
             mode_name(spsr)
         )
     };
-    // FAR_EL1 is UNKNOWN except for aborts, PC alignment faults and watchpoints.
+    // FAR_ELx is UNKNOWN except for aborts, PC alignment faults and watchpoints.
     let far_valid = x.synchronous()
         && matches!(
             ec,
@@ -202,12 +230,12 @@ pub fn describe(x: &Exception, sym: &str) -> String {
                 | EC_WATCHPT_CUR
         );
     let far = if far_valid {
-        format!(", FAR_EL1 {far:#x}")
+        format!(", FAR_{el} {far:#x}")
     } else {
         String::new()
     };
     s.push_str(&format!(
-        "; taken to the {} vector (VBAR_EL1+{voff:#x}); ESR_EL1 {esr:#x}{far}, SPSR_EL1 \
+        "; taken to the {} vector (VBAR_{el}+{voff:#x}); ESR_{el} {esr:#x}{far}, SPSR_{el} \
          {spsr:#x}, SP {sp:#x}",
         vector_name(voff)
     ));
@@ -218,17 +246,22 @@ pub fn describe(x: &Exception, sym: &str) -> String {
 /// function per class group, in the Arm ARM's order); empty for the rest.
 fn class_detail(x: &Exception) -> String {
     let iss = iss(x.esr);
+    let el2 = x.taken_to == TakenTo::El2;
     match ec(x.esr) {
+        EC_UNKNOWN if el2 => ": an UNDEFINED encoding, or an instruction the CPU or EL2 \
+             does not have (e.g. MOPS without FEAT_MOPS, or an EL1-only instruction)"
+            .to_string(),
         EC_UNKNOWN => ": an UNDEFINED encoding, or an instruction the CPU or the \
              current exception level does not have (e.g. MOPS without FEAT_MOPS or, at EL0, \
              with SCTLR_EL1.MSCEn clear)"
             .to_string(),
-        EC_FP_ASIMD | EC_SVE | EC_SME => ": the guest leaves FP/SIMD/SVE disabled \
-             (CPACR_EL1.FPEN), as hyp code must not touch FP state; the routine used an \
-             FP/SIMD/SVE register"
-            .to_string(),
+        EC_FP_ASIMD | EC_SVE | EC_SME => format!(
+            ": FP/SIMD/SVE is trapped ({}), as hyp code must not touch FP state; the \
+             routine used an FP/SIMD/SVE register",
+            if el2 { "CPTR_EL2" } else { "CPACR_EL1.FPEN" }
+        ),
         EC_SVC64 | EC_HVC64 | EC_SMC64 | EC_BRK64 => format!(", immediate {:#x}", iss & 0xffff),
-        EC_SYS64 => sys64_detail(iss),
+        EC_SYS64 => sys64_detail(iss, x.taken_to),
         EC_IABT_LOW | EC_IABT_CUR => {
             let mut s = format!(": {} fetching {:#x}", fault_status(iss), x.far);
             if iss & 0x3c == 0x0c {
@@ -244,7 +277,7 @@ fn class_detail(x: &Exception) -> String {
 }
 
 /// A trapped MSR/MRS or system instruction (EC 0x18).
-fn sys64_detail(iss: u64) -> String {
+fn sys64_detail(iss: u64, taken_to: TakenTo) -> String {
     let (op0, op2, op1) = ((iss >> 20) & 3, (iss >> 17) & 7, (iss >> 14) & 7);
     let (crn, rt, crm) = ((iss >> 10) & 0xf, (iss >> 5) & 0x1f, (iss >> 1) & 0xf);
     let read = iss & 1 == 1;
@@ -260,7 +293,11 @@ fn sys64_detail(iss: u64) -> String {
             "MSR to"
         }
     );
-    if name == "DC ZVA" {
+    if name == "DC ZVA" && taken_to == TakenTo::El2 {
+        s.push_str(
+            " (DC ZVA is never disabled at EL2 with E2H = 0: a trap here is the CPU's or KVM's)",
+        );
+    } else if name == "DC ZVA" {
         s.push_str(
             " (DC ZVA is disabled at EL0 when SCTLR_EL1.DZE is clear; routines \
                  must check DCZID_EL0.DZP first)",
@@ -302,7 +339,7 @@ fn dabt_detail(iss: u64, far: u64, from_el0: bool) -> String {
     match fsc {
         0x21 => s.push_str(
             " (an unaligned access to Device memory, an unaligned \
-                 exclusive/atomic, or SCTLR_EL1.A set; with the MMU off all memory is \
+                 exclusive/atomic, or SCTLR_ELx.A set; with the MMU off all memory is \
                  Device memory)",
         ),
         0x0c..=0x0f if from_el0 => s.push_str(
@@ -414,6 +451,10 @@ pub fn flavour_from(cmdline: &str, log: &str) -> KvmFlavour {
             || line.contains("Hyp hVHE mode initialized")
         {
             from_log = Some(KvmFlavour::Arm64Nvhe);
+        } else if line.contains("VHE+NV2 mode initialized")
+            || line.contains("VHE+NV mode initialized")
+        {
+            from_log = Some(KvmFlavour::Arm64Nested);
         } else if line.contains("VHE mode initialized") {
             from_log = Some(KvmFlavour::Arm64Vhe);
         }
@@ -428,14 +469,86 @@ pub fn flavour_from(cmdline: &str, log: &str) -> KvmFlavour {
     match mode {
         Some("protected") => KvmFlavour::Arm64Protected,
         Some("nvhe") => KvmFlavour::Arm64Nvhe,
+        Some("nested") => KvmFlavour::Arm64Nested,
         Some("none") => KvmFlavour::Arm64None,
         _ => KvmFlavour::Arm64,
+    }
+}
+
+/// What the host offers for a guest at EL2, from the two capabilities
+/// (KVM_CAP_ARM_EL2, KVM_CAP_ARM_EL2_E2H0), the kernel command line and
+/// log and the kernel release; when it is not offered, the detail names
+/// what the host lacks.
+pub fn el2_support(el2: bool, e2h0: bool, cmdline: &str, log: &str, release: &str) -> HypSupport {
+    let flavour = flavour_from(cmdline, log);
+    let detail = match (el2, e2h0) {
+        (true, true) => format!(
+            "KVM offers KVM_CAP_ARM_EL2 and KVM_CAP_ARM_EL2_E2H0 (kernel {release}, KVM {flavour})"
+        ),
+        (true, false) => format!(
+            "KVM offers KVM_CAP_ARM_EL2 but not KVM_CAP_ARM_EL2_E2H0 (kernel {release}): \
+             only a VHE guest hypervisor (E2H = 1) could run here, not the nVHE one \
+             (E2H0 support: the CPU or this KVM cannot run EL2 with E2H = 0)"
+        ),
+        (false, _) if flavour == KvmFlavour::Arm64Nested => format!(
+            "kvm-arm.mode=nested is set but KVM offers no KVM_CAP_ARM_EL2 (kernel {release}): \
+             the CPU lacks FEAT_NV2 (the kernel log has no 'VHE+NV2 mode initialized'), or \
+             the kernel is too old for guests at EL2"
+        ),
+        (false, _) if cmdline.contains("kvm-arm.mode=nested") => format!(
+            "kernel {release} does not offer KVM_CAP_ARM_EL2 (240) although booted with \
+             kvm-arm.mode=nested: it needs a kernel with nested virtualization for userspace \
+             (e.g. Debian's 7.x from trixie-backports) on a CPU with FEAT_NV2"
+        ),
+        (false, _) => format!(
+            "KVM offers no KVM_CAP_ARM_EL2 (kernel {release}, KVM {flavour}): boot a kernel \
+             with guests at EL2 (KVM_CAP_ARM_EL2 240 and KVM_CAP_ARM_EL2_E2H0 241, e.g. \
+             Debian's 7.x from trixie-backports) with kvm-arm.mode=nested, on a CPU with \
+             FEAT_NV2"
+        ),
+    };
+    HypSupport {
+        offered: el2 && e2h0,
+        detail,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn el2_support_names_what_the_host_lacks() {
+        let nv2 = "kvm [1]: VHE+NV2 mode initialized successfully";
+        let vhe = "kvm [1]: VHE mode initialized successfully";
+        let ok = el2_support(true, true, "kvm-arm.mode=nested", nv2, "7.3.4+deb13-arm64");
+        assert!(ok.offered);
+        assert!(ok.detail.contains("KVM_CAP_ARM_EL2_E2H0"), "{}", ok.detail);
+        let no_e2h0 = el2_support(true, false, "kvm-arm.mode=nested", nv2, "7.3.4");
+        assert!(!no_e2h0.offered && no_e2h0.detail.contains("E2H0 support"));
+        let old = el2_support(false, false, "console=ttyAMA0", vhe, "6.12.95+deb12-arm64");
+        assert!(!old.offered);
+        for want in [
+            "6.12.95+deb12-arm64",
+            "kvm-arm.mode=nested",
+            "FEAT_NV2",
+            "arm64-vhe",
+        ] {
+            assert!(old.detail.contains(want), "{want}: {}", old.detail);
+        }
+        let old_nested = el2_support(false, false, "kvm-arm.mode=nested", vhe, "6.12.95");
+        assert!(
+            old_nested
+                .detail
+                .contains("although booted with kvm-arm.mode=nested")
+        );
+        let no_nv2 = el2_support(false, false, "kvm-arm.mode=nested", "", "7.3.4");
+        assert!(
+            no_nv2.detail.contains("lacks FEAT_NV2"),
+            "{}",
+            no_nv2.detail
+        );
+    }
 
     fn describe_d(d: [u64; 6], sym: &str) -> String {
         describe(&Exception::from_mailbox(d), sym)
@@ -457,6 +570,30 @@ mod tests {
         assert!(s.contains("current EL with SP_ELx, synchronous"), "{s}");
         assert!(!s.contains("FAR_EL1"), "FAR is UNKNOWN for EC 0: {s}");
         assert_eq!(ec(0x0200_0000), 0);
+    }
+
+    #[test]
+    fn exceptions_taken_to_el2_name_the_el2_registers() {
+        // udf #0 at EL2h, reported by the EL2 vectors (FAIL_EXC_EL2 in D4).
+        let d4 = 0x200 | hypclear_abi::FAIL_EXC_EL2;
+        let s = describe_d(
+            [0x0200_0000, 0x4060_0100, 0, 0x3c9, d4, 0],
+            "selftest_fault+0x0",
+        );
+        assert!(s.contains("in EL2h"), "{s}");
+        assert!(s.contains("VBAR_EL2+0x200"), "{s}");
+        assert!(
+            s.contains("ESR_EL2 0x2000000") && s.contains("SPSR_EL2 0x3c9"),
+            "{s}"
+        );
+        assert!(!s.contains("_EL1"), "{s}");
+        assert!(s.contains("current EL with SP_ELx, synchronous"), "{s}");
+        // A data abort at EL2 names FAR_EL2.
+        let s = describe_d([0x9600_0047, 0x1000, 0x5000_0000, 0x3c9, d4, 0], "f");
+        assert!(s.contains("FAR_EL2 0x50000000"), "{s}");
+        // Without the flag the same words are EL1's.
+        let s = describe_d([0x0200_0000, 0x4060_0100, 0, 0x3c5, 0x200, 0], "f");
+        assert!(s.contains("VBAR_EL1+0x200") && !s.contains("_EL2"), "{s}");
     }
 
     #[test]
@@ -600,5 +737,15 @@ mod tests {
         );
         assert_eq!(flavour_from("kvm-arm.mode=nvhe", ""), KvmFlavour::Arm64Nvhe);
         assert_eq!(flavour_from("console=ttyAMA0", ""), KvmFlavour::Arm64);
+        // Linux 7.3 with kvm-arm.mode=nested under QEMU -cpu max.
+        let nv2 = "[    2.0] kvm [1]: VHE+NV2 mode initialized successfully\n";
+        assert_eq!(
+            flavour_from("kvm-arm.mode=nested", nv2),
+            KvmFlavour::Arm64Nested
+        );
+        assert_eq!(
+            flavour_from("kvm-arm.mode=nested", ""),
+            KvmFlavour::Arm64Nested
+        );
     }
 }

@@ -7,16 +7,24 @@
 //! SP and PSTATE (EL1h or EL0t, DAIF masked) with KVM_SET_ONE_REG after
 //! KVM_ARM_VCPU_INIT. With the MMU off every access would be Device memory,
 //! where DC ZVA and unaligned accesses fault on real hardware.
+//!
+//! At EL2 (`Privilege::Hyp`, nested virtualization) the vCPU is made with
+//! KVM_ARM_VCPU_HAS_EL2 | HAS_EL2_E2H0 (a non-VHE guest hypervisor, as the
+//! nVHE hyp runs) and starts at EL2h with the MMU off in the blob's
+//! `hyp_el2_entry`, which programs MAIR/TCR/TTBR0/HCR/VBAR/SCTLR_EL2 from
+//! the values the host puts in x0-x5 (see guest/aarch64/entry.S). KVM needs
+//! an in-kernel vGICv3 for such a vCPU (without one the first KVM_RUN fails
+//! with EAGAIN, kvm_vgic_vcpu_nv_init), so `setup_vm` creates one.
 use super::error::{Error, Result};
 use super::layout::*;
 use super::paging;
 use super::sysregs::{self as sr};
 use crate::Privilege;
 use crate::{CpuCaps, KvmFlavour, PagingMode};
-use crate::{Loaded, RamAccess};
+use crate::{HypSupport, Loaded, RamAccess};
 use hypclear_abi as abi;
 use kvm_bindings::{KVM_ARM_VCPU_PSCI_0_2, kvm_vcpu_init};
-use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use kvm_ioctls::{DeviceFd, Kvm, VcpuFd, VmFd};
 
 /// The blob's load address must be a multiple of this (2 MiB: the arm64
 /// Image boot protocol, enforced by linux-loader's PE loader).
@@ -32,21 +40,112 @@ pub const COUNTER_NAME: &str = "CNTVCT_EL0";
 /// instruction (aarch64: ESR_EL1.EC 0x00, "unknown reason").
 pub const UNDEFINED_INSTRUCTION_CLASS: u64 = 0x00;
 
-/// Extra KVM-level setup of a fresh VM: none (no vGIC, no devices; the
-/// default 40-bit IPA space holds RAM and the doorbell).
 /// Harness areas a hostile guest may try to corrupt (`selftest
-/// --hostile`): the root page table and the exception vectors, as
-/// (name, guest-physical address, bytes).
-pub fn corruptible_areas(loaded: &Loaded) -> [(&'static str, u64, u64); 2] {
-    let _ = loaded;
-    [
-        ("page tables", PAGE_TABLES_GPA, abi::PAGE_SIZE),
-        ("VBAR_EL1 vectors", loaded.vectors, 2048),
-    ]
+/// --hostile`): the root page table and the exception vectors the guest
+/// at `privilege` uses, as (name, guest-physical address, bytes).
+pub fn corruptible_areas(
+    loaded: &Loaded,
+    mem: &MemoryState,
+    privilege: Privilege,
+) -> [(&'static str, u64, u64); 2] {
+    match (privilege, loaded.hyp) {
+        (Privilege::Hyp, Some(h)) => [
+            ("TTBR0_EL2 page tables", mem.hyp_root, abi::PAGE_SIZE),
+            ("VBAR_EL2 vectors", h.vectors, 2048),
+        ],
+        (Privilege::User, _) => [
+            ("page tables", mem.user_root, abi::PAGE_SIZE),
+            ("VBAR_EL1 vectors", loaded.vectors, 2048),
+        ],
+        _ => [
+            ("page tables", mem.kernel_root, abi::PAGE_SIZE),
+            ("VBAR_EL1 vectors", loaded.vectors, 2048),
+        ],
+    }
 }
 
-pub fn setup_vm(_vm: &VmFd) -> Result<()> {
-    Ok(())
+/// Guest-physical addresses of the vGICv3 (only for guests at EL2): below
+/// RAM, where nothing else is mapped; the redistributors take 128 KiB per
+/// vCPU.
+pub const GICD_GPA: u64 = 0x0800_0000;
+pub const GICR_GPA: u64 = 0x080a_0000;
+const _: () = assert!(GICR_GPA + abi::MAX_VCPUS * 0x2_0000 <= RAM_BASE);
+
+/// In-kernel devices of a VM: the vGICv3 of a guest at EL2.
+#[derive(Debug)]
+pub struct VmState {
+    gic: Option<DeviceFd>,
+}
+
+fn gic_attr(gic: &DeviceFd, group: u32, attr: u32, value: Option<u64>) -> Result<()> {
+    let v = value.unwrap_or(0);
+    let a = kvm_bindings::kvm_device_attr {
+        group,
+        attr: u64::from(attr),
+        addr: if value.is_some() {
+            std::ptr::addr_of!(v) as u64
+        } else {
+            0
+        },
+        flags: 0,
+    };
+    gic.set_device_attr(&a)
+        .map_err(Error::kvm("KVM_SET_DEVICE_ATTR(vGICv3)"))
+}
+
+/// Extra KVM-level setup of a fresh VM: nothing at EL1/EL0 (no devices; the
+/// default 40-bit IPA space holds RAM and the doorbell); for a guest at EL2
+/// the vGICv3 nested virtualization needs, its distributor and
+/// redistributors placed below RAM.
+pub fn setup_vm(vm: &VmFd, privilege: Privilege) -> Result<VmState> {
+    use kvm_bindings::{
+        KVM_DEV_ARM_VGIC_GRP_ADDR, KVM_VGIC_V3_ADDR_TYPE_DIST, KVM_VGIC_V3_ADDR_TYPE_REDIST,
+        kvm_device_type_KVM_DEV_TYPE_ARM_VGIC_V3 as VGIC_V3,
+    };
+    if privilege != Privilege::Hyp {
+        return Ok(VmState { gic: None });
+    }
+    let mut dev = kvm_bindings::kvm_create_device {
+        type_: VGIC_V3,
+        fd: 0,
+        flags: 0,
+    };
+    let gic = vm
+        .create_device(&mut dev)
+        .map_err(Error::kvm("KVM_CREATE_DEVICE(KVM_DEV_TYPE_ARM_VGIC_V3)"))?;
+    let grp = KVM_DEV_ARM_VGIC_GRP_ADDR;
+    gic_attr(&gic, grp, KVM_VGIC_V3_ADDR_TYPE_DIST, Some(GICD_GPA))?;
+    gic_attr(&gic, grp, KVM_VGIC_V3_ADDR_TYPE_REDIST, Some(GICR_GPA))?;
+    Ok(VmState { gic: Some(gic) })
+}
+
+/// After the last vCPU exists: KVM_DEV_ARM_VGIC_CTRL_INIT of the vGIC, if any.
+pub fn finish_vm(state: &VmState) -> Result<()> {
+    use kvm_bindings::{KVM_DEV_ARM_VGIC_CTRL_INIT, KVM_DEV_ARM_VGIC_GRP_CTRL};
+    match &state.gic {
+        Some(gic) => gic_attr(
+            gic,
+            KVM_DEV_ARM_VGIC_GRP_CTRL,
+            KVM_DEV_ARM_VGIC_CTRL_INIT,
+            None,
+        ),
+        None => Ok(()),
+    }
+}
+
+/// Whether KVM can start vCPUs at EL2 as a non-VHE guest hypervisor: both
+/// KVM_CAP_ARM_EL2 and KVM_CAP_ARM_EL2_E2H0; else what the host lacks.
+pub fn hyp_support(kvm: &Kvm) -> HypSupport {
+    let cap = |c: u64| kvm.check_extension_raw(c as libc::c_ulong) > 0;
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    super::decode::el2_support(
+        cap(sr::KVM_CAP_ARM_EL2),
+        cap(sr::KVM_CAP_ARM_EL2_E2H0),
+        &cmdline,
+        &kernel_log(),
+        release.trim(),
+    )
 }
 
 /// What vCPU setup needs from the memory setup.
@@ -56,9 +155,11 @@ pub struct MemoryState {
     pub kernel_root: u64,
     /// TTBR0_EL1 for routines at EL0 (`Privilege::User`).
     pub user_root: u64,
+    /// TTBR0_EL2 for routines at EL2 (`Privilege::Hyp`; EL2 descriptor format).
+    pub hyp_root: u64,
 }
 
-/// Write both sets of stage-1 page tables (EL1 and EL0 permissions).
+/// Write the three sets of stage-1 page tables (EL1, EL0 and EL2 permissions).
 pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
     if ram.base() != RAM_BASE {
         return Err(Error::RamBase(ram.base()));
@@ -75,7 +176,8 @@ pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, loaded: &Loaded) -> Res
     };
     let kernel = tables(Privilege::Kernel, PAGE_TABLES_GPA)?;
     let user = tables(Privilege::User, kernel.next_free())?;
-    for pt in [&kernel, &user] {
+    let hyp = tables(Privilege::Hyp, user.next_free())?;
+    for pt in [&kernel, &user, &hyp] {
         for (gpa, table) in pt.tables() {
             let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
             ram.write_bytes(gpa, &bytes)?;
@@ -84,6 +186,7 @@ pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, loaded: &Loaded) -> Res
     Ok(MemoryState {
         kernel_root: kernel.root,
         user_root: user.root,
+        hyp_root: hyp.root,
     })
 }
 
@@ -99,13 +202,72 @@ fn set_reg(fd: &VcpuFd, id: u64, v: u64, op: &'static str) -> Result<()> {
     Ok(())
 }
 
-/// KVM_ARM_PREFERRED_TARGET + KVM_ARM_VCPU_INIT with PSCI 0.2.
-fn init_vcpu(vm: &VmFd, fd: &VcpuFd) -> Result<()> {
+/// KVM_ARM_PREFERRED_TARGET + KVM_ARM_VCPU_INIT with PSCI 0.2 (and at EL2
+/// HAS_EL2 | HAS_EL2_E2H0: features[0] = 0x184).
+fn init_vcpu(vm: &VmFd, fd: &VcpuFd, privilege: Privilege) -> Result<()> {
     let mut kvi = kvm_vcpu_init::default();
     vm.get_preferred_target(&mut kvi)
         .map_err(Error::kvm("KVM_ARM_PREFERRED_TARGET"))?;
     kvi.features[0] |= 1 << KVM_ARM_VCPU_PSCI_0_2;
+    if privilege == Privilege::Hyp {
+        kvi.features[0] |= (1 << sr::VCPU_FEATURE_HAS_EL2) | (1 << sr::VCPU_FEATURE_HAS_EL2_E2H0);
+        return fd
+            .vcpu_init(&kvi)
+            .map_err(Error::kvm("KVM_ARM_VCPU_INIT(HAS_EL2 | HAS_EL2_E2H0)"));
+    }
     fd.vcpu_init(&kvi).map_err(Error::kvm("KVM_ARM_VCPU_INIT"))
+}
+
+/// The EL2 start: PSTATE EL2h, PC `hyp_el2_entry`, x0-x5 the values it
+/// programs (guest/aarch64/entry.S), TPIDRRO_EL0 the mailbox.
+fn setup_vcpu_el2(
+    fd: &VcpuFd,
+    id: u64,
+    loaded: &Loaded,
+    mem: &MemoryState,
+    tcr: u64,
+) -> Result<()> {
+    let hyp = loaded.hyp.ok_or_else(|| Error::Unsupported {
+        what: "a guest at EL2 with this blob",
+        detail: "the blob has no hyp_el2_entry / hyp_el2_vectors (made by an older hypclear): \
+                 rebuild it with `hypclear blob`"
+            .into(),
+    })?;
+    let regs: [(u64, u64, &'static str); 9] = [
+        (
+            sr::core_x(0),
+            sr::mair_el1(),
+            "KVM_SET_ONE_REG(x0: MAIR_EL2)",
+        ),
+        (sr::core_x(1), tcr, "KVM_SET_ONE_REG(x1: TCR_EL2)"),
+        (
+            sr::core_x(2),
+            mem.hyp_root,
+            "KVM_SET_ONE_REG(x2: TTBR0_EL2)",
+        ),
+        (
+            sr::core_x(3),
+            sr::sctlr_el2(),
+            "KVM_SET_ONE_REG(x3: SCTLR_EL2)",
+        ),
+        (sr::core_x(4), sr::hcr_el2(), "KVM_SET_ONE_REG(x4: HCR_EL2)"),
+        (sr::core_x(5), stack_top(id), "KVM_SET_ONE_REG(x5: SP_EL2)"),
+        (
+            sr::TPIDRRO_EL0,
+            mailbox_gpa(id),
+            "KVM_SET_ONE_REG(TPIDRRO_EL0)",
+        ),
+        (
+            sr::CORE_PSTATE,
+            sr::pstate(Privilege::Hyp),
+            "KVM_SET_ONE_REG(PSTATE)",
+        ),
+        (sr::CORE_PC, hyp.entry, "KVM_SET_ONE_REG(PC)"),
+    ];
+    for (reg, v, op) in regs {
+        set_reg(fd, reg, v, op)?;
+    }
+    Ok(())
 }
 
 /// Put a vCPU at the blob's entry with the MMU on, at the chosen privilege.
@@ -118,7 +280,7 @@ pub fn setup_vcpu(
     mem: &MemoryState,
     privilege: Privilege,
 ) -> Result<()> {
-    init_vcpu(vm, fd)?;
+    init_vcpu(vm, fd, privilege)?;
     let isar2 = get_reg(
         fd,
         sr::ID_AA64ISAR2_EL1,
@@ -142,6 +304,10 @@ pub fn setup_vcpu(
     let (root, sp_el1, sp_el0) = match privilege {
         Privilege::Kernel => (mem.kernel_root, stack_top(id), 0),
         Privilege::User => (mem.user_root, exception_stack_top(id), stack_top(id)),
+        Privilege::Hyp => {
+            let tcr = sr::tcr_el2(mmfr0, abi::DOORBELL_GPA + abi::PAGE_SIZE - 1).unwrap_or(tcr);
+            return setup_vcpu_el2(fd, id, loaded, mem, tcr);
+        }
     };
     let sysregs: [(u64, u64, &'static str); 9] = [
         (sr::MAIR_EL1, sr::mair_el1(), "KVM_SET_ONE_REG(MAIR_EL1)"),
@@ -240,19 +406,41 @@ pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
         }
         out.truncate(out.trim_end().len());
     }
-    out.push_str(&format!(
-        "\nELR_EL1 {:#x} SPSR_EL1 {:#x} ESR_EL1 {:#x} FAR_EL1 {:#x}\n\
-         SCTLR_EL1 {:#x} TCR_EL1 {:#x} TTBR0_EL1 {:#x} VBAR_EL1 {:#x}",
-        g(sr::CORE_ELR_EL1).unwrap_or(0),
-        g(sr::CORE_SPSR_EL1).unwrap_or(0),
-        g(sr::ESR_EL1).unwrap_or(0),
-        g(sr::FAR_EL1).unwrap_or(0),
-        g(sr::SCTLR_EL1).unwrap_or(0),
-        g(sr::TCR_EL1).unwrap_or(0),
-        g(sr::TTBR0_EL1).unwrap_or(0),
-        g(sr::VBAR_EL1).unwrap_or(0),
-    ));
+    if pstate & 0xc == 0x8 {
+        out.push_str(&el2_registers(&g));
+    } else {
+        out.push_str(&format!(
+            "\nELR_EL1 {:#x} SPSR_EL1 {:#x} ESR_EL1 {:#x} FAR_EL1 {:#x}\n\
+             SCTLR_EL1 {:#x} TCR_EL1 {:#x} TTBR0_EL1 {:#x} VBAR_EL1 {:#x}",
+            g(sr::CORE_ELR_EL1).unwrap_or(0),
+            g(sr::CORE_SPSR_EL1).unwrap_or(0),
+            g(sr::ESR_EL1).unwrap_or(0),
+            g(sr::FAR_EL1).unwrap_or(0),
+            g(sr::SCTLR_EL1).unwrap_or(0),
+            g(sr::TCR_EL1).unwrap_or(0),
+            g(sr::TTBR0_EL1).unwrap_or(0),
+            g(sr::VBAR_EL1).unwrap_or(0),
+        ));
+    }
     Some((pc, out))
+}
+
+/// The EL2 lines of a register dump (the vCPU stopped at EL2).
+fn el2_registers(g: &dyn Fn(u64) -> Option<u64>) -> String {
+    format!(
+        "\nSP_EL2 {:#x} ELR_EL2 {:#x} SPSR_EL2 {:#x} ESR_EL2 {:#x} FAR_EL2 {:#x}\n\
+         HCR_EL2 {:#x} SCTLR_EL2 {:#x} TCR_EL2 {:#x} TTBR0_EL2 {:#x} VBAR_EL2 {:#x}",
+        g(sr::SP_EL2).unwrap_or(0),
+        g(sr::ELR_EL2).unwrap_or(0),
+        g(sr::SPSR_EL2).unwrap_or(0),
+        g(sr::ESR_EL2).unwrap_or(0),
+        g(sr::FAR_EL2).unwrap_or(0),
+        g(sr::HCR_EL2).unwrap_or(0),
+        g(sr::SCTLR_EL2).unwrap_or(0),
+        g(sr::TCR_EL2).unwrap_or(0),
+        g(sr::TTBR0_EL2).unwrap_or(0),
+        g(sr::VBAR_EL2).unwrap_or(0),
+    )
 }
 
 /// Explain a FAIL_EXCEPTION report (see `abi::MB_FAIL_D0..D5`): returns the
@@ -268,7 +456,7 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
 fn vcpu_id_regs(kvm: &Kvm) -> Option<(u64, u64, u64)> {
     let vm = kvm.create_vm().ok()?;
     let fd = vm.create_vcpu(0).ok()?;
-    init_vcpu(&vm, &fd).ok()?;
+    init_vcpu(&vm, &fd, Privilege::Kernel).ok()?;
     let g = |id| get_reg(&fd, id, "KVM_GET_ONE_REG").ok();
     Some((
         g(sr::MIDR_EL1)?,
@@ -368,7 +556,7 @@ pub fn probe_mops(kvm: &Kvm) -> Result<Option<u64>> {
     // are dropped at the end of this function, the VM first).
     unsafe { vm.set_user_memory_region(region) }.map_err(Error::probe("memslot"))?;
     let fd = vm.create_vcpu(0).map_err(Error::probe("KVM_CREATE_VCPU"))?;
-    init_vcpu(&vm, &fd)?;
+    init_vcpu(&vm, &fd, Privilege::Kernel)?;
     for (id, v) in [
         (sr::VBAR_EL1, RAM_BASE + 0x800),
         (sr::core_x(1), abi::DOORBELL_GPA),
@@ -487,6 +675,7 @@ pub fn privilege_name(p: Privilege) -> &'static str {
     match p {
         Privilege::Kernel => "EL1",
         Privilege::User => "EL0",
+        Privilege::Hyp => "EL2",
     }
 }
 
@@ -537,6 +726,19 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
         format!("{} bits", kvm.get_host_ipa_limit()),
     ));
     v.push(("KVM mode".into(), kvm_flavour().to_string()));
+    let hyp = hyp_support(kvm);
+    v.push((
+        "guest at EL2".into(),
+        format!(
+            "{} ({})",
+            if hyp.offered {
+                "offered (nVHE, E2H=0)"
+            } else {
+                "not offered"
+            },
+            hyp.detail
+        ),
+    ));
     v
 }
 
@@ -549,6 +751,7 @@ mod tests {
     fn privilege_names_and_variants() {
         assert_eq!(privilege_name(Privilege::Kernel), "EL1");
         assert_eq!(privilege_name(Privilege::User), "EL0");
+        assert_eq!(privilege_name(Privilege::Hyp), "EL2");
         assert!(VARIANTS.iter().any(|v| v.name == "ldp-stnp"));
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! RAM_BASE + 0x0000_0000  not mapped (guard)
-//! RAM_BASE + 0x0001_0000  page tables (bump allocated; EL1 only)
+//! RAM_BASE + 0x0001_0000  page tables (bump allocated; EL1/EL2 only)
 //! RAM_BASE + 0x0010_0000  mailboxes, 64 KiB (abi::MAILBOX_SIZE) per vCPU
 //! RAM_BASE + 0x0020_0000  stacks: per vCPU a routine stack and an exception stack
 //! RAM_BASE + 0x0040_0000  blob window: the blob is loaded at a random
@@ -44,8 +44,8 @@ pub const ARENA_BASE: u64 = RAM_BASE + 0x100_0000;
 pub const RAM_ALIGN: u64 = 2 << 20;
 /// The smallest useful guest: the fixed areas plus 16 MiB of arena.
 pub const MIN_RAM: u64 = 32 << 20;
-/// The identity map covers at most this much RAM: two sets of tables (EL1
-/// and EL0 permissions) with 2 MiB blocks must fit the page-table area.
+/// The identity map covers at most this much RAM: three sets of tables (EL1,
+/// EL0 and EL2 permissions) with 2 MiB blocks must fit the page-table area.
 pub const MAX_RAM: u64 = 64 << 30;
 
 pub fn mailbox_gpa(vcpu: u64) -> u64 {

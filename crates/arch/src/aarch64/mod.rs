@@ -32,14 +32,36 @@ pub const FORMER_NAMES: &[super::FormerName] = &[];
 /// arch/arm64/lib/memset.S, and a kernel blob's) takes for a check with
 /// fill `fill`, where the fill decides it: zero uses DC ZVA from 128
 /// bytes when DCZID_EL0 allows it (`dczva`: DZP = 0), the STP loop when it
-/// does not.
+/// does not. At EL2 (E2H = 0) the enables differ from EL1's: DC ZVA has no
+/// DZE control there (never prohibited at EL2; HCR_EL2.TDZ only traps
+/// EL1/EL0), and the MOPS instructions have no SCTLR_EL2.MSCEn (always
+/// enabled at EL2; HCRX_EL2.MSCEn gates EL1/EL0), so those rows say so.
 pub fn path_note(
     family: super::Family,
     variant: &str,
     fill: Option<u8>,
     dczva: bool,
+    privilege: super::Privilege,
 ) -> Option<&'static str> {
-    use super::Family::Memset;
+    use super::Family::{ClearPage, Memcpy, Memset};
+    if privilege == super::Privilege::Hyp {
+        return match (family, variant, fill) {
+            (Memset, "generic" | "kernel", Some(0)) if dczva => {
+                Some("EL2: fill 0: DC ZVA from 128 bytes (no DZE at EL2 with E2H=0), STP below")
+            }
+            (Memset, "generic" | "kernel", Some(0)) => {
+                Some("EL2: fill 0: STP loop only (DZP=1 at EL2: the CPU prohibits DC ZVA)")
+            }
+            (Memset, "generic" | "kernel", Some(_)) => Some("EL2: non-zero fill: STP loop"),
+            (ClearPage, "dczva", _) => {
+                Some("EL2: DC ZVA needs no enable at EL2 (no DZE with E2H=0)")
+            }
+            (Memset | Memcpy | ClearPage, "mops", _) => {
+                Some("EL2: MOPS always enabled at EL2 (no SCTLR_EL2.MSCEn with E2H=0)")
+            }
+            _ => None,
+        };
+    }
     match (family, variant, fill) {
         (Memset, "generic" | "kernel", Some(0)) if dczva => {
             Some("fill 0: DC ZVA from 128 bytes (DZP=0), STP below")
@@ -108,24 +130,82 @@ mod tests {
     use crate::{Family, KernelVersion};
 
     #[test]
+    fn el2_rows_say_how_the_enables_differ() {
+        use crate::Privilege::{Hyp, Kernel};
+        let n = |f, v, fill| path_note(f, v, fill, true, Hyp).unwrap_or("");
+        assert!(n(Family::Memset, "generic", Some(0)).contains("no DZE at EL2"));
+        assert!(n(Family::Memset, "mops", Some(0)).contains("no SCTLR_EL2.MSCEn"));
+        assert!(n(Family::ClearPage, "dczva", None).starts_with("EL2:"));
+        assert!(
+            path_note(Family::Memset, "generic", Some(0), false, Hyp)
+                .unwrap()
+                .contains("DZP=1")
+        );
+        assert_eq!(
+            path_note(Family::Memset, "mops", Some(0), true, Kernel),
+            None
+        );
+        assert_eq!(
+            path_note(Family::CopyPage, "ldp-stnp", None, true, Hyp),
+            None
+        );
+    }
+
+    #[test]
     fn memset_path_is_named_for_the_zero_fill() {
         assert!(
-            path_note(Family::Memset, "generic", Some(0), true)
-                .unwrap()
-                .contains("DC ZVA from 128")
+            path_note(
+                Family::Memset,
+                "generic",
+                Some(0),
+                true,
+                crate::Privilege::Kernel
+            )
+            .unwrap()
+            .contains("DC ZVA from 128")
         );
         assert!(
-            path_note(Family::Memset, "kernel", Some(0), false)
-                .unwrap()
-                .contains("no DC ZVA")
+            path_note(
+                Family::Memset,
+                "kernel",
+                Some(0),
+                false,
+                crate::Privilege::Kernel
+            )
+            .unwrap()
+            .contains("no DC ZVA")
         );
         assert!(
-            path_note(Family::Memset, "generic", Some(0x5a), true)
-                .unwrap()
-                .contains("STP")
+            path_note(
+                Family::Memset,
+                "generic",
+                Some(0x5a),
+                true,
+                crate::Privilege::Kernel
+            )
+            .unwrap()
+            .contains("STP")
         );
-        assert_eq!(path_note(Family::Memset, "mops", Some(0), true), None);
-        assert_eq!(path_note(Family::Memcpy, "generic", None, true), None);
+        assert_eq!(
+            path_note(
+                Family::Memset,
+                "mops",
+                Some(0),
+                true,
+                crate::Privilege::Kernel
+            ),
+            None
+        );
+        assert_eq!(
+            path_note(
+                Family::Memcpy,
+                "generic",
+                None,
+                true,
+                crate::Privilege::Kernel
+            ),
+            None
+        );
     }
 
     #[test]

@@ -16,6 +16,14 @@
 //!   at EL1, and are PXN explicitly too); the blob is read-only at both
 //!   levels (AP = 0b11) and executable at both (the vectors run at EL1); page
 //!   tables and exception stacks stay EL1-only.
+//!
+//! A third set is for `Hyp` (routines at EL2 with E2H = 0, TTBR0_EL2): the
+//! same regions and memory types, in the EL2 descriptor format, which the
+//! EL1 sets do not satisfy. That regime has one privilege level, so AP[1]
+//! is RES1 (AP = 0b01 read/write, 0b11 read-only, as the nVHE hyp's
+//! pgtable.c writes them), bit 54 is XN (UXN at EL1) and bit 53 (PXN) is
+//! RES0: the blob is read-only and executable, everything else read/write
+//! and XN (the nVHE hyp's SCTLR_EL2.WXN holds).
 use super::layout::Use;
 use super::sysregs::{MT_DEVICE_NGNRE, MT_NORMAL};
 use crate::Privilege;
@@ -137,6 +145,9 @@ impl Attrs {
 
 /// The attributes a region gets for routines running at `privilege`.
 pub fn attrs_for(use_: Use, privilege: Privilege) -> Attrs {
+    if privilege == Privilege::Hyp {
+        return attrs_el2(use_);
+    }
     let user = privilege == Privilege::User;
     let data = |ap| Attrs {
         device: false,
@@ -158,6 +169,36 @@ pub fn attrs_for(use_: Use, privilege: Privilege) -> Attrs {
             ..data(if user { Ap::BothRw } else { Ap::El1Rw })
         },
     }
+}
+
+/// The EL2 (E2H = 0) attributes of a region, in [`Attrs`] terms: AP[1]
+/// set (RES1), `el1_exec` true so that bit 53 (RES0 at EL2) stays clear,
+/// `el0_exec` for bit 54, which is XN at EL2.
+fn attrs_el2(use_: Use) -> Attrs {
+    let data = Attrs {
+        device: use_ == Use::Doorbell,
+        ap: Ap::BothRw,
+        el1_exec: true,
+        el0_exec: false,
+    };
+    match use_ {
+        Use::Blob => Attrs {
+            device: false,
+            ap: Ap::BothRo,
+            el1_exec: true,
+            el0_exec: true,
+        },
+        _ => data,
+    }
+}
+
+/// Whether an EL2 (E2H = 0) regime descriptor's attributes permit an
+/// access: AP[2] says read-only, bit 54 (`el0_exec` clear) says XN.
+pub fn el2_permits(a: Attrs, write: bool, exec: bool) -> bool {
+    if exec {
+        return a.el0_exec;
+    }
+    !write || a.ap.writable()
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -444,10 +485,38 @@ mod tests {
         assert!(!b.permits(true, true, false) && !b.permits(false, true, false));
     }
 
+    fn hyp(ram: u64, from: u64) -> PageTables {
+        identity_map(&layout::regions(ram), Privilege::Hyp, from, PAGE_TABLES_END).unwrap()
+    }
+
+    #[test]
+    fn el2_tables_use_the_el2_descriptor_format() {
+        let (_, u) = both(64 << 20);
+        let h = hyp(64 << 20, u.next_free());
+        for (s, e, use_) in layout::regions(64 << 20) {
+            for a in (s..e).step_by(0x1000) {
+                let (d, _) = h.leaf(a).unwrap();
+                assert_ne!(d & (1 << 6), 0, "{a:#x}: AP[1] is RES1 at EL2");
+                assert_eq!(d & DESC_PXN, 0, "{a:#x}: bit 53 is RES0 at EL2");
+                assert_eq!(d & DESC_NG, 0, "{a:#x}: nG is RES0 at EL2");
+                let x = h.translate(a).unwrap().1;
+                let blob = use_ == Use::Blob;
+                assert_eq!(el2_permits(x, false, true), blob, "{a:#x} exec");
+                assert_eq!(el2_permits(x, true, false), !blob, "{a:#x} write");
+                assert!(
+                    !(el2_permits(x, true, false) && el2_permits(x, false, true)),
+                    "WXN"
+                );
+                assert_eq!(x.device, use_ == Use::Doorbell);
+            }
+        }
+    }
+
     #[test]
     fn descriptors_have_af_and_the_right_memory_types() {
         let (k, u) = both(32 << 20);
-        for pt in [&k, &u] {
+        let h = hyp(32 << 20, u.next_free());
+        for pt in [&k, &u, &h] {
             for (s, e, use_) in layout::regions(32 << 20) {
                 for a in (s..e).step_by(4096) {
                     let (d, level) = pt.leaf(a).unwrap();
@@ -491,9 +560,10 @@ mod tests {
     }
 
     #[test]
-    fn max_ram_fits_both_sets_in_the_table_area() {
+    fn max_ram_fits_all_three_sets_in_the_table_area() {
         let (k, u) = both(MAX_RAM);
-        assert!(u.next_free() <= PAGE_TABLES_END);
+        let h = hyp(MAX_RAM, u.next_free());
+        assert!(h.next_free() <= PAGE_TABLES_END);
         assert_eq!(
             k.translate(RAM_BASE + MAX_RAM - 1).map(|x| x.0),
             Some(RAM_BASE + MAX_RAM - 1)

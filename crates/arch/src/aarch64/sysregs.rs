@@ -63,6 +63,32 @@ pub const VBAR_EL1: u64 = sysreg_id(3, 0, 12, 0, 0);
 pub const TPIDR_EL1: u64 = sysreg_id(3, 0, 13, 0, 4);
 pub const CNTKCTL_EL1: u64 = sysreg_id(3, 0, 14, 1, 0);
 pub const TPIDRRO_EL0: u64 = sysreg_id(3, 3, 13, 0, 3);
+// EL2 registers (readable with ONE_REG on a vCPU with KVM_ARM_VCPU_HAS_EL2;
+// the guest's own EL2 entry programs them, the host only reads them back
+// for failure reports).
+pub const SCTLR_EL2: u64 = sysreg_id(3, 4, 1, 0, 0);
+pub const HCR_EL2: u64 = sysreg_id(3, 4, 1, 1, 0);
+pub const TTBR0_EL2: u64 = sysreg_id(3, 4, 2, 0, 0);
+pub const TCR_EL2: u64 = sysreg_id(3, 4, 2, 0, 2);
+pub const SPSR_EL2: u64 = sysreg_id(3, 4, 4, 0, 0);
+pub const ELR_EL2: u64 = sysreg_id(3, 4, 4, 0, 1);
+pub const SP_EL2: u64 = sysreg_id(3, 6, 4, 1, 0);
+pub const ESR_EL2: u64 = sysreg_id(3, 4, 5, 2, 0);
+pub const FAR_EL2: u64 = sysreg_id(3, 4, 6, 0, 0);
+pub const VBAR_EL2: u64 = sysreg_id(3, 4, 12, 0, 0);
+
+// ---- KVM capabilities and vCPU features for a guest at EL2 ----
+/// KVM_CAP_ARM_EL2 (include/uapi/linux/kvm.h of Linux 7.3; kvm-bindings
+/// 0.14 predates it): the vCPU may start at EL2 (nested virtualization,
+/// host booted with kvm-arm.mode=nested on a CPU with FEAT_NV2).
+pub const KVM_CAP_ARM_EL2: u64 = 240;
+/// KVM_CAP_ARM_EL2_E2H0 (same header): that EL2 may be non-VHE
+/// (HCR_EL2.E2H = 0), as the nVHE hypervisor runs.
+pub const KVM_CAP_ARM_EL2_E2H0: u64 = 241;
+/// vCPU feature bits (arch/arm64/include/uapi/asm/kvm.h; also in
+/// kvm-bindings as KVM_ARM_VCPU_HAS_EL2 / _HAS_EL2_E2H0).
+pub const VCPU_FEATURE_HAS_EL2: u32 = 7;
+pub const VCPU_FEATURE_HAS_EL2_E2H0: u32 = 8;
 
 // ---- SCTLR_EL1 ----
 pub const SCTLR_M: u64 = 1 << 0;
@@ -134,6 +160,40 @@ pub fn sctlr_el1(privilege: Privilege, mops: bool) -> u64 {
     v
 }
 
+// ---- SCTLR_EL2 (E2H = 0) ----
+/// RES1 bits of SCTLR_EL2 when HCR_EL2.E2H is 0 (arch/arm64/include/asm/sysreg.h
+/// SCTLR_EL2_RES1: 4, 5, 11, 16, 18, 22, 23, 28, 29).
+pub const SCTLR_EL2_RES1: u64 = (1 << 4)
+    | (1 << 5)
+    | (1 << 11)
+    | (1 << 16)
+    | (1 << 18)
+    | (1 << 22)
+    | (1 << 23)
+    | (1 << 28)
+    | (1 << 29);
+
+/// SCTLR_EL2 as the nVHE hyp's init sets it (INIT_SCTLR_EL2_MMU_ON): MMU,
+/// data and instruction caches, SP alignment checks, WXN (writable never
+/// executable), little endian, RES1. Left out: IESB and ITFSB, which need
+/// FEAT_IESB / FEAT_MTE (RES0 without them). There is no DZE or MSCEn with
+/// E2H = 0: DC ZVA and MOPS are always enabled at EL2.
+pub const fn sctlr_el2() -> u64 {
+    SCTLR_EL2_RES1 | SCTLR_M | SCTLR_C | SCTLR_SA | SCTLR_I | SCTLR_WXN
+}
+
+// ---- HCR_EL2 ----
+/// EL1 is AArch64.
+pub const HCR_RW: u64 = 1 << 31;
+/// EL2 host (VHE); must stay clear for the nVHE regime.
+pub const HCR_E2H: u64 = 1 << 34;
+
+/// HCR_EL2 of a guest hypervisor with no guest of its own: EL1 AArch64,
+/// no traps, no stage 2 (VM clear), E2H clear.
+pub const fn hcr_el2() -> u64 {
+    HCR_RW
+}
+
 // ---- TCR_EL1 ----
 /// Virtual address size: 48 bits (four levels of 4 KiB tables from L0).
 pub const VA_BITS: u64 = 48;
@@ -187,6 +247,22 @@ pub fn tcr_el1(id_aa64mmfr0: u64, need_pa: u64) -> Option<u64> {
     )
 }
 
+// ---- TCR_EL2 (E2H = 0: one VA range, TTBR0_EL2) ----
+/// RES1 bits 31 and 23 (kvm_arm.h TCR_EL2_RES1).
+pub const TCR_EL2_RES1: u64 = (1 << 31) | (1 << 23);
+pub const TCR_EL2_PS_SHIFT: u64 = 16;
+
+/// TCR_EL2 as the nVHE hyp's init builds it (TCR_EL1's T0SZ/TG0/SH0/ORGN0/
+/// IRGN0 fields, which sit at the same bits, plus RES1 and PS from
+/// PARange; TCR_EL2 has no EPD1/T1SZ/TG1 or IPS field). `None` as for
+/// [`tcr_el1`].
+pub fn tcr_el2(id_aa64mmfr0: u64, need_pa: u64) -> Option<u64> {
+    let el1 = tcr_el1(id_aa64mmfr0, need_pa)?;
+    let fields = 0x3f | (0xf << 8) | (3 << 12) | (3 << 14);
+    let parange = (el1 & TCR_IPS_MASK) >> TCR_IPS_SHIFT;
+    Some((el1 & fields) | TCR_EL2_RES1 | (parange << TCR_EL2_PS_SHIFT))
+}
+
 // ---- MAIR_EL1 ----
 /// MAIR index of Normal memory, inner/outer write-back, read/write allocate.
 pub const MT_NORMAL: u64 = 0;
@@ -222,6 +298,7 @@ pub const fn cntkctl_el1() -> u64 {
 pub const PSR_MODE_EL0T: u64 = 0x0;
 pub const PSR_MODE_EL1T: u64 = 0x4;
 pub const PSR_MODE_EL1H: u64 = 0x5;
+pub const PSR_MODE_EL2H: u64 = 0x9;
 pub const PSR_MODE_MASK: u64 = 0xf;
 pub const PSR_F: u64 = 1 << 6;
 pub const PSR_I: u64 = 1 << 7;
@@ -229,12 +306,13 @@ pub const PSR_A: u64 = 1 << 8;
 pub const PSR_D: u64 = 1 << 9;
 pub const PSR_DAIF: u64 = PSR_D | PSR_A | PSR_I | PSR_F;
 
-/// Entry PSTATE: EL1h (`Kernel`) or EL0t (`User`), DAIF masked.
+/// Entry PSTATE: EL1h (`Kernel`), EL0t (`User`) or EL2h (`Hyp`), DAIF masked.
 pub fn pstate(privilege: Privilege) -> u64 {
     PSR_DAIF
         | match privilege {
             Privilege::Kernel => PSR_MODE_EL1H,
             Privilege::User => PSR_MODE_EL0T,
+            Privilege::Hyp => PSR_MODE_EL2H,
         }
 }
 
@@ -357,6 +435,36 @@ mod tests {
             (tcr_el1(0x7, 0).unwrap() & TCR_IPS_MASK) >> TCR_IPS_SHIFT,
             5
         );
+    }
+
+    #[test]
+    fn el2_registers_follow_the_nvhe_hyp_init() {
+        assert_eq!(SCTLR_EL2, 0x6030_0000_0013_e080);
+        assert_eq!(TCR_EL2, 0x6030_0000_0013_e102);
+        assert_eq!(VBAR_EL2, 0x6030_0000_0013_e600);
+        assert_eq!(ESR_EL2, 0x6030_0000_0013_e290);
+        let s = sctlr_el2();
+        assert_eq!(
+            s & (SCTLR_M | SCTLR_C | SCTLR_I),
+            SCTLR_M | SCTLR_C | SCTLR_I
+        );
+        assert_ne!(s & SCTLR_WXN, 0, "the nVHE hyp runs with WXN");
+        assert_eq!(s & (SCTLR_A | SCTLR_EE), 0);
+        assert_eq!(s & SCTLR_EL2_RES1, SCTLR_EL2_RES1);
+        assert_eq!(s >> 30, 0, "no IESB/ITFSB or other feature bits");
+        let t = tcr_el2(0x2, 0xff_ffff_ffff).unwrap();
+        assert_eq!(t & 0x3f, 16, "T0SZ");
+        assert_eq!((t >> 8) & 0xf, 0b0101, "IRGN0/ORGN0 WBWA");
+        assert_eq!((t >> 12) & 3, 3, "SH0 inner");
+        assert_eq!((t >> 14) & 3, 0, "TG0 4K");
+        assert_eq!((t >> TCR_EL2_PS_SHIFT) & 7, 2, "PS from PARange");
+        assert_eq!(t & TCR_EL2_RES1, TCR_EL2_RES1);
+        assert_eq!(t >> 32, 0, "no EL1-only fields (IPS, TG1, ...)");
+        assert_eq!(tcr_el2(0x1, 0xff_ffff_f000), None);
+        assert_eq!(hcr_el2() & HCR_E2H, 0);
+        assert_eq!(hcr_el2(), HCR_RW);
+        assert_eq!(pstate(Privilege::Hyp), 0x3c9);
+        assert_eq!(mode_name(0x3c9), "EL2h");
     }
 
     #[test]

@@ -25,12 +25,16 @@ pub enum Error {
     BeyondSize { end: u64, size: u64 },
     #[error(transparent)]
     Ram(#[from] RamError),
+    /// A guest at the hypervisor level (`Privilege::Hyp`) was asked for.
+    #[error("x86_64 has no hypervisor level for the guest (EL2 is an aarch64 option)")]
+    NoHypLevel,
 }
 
 impl Error {
     pub fn category(&self) -> Category {
         match self {
             Error::PageTables(_) => Category::Internal,
+            Error::NoHypLevel => Category::Usage,
             Error::Kvm { .. } | Error::ElfLoader(_) | Error::BeyondSize { .. } | Error::Ram(_) => {
                 Category::Run
             }

@@ -7,7 +7,7 @@ use super::paging;
 use super::regs::{self, Cpl};
 use crate::Privilege;
 use crate::{CpuCaps, Family, KvmFlavour, PagingMode};
-use crate::{Loaded, RamAccess};
+use crate::{HypSupport, Loaded, RamAccess};
 use hypclear_abi as abi;
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
@@ -26,16 +26,40 @@ pub const COUNTER_NAME: &str = "TSC";
 /// Harness areas a hostile guest may try to corrupt (`selftest
 /// --hostile`): the root page table and the exception vectors, as
 /// (name, guest-physical address, bytes).
-pub fn corruptible_areas(loaded: &Loaded) -> [(&'static str, u64, u64); 2] {
-    let _ = loaded;
+pub fn corruptible_areas(
+    loaded: &Loaded,
+    mem: &MemoryState,
+    privilege: Privilege,
+) -> [(&'static str, u64, u64); 2] {
+    let _ = (loaded, privilege);
     [
-        ("page tables", PAGE_TABLES_GPA, abi::PAGE_SIZE),
+        ("page tables", mem.root, abi::PAGE_SIZE),
         ("IDT", IDT_GPA, IDT_VECTORS * 16),
     ]
 }
 
-pub fn setup_vm(_vm: &VmFd) -> Result<()> {
+/// In-kernel devices of a VM: none on x86_64.
+#[derive(Debug)]
+pub struct VmState;
+
+pub fn setup_vm(_vm: &VmFd, privilege: Privilege) -> Result<VmState> {
+    if privilege == Privilege::Hyp {
+        return Err(Error::NoHypLevel);
+    }
+    Ok(VmState)
+}
+
+/// After the last vCPU: nothing to do on x86_64.
+pub fn finish_vm(_state: &VmState) -> Result<()> {
     Ok(())
+}
+
+/// x86_64 guests never start at a hypervisor level here.
+pub fn hyp_support(_kvm: &Kvm) -> HypSupport {
+    HypSupport {
+        offered: false,
+        detail: "x86_64: the guest runs at CPL0 or CPL3 (EL2 is an aarch64 option)".into(),
+    }
 }
 
 /// KVM_GET_SUPPORTED_CPUID, asked once per process (0.1 ms a call here;
@@ -104,6 +128,7 @@ pub fn setup_vcpu(
     let cpl = match privilege {
         Privilege::Kernel => Cpl::Kernel,
         Privilege::User => Cpl::User,
+        Privilege::Hyp => return Err(Error::NoHypLevel),
     };
     let sregs = fd.get_sregs().map_err(Error::kvm("KVM_GET_SREGS"))?;
     fd.set_sregs(&regs::sregs(sregs, cpl, id, mem.root))
@@ -347,6 +372,7 @@ pub fn privilege_name(p: Privilege) -> &'static str {
     match p {
         Privilege::Kernel => "CPL0",
         Privilege::User => "CPL3",
+        Privilege::Hyp => "no hypervisor level on x86_64",
     }
 }
 
