@@ -27,7 +27,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use crate::arch::Privilege;
+pub use crate::arch::{Privilege, VmType};
 pub use crate::error::{FailureKind, GuestFailure};
 pub use vcpu::{Exit, Vcpu};
 
@@ -41,6 +41,9 @@ pub struct VmOptions {
     pub blob: Blob,
     pub vcpus: u64,
     pub seed: u64,
+    /// Ordinary or pKVM protected (whose RAM the host must not touch
+    /// while it lives: only [`Vcpu::sealed_call`] runs it).
+    pub vm_type: VmType,
 }
 
 /// Open /dev/kvm (or `$HYPCLEAR_KVM_DEVICE`), with an error that says how
@@ -240,7 +243,12 @@ impl Vm {
         let loaded = blob.load(ram.as_ref(), base)?;
         let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
         let sym = Arc::new(Symbolizer::new(blob.clone(), base));
-        let fd = kvm.create_vm().map_err(Error::kvm("KVM_CREATE_VM"))?;
+        if opts.vm_type == VmType::Protected {
+            // A fork would copy the pinned pages and so make the
+            // hypervisor reclaim them under the running guest.
+            ram.dont_fork()?;
+        }
+        let fd = arch::create_vm(&kvm, opts.vm_type)?;
         arch::setup_vm(&fd)?;
         // SAFETY: the region is a live mapping owned by `ram`, which the
         // Vm keeps alive for as long as the VM fd exists.
@@ -252,7 +260,9 @@ impl Vm {
             let vfd = fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?;
             arch::setup_vcpu(&kvm, &fd, &vfd, id, &loaded, &mem_state, opts.privilege)?;
             let mailbox = init_mailbox(&ram, id)?;
-            vcpus.push(Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone()));
+            let mut vcpu = Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone());
+            vcpu.vm_type = opts.vm_type;
+            vcpus.push(vcpu);
         }
         let counter_khz = match vcpus.first() {
             Some(v) => arch::counter_khz(&v.fd)?,
@@ -267,6 +277,26 @@ impl Vm {
             vcpus,
             counter_khz,
         })
+    }
+
+    /// Close the vCPU fds, then the VM fd: KVM destroys the VM (under pKVM
+    /// the hypervisor reclaims, and zeroes, every page a protected guest
+    /// owned) before the last close returns. Returns guest RAM, still
+    /// mapped and now the host's alone, and how long the closes took.
+    pub fn destroy(self) -> (Arc<GuestRam>, std::time::Duration) {
+        let Vm {
+            kvm,
+            fd,
+            ram,
+            vcpus,
+            ..
+        } = self;
+        let t = std::time::Instant::now();
+        drop(vcpus);
+        drop(fd);
+        let took = t.elapsed();
+        drop(kvm);
+        (ram, took)
     }
 
     pub fn vcpu(&mut self, i: usize) -> Result<&mut Vcpu> {
@@ -363,6 +393,7 @@ mod tests {
             blob: crate::blob::Blob::get(crate::blob::LinkConfig::Vanilla).unwrap(),
             vcpus: 1,
             seed: 0,
+            vm_type: VmType::Normal,
         };
         assert!(validate(&o).is_ok());
         o.mem = (256 << 20) + 4096;

@@ -23,6 +23,8 @@ pub enum Error {
         "loading the guest blob failed: blob ends at {end:#x}, beyond its declared size {size:#x}"
     )]
     BeyondSize { end: u64, size: u64 },
+    #[error("KVM does not support {what}: {detail}")]
+    Unsupported { what: &'static str, detail: String },
     #[error(transparent)]
     Ram(#[from] RamError),
 }
@@ -31,6 +33,7 @@ impl Error {
     pub fn category(&self) -> Category {
         match self {
             Error::PageTables(_) => Category::Internal,
+            Error::Unsupported { .. } => Category::Environment,
             Error::Kvm { .. } | Error::ElfLoader(_) | Error::BeyondSize { .. } | Error::Ram(_) => {
                 Category::Run
             }

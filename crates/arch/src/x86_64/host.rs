@@ -34,6 +34,20 @@ pub fn corruptible_areas(loaded: &Loaded) -> [(&'static str, u64, u64); 2] {
     ]
 }
 
+/// KVM_CREATE_VM: only ordinary VMs exist on x86_64 (protected VMs are
+/// pKVM's, arm64 only).
+pub fn create_vm(kvm: &Kvm, ty: crate::VmType) -> Result<VmFd> {
+    match ty {
+        crate::VmType::Normal => kvm.create_vm().map_err(Error::kvm("KVM_CREATE_VM")),
+        crate::VmType::Protected => Err(Error::Unsupported {
+            what: "protected VMs",
+            detail:
+                "they are pKVM's (arm64, Linux 7.1+, kvm-arm.mode=protected); this host is x86_64"
+                    .into(),
+        }),
+    }
+}
+
 pub fn setup_vm(_vm: &VmFd) -> Result<()> {
     Ok(())
 }
