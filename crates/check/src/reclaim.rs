@@ -55,7 +55,7 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    pub fn from_seed(seed: u64) -> Pattern {
+    pub(crate) fn from_seed(seed: u64) -> Pattern {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x0072_6563_6c61_696d);
         let r = rng.next_u64();
         Pattern {
@@ -65,13 +65,13 @@ impl Pattern {
     }
 
     /// The byte of arena page `page`.
-    pub fn byte(self, page: u64) -> u8 {
+    pub(crate) fn byte(self, page: u64) -> u8 {
         self.first
             .wrapping_add((page as u8).wrapping_mul(self.step))
     }
 
     /// memset(gpa + i * PAGE, byte(i), PAGE) for i in 0..pages.
-    pub fn args(self, gpa: u64, pages: u64) -> Args {
+    pub(crate) fn args(self, gpa: u64, pages: u64) -> Args {
         Args {
             a0: gpa,
             a0_step: PAGE,
@@ -104,7 +104,7 @@ impl std::fmt::Display for Mismatch {
 }
 
 /// Index of the first byte of `buf` that is not `want`.
-pub fn first_not(buf: &[u8], want: u8) -> Option<usize> {
+pub(crate) fn first_not(buf: &[u8], want: u8) -> Option<usize> {
     // Word at a time; the byte search only inside the word that differs.
     let word = u64::from_ne_bytes([want; 8]);
     let (head, words, _) = {
@@ -137,7 +137,7 @@ pub struct Scan {
 impl Scan {
     /// Add the pages of `buf` (whole pages), the first being arena page
     /// `index` at guest-physical `gpa`.
-    pub fn add(&mut self, buf: &[u8], gpa: u64, index: u64, pattern: Pattern) {
+    pub(crate) fn add(&mut self, buf: &[u8], gpa: u64, index: u64, pattern: Pattern) {
         for (i, page) in buf.chunks(PAGE as usize).enumerate() {
             let (n, at) = (index + i as u64, gpa + i as u64 * PAGE);
             let want = pattern.byte(n);
@@ -208,7 +208,7 @@ pub struct RunReport {
 }
 
 /// MB (2^20 bytes, as --mem counts) per second.
-pub fn mb_per_s(bytes: u64, seconds: f64) -> f64 {
+pub(crate) fn mb_per_s(bytes: u64, seconds: f64) -> f64 {
     if seconds > 0.0 {
         bytes as f64 / f64::from(1u32 << 20) / seconds
     } else {
@@ -233,7 +233,11 @@ impl RunReport {
 
 /// The two checks of a run, given what the host read: a protected VM must
 /// read zero and have lost the pattern, an ordinary one the reverse.
-pub fn expectations(vm_type: VmType, arena: &Scan, host_pages: &[HostPage]) -> Vec<Expectation> {
+pub(crate) fn expectations(
+    vm_type: VmType,
+    arena: &Scan,
+    host_pages: &[HostPage],
+) -> Vec<Expectation> {
     let protected = vm_type == VmType::Protected;
     let host_dirty = host_pages.iter().find(|p| p.first_nonzero.is_some());
     let zero = arena.zero_pages == arena.pages && host_dirty.is_none();
@@ -293,7 +297,7 @@ pub struct HostKernel {
 }
 
 impl HostKernel {
-    pub fn collect() -> HostKernel {
+    pub(crate) fn collect() -> HostKernel {
         HostKernel {
             release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())

@@ -279,24 +279,17 @@ impl Vm {
         })
     }
 
-    /// Close the vCPU fds, then the VM fd: KVM destroys the VM (under pKVM
+    /// Close the VM's fds (vCPUs, the VM): KVM destroys the VM (under pKVM
     /// the hypervisor reclaims, and zeroes, every page a protected guest
     /// owned) before the last close returns. Returns guest RAM, still
     /// mapped and now the host's alone, and how long the closes took.
     pub fn destroy(self) -> (Arc<GuestRam>, std::time::Duration) {
-        let Vm {
-            kvm,
-            fd,
-            ram,
-            vcpus,
-            ..
-        } = self;
+        let ram = self.ram.clone();
         let t = std::time::Instant::now();
-        drop(vcpus);
-        drop(fd);
-        let took = t.elapsed();
-        drop(kvm);
-        (ram, took)
+        // All of it, so that any fd holding the VM (vCPUs, devices) is
+        // closed inside the timed part.
+        drop(self);
+        (ram, t.elapsed())
     }
 
     pub fn vcpu(&mut self, i: usize) -> Result<&mut Vcpu> {

@@ -466,7 +466,7 @@ impl GuestRam {
     /// Keep this mapping out of any child a fork would make
     /// (`MADV_DONTFORK`): a pKVM protected guest's pinned pages are then
     /// never copied (which would make the hypervisor reclaim them).
-    pub fn dont_fork(&self) -> Result<()> {
+    pub(crate) fn dont_fork(&self) -> Result<()> {
         // SAFETY: host..host+size is the mapping owned by self; DONTFORK
         // changes only what a fork inherits.
         let rc =

@@ -21,7 +21,7 @@ pub struct KvmArmMode {
 
 /// The mode from the module parameter (its file's text, if readable),
 /// else the last `kvm-arm.mode=` on the kernel command line.
-pub fn mode_from(sys_param: Option<&str>, cmdline: &str) -> Option<KvmArmMode> {
+pub(crate) fn mode_from(sys_param: Option<&str>, cmdline: &str) -> Option<KvmArmMode> {
     if let Some(m) = sys_param.map(str::trim).filter(|m| !m.is_empty()) {
         return Some(KvmArmMode {
             mode: m.to_string(),
