@@ -164,7 +164,23 @@ impl Vcpu {
         let mut track = Track::default();
         loop {
             crate::interrupt::check()?;
-            let exit = self.next_exit()?;
+            let exit = match self.next_exit() {
+                Err(Error::Kvm { source, .. })
+                    if source.errno() == libc::EFAULT
+                        && self.vm_type == crate::VmType::Protected =>
+                {
+                    return Err(self.failure(
+                        FailureKind::InternalError,
+                        format!(
+                            "KVM_RUN failed: {source}: the hypervisor took the protected guest's \
+                             pages back while it ran (a fork copies them: hypclear marks guest \
+                             RAM MADV_DONTFORK, so look for another process sharing or pinning \
+                             this memory)"
+                        ),
+                    ));
+                }
+                other => other?,
+            };
             if self.watchdog.as_ref().is_some_and(|(_, w)| w.fired()) {
                 return Err(self.failure(
                     FailureKind::Timeout,
