@@ -105,12 +105,8 @@ fn table(runs: &[RunReport]) -> comfy_table::Table {
     for r in runs {
         let mut row = vec![
             reclaim::run_name(r.vm_type).to_string(),
-            format!("{:.3} s ({:.1} MB/s)", r.fill_seconds, r.fill_mb_s()),
-            format!(
-                "{:.3} s ({:.1} MB/s)",
-                r.teardown_seconds,
-                r.teardown_mb_s()
-            ),
+            format!("{:.3} s ({:.1} MB/s)", r.fill_seconds, r.fill_mb_s),
+            format!("{:.3} s ({:.1} MB/s)", r.teardown_seconds, r.teardown_mb_s),
         ];
         for e in &r.expectations {
             row.push(format!(

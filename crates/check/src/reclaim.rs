@@ -200,8 +200,11 @@ pub struct RunReport {
     pub fill_bytes: u64,
     pub fill_ticks: u64,
     pub fill_seconds: f64,
+    pub fill_mb_s: f64,
     /// Closing the vCPU and VM fds (the hypervisor's reclaim).
     pub teardown_seconds: f64,
+    /// `fill_bytes` (about the pages the guest owned) over the teardown.
+    pub teardown_mb_s: f64,
     pub arena: Scan,
     pub host_pages: Vec<HostPage>,
     pub expectations: Vec<Expectation>,
@@ -217,15 +220,6 @@ pub(crate) fn mb_per_s(bytes: u64, seconds: f64) -> f64 {
 }
 
 impl RunReport {
-    pub fn fill_mb_s(&self) -> f64 {
-        mb_per_s(self.fill_bytes, self.fill_seconds)
-    }
-
-    /// Over the pages the guest owned, about the arena.
-    pub fn teardown_mb_s(&self) -> f64 {
-        mb_per_s(self.fill_bytes, self.teardown_seconds)
-    }
-
     pub fn passed(&self) -> bool {
         self.expectations.iter().all(Expectation::passed)
     }
@@ -418,6 +412,7 @@ fn run_one(
     let sealed = vm.vcpu(0)?.sealed_call(&cmd, opts.timeout)?;
     let khz = vm.counter_khz.max(1);
     let (ram, took) = vm.destroy();
+    let fill_seconds = sealed.ticks() as f64 / (khz as f64 * 1000.0);
     let arena = scan(&ram, fill_gpa, fill_bytes, pattern)?;
     let host_pages = host_pages
         .into_iter()
@@ -442,8 +437,10 @@ fn run_one(
         fill_gpa,
         fill_bytes,
         fill_ticks: sealed.ticks(),
-        fill_seconds: sealed.ticks() as f64 / (khz as f64 * 1000.0),
+        fill_seconds,
+        fill_mb_s: mb_per_s(fill_bytes, fill_seconds),
         teardown_seconds: took.as_secs_f64(),
+        teardown_mb_s: mb_per_s(fill_bytes, took.as_secs_f64()),
         expectations: expectations(vm_type, &arena, &host_pages),
         arena,
         host_pages,
@@ -496,9 +493,9 @@ pub fn ktap(report: &Report) -> Document {
             Test::parent(run_name(r.vm_type), leaves).with_diagnostics([format!(
                 "{}: fill {:.1} MB/s, teardown {:.3} s ({:.1} MB/s)",
                 run_name(r.vm_type),
-                r.fill_mb_s(),
+                r.fill_mb_s,
                 r.teardown_seconds,
-                r.teardown_mb_s()
+                r.teardown_mb_s
             )])
         })
         .collect();
@@ -652,7 +649,9 @@ mod tests {
             fill_bytes: PAGE,
             fill_ticks: 10,
             fill_seconds: 0.1,
+            fill_mb_s: 0.04,
             teardown_seconds: 1.0,
+            teardown_mb_s: 0.004,
             expectations: expectations(VmType::Normal, &zero, &[]),
             arena: zero,
             host_pages: vec![],
