@@ -27,6 +27,7 @@ fn case(name: &str, expected: Expect) {
             blob: Blob::get(config).expect("blob"),
             vcpus: 1,
             seed: 3,
+            vm_type: hypclear_vmm::VmType::Normal,
         };
         let r = selftest::run_case(
             &opts,
@@ -110,6 +111,7 @@ fn a_selftest_routine_can_not_pass_as_correct() {
         blob: Blob::get(LinkConfig::Vanilla).expect("blob"),
         vcpus: 1,
         seed: 11,
+        vm_type: hypclear_vmm::VmType::Normal,
     };
     let r = selftest::run_case(
         &opts,

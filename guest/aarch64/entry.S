@@ -10,7 +10,8 @@
  * vCPU starts in hyp_el2_entry instead, which turns the MMU on and goes on
  * into hyp_entry.
  * Loop: ring HC_READY; per command call the table row a0/a1-stepped
- * MB_CMD_COUNT times between two CNTVCT_EL0 reads, ring HC_RESULT.
+ * MB_CMD_COUNT times between two CNTVCT_EL0 reads, ring HC_RESULT
+ * (CMD_SEALED: report over the doorbell's value word and power off).
  * Registers: x19 routine, x20/x21 a0/a1, x22 calls left, x23/x24 steps,
  * x25 a2, x26 return value, x27 t0, x28 mailbox (callee-saved, so the
  * routines keep them).
@@ -18,6 +19,9 @@
  * code; the table rows are the only absolute words (.hyp.reloc).
  */
 #include "hypclear_abi.h"
+
+/* PSCI 0.2 SYSTEM_OFF (SMC32 function ID, Arm DEN 0022). */
+#define PSCI_0_2_FN_SYSTEM_OFF	0x84000008
 
 /* Load a 64-bit constant with movz + movk, skipping zero halfwords. */
 .macro mov_imm reg, val
@@ -111,6 +115,8 @@ hyp_entry:
 	b.eq	.Lexit
 	cmp	x0, #CMD_BATCH
 	b.eq	.Lbatch
+	cmp	x0, #CMD_SEALED
+	b.eq	.Lsealed
 	cmp	x0, #CMD_CALL
 	b.ne	.Lbad_command
 	bl	.Lrun_call
@@ -204,6 +210,23 @@ hyp_entry:
 	str	x26, [x28, #MB_RES_RET]
 	ldp	x29, x30, [sp], #16
 	ret
+
+	/*
+	 * CMD_SEALED (a protected VM: the host may not read this RAM): the
+	 * call, its timestamps through the doorbell's value word, HC_RESULT,
+	 * then PSCI SYSTEM_OFF by HVC (the conduit KVM gives an EL1 guest with
+	 * PSCI 0.2). Should SYSTEM_OFF return, HC_DONE says so.
+	 */
+.Lsealed:
+	bl	.Lrun_call
+	ldr	x0, [x28, #MB_RES_T0]
+	ldr	x1, [x28, #MB_RES_T1]
+	mov_imm	x16, DOORBELL_VALUE
+	str	x0, [x16]
+	str	x1, [x16]
+	HYPERCALL HC_RESULT
+	mov_imm	x0, PSCI_0_2_FN_SYSTEM_OFF
+	hvc	#0
 
 .Lexit:
 	HYPERCALL HC_DONE

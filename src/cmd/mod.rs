@@ -10,6 +10,7 @@ mod bench;
 mod compare;
 mod info;
 mod kernel;
+mod reclaim;
 mod run;
 mod selftest;
 mod verify;
@@ -141,10 +142,11 @@ fn vm_options(
         blob: side.blob()?,
         vcpus: 1,
         seed,
+        vm_type: vmm::VmType::Normal,
     })
 }
 
-fn random_seed() -> u64 {
+pub(crate) fn random_seed() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -256,6 +258,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             crate::interrupt::install()?;
             info::info(&resolve(sides)?)
         }
+        Cmd::Reclaim { args, .. } => reclaim::reclaim(common, &args),
     }
 }
 
@@ -273,6 +276,20 @@ fn check_options(cli: &Cli) -> Result<()> {
         Some(Cmd::Info) => common.format.check("info", &[Format::Text])?,
         Some(Cmd::Bench { .. }) => common.format.check("bench", &text_or_ktap)?,
         Some(Cmd::Compare { .. }) => common.only("compare", &["--format"])?,
+        Some(Cmd::Reclaim { .. }) => {
+            common.only(
+                "reclaim",
+                &[
+                    "--mem",
+                    "--seed",
+                    "--json",
+                    "--backing",
+                    "--timeout",
+                    "--format",
+                ],
+            )?;
+            common.format.check("reclaim", &text_or_ktap)?
+        }
         Some(Cmd::Blob { .. }) => common.only(
             "blob",
             &[

@@ -32,6 +32,12 @@ pub const PAGE_SIZE: u64 = 4096;
 /// No memslot covers it; see the module docs.
 pub const DOORBELL_GPA: u64 = 0x00ff_ffff_f000;
 
+/// The doorbell's value word: an 8-byte store here hands the host one
+/// 64-bit value as the exit's data, so results reach the host without it
+/// reading guest RAM (a pKVM protected VM's, which it must not touch while
+/// the VM lives: `CMD_SEALED`).
+pub const DOORBELL_VALUE: u64 = DOORBELL_GPA + 8;
+
 /// Maximum number of vCPUs the fixed layout has room for.
 pub const MAX_VCPUS: u64 = 16;
 
@@ -58,6 +64,13 @@ pub const CMD_CALL: u64 = 1;
 pub const CMD_EXIT: u64 = 2;
 /// Run the `MB_BATCH_N` commands in the slots (see the module docs).
 pub const CMD_BATCH: u64 = 3;
+/// For a guest whose RAM the host may not read (a protected VM): the host
+/// writes this command before the first entry; the guest rings `HC_READY`
+/// (the host answers without looking at the mailbox), runs the `MB_CMD_*`
+/// call like `CMD_CALL`, stores `MB_RES_T0` then `MB_RES_T1` to
+/// [`DOORBELL_VALUE`], rings `HC_RESULT` and powers off (aarch64: PSCI
+/// SYSTEM_OFF by HVC). Only the aarch64 guest implements it.
+pub const CMD_SEALED: u64 = 4;
 
 // ---- Tables a command can call through (`MB_CMD_TABLE`). ----
 /// The alias table: the only way to reach the `__pi_` library routines.
@@ -156,6 +169,7 @@ const _: () = assert!(SLOT_T0 >= SLOT_COUNT + 8 && SLOT_RET + 8 <= SLOT_SIZE);
 pub const ALL: &[(&str, u64)] = &[
     ("PAGE_SIZE", PAGE_SIZE),
     ("DOORBELL_GPA", DOORBELL_GPA),
+    ("DOORBELL_VALUE", DOORBELL_VALUE),
     ("MAX_VCPUS", MAX_VCPUS),
     ("MAILBOX_SIZE", MAILBOX_SIZE),
     ("HC_READY", HC_READY),
@@ -166,6 +180,7 @@ pub const ALL: &[(&str, u64)] = &[
     ("CMD_CALL", CMD_CALL),
     ("CMD_EXIT", CMD_EXIT),
     ("CMD_BATCH", CMD_BATCH),
+    ("CMD_SEALED", CMD_SEALED),
     ("TABLE_ALIAS", TABLE_ALIAS),
     ("TABLE_SELFTEST", TABLE_SELFTEST),
     ("FAIL_EXCEPTION", FAIL_EXCEPTION),

@@ -100,6 +100,28 @@ pub struct HypSupport {
     pub detail: String,
 }
 
+/// What kind of VM KVM_CREATE_VM makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VmType {
+    /// An ordinary VM: the host can read and write guest RAM at any time.
+    #[default]
+    Normal,
+    /// A pKVM protected VM (arm64, Linux 7.1+, `kvm-arm.mode=protected`):
+    /// the hypervisor takes each page the guest touches away from the host
+    /// and zeroes it when it reclaims it at teardown.
+    Protected,
+}
+
+impl VmType {
+    pub fn name(self) -> &'static str {
+        match self {
+            VmType::Normal => "normal",
+            VmType::Protected => "protected",
+        }
+    }
+}
+
 /// Where the blob landed in guest RAM (guest-physical = guest-virtual).
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Loaded {
@@ -249,6 +271,9 @@ pub use self::aarch64::host::{
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::loader::load_image;
 #[cfg(target_arch = "aarch64")]
+pub use self::aarch64::protected::create_vm;
+pub use self::aarch64::protected::{KvmArmMode, kvm_arm_mode};
+#[cfg(target_arch = "aarch64")]
 pub use self::aarch64::{Error as HostError, FORMER_NAMES, VARIANTS};
 
 /// The path a routine takes for a check, where its fill decides it and
@@ -270,6 +295,8 @@ pub fn path_note(
 }
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::cache::evict;
+#[cfg(target_arch = "x86_64")]
+pub use self::x86_64::host::create_vm;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,

@@ -710,6 +710,7 @@ pub fn run(
                     blob: plan.sides[side].blob()?,
                     vcpus: plan.vcpus,
                     seed: seed.wrapping_add(session),
+                    vm_type: hypclear_vmm::VmType::Normal,
                 };
                 if crate::interrupt::requested() {
                     partial = true;

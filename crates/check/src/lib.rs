@@ -11,5 +11,6 @@ use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
 pub mod checker;
 pub mod hostile;
+pub mod reclaim;
 pub mod selftest;
 pub mod suite;

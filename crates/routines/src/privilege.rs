@@ -342,6 +342,7 @@ fn calibrate() -> Result<Option<u64>> {
         blob: side.blob()?,
         vcpus: 1,
         seed: 0,
+        vm_type: hypclear_vmm::VmType::Normal,
     };
     let mut vm = Vm::new(kvm2, &opts)?;
     let v = crate::variants(Routine::Memset, &side)

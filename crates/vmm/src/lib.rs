@@ -27,7 +27,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use crate::arch::Privilege;
+pub use crate::arch::{Privilege, VmType};
 pub use crate::error::{FailureKind, GuestFailure};
 pub use vcpu::{Exit, Vcpu};
 
@@ -41,6 +41,9 @@ pub struct VmOptions {
     pub blob: Blob,
     pub vcpus: u64,
     pub seed: u64,
+    /// Ordinary or pKVM protected (whose RAM the host must not touch
+    /// while it lives: only [`Vcpu::sealed_call`] runs it).
+    pub vm_type: VmType,
 }
 
 /// Open /dev/kvm (or `$HYPCLEAR_KVM_DEVICE`), with an error that says how
@@ -246,7 +249,12 @@ impl Vm {
         let loaded = blob.load(ram.as_ref(), base)?;
         let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
         let sym = Arc::new(Symbolizer::new(blob.clone(), base));
-        let fd = kvm.create_vm().map_err(Error::kvm("KVM_CREATE_VM"))?;
+        if opts.vm_type == VmType::Protected {
+            // A fork would copy the pinned pages and so make the
+            // hypervisor reclaim them under the running guest.
+            ram.dont_fork()?;
+        }
+        let fd = arch::create_vm(&kvm, opts.vm_type)?;
         let vm_state = arch::setup_vm(&fd, opts.privilege)?;
         // SAFETY: the region is a live mapping owned by `ram`, which the
         // Vm keeps alive for as long as the VM fd exists.
@@ -258,7 +266,9 @@ impl Vm {
             let vfd = fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?;
             arch::setup_vcpu(&kvm, &fd, &vfd, id, &loaded, &mem_state, opts.privilege)?;
             let mailbox = init_mailbox(&ram, id)?;
-            vcpus.push(Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone()));
+            let mut vcpu = Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone());
+            vcpu.vm_type = opts.vm_type;
+            vcpus.push(vcpu);
         }
         arch::finish_vm(&vm_state)?;
         let counter_khz = match vcpus.first() {
@@ -277,6 +287,19 @@ impl Vm {
             vcpus,
             counter_khz,
         })
+    }
+
+    /// Close the VM's fds (vCPUs, the VM): KVM destroys the VM (under pKVM
+    /// the hypervisor reclaims, and zeroes, every page a protected guest
+    /// owned) before the last close returns. Returns guest RAM, still
+    /// mapped and now the host's alone, and how long the closes took.
+    pub fn destroy(self) -> (Arc<GuestRam>, std::time::Duration) {
+        let ram = self.ram.clone();
+        let t = std::time::Instant::now();
+        // All of it, so that any fd holding the VM (vCPUs, devices) is
+        // closed inside the timed part.
+        drop(self);
+        (ram, t.elapsed())
     }
 
     pub fn vcpu(&mut self, i: usize) -> Result<&mut Vcpu> {
@@ -373,6 +396,7 @@ mod tests {
             blob: crate::blob::Blob::get(crate::blob::LinkConfig::Vanilla).unwrap(),
             vcpus: 1,
             seed: 0,
+            vm_type: VmType::Normal,
         };
         assert!(validate(&o).is_ok());
         o.mem = (256 << 20) + 4096;

@@ -463,6 +463,27 @@ impl GuestRam {
         Ok(())
     }
 
+    /// Keep this mapping out of any child a fork would make
+    /// (`MADV_DONTFORK`): a pKVM protected guest's pinned pages are then
+    /// never copied (which would make the hypervisor reclaim them).
+    pub(crate) fn dont_fork(&self) -> Result<()> {
+        // SAFETY: host..host+size is the mapping owned by self; DONTFORK
+        // changes only what a fork inherits.
+        let rc =
+            unsafe { libc::madvise(self.host.cast(), self.size as usize, libc::MADV_DONTFORK) };
+        if rc != 0 {
+            return Err(Error::Memory {
+                size: self.size,
+                backing: self.backing.to_string(),
+                detail: format!(
+                    "madvise(MADV_DONTFORK): {}",
+                    std::io::Error::last_os_error()
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Write back and evict `[gpa, gpa + len)` from every cache level
     /// (`arch::evict` over the host mapping): the cold-cache precondition of
     /// a bench run, for guest RAM and the host baseline buffer alike.

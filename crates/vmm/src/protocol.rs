@@ -193,6 +193,12 @@ impl Protocol {
                 FailureKind::UnexpectedExit,
                 format!("load from unbacked guest address {addr:#x}"),
             )),
+            Exit::SystemEvent { kind } => Err(violation(
+                FailureKind::UnexpectedExit,
+                format!(
+                    "the guest asked for system event {kind} (PSCI) in the middle of the protocol"
+                ),
+            )),
             Exit::Other(what) => Err(violation(
                 FailureKind::UnexpectedExit,
                 format!("exit the protocol does not use: {what}"),
@@ -396,6 +402,7 @@ mod tests {
             Just(Exit::Interrupted),
             Just(Exit::Shutdown),
             Just(Exit::InternalError),
+            any::<u32>().prop_map(|kind| Exit::SystemEvent { kind }),
             ".{0,20}".prop_map(Exit::Other),
         ]
     }

@@ -14,6 +14,9 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
+mod sealed;
+pub use sealed::Sealed;
+
 /// One KVM_RUN exit as the hypercall loop sees it.
 #[derive(Debug, Clone)]
 pub enum Exit {
@@ -29,6 +32,9 @@ pub enum Exit {
     Shutdown,
     /// KVM could not handle an exit.
     InternalError,
+    /// The guest asked for a system event (PSCI SYSTEM_OFF: `kind` is
+    /// KVM_SYSTEM_EVENT_SHUTDOWN).
+    SystemEvent { kind: u32 },
     /// Any other exit, described.
     Other(String),
 }
@@ -50,6 +56,9 @@ pub struct Vcpu {
     /// can name when KVM has reset the registers (see `failure`).
     last_hypercall: Option<Step>,
     given: Given,
+    /// A protected VM's vCPU: its mailbox must not be read (HC_FAIL comes
+    /// without details).
+    pub(crate) vm_type: crate::VmType,
 }
 
 /// What the host last asked this vCPU to do.
@@ -129,6 +138,7 @@ impl Vcpu {
             started: false,
             last_hypercall: None,
             given: Given::Start,
+            vm_type: crate::VmType::Normal,
         }
     }
 
@@ -168,6 +178,21 @@ impl Vcpu {
         }))
     }
 
+    /// Write command `cmd` with opcode `op` and sequence number `id` into
+    /// the mailbox (the id last: it marks the command complete).
+    fn write_command(&self, op: u64, cmd: &Command, id: u64) -> Result<()> {
+        self.set_mb(abi::MB_CMD_OP, op)?;
+        self.set_mb(abi::MB_CMD_TABLE, cmd.table)?;
+        self.set_mb(abi::MB_CMD_INDEX, cmd.index)?;
+        self.set_mb(abi::MB_CMD_A0, cmd.args.a0)?;
+        self.set_mb(abi::MB_CMD_A0_STEP, cmd.args.a0_step)?;
+        self.set_mb(abi::MB_CMD_A1, cmd.args.a1)?;
+        self.set_mb(abi::MB_CMD_A1_STEP, cmd.args.a1_step)?;
+        self.set_mb(abi::MB_CMD_A2, cmd.args.a2)?;
+        self.set_mb(abi::MB_CMD_COUNT, cmd.args.count)?;
+        self.set_mb(abi::MB_CMD_ID, id)
+    }
+
     /// Current KVM stats of this vCPU (empty where unsupported).
     pub fn stats(&self) -> BTreeMap<String, u64> {
         self.stats
@@ -197,6 +222,7 @@ impl Vcpu {
             Ok(VcpuExit::Intr) => Ok(Exit::Interrupted),
             Ok(VcpuExit::Shutdown) => Ok(Exit::Shutdown),
             Ok(VcpuExit::InternalError) => Ok(Exit::InternalError),
+            Ok(VcpuExit::SystemEvent(kind, _)) => Ok(Exit::SystemEvent { kind }),
             Ok(VcpuExit::FailEntry(reason, cpu)) => Ok(Exit::Other(format!(
                 "FAILENTRY: hardware entry failure reason {reason:#x} on CPU {cpu}"
             ))),
@@ -221,6 +247,15 @@ impl Vcpu {
     /// whole wait, so logs or spurious exits do not extend it, and logs are
     /// bounded per wait (see `protocol`).
     fn run(&mut self, waiting: Waiting, timeout: Duration) -> Result<Step> {
+        self.watched(timeout, |v| v.run_armed(waiting, timeout))
+    }
+
+    /// Run `f` with this thread's watchdog armed for `timeout`.
+    fn watched<T>(
+        &mut self,
+        timeout: Duration,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
         let me = std::thread::current().id();
         if self.watchdog.as_ref().is_none_or(|(t, _)| *t != me) {
             // Delete the old thread's timer before making this thread's.
@@ -230,7 +265,7 @@ impl Vcpu {
         if let Some((_, w)) = &mut self.watchdog {
             w.arm(timeout);
         }
-        let r = self.run_armed(waiting, timeout);
+        let r = f(self);
         if let Some((_, w)) = &mut self.watchdog {
             w.disarm();
         }
@@ -338,16 +373,7 @@ impl Vcpu {
         let id = self.next_id;
         self.next_id += 1;
         self.given = Given::Call { id, cmd: *cmd };
-        self.set_mb(abi::MB_CMD_OP, abi::CMD_CALL)?;
-        self.set_mb(abi::MB_CMD_TABLE, cmd.table)?;
-        self.set_mb(abi::MB_CMD_INDEX, cmd.index)?;
-        self.set_mb(abi::MB_CMD_A0, cmd.args.a0)?;
-        self.set_mb(abi::MB_CMD_A0_STEP, cmd.args.a0_step)?;
-        self.set_mb(abi::MB_CMD_A1, cmd.args.a1)?;
-        self.set_mb(abi::MB_CMD_A1_STEP, cmd.args.a1_step)?;
-        self.set_mb(abi::MB_CMD_A2, cmd.args.a2)?;
-        self.set_mb(abi::MB_CMD_COUNT, cmd.args.count)?;
-        self.set_mb(abi::MB_CMD_ID, id)?;
+        self.write_command(abi::CMD_CALL, cmd, id)?;
         let before = if stats { self.stats() } else { BTreeMap::new() };
         let step = self.run(Waiting::Result { id }, timeout)?;
         let after = if stats { self.stats() } else { BTreeMap::new() };

@@ -21,6 +21,16 @@ pub enum Error {
     },
     #[error("KVM does not support {what}: {detail}")]
     Unsupported { what: &'static str, detail: String },
+    /// KVM_CREATE_VM refused a VM type (a protected VM where pKVM is off).
+    #[error(
+        "KVM_CREATE_VM with type {word:#x} (KVM_VM_TYPE_ARM_PROTECTED) failed: {source}; \
+         protected VMs need Linux 7.1 or later booted with kvm-arm.mode=protected"
+    )]
+    VmType {
+        word: u64,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
     #[error(
         "loading the guest blob failed: guest RAM starts at {0:#x}, the aarch64 layout expects {RAM_BASE:#x}"
     )]
@@ -61,7 +71,7 @@ impl Error {
     pub fn category(&self) -> Category {
         match self {
             Error::PageTables(_) => Category::Internal,
-            Error::Unsupported { .. } => Category::Environment,
+            Error::Unsupported { .. } | Error::VmType { .. } => Category::Environment,
             Error::Kvm { .. }
             | Error::RamBase(_)
             | Error::OutsideWindow(_)
@@ -89,7 +99,9 @@ impl Error {
     /// an ioctl cut short by SIGINT from a failure).
     pub fn kvm_errno(&self) -> Option<i32> {
         match self {
-            Error::Kvm { source, .. } | Error::ProbeIoctl { source, .. } => Some(source.errno()),
+            Error::Kvm { source, .. }
+            | Error::ProbeIoctl { source, .. }
+            | Error::VmType { source, .. } => Some(source.errno()),
             _ => None,
         }
     }

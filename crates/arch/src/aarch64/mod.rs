@@ -13,6 +13,7 @@ pub mod layout;
 #[cfg(target_arch = "aarch64")]
 pub mod loader;
 pub mod paging;
+pub mod protected;
 pub mod sysregs;
 
 pub use error::Error;

@@ -23,6 +23,8 @@ pub enum Error {
         "loading the guest blob failed: blob ends at {end:#x}, beyond its declared size {size:#x}"
     )]
     BeyondSize { end: u64, size: u64 },
+    #[error("KVM does not support {what}: {detail}")]
+    Unsupported { what: &'static str, detail: String },
     #[error(transparent)]
     Ram(#[from] RamError),
     /// A guest at the hypervisor level (`Privilege::Hyp`) was asked for.
@@ -35,6 +37,7 @@ impl Error {
         match self {
             Error::PageTables(_) => Category::Internal,
             Error::NoHypLevel => Category::Usage,
+            Error::Unsupported { .. } => Category::Environment,
             Error::Kvm { .. } | Error::ElfLoader(_) | Error::BeyondSize { .. } | Error::Ram(_) => {
                 Category::Run
             }

@@ -38,6 +38,20 @@ pub fn corruptible_areas(
     ]
 }
 
+/// KVM_CREATE_VM: only ordinary VMs exist on x86_64 (protected VMs are
+/// pKVM's, arm64 only).
+pub fn create_vm(kvm: &Kvm, ty: crate::VmType) -> Result<VmFd> {
+    match ty {
+        crate::VmType::Normal => kvm.create_vm().map_err(Error::kvm("KVM_CREATE_VM")),
+        crate::VmType::Protected => Err(Error::Unsupported {
+            what: "protected VMs",
+            detail:
+                "they are pKVM's (arm64, Linux 7.1+, kvm-arm.mode=protected); this host is x86_64"
+                    .into(),
+        }),
+    }
+}
+
 /// In-kernel devices of a VM: none on x86_64.
 #[derive(Debug)]
 pub struct VmState;

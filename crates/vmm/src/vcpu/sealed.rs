@@ -1,0 +1,294 @@
+//! The sealed protocol (`abi::CMD_SEALED`): one command for a guest whose
+//! RAM the host must not read while it lives (a pKVM protected VM: the
+//! host's read of a page the guest owns is killed by SIGSEGV). The host
+//! writes the command before the first entry; from then on it learns only
+//! what exits carry: the doorbell's hypercall numbers, two values stored to
+//! `abi::DOORBELL_VALUE` (T0, T1) and the PSCI SYSTEM_OFF system event.
+use super::{Exit, Given, Vcpu};
+use crate::error::{Error, Result};
+use crate::protocol::Violation;
+use crate::{Command, FailureKind};
+use hypclear_abi as abi;
+use std::time::Duration;
+
+/// What a sealed command reports: the guest counter before its first call
+/// and after its last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Sealed {
+    pub t0: u64,
+    pub t1: u64,
+}
+
+impl Sealed {
+    pub fn ticks(&self) -> u64 {
+        self.t1.saturating_sub(self.t0)
+    }
+}
+
+/// KVM_SYSTEM_EVENT_SHUTDOWN: PSCI SYSTEM_OFF (include/uapi/linux/kvm.h).
+const SYSTEM_EVENT_SHUTDOWN: u32 = 1;
+
+/// One exit's meaning for the sealed protocol.
+#[derive(Debug, PartialEq, Eq)]
+enum SealedStep {
+    Continue,
+    /// HC_FAIL: the details are in the mailbox.
+    Fail,
+    Done(Sealed),
+}
+
+/// The sealed protocol's state: the values so far and whether HC_RESULT
+/// came (pure, so every exit order is testable).
+#[derive(Debug, Default)]
+struct Track {
+    values: Vec<u64>,
+    result: bool,
+}
+
+fn violation(kind: FailureKind, detail: impl Into<String>) -> Violation {
+    Violation {
+        kind,
+        detail: detail.into(),
+    }
+}
+
+impl Track {
+    fn step(&mut self, exit: &Exit) -> std::result::Result<SealedStep, Violation> {
+        use FailureKind::{Protocol, UnexpectedExit, UnknownHypercall};
+        match exit {
+            Exit::Interrupted => Ok(SealedStep::Continue),
+            Exit::Store { addr, len, value } if *len == 8 && *addr == abi::DOORBELL_VALUE => {
+                if self.result || self.values.len() >= 2 {
+                    return Err(violation(
+                        Protocol,
+                        format!(
+                            "a third value ({value:#x}) on the doorbell's value word, or one after HC_RESULT"
+                        ),
+                    ));
+                }
+                self.values.push(*value);
+                Ok(SealedStep::Continue)
+            }
+            Exit::Store { addr, len, value } if *len == 8 && *addr == abi::DOORBELL_GPA => {
+                self.hypercall(*value)
+            }
+            Exit::SystemEvent { kind } if *kind == SYSTEM_EVENT_SHUTDOWN => {
+                match (self.result, self.values.as_slice()) {
+                    (true, &[t0, t1]) if t0 <= t1 => Ok(SealedStep::Done(Sealed { t0, t1 })),
+                    (true, &[t0, t1]) => Err(violation(
+                        Protocol,
+                        format!("result timestamps go backwards (T0 {t0:#x} > T1 {t1:#x})"),
+                    )),
+                    _ => Err(violation(
+                        Protocol,
+                        "the guest powered off (PSCI SYSTEM_OFF) before reporting its result",
+                    )),
+                }
+            }
+            Exit::SystemEvent { kind } => Err(violation(
+                UnexpectedExit,
+                format!(
+                    "system event {kind} (PSCI) instead of SYSTEM_OFF (KVM_SYSTEM_EVENT_SHUTDOWN)"
+                ),
+            )),
+            Exit::Store { addr, len, value } => Err(violation(
+                UnexpectedExit,
+                format!("{len}-byte store of {value:#x} to unbacked guest address {addr:#x}"),
+            )),
+            Exit::Load { addr } => Err(violation(
+                UnexpectedExit,
+                format!("load from unbacked guest address {addr:#x}"),
+            )),
+            Exit::Shutdown => Err(violation(FailureKind::Shutdown, "shutdown (triple fault)")),
+            Exit::InternalError => Err(violation(
+                FailureKind::InternalError,
+                "KVM internal error (e.g. an instruction KVM could not emulate)",
+            )),
+            Exit::Other(what) => Err(violation(
+                UnknownHypercall,
+                format!("exit the sealed protocol does not use: {what}"),
+            )),
+        }
+    }
+
+    fn hypercall(&mut self, value: u64) -> std::result::Result<SealedStep, Violation> {
+        match value {
+            // HC_LOG's text is in the mailbox, which may not be read.
+            abi::HC_READY | abi::HC_LOG if !self.result => Ok(SealedStep::Continue),
+            abi::HC_FAIL => Ok(SealedStep::Fail),
+            abi::HC_RESULT if !self.result && self.values.len() == 2 => {
+                self.result = true;
+                Ok(SealedStep::Continue)
+            }
+            abi::HC_RESULT => Err(violation(
+                FailureKind::Protocol,
+                format!(
+                    "HC_RESULT after {} values (the sealed command reports exactly T0 and T1 first)",
+                    self.values.len()
+                ),
+            )),
+            abi::HC_DONE if self.result => Err(violation(
+                FailureKind::Protocol,
+                "PSCI SYSTEM_OFF returned to the guest (it rang HC_DONE after its result): \
+                 KVM did not power it off",
+            )),
+            other => Err(violation(
+                FailureKind::UnknownHypercall,
+                format!("hypercall {other:#x} out of the sealed protocol"),
+            )),
+        }
+    }
+}
+
+impl Vcpu {
+    /// Run `cmd` as the vCPU's first and only command (`abi::CMD_SEALED`),
+    /// touching no guest RAM once the guest runs; ends when the guest
+    /// powers off. A VM runs at most one: after SYSTEM_OFF the vCPU needs a
+    /// fresh KVM_ARM_VCPU_INIT, so make a new VM for the next.
+    pub fn sealed_call(&mut self, cmd: &Command, timeout: Duration) -> Result<Sealed> {
+        if self.started {
+            return Err(Error::Internal(
+                "a sealed command must be a vCPU's first run: create a new VM for it".into(),
+            ));
+        }
+        self.started = true;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.given = Given::Call { id, cmd: *cmd };
+        // Before the first entry the pages are still the host's.
+        self.write_command(abi::CMD_SEALED, cmd, id)?;
+        self.watched(timeout, |v| v.sealed_loop(timeout))
+    }
+
+    fn sealed_loop(&mut self, timeout: Duration) -> Result<Sealed> {
+        let mut track = Track::default();
+        loop {
+            crate::interrupt::check()?;
+            let exit = match self.next_exit() {
+                Err(Error::Kvm { source, .. })
+                    if source.errno() == libc::EFAULT
+                        && self.vm_type == crate::VmType::Protected =>
+                {
+                    return Err(self.failure(
+                        FailureKind::InternalError,
+                        format!(
+                            "KVM_RUN failed: {source}: the hypervisor took the protected guest's \
+                             pages back while it ran (a fork copies them: hypclear marks guest \
+                             RAM MADV_DONTFORK, so look for another process sharing or pinning \
+                             this memory)"
+                        ),
+                    ));
+                }
+                other => other?,
+            };
+            if self.watchdog.as_ref().is_some_and(|(_, w)| w.fired()) {
+                return Err(self.failure(
+                    FailureKind::Timeout,
+                    format!(
+                        "no power-off within {:.1} s of the sealed command (raise --timeout if \
+                         the work is just slow)",
+                        timeout.as_secs_f64()
+                    ),
+                ));
+            }
+            match track.step(&exit) {
+                Ok(SealedStep::Continue) => {}
+                Ok(SealedStep::Done(s)) => return Ok(s),
+                Ok(SealedStep::Fail) if self.vm_type == crate::VmType::Normal => {
+                    return Err(self.fail_report()?);
+                }
+                Ok(SealedStep::Fail) => {
+                    return Err(self.failure(
+                        FailureKind::Exception,
+                        "the protected guest rang HC_FAIL (an exception or a rejected command); \
+                         its details are in its mailbox, which the host may not read: rerun \
+                         as an ordinary VM for them"
+                            .into(),
+                    ));
+                }
+                Err(v) => return Err(self.failure(v.kind, v.detail)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(addr: u64, value: u64) -> Exit {
+        Exit::Store {
+            addr,
+            len: 8,
+            value,
+        }
+    }
+
+    fn run(exits: &[Exit]) -> std::result::Result<SealedStep, Violation> {
+        let mut t = Track::default();
+        let mut last = Ok(SealedStep::Continue);
+        for e in exits {
+            last = t.step(e);
+            if !matches!(last, Ok(SealedStep::Continue)) {
+                break;
+            }
+        }
+        last
+    }
+
+    #[test]
+    fn ready_values_result_and_power_off_complete_it() {
+        let off = Exit::SystemEvent { kind: 1 };
+        let good = [
+            store(abi::DOORBELL_GPA, abi::HC_READY),
+            store(abi::DOORBELL_VALUE, 10),
+            store(abi::DOORBELL_VALUE, 25),
+            store(abi::DOORBELL_GPA, abi::HC_RESULT),
+            Exit::Interrupted,
+            off.clone(),
+        ];
+        assert_eq!(run(&good), Ok(SealedStep::Done(Sealed { t0: 10, t1: 25 })));
+        // Power-off before the result, a missing value, a third value,
+        // backwards time, another event, SYSTEM_OFF returning.
+        let early = [store(abi::DOORBELL_GPA, abi::HC_READY), off.clone()];
+        assert_eq!(run(&early).unwrap_err().kind, FailureKind::Protocol);
+        let one = [
+            store(abi::DOORBELL_VALUE, 1),
+            store(abi::DOORBELL_GPA, abi::HC_RESULT),
+        ];
+        assert_eq!(run(&one).unwrap_err().kind, FailureKind::Protocol);
+        let three = [1, 2, 3].map(|v| store(abi::DOORBELL_VALUE, v));
+        assert_eq!(run(&three).unwrap_err().kind, FailureKind::Protocol);
+        let back = [
+            store(abi::DOORBELL_VALUE, 9),
+            store(abi::DOORBELL_VALUE, 3),
+            store(abi::DOORBELL_GPA, abi::HC_RESULT),
+            off.clone(),
+        ];
+        assert!(run(&back).unwrap_err().detail.contains("backwards"));
+        let reset = [Exit::SystemEvent { kind: 2 }];
+        assert_eq!(run(&reset).unwrap_err().kind, FailureKind::UnexpectedExit);
+        let returned = [
+            store(abi::DOORBELL_VALUE, 1),
+            store(abi::DOORBELL_VALUE, 2),
+            store(abi::DOORBELL_GPA, abi::HC_RESULT),
+            store(abi::DOORBELL_GPA, abi::HC_DONE),
+        ];
+        assert!(
+            run(&returned)
+                .unwrap_err()
+                .detail
+                .contains("SYSTEM_OFF returned")
+        );
+        assert_eq!(
+            run(&[store(abi::DOORBELL_GPA, abi::HC_FAIL)]),
+            Ok(SealedStep::Fail)
+        );
+        let narrow = [Exit::Store {
+            addr: abi::DOORBELL_VALUE,
+            len: 4,
+            value: 1,
+        }];
+        assert_eq!(run(&narrow).unwrap_err().kind, FailureKind::UnexpectedExit);
+    }
+}
