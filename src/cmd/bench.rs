@@ -116,6 +116,9 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
     for l in bench::report::variance_lines(result, 0.02) {
         say!(ktap, "{l}");
     }
+    for l in result.reproducibility.iter().flat_map(|r| r.lines()) {
+        say!(ktap, "{l}");
+    }
 }
 
 /// Host memory for the run, checked before any VM: each guest region and

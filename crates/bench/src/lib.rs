@@ -631,6 +631,11 @@ pub struct BenchResult {
     /// before sides: see [`BenchResult::upgrade`]).
     #[serde(default)]
     pub sides: Vec<SideInfo>,
+    /// Sessions it would take to trust a 2% change, from this bench's
+    /// spread ([`report::Reproducibility`]); `None` in older files and
+    /// with too few measured sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproducibility: Option<report::Reproducibility>,
     /// The first kernel side's identity (as files of one kernel tree had
     /// it), `null` for built-ins only.
     #[serde(default)]
@@ -839,7 +844,7 @@ fn snapshot(
     for c in &mut cells {
         summarize(c, plan.repeats);
     }
-    BenchResult {
+    let mut r = BenchResult {
         tool: "hypclear".into(),
         command: "bench".into(),
         host: HostInfo::collect(caps, counter_khz),
@@ -860,8 +865,11 @@ fn snapshot(
             .iter()
             .find_map(Side::external)
             .map(|e| e.report.clone()),
+        reproducibility: None,
         cells,
-    }
+    };
+    r.reproducibility = report::Reproducibility::of(&r, 0.02);
+    r
 }
 
 /// Run the whole plan: every session boots one VM per backing and link
