@@ -959,6 +959,7 @@ mod tests {
             warmup: 1,
             repeats: 3,
             max_runs: 12,
+            priority: None,
             nice: None,
             reproducibility: None,
             sessions,

@@ -97,6 +97,34 @@ pub enum Fill {
     Populate,
 }
 
+/// How the timed threads are scheduled (`--priority`): a busy machine
+/// preempts a normal thread in the middle of a pass, and such a run is
+/// repeated (the sample rule); the higher the priority, the fewer repeats.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// SCHED_FIFO (priority 1) during every timed pass, guest and host
+    /// alike, and nice -10 around them; needs root or CAP_SYS_NICE, else
+    /// falls back to `nice`, then `normal`
+    Fifo,
+    /// nice -10 for the whole run (root, CAP_SYS_NICE or RLIMIT_NICE)
+    Nice,
+    /// As the process was started.
+    Normal,
+}
+
 /// The state every timed pass starts from (`--cache`).
 #[derive(
     Debug,
@@ -602,8 +630,10 @@ pub struct BenchResult {
     /// cap); 0 in files before it.
     #[serde(default)]
     pub max_runs: u64,
-    /// Niceness the timed threads ran at (`--nice`, or what they had when
-    /// it was refused); `None` in older files.
+    /// How the timed threads ran (`--priority`, or what was left when it
+    /// was refused) and their niceness; `None` in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nice: Option<i32>,
     pub sessions: u64,
@@ -764,30 +794,42 @@ pub(crate) fn summarize(cell: &mut Cell, repeats: u64) {
     cell.guest_host_ratio = cell.guest_host.as_ref().map(|r| r.estimate);
 }
 
-/// The host baseline of one cell in `session` into `c` (built-in sides
-/// only: a kernel blob's routines exist only in the guest image).
-fn host_side(
-    spec: &CellSpec,
-    (plan, pats, session): (&Plan, &Patterns, u64),
-    counter_khz: u64,
-    c: &mut Cell,
-) -> Result<()> {
-    if plan.host_baseline
-        && plan.sides[spec.side].is_builtin()
-        && let Some(h) = host::run_cell(spec, plan, pats, session, counter_khz)?
-    {
-        c.host.extend(h.measured);
-        c.host_warmup.extend(h.warmup);
-        c.host_steady.push(h.steady);
+/// One cell in `session` on `vm`: the guest (verified before and after)
+/// and, for a built-in side with a host baseline, the host, run by turns
+/// (host first in odd sessions), into `c`.
+fn run_cell(vm: &mut Vm, spec: &CellSpec, cx: (&Plan, &Patterns, u64), c: &mut Cell) -> Result<()> {
+    let (plan, _, session) = cx;
+    let khz = vm.counter_khz;
+    // A kernel blob's routines exist only in the guest image: no host.
+    let mut h = match plan.host_baseline && plan.sides[spec.side].is_builtin() {
+        true => host::HostCell::new(spec, cx, khz)?,
+        false => None,
+    };
+    let mut g = guest::GuestCell::new(vm, spec, cx)?;
+    let (gs, hs) = sequence::run_pair(
+        plan,
+        session,
+        session % 2 == 1,
+        || g.one(),
+        h.as_mut().map(|h| move || h.one()),
+    )?;
+    g.verify()?;
+    c.verified_runs += 2;
+    c.guest.extend(gs.measured);
+    c.guest_warmup.extend(gs.warmup);
+    c.guest_steady.push(gs.steady);
+    if let Some(hs) = hs {
+        c.host.extend(hs.measured);
+        c.host_warmup.extend(hs.warmup);
+        c.host_steady.push(hs.steady);
     }
     Ok(())
 }
 
 /// Run the cells `idx` of `specs` (one backing and link configuration) on
-/// `vm` in session `cx.2`, guest and host back to back (host first in odd
-/// sessions, so a drift within a session hits both sides alike), adding
-/// their samples to `cells`, and hands all cells to `after_cell` after
-/// each one (the checkpoint). `Ok(false)` when SIGINT stopped a guest cell.
+/// `vm` in session `cx.2`, adding their samples to `cells`, and hands all
+/// cells to `after_cell` after each one (the checkpoint). `Ok(false)`
+/// when SIGINT stopped a guest cell.
 fn run_cells(
     vm: &mut Vm,
     idx: &[usize],
@@ -797,28 +839,47 @@ fn run_cells(
     progress: &indicatif::ProgressBar,
     after_cell: &mut dyn FnMut(&[Cell]) -> Result<()>,
 ) -> Result<bool> {
-    let (plan, pats, session) = cx;
-    let host_first = session % 2 == 1;
     for &i in idx {
-        if host_first {
-            host_side(&specs[i], cx, vm.counter_khz, &mut cells[i])?;
-        }
-        let g = match guest::run_cell(vm, &specs[i], plan, pats, session) {
+        match run_cell(vm, &specs[i], cx, &mut cells[i]) {
             Err(crate::error::Error::Interrupted) => return Ok(false),
             other => other?,
-        };
-        let c = &mut cells[i];
-        c.verified_runs += g.verified;
-        c.guest.extend(g.measured);
-        c.guest_warmup.extend(g.warmup);
-        c.guest_steady.push(g.steady);
-        if !host_first {
-            host_side(&specs[i], cx, vm.counter_khz, c)?;
         }
         progress.inc(1);
         after_cell(cells)?;
     }
     Ok(true)
+}
+
+/// The plan with the priority this process may take (`fifo` tried on
+/// this thread, then nice -10), said on stderr when refused; sets this
+/// thread's niceness (the run's other threads inherit it). The niceness.
+fn with_priority(plan: &Plan) -> (Plan, i32) {
+    let want = plan.priority;
+    let fifo = want == Priority::Fifo && sched::set_fifo(true) && sched::set_fifo(false);
+    let (nice, refused) = match want {
+        Priority::Normal => (sched::nice(), false),
+        _ => sched::set_nice(-10),
+    };
+    let got = match (want, fifo, refused) {
+        (Priority::Fifo, true, _) => Priority::Fifo,
+        (Priority::Normal, ..) => Priority::Normal,
+        (_, _, false) => Priority::Nice,
+        _ => Priority::Normal,
+    };
+    if got != want {
+        hypclear_process::errln!(
+            "hypclear bench: --priority {want:?} refused (needs root or CAP_SYS_NICE); the timed \
+             threads run as {got:?} at nice {nice}, where a busy machine preempts them more \
+             (those runs are repeated)"
+        );
+    }
+    (
+        Plan {
+            priority: got,
+            ..plan.clone()
+        },
+        nice,
+    )
 }
 
 /// Puts this thread's niceness back when the run ends, however it ends.
@@ -852,6 +913,7 @@ fn snapshot(
         warmup: plan.warmup,
         repeats: plan.repeats,
         max_runs: plan.max_runs,
+        priority: Some(plan.priority),
         nice: Some(nice),
         sessions: plan.sessions,
         partial,
@@ -894,16 +956,9 @@ pub fn run(
     let pats = Patterns::new(seed, copy_len);
     // The run's threads at --nice, and back afterwards (this thread goes
     // on to print and write).
-    let old_nice = sched::nice();
-    let (nice, refused) = sched::set_nice(plan.nice);
-    if refused && nice != plan.nice {
-        hypclear_process::errln!(
-            "hypclear bench: --nice {} refused (needs root, CAP_SYS_NICE or RLIMIT_NICE); \
-             the timed threads run at nice {nice}, where a busy machine preempts them more",
-            plan.nice
-        );
-    }
-    let _restore = RestoreNice(old_nice);
+    let _restore = RestoreNice(sched::nice());
+    let (plan, nice) = &with_priority(plan);
+    let nice = *nice;
     let mut cells: Vec<Cell> = specs
         .iter()
         .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))

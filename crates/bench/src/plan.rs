@@ -70,8 +70,8 @@ pub struct Plan {
     pub max_runs: u64,
     pub sessions: u64,
     pub vcpus: u64,
-    /// Niceness of the timed threads for the run (`--nice`).
-    pub nice: i32,
+    /// How the timed threads are scheduled (`--priority`).
+    pub priority: super::Priority,
     /// The precondition of every timed pass.
     pub cache: Cache,
     pub host_baseline: bool,
@@ -397,7 +397,7 @@ mod tests {
             max_runs: 12,
             sessions: 4,
             vcpus: 1,
-            nice: 0,
+            priority: crate::Priority::Normal,
             cache: Cache::Cold,
             host_baseline: true,
             prefault: false,
