@@ -655,14 +655,17 @@ impl BenchArgs {
         let a = self;
         let plan = Plan {
             routine: a.routine,
-            size: a.size,
+            shape: crate::bench::Shape {
+                size: a.size,
+                loops: a.loops,
+                vcpus: a.vcpus,
+            },
             chunks: if a.chunk.is_empty() {
                 vec![a.routine.fixed_size().unwrap_or(a.size)]
             } else {
                 a.chunk.clone()
             },
             variants: Variants::from_names(&a.function),
-            loops: a.loops,
             orders: a.order.clone(),
             fills: a.fill.clone(),
             backings: if a.backings.is_empty() {
@@ -679,7 +682,6 @@ impl BenchArgs {
                     .saturating_mul(crate::bench::sequence::DEFAULT_MAX_RUNS_FACTOR),
             ),
             sessions: a.sessions,
-            vcpus: a.vcpus,
             priority: a.priority,
             cache: a.cache,
             // The host baseline runs hypclear's own routine objects, so

@@ -85,7 +85,7 @@ fn guest_pass(
 
 /// Timeout for one pass: the watchdog base plus time for slow first touch.
 fn pass_timeout(plan: &Plan) -> Duration {
-    plan.timeout + Duration::from_secs_f64(plan.size as f64 * plan.vcpus as f64 / 20e6)
+    plan.timeout + Duration::from_secs_f64(plan.shape.size as f64 * plan.shape.vcpus as f64 / 20e6)
 }
 
 /// One cell's guest side on `vm` in one session, ready to run: its
@@ -109,7 +109,7 @@ impl<'a> GuestCell<'a> {
         (plan, pats, session): (&'a Plan, &'a Patterns, u64),
     ) -> Result<GuestCell<'a>> {
         let timeout = pass_timeout(plan);
-        let places: Vec<Placement> = (0..plan.vcpus).map(|v| placement(plan, v)).collect();
+        let places: Vec<Placement> = (0..plan.shape.vcpus).map(|v| placement(plan, v)).collect();
         let cmds = places
             .iter()
             .map(|p| {
@@ -139,7 +139,7 @@ impl<'a> GuestCell<'a> {
     /// One timed run (`-l` passes, each from the precondition).
     pub(super) fn one(&mut self) -> Result<Sample> {
         let plan = self.plan;
-        let bytes = plan.size * plan.loops * plan.vcpus;
+        let bytes = plan.shape.size * plan.shape.loops * plan.shape.vcpus;
         let Timed {
             ticks,
             per_vcpu_ticks,
@@ -155,10 +155,10 @@ impl<'a> GuestCell<'a> {
         )?;
         let khz = self.vm.counter_khz;
         let (ns, bps, tpb) = rates(bytes, ticks, khz);
-        let per_vcpu = if plan.vcpus > 1 {
+        let per_vcpu = if plan.shape.vcpus > 1 {
             per_vcpu_ticks
                 .iter()
-                .map(|t| rates(plan.size * plan.loops, *t, khz).1)
+                .map(|t| rates(plan.shape.size * plan.shape.loops, *t, khz).1)
                 .collect()
         } else {
             vec![]
@@ -173,7 +173,7 @@ impl<'a> GuestCell<'a> {
             verified: false,
             // Decided by the sample rule (sequence) from these two.
             disturbed: false,
-            emulated: emulated(&stats, plan.loops * plan.vcpus),
+            emulated: emulated(&stats, plan.shape.loops * plan.shape.vcpus),
             preempted: off.switches,
             off_cpu_ns: off.off_cpu_ns,
             lost_time: off.disturbed(),
@@ -221,7 +221,7 @@ fn timed_passes(
     let mut per_vcpu_ticks = vec![0u64; places.len()];
     let mut stats = BTreeMap::new();
     let mut off = sched::Off::default();
-    for _ in 0..plan.loops {
+    for _ in 0..plan.shape.loops {
         sequence::precondition(&vm.ram, places, demand, plan.cache)?;
         let (rs, o) = guest_pass(vm, cmds, (timeout, plan.priority == Priority::Fifo))?;
         off.add(o);

@@ -62,7 +62,7 @@ impl<'a> HostCell<'a> {
         // One host buffer laid out like the guest arena: a region per "vCPU".
         let buf = GuestRam::new(
             0,
-            (stride * plan.vcpus).next_multiple_of(2 << 20),
+            (stride * plan.shape.vcpus).next_multiple_of(2 << 20),
             spec.backing,
             false,
         )?;
@@ -86,11 +86,11 @@ impl<'a> HostCell<'a> {
     pub(super) fn one(&mut self) -> Result<Sample> {
         let plan = self.plan;
         let demand = self.spec.axes.fill == Fill::Demand;
-        let bytes = plan.size * plan.loops * plan.vcpus;
+        let bytes = plan.shape.size * plan.shape.loops * plan.shape.vcpus;
         let mut ns = 0f64;
         let mut per = vec![0f64; self.places.len()];
         let mut off = sched::Off::default();
-        for _ in 0..plan.loops {
+        for _ in 0..plan.shape.loops {
             sequence::precondition(&self.buf, &self.places, demand, plan.cache)?;
             let times = host_pass(self.f, &self.calls, plan.priority == Priority::Fifo);
             for t in &times {
@@ -121,7 +121,7 @@ impl<'a> HostCell<'a> {
             lost_time: off.disturbed(),
             per_vcpu_bytes_per_sec: if self.places.len() > 1 {
                 per.iter()
-                    .map(|n| (plan.size * plan.loops) as f64 * 1e9 / n.max(1.0))
+                    .map(|n| (plan.shape.size * plan.shape.loops) as f64 * 1e9 / n.max(1.0))
                     .collect()
             } else {
                 vec![]
@@ -140,18 +140,18 @@ fn host_calls(
     pats: &Patterns,
 ) -> Result<(Vec<Placement>, Vec<routines::Lowered>)> {
     let stride = region_stride(plan);
-    let places: Vec<Placement> = (0..plan.vcpus)
+    let places: Vec<Placement> = (0..plan.shape.vcpus)
         .map(|v| {
             let dst = v * stride + PAGE_SIZE;
             let src = (plan.routine.kind() == Kind::Copy)
-                .then(|| dst + (plan.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
-            Placement::new(dst, plan.size, src, 0)
+                .then(|| dst + (plan.shape.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
+            Placement::new(dst, plan.shape.size, src, 0)
         })
         .collect();
     let mut calls = Vec::new();
     for p in &places {
         if let Some(src) = p.src {
-            buf.write_bytes(src, &pats.source()[..plan.size as usize])?;
+            buf.write_bytes(src, &pats.source()[..plan.shape.size as usize])?;
         }
         let mut l = routines::lower(
             spec.config,

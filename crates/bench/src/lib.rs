@@ -35,6 +35,7 @@ pub mod sides;
 pub mod stats;
 
 pub use plan::{CellSpec, Plan};
+
 pub use sequence::Steady;
 
 use crate::arch::CpuCaps;
@@ -176,6 +177,17 @@ pub struct Axes {
     pub order: Order,
     pub fill: Fill,
     pub backing: Backing,
+    /// The plan's size, passes per run and vCPUs (JSON: `size`, `loops`,
+    /// `vcpus` beside the other axes, as before).
+    #[serde(flatten)]
+    pub shape: Shape,
+}
+
+/// What a bench's passes are made of, the same for every cell: bytes per
+/// pass (`-s`), passes per run (`-l`), vCPUs at once (`--vcpus`). One
+/// place for [`Plan`] and every cell's [`Axes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Shape {
     pub size: u64,
     pub loops: u64,
     pub vcpus: u64,
@@ -195,9 +207,11 @@ impl Axes {
             order: Order::Forward,
             fill: Fill::Populate,
             backing: Backing::Anon,
-            size: 1 << 20,
-            loops: 1,
-            vcpus: 1,
+            shape: Shape {
+                size: 1 << 20,
+                loops: 1,
+                vcpus: 1,
+            },
         }
     }
 
@@ -214,17 +228,17 @@ impl Axes {
         }
         parts.push(format!(
             "-s {} -k {}",
-            crate::units::format_size(self.size),
+            crate::units::format_size(self.shape.size),
             crate::units::format_size(self.chunk)
         ));
-        if self.loops > 1 {
-            parts.push(format!("-l {}", self.loops));
+        if self.shape.loops > 1 {
+            parts.push(format!("-l {}", self.shape.loops));
         }
         parts.push(format!("{:?}", self.order).to_lowercase());
         parts.push(format!("{:?}", self.fill).to_lowercase());
         parts.push(self.backing.to_string());
-        if self.vcpus > 1 {
-            parts.push(format!("x{} vCPUs", self.vcpus));
+        if self.shape.vcpus > 1 {
+            parts.push(format!("x{} vCPUs", self.shape.vcpus));
         }
         parts.join(" ")
     }
@@ -949,7 +963,7 @@ pub fn run(
     checkpoint: &mut dyn FnMut(&BenchResult) -> Result<()>,
 ) -> Result<BenchResult> {
     let copy_len = if plan.routine.kind() == Kind::Copy {
-        plan.size as usize
+        plan.shape.size as usize
     } else {
         0
     };
@@ -999,7 +1013,7 @@ pub fn run(
                     prefault: plan.prefault,
                     privilege: privilege.privilege,
                     blob: plan.sides[side].blob()?,
-                    vcpus: plan.vcpus,
+                    vcpus: plan.shape.vcpus,
                     seed: seed.wrapping_add(session),
                 };
                 if crate::interrupt::requested() {

@@ -150,7 +150,7 @@ pub(crate) fn flags(c: &Cell) -> String {
             ));
         }
     }
-    if c.axes.vcpus > 1 {
+    if c.axes.shape.vcpus > 1 {
         let per: Vec<f64> = c
             .guest
             .iter()
@@ -159,7 +159,7 @@ pub(crate) fn flags(c: &Cell) -> String {
         if !per.is_empty() {
             f.push(format!(
                 "{} vCPUs, per-vCPU median {} GB/sec",
-                c.axes.vcpus,
+                c.axes.shape.vcpus,
                 gbps(crate::stats::median(&per))
             ));
         }
@@ -397,13 +397,13 @@ pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
                     routine: a.routine.name(),
                     variant: &a.variant,
                     config: a.config.name(),
-                    size: a.size,
+                    size: a.shape.size,
                     chunk: a.chunk,
                     order: format!("{:?}", a.order),
                     fill: format!("{:?}", a.fill),
                     backing: &backing,
-                    loops: a.loops,
-                    vcpus: a.vcpus,
+                    loops: a.shape.loops,
+                    vcpus: a.shape.vcpus,
                     session: x.session,
                     run: x.run,
                     bytes: x.bytes,
@@ -629,7 +629,7 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
             "{} {} -s {} -k {} {} {} {}",
             a.routine,
             a.variant,
-            format_size(a.size),
+            format_size(a.shape.size),
             format_size(a.chunk),
             format!("{:?}", a.order).to_lowercase(),
             format!("{:?}", a.fill).to_lowercase(),

@@ -260,10 +260,13 @@ mod tests {
     fn plan(warmup: u64, max_warmup: u64) -> Plan {
         Plan {
             routine: Routine::ClearPages,
-            size: 1 << 20,
+            shape: crate::Shape {
+                size: 1 << 20,
+                loops: 1,
+                vcpus: 1,
+            },
             chunks: vec![1 << 20],
             variants: Variants::All,
-            loops: 1,
             orders: vec![Order::Forward],
             fills: vec![Fill::Populate],
             backings: vec![Backing::Anon],
@@ -273,7 +276,6 @@ mod tests {
             repeats: 3,
             max_runs: 3 * DEFAULT_MAX_RUNS_FACTOR,
             sessions: 1,
-            vcpus: 1,
             priority: crate::Priority::Normal,
             cache: Cache::Cold,
             host_baseline: true,
