@@ -427,9 +427,21 @@ pub(crate) struct BenchArgs {
     /// target (and a copy's source) from the caches first
     #[arg(long, value_enum, default_value = "cold")]
     pub cache: crate::bench::Cache,
-    /// Measured runs per session
+    /// Undisturbed measured runs per session, guest and host alike: a run
+    /// that lost time to other tasks (or ran emulated code where the
+    /// session does not) is repeated, up to --max-runs
     #[arg(long, default_value_t = 3)]
     pub repeats: u64,
+    /// Measured runs per session and side at most, disturbed ones
+    /// included; a cell whose session reaches it short of --repeats is
+    /// reported "unmeasurable under load" [default: 4 x --repeats]
+    #[arg(long)]
+    pub max_runs: Option<u64>,
+    /// Scheduling of the timed threads (guest vCPUs, host baseline): a
+    /// busy machine preempts a normal thread mid-pass, and such runs are
+    /// repeated; refused (not root), the next one down, said on stderr
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub priority: crate::bench::Priority,
     /// Sessions (a fresh VM each)
     #[arg(long, default_value_t = 4)]
     pub sessions: u64,
@@ -560,14 +572,17 @@ impl BenchArgs {
         let a = self;
         let plan = Plan {
             routine: a.routine,
-            size: a.size,
+            shape: crate::bench::Shape {
+                size: a.size,
+                loops: a.loops,
+                vcpus: a.vcpus,
+            },
             chunks: if a.chunk.is_empty() {
                 vec![a.routine.fixed_size().unwrap_or(a.size)]
             } else {
                 a.chunk.clone()
             },
             variants: Variants::from_names(&a.function),
-            loops: a.loops,
             orders: a.order.clone(),
             fills: a.fill.clone(),
             backings: if a.backings.is_empty() {
@@ -579,8 +594,12 @@ impl BenchArgs {
             warmup: a.warmup,
             max_warmup: a.max_warmup,
             repeats: a.repeats,
+            max_runs: a.max_runs.unwrap_or(
+                a.repeats
+                    .saturating_mul(crate::bench::sequence::DEFAULT_MAX_RUNS_FACTOR),
+            ),
             sessions: a.sessions,
-            vcpus: a.vcpus,
+            priority: a.priority,
             cache: a.cache,
             // The host baseline runs hypclear's own routine objects, so
             // only the built-in sides have one (a kernel blob's routines

@@ -35,6 +35,7 @@ pub mod sides;
 pub mod stats;
 
 pub use plan::{CellSpec, Plan};
+
 pub use sequence::Steady;
 
 use crate::arch::CpuCaps;
@@ -45,7 +46,7 @@ use crate::kernel::Side;
 use crate::kernel::side::SideKind;
 use crate::routines::privilege::PrivilegeChoice;
 use crate::routines::{Kind, Routine};
-use crate::stats::Summary;
+use crate::stats::{PairedRatio, SessionRatio, Summary};
 use crate::vmm::host::HostInfo;
 use crate::vmm::memory::Backing;
 use crate::vmm::{Vm, VmOptions};
@@ -95,6 +96,34 @@ pub enum Fill {
     Demand,
     /// Pre-faulted: the memory is warm from the warm-up runs.
     Populate,
+}
+
+/// How the timed threads are scheduled (`--priority`): a busy machine
+/// preempts a normal thread in the middle of a pass, and such a run is
+/// repeated (the sample rule); the higher the priority, the fewer repeats.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// SCHED_FIFO (priority 1) during every timed pass, guest and host
+    /// alike, and nice -10 around them; needs root or CAP_SYS_NICE, else
+    /// falls back to `nice`, then `normal`
+    Fifo,
+    /// nice -10 for the whole run (root, CAP_SYS_NICE or RLIMIT_NICE)
+    Nice,
+    /// As the process was started.
+    Normal,
 }
 
 /// The state every timed pass starts from (`--cache`).
@@ -148,6 +177,17 @@ pub struct Axes {
     pub order: Order,
     pub fill: Fill,
     pub backing: Backing,
+    /// The plan's size, passes per run and vCPUs (JSON: `size`, `loops`,
+    /// `vcpus` beside the other axes, as before).
+    #[serde(flatten)]
+    pub shape: Shape,
+}
+
+/// What a bench's passes are made of, the same for every cell: bytes per
+/// pass (`-s`), passes per run (`-l`), vCPUs at once (`--vcpus`). One
+/// place for [`Plan`] and every cell's [`Axes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Shape {
     pub size: u64,
     pub loops: u64,
     pub vcpus: u64,
@@ -167,9 +207,11 @@ impl Axes {
             order: Order::Forward,
             fill: Fill::Populate,
             backing: Backing::Anon,
-            size: 1 << 20,
-            loops: 1,
-            vcpus: 1,
+            shape: Shape {
+                size: 1 << 20,
+                loops: 1,
+                vcpus: 1,
+            },
         }
     }
 
@@ -186,17 +228,17 @@ impl Axes {
         }
         parts.push(format!(
             "-s {} -k {}",
-            crate::units::format_size(self.size),
+            crate::units::format_size(self.shape.size),
             crate::units::format_size(self.chunk)
         ));
-        if self.loops > 1 {
-            parts.push(format!("-l {}", self.loops));
+        if self.shape.loops > 1 {
+            parts.push(format!("-l {}", self.shape.loops));
         }
         parts.push(format!("{:?}", self.order).to_lowercase());
         parts.push(format!("{:?}", self.fill).to_lowercase());
         parts.push(self.backing.to_string());
-        if self.vcpus > 1 {
-            parts.push(format!("x{} vCPUs", self.vcpus));
+        if self.shape.vcpus > 1 {
+            parts.push(format!("x{} vCPUs", self.shape.vcpus));
         }
         parts.join(" ")
     }
@@ -204,6 +246,14 @@ impl Axes {
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
+}
+
+fn is_zero_f(v: &f64) -> bool {
+    *v == 0.0
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 /// One measured (or warm-up) run.
@@ -217,13 +267,26 @@ pub struct Sample {
     /// Counter ticks (TSC / CNTVCT) per byte.
     pub ticks_per_byte: f64,
     pub verified: bool,
-    /// Left out of the statistics: emulated code in a guest run, or the
-    /// host preempted the thread during a timed pass (`preempted`).
+    /// Left out of the statistics and repeated (the sample rule,
+    /// [`sequence::SampleRule`]): the run lost time to other tasks
+    /// (`lost_time`), or ran emulated code where the session's other runs
+    /// did not.
     pub disturbed: bool,
+    /// The guest run executed emulated code (`insn_emulation` beyond the
+    /// doorbells); older files: not recorded.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub emulated: bool,
     /// Involuntary context switches of the running thread(s) during the
     /// timed passes (see [`sched`]); 0 in older files.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub preempted: u64,
+    /// Time the running thread(s) spent off the CPU during the timed
+    /// passes, ns.
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub off_cpu_ns: f64,
+    /// Preempted for more than [`sched::OFF_CPU_TOLERANCE`] of the pass.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lost_time: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_vcpu_bytes_per_sec: Vec<f64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -238,9 +301,18 @@ pub struct Cell {
     pub guest_bytes_per_sec: Option<Summary>,
     pub guest_ticks_per_byte: Option<Summary>,
     pub host_bytes_per_sec: Option<Summary>,
-    /// median guest bytes/s / median host bytes/s
+    /// guest/host: the estimate of [`Cell::guest_host`] (files before it:
+    /// median guest bytes/s / median host bytes/s).
     pub guest_host_ratio: Option<f64>,
+    /// guest/host as a paired per-session estimate with its interval
+    /// ([`PairedRatio`]); `None` without a host baseline and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_host: Option<PairedRatio>,
     pub disturbed_runs: u64,
+    /// Whether the cell has figures: the summaries and guest/host are
+    /// `None` unless it is [`CellState::Measured`].
+    #[serde(default)]
+    pub state: CellState,
     /// Untimed verification passes (one before and one after the timed
     /// runs of every session).
     pub verified_runs: u64,
@@ -267,7 +339,9 @@ impl Cell {
             guest_ticks_per_byte: None,
             host_bytes_per_sec: None,
             guest_host_ratio: None,
+            guest_host: None,
             disturbed_runs: 0,
+            state: CellState::Measured,
             verified_runs: 0,
             guest_warmup: vec![],
             host_warmup: vec![],
@@ -277,13 +351,125 @@ impl Cell {
     }
 }
 
-/// The undisturbed samples, or all of them when every one is disturbed.
+/// The undisturbed samples: the same rule on both sides, nothing kept
+/// on one side that the other drops.
 fn undisturbed(samples: &[Sample]) -> Vec<&Sample> {
-    let clean: Vec<&Sample> = samples.iter().filter(|s| !s.disturbed).collect();
-    if clean.is_empty() {
-        samples.iter().collect()
-    } else {
-        clean
+    samples.iter().filter(|s| !s.disturbed).collect()
+}
+
+/// The runs of one side of a cell under the sample rule, over its sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCounts {
+    pub sessions: u64,
+    /// Sessions short of `--repeats` undisturbed runs: they reached
+    /// `--max-runs` first.
+    pub short_sessions: u64,
+    /// Undisturbed measured runs (what the statistics would use).
+    pub undisturbed: u64,
+    /// Measured runs made, disturbed ones included.
+    pub attempted: u64,
+    /// `--repeats` x sessions.
+    pub wanted: u64,
+}
+
+impl RunCounts {
+    /// The counts of `samples` (measured runs of one side) with `repeats`
+    /// wanted per session; `None` without samples.
+    pub(crate) fn of(samples: &[Sample], repeats: u64) -> Option<RunCounts> {
+        let mut per: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+        for s in samples {
+            let e = per.entry(s.session).or_default();
+            e.0 += u64::from(!s.disturbed);
+            e.1 += 1;
+        }
+        (!per.is_empty()).then(|| RunCounts {
+            sessions: per.len() as u64,
+            short_sessions: per.values().filter(|(u, _)| *u < repeats).count() as u64,
+            undisturbed: per.values().map(|v| v.0).sum(),
+            attempted: per.values().map(|v| v.1).sum(),
+            wanted: repeats * per.len() as u64,
+        })
+    }
+
+    /// `"5/12 undisturbed in 48 runs, 2/4 sessions short"`.
+    pub fn text(&self) -> String {
+        format!(
+            "{}/{} undisturbed in {} runs, {}/{} sessions short",
+            self.undisturbed, self.wanted, self.attempted, self.short_sessions, self.sessions
+        )
+    }
+}
+
+/// The fewest undisturbed runs a side may be reported with.
+pub const MIN_RUNS: u64 = 3;
+
+/// Whether a cell has figures (issue 26). Only a measured cell has
+/// summaries and a guest/host; the others say why not, with the counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CellState {
+    /// Every session has `--repeats` undisturbed runs on each side, and
+    /// each side at least [`MIN_RUNS`] (files before the sample rule load
+    /// as measured).
+    #[default]
+    Measured,
+    /// A session reached `--max-runs` short of `--repeats` undisturbed
+    /// runs: the machine was too busy to measure the cell.
+    UnmeasurableUnderLoad {
+        guest: RunCounts,
+        host: Option<RunCounts>,
+    },
+    /// Fewer than [`MIN_RUNS`] undisturbed runs a side by design
+    /// (`--sessions` x `--repeats`).
+    TooFewRuns {
+        guest: RunCounts,
+        host: Option<RunCounts>,
+    },
+    /// No session of the cell finished (interrupted before it).
+    NotRun,
+}
+
+impl CellState {
+    /// The state of a cell's measured `guest` and `host` runs.
+    pub(crate) fn of(guest: &[Sample], host: &[Sample], repeats: u64) -> CellState {
+        let Some(g) = RunCounts::of(guest, repeats) else {
+            return CellState::NotRun;
+        };
+        let h = RunCounts::of(host, repeats);
+        let sides = || std::iter::once(g).chain(h);
+        if sides().any(|c| c.short_sessions > 0) {
+            CellState::UnmeasurableUnderLoad { guest: g, host: h }
+        } else if sides().any(|c| c.undisturbed < MIN_RUNS) {
+            CellState::TooFewRuns { guest: g, host: h }
+        } else {
+            CellState::Measured
+        }
+    }
+
+    pub fn is_measured(&self) -> bool {
+        *self == CellState::Measured
+    }
+
+    /// Why there are no figures (empty for a measured cell).
+    pub fn text(&self) -> String {
+        let counts = |g: &RunCounts, h: &Option<RunCounts>| {
+            let mut t = format!("guest {}", g.text());
+            if let Some(h) = h {
+                t.push_str(&format!("; host {}", h.text()));
+            }
+            t
+        };
+        match self {
+            CellState::Measured => String::new(),
+            CellState::UnmeasurableUnderLoad { guest, host } => {
+                format!("unmeasurable under load ({})", counts(guest, host))
+            }
+            CellState::TooFewRuns { guest, host } => format!(
+                "too few runs to report: at least {MIN_RUNS} a side (--sessions x --repeats; {})",
+                counts(guest, host)
+            ),
+            CellState::NotRun => "not run (interrupted before the cell)".into(),
+        }
     }
 }
 
@@ -323,16 +509,21 @@ fn keep_sessions(
 }
 
 impl Cell {
-    /// The guest runs the statistics use: undisturbed ones (all of them if
-    /// every run was disturbed), as in [`summarize`].
+    /// The guest runs the statistics use: the undisturbed ones of a
+    /// measured cell (none otherwise), as in [`summarize`].
     pub(crate) fn guest_used(&self) -> Vec<&Sample> {
-        undisturbed(&self.guest)
+        match self.state.is_measured() {
+            true => undisturbed(&self.guest),
+            false => vec![],
+        }
     }
 
-    /// The host runs the statistics use: those the host did not preempt
-    /// (all of them if every run was).
+    /// The host runs the statistics use, by the same rule.
     pub(crate) fn host_used(&self) -> Vec<&Sample> {
-        undisturbed(&self.host)
+        match self.state.is_measured() {
+            true => undisturbed(&self.host),
+            false => vec![],
+        }
     }
 
     /// Guest sessions (see [`Cell::guest_used`]); a session whose runs
@@ -345,6 +536,26 @@ impl Cell {
     /// Host sessions (see [`Cell::host_used`]), empty ones kept.
     pub(crate) fn host_sessions(&self) -> Vec<inference::Session> {
         keep_sessions(&self.host, by_session_map(&self.host_used()))
+    }
+
+    /// guest/host per session (sessions with used runs on both sides), in
+    /// session order, and their paired estimate at 95%.
+    pub(crate) fn paired_ratio(&self) -> Option<PairedRatio> {
+        let guest = by_session_map(&self.guest_used());
+        let host = by_session_map(&self.host_used());
+        let pairs: Vec<SessionRatio> = guest
+            .iter()
+            .filter_map(|(&session, g)| {
+                let (g, h) = (g.mean()?, host.get(&session)?.mean()?);
+                Some(SessionRatio {
+                    session,
+                    guest: g,
+                    host: h,
+                    ratio: g / h,
+                })
+            })
+            .collect();
+        PairedRatio::of(&pairs, 0.05)
     }
 
     /// Sessions whose warm-up hit the cap without settling, guest and host.
@@ -429,6 +640,16 @@ pub struct BenchResult {
     pub privilege: String,
     pub warmup: u64,
     pub repeats: u64,
+    /// Measured runs per session and side at most (the sample rule's
+    /// cap); 0 in files before it.
+    #[serde(default)]
+    pub max_runs: u64,
+    /// How the timed threads ran (`--priority`, or what was left when it
+    /// was refused) and their niceness; `None` in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nice: Option<i32>,
     pub sessions: u64,
     /// Not a finished run: written while it was running (after every
     /// finished cell), or SIGINT stopped it. The cells hold the samples
@@ -454,6 +675,11 @@ pub struct BenchResult {
     /// before sides: see [`BenchResult::upgrade`]).
     #[serde(default)]
     pub sides: Vec<SideInfo>,
+    /// Sessions it would take to trust a 2% change, from this bench's
+    /// spread ([`report::Reproducibility`]); `None` in older files and
+    /// with too few measured sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproducibility: Option<report::Reproducibility>,
     /// The first kernel side's identity (as files of one kernel tree had
     /// it), `null` for built-ins only.
     #[serde(default)]
@@ -560,8 +786,11 @@ impl BenchResult {
     }
 }
 
-/// Summaries over the undisturbed samples (all of them if every run was disturbed).
-pub(crate) fn summarize(cell: &mut Cell) {
+/// The cell's state under the sample rule (`repeats` undisturbed runs
+/// wanted per session), then the summaries over the undisturbed samples
+/// of a measured cell.
+pub(crate) fn summarize(cell: &mut Cell, repeats: u64) {
+    cell.state = CellState::of(&cell.guest, &cell.host, repeats);
     let use_ = cell.guest_used();
     let bps = Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
     let tpb = Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
@@ -575,43 +804,59 @@ pub(crate) fn summarize(cell: &mut Cell) {
             .collect::<Vec<_>>(),
     );
     cell.disturbed_runs = cell.guest.iter().filter(|s| s.disturbed).count() as u64;
-    cell.guest_host_ratio = match (&cell.guest_bytes_per_sec, &cell.host_bytes_per_sec) {
-        (Some(g), Some(h)) if h.median > 0.0 => Some(g.median / h.median),
-        _ => None,
+    cell.guest_host = cell.paired_ratio();
+    cell.guest_host_ratio = cell.guest_host.as_ref().map(|r| r.estimate);
+}
+
+/// One cell in `session` on `vm`: the guest (verified before and after)
+/// and, for a built-in side with a host baseline, the host, run by turns
+/// (host first in odd sessions), into `c`.
+fn run_cell(vm: &mut Vm, spec: &CellSpec, cx: (&Plan, &Patterns, u64), c: &mut Cell) -> Result<()> {
+    let (plan, _, session) = cx;
+    let khz = vm.counter_khz;
+    // A kernel blob's routines exist only in the guest image: no host.
+    let mut h = match plan.host_baseline && plan.sides[spec.side].is_builtin() {
+        true => host::HostCell::new(spec, cx, khz)?,
+        false => None,
     };
+    let mut g = guest::GuestCell::new(vm, spec, cx)?;
+    let (gs, hs) = sequence::run_pair(
+        plan,
+        session,
+        session % 2 == 1,
+        || g.one(),
+        h.as_mut().map(|h| move || h.one()),
+    )?;
+    g.verify()?;
+    c.verified_runs += 2;
+    c.guest.extend(gs.measured);
+    c.guest_warmup.extend(gs.warmup);
+    c.guest_steady.push(gs.steady);
+    if let Some(hs) = hs {
+        c.host.extend(hs.measured);
+        c.host_warmup.extend(hs.warmup);
+        c.host_steady.push(hs.steady);
+    }
+    Ok(())
 }
 
 /// Run the cells `idx` of `specs` (one backing and link configuration) on
-/// `vm` in session `cx.2`, guest then host, adding their samples to
-/// `cells`, and hands all cells to `after_cell` after each one (the
-/// checkpoint). `Ok(false)` when SIGINT stopped a guest cell.
+/// `vm` in session `cx.2`, adding their samples to `cells`, and hands all
+/// cells to `after_cell` after each one (the checkpoint). `Ok(false)`
+/// when SIGINT stopped a guest cell.
 fn run_cells(
     vm: &mut Vm,
     idx: &[usize],
     specs: &[CellSpec],
-    (plan, pats, session): (&Plan, &Patterns, u64),
+    cx: (&Plan, &Patterns, u64),
     cells: &mut [Cell],
     progress: &indicatif::ProgressBar,
     after_cell: &mut dyn FnMut(&[Cell]) -> Result<()>,
 ) -> Result<bool> {
     for &i in idx {
-        let g = match guest::run_cell(vm, &specs[i], plan, pats, session) {
+        match run_cell(vm, &specs[i], cx, &mut cells[i]) {
             Err(crate::error::Error::Interrupted) => return Ok(false),
             other => other?,
-        };
-        let c = &mut cells[i];
-        c.verified_runs += g.verified;
-        c.guest.extend(g.measured);
-        c.guest_warmup.extend(g.warmup);
-        c.guest_steady.push(g.steady);
-        // The host baseline runs the built-in objects.
-        if plan.host_baseline
-            && plan.sides[specs[i].side].is_builtin()
-            && let Some(h) = host::run_cell(&specs[i], plan, pats, session, vm.counter_khz)?
-        {
-            c.host.extend(h.measured);
-            c.host_warmup.extend(h.warmup);
-            c.host_steady.push(h.steady);
         }
         progress.inc(1);
         after_cell(cells)?;
@@ -619,9 +864,50 @@ fn run_cells(
     Ok(true)
 }
 
+/// The plan with the priority this process may take (`fifo` tried on
+/// this thread, then nice -10), said on stderr when refused; sets this
+/// thread's niceness (the run's other threads inherit it). The niceness.
+fn with_priority(plan: &Plan) -> (Plan, i32) {
+    let want = plan.priority;
+    let fifo = want == Priority::Fifo && sched::set_fifo(true) && sched::set_fifo(false);
+    let (nice, refused) = match want {
+        Priority::Normal => (sched::nice(), false),
+        _ => sched::set_nice(-10),
+    };
+    let got = match (want, fifo, refused) {
+        (Priority::Fifo, true, _) => Priority::Fifo,
+        (Priority::Normal, ..) => Priority::Normal,
+        (_, _, false) => Priority::Nice,
+        _ => Priority::Normal,
+    };
+    if got != want {
+        hypclear_process::errln!(
+            "hypclear bench: --priority {want:?} refused (needs root or CAP_SYS_NICE); the timed \
+             threads run as {got:?} at nice {nice}, where a busy machine preempts them more \
+             (those runs are repeated)"
+        );
+    }
+    (
+        Plan {
+            priority: got,
+            ..plan.clone()
+        },
+        nice,
+    )
+}
+
+/// Puts this thread's niceness back when the run ends, however it ends.
+struct RestoreNice(i32);
+
+impl Drop for RestoreNice {
+    fn drop(&mut self) {
+        sched::set_nice(self.0);
+    }
+}
+
 /// The result so far: the cells summarized, with the plan and the host.
 fn snapshot(
-    plan: &Plan,
+    (plan, nice): (&Plan, i32),
     privilege: &PrivilegeChoice,
     caps: &CpuCaps,
     cells: &[Cell],
@@ -631,15 +917,18 @@ fn snapshot(
 ) -> BenchResult {
     let mut cells = cells.to_vec();
     for c in &mut cells {
-        summarize(c);
+        summarize(c, plan.repeats);
     }
-    BenchResult {
+    let mut r = BenchResult {
         tool: "hypclear".into(),
         command: "bench".into(),
         host: HostInfo::collect(caps, counter_khz),
         privilege: privilege.name.into(),
         warmup: plan.warmup,
         repeats: plan.repeats,
+        max_runs: plan.max_runs,
+        priority: Some(plan.priority),
+        nice: Some(nice),
         sessions: plan.sessions,
         partial,
         partial_reason: None,
@@ -652,8 +941,11 @@ fn snapshot(
             .iter()
             .find_map(Side::external)
             .map(|e| e.report.clone()),
+        reproducibility: None,
         cells,
-    }
+    };
+    r.reproducibility = report::Reproducibility::of(&r, 0.02);
+    r
 }
 
 /// Run the whole plan: every session boots one VM per backing and link
@@ -671,11 +963,16 @@ pub fn run(
     checkpoint: &mut dyn FnMut(&BenchResult) -> Result<()>,
 ) -> Result<BenchResult> {
     let copy_len = if plan.routine.kind() == Kind::Copy {
-        plan.size as usize
+        plan.shape.size as usize
     } else {
         0
     };
     let pats = Patterns::new(seed, copy_len);
+    // The run's threads at --nice, and back afterwards (this thread goes
+    // on to print and write).
+    let _restore = RestoreNice(sched::nice());
+    let (plan, nice) = &with_priority(plan);
+    let nice = *nice;
     let mut cells: Vec<Cell> = specs
         .iter()
         .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
@@ -684,7 +981,15 @@ pub fn run(
     let mut partial = false;
     let mut setup = Vec::new();
     let result = |cells: &[Cell], counter_khz: u64, partial: bool, setup: &[f64]| {
-        snapshot(plan, privilege, caps, cells, counter_khz, partial, setup)
+        snapshot(
+            (plan, nice),
+            privilege,
+            caps,
+            cells,
+            counter_khz,
+            partial,
+            setup,
+        )
     };
     'sessions: for session in 0..plan.sessions {
         for &backing in &plan.backings {
@@ -708,7 +1013,7 @@ pub fn run(
                     prefault: plan.prefault,
                     privilege: privilege.privilege,
                     blob: plan.sides[side].blob()?,
-                    vcpus: plan.vcpus,
+                    vcpus: plan.shape.vcpus,
                     seed: seed.wrapping_add(session),
                     vm_type: hypclear_vmm::VmType::Normal,
                 };

@@ -1,7 +1,8 @@
 //! What `bench` was asked to do ([`Plan`]) and its expansion into cells,
 //! with every usage error found before a VM exists; where each region lies
 //! in guest RAM and the call that makes one pass over it. Pure: no KVM.
-use super::{Axes, Cache, Fill, Order};
+use super::sequence::SampleRule;
+use super::{Axes, Cache, Fill, Order, Shape};
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::check::checker::{GUARD, Placement};
@@ -51,10 +52,10 @@ impl Variants {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub routine: Routine,
-    pub size: u64,
+    /// Bytes per pass, passes per run, vCPUs (every cell's too).
+    pub shape: Shape,
     pub chunks: Vec<u64>,
     pub variants: Variants,
-    pub loops: u64,
     pub orders: Vec<Order>,
     pub fills: Vec<Fill>,
     pub backings: Vec<Backing>,
@@ -64,8 +65,12 @@ pub struct Plan {
     /// Cap of the adaptive warm-up; 0: exactly `warmup` runs.
     pub max_warmup: u64,
     pub repeats: u64,
+    /// Measured runs per session and side at most: disturbed runs are
+    /// repeated up to this ([`crate::sequence::SampleRule`]).
+    pub max_runs: u64,
     pub sessions: u64,
-    pub vcpus: u64,
+    /// How the timed threads are scheduled (`--priority`).
+    pub priority: super::Priority,
     /// The precondition of every timed pass.
     pub cache: Cache,
     pub host_baseline: bool,
@@ -90,10 +95,10 @@ impl Plan {
     /// Check the plan: every usage error (axes, variant names, `--mem`
     /// when given) is found here, before KVM is touched.
     pub fn validate(&self, mem: Option<u64>) -> Result<()> {
-        if self.vcpus == 0 || self.vcpus > abi::MAX_VCPUS {
+        if self.shape.vcpus == 0 || self.shape.vcpus > abi::MAX_VCPUS {
             return Err(Error::Usage(format!(
                 "--vcpus {} is out of range: use 1 to {}",
-                self.vcpus,
+                self.shape.vcpus,
                 abi::MAX_VCPUS
             )));
         }
@@ -106,8 +111,8 @@ impl Plan {
             return Err(Error::Usage(format!(
                 "--mem {} is too small for -s {} x {} vCPU(s): use --mem {} or more (or leave --mem out)",
                 format_size(m),
-                format_size(self.size),
-                self.vcpus,
+                format_size(self.shape.size),
+                self.shape.vcpus,
                 format_size(need)
             )));
         }
@@ -125,17 +130,31 @@ impl Plan {
         mem_needed(self)
     }
 
+    /// How many measured runs a session makes ([`SampleRule`]).
+    pub(crate) fn sample_rule(&self) -> SampleRule {
+        SampleRule {
+            repeats: self.repeats,
+            max_runs: self.max_runs,
+        }
+    }
+
     fn check_counts(&self) -> Result<()> {
-        if self.size == 0 || !self.size.is_multiple_of(PAGE_SIZE) {
+        if self.shape.size == 0 || !self.shape.size.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Usage(format!(
                 "-s {} is not a whole number of 4KB pages; bench sizes must be (e.g. -s 256MB)",
-                self.size
+                self.shape.size
             )));
         }
-        if self.loops == 0 || self.repeats == 0 || self.sessions == 0 {
+        if self.shape.loops == 0 || self.repeats == 0 || self.sessions == 0 {
             return Err(Error::Usage(
                 "-l, --repeats and --sessions must be at least 1".into(),
             ));
+        }
+        if self.max_runs < self.repeats {
+            return Err(Error::Usage(format!(
+                "--max-runs {} is below --repeats {}: the cap counts every measured run,                  undisturbed or not; use --max-runs {} or more",
+                self.max_runs, self.repeats, self.repeats
+            )));
         }
         let window = crate::inference::SteadyConfig::default().window as u64;
         if self.max_warmup != 0 && self.max_warmup < window.max(self.warmup) {
@@ -176,8 +195,8 @@ impl Plan {
     fn cell_chunk(&self, order: Order, chunk: u64) -> Result<u64> {
         let r = self.routine;
         let chunk = match (order, r.fixed_size()) {
-            (Order::Oneshot, _) => self.size,
-            (_, Some(f)) if r == Routine::CopyPage && chunk != f && chunk != self.size => {
+            (Order::Oneshot, _) => self.shape.size,
+            (_, Some(f)) if r == Routine::CopyPage && chunk != f && chunk != self.shape.size => {
                 return Err(Error::Usage(format!(
                     "{r} always copies {} per call: use -k 4KB (or bench memcpy for other chunk sizes)",
                     format_size(f)
@@ -186,10 +205,10 @@ impl Plan {
             (_, Some(f)) if r == Routine::CopyPage => f,
             _ => chunk,
         };
-        if chunk == 0 || !self.size.is_multiple_of(chunk) {
+        if chunk == 0 || !self.shape.size.is_multiple_of(chunk) {
             return Err(Error::Usage(format!(
                 "-s {} is not a multiple of -k {}",
-                format_size(self.size),
+                format_size(self.shape.size),
                 format_size(chunk)
             )));
         }
@@ -288,9 +307,7 @@ impl Plan {
             order,
             fill: Fill::Populate,
             backing: Backing::Anon,
-            size: self.size,
-            loops: self.loops,
-            vcpus: self.vcpus,
+            shape: self.shape,
         }
     }
 
@@ -313,14 +330,14 @@ impl Plan {
 /// Guest RAM needed for one vCPU's region (target, guards, source).
 pub(crate) fn region_stride(plan: &Plan) -> u64 {
     let copy = plan.routine.kind() == Kind::Copy;
-    let one = plan.size + 2 * GUARD.next_multiple_of(PAGE_SIZE) + PAGE_SIZE;
+    let one = plan.shape.size + 2 * GUARD.next_multiple_of(PAGE_SIZE) + PAGE_SIZE;
     let one = if copy { 2 * one } else { one };
     one.next_multiple_of(2 << 20)
 }
 
 /// Guest RAM the plan needs.
 pub(crate) fn mem_needed(plan: &Plan) -> u64 {
-    (arch::ARENA_BASE - arch::RAM_BASE + plan.vcpus * region_stride(plan))
+    (arch::ARENA_BASE - arch::RAM_BASE + plan.shape.vcpus * region_stride(plan))
         .next_multiple_of(arch::RAM_ALIGN)
         .max(arch::MIN_RAM)
 }
@@ -329,18 +346,18 @@ pub(super) fn placement(plan: &Plan, vcpu: u64) -> Placement {
     let base = arch::ARENA_BASE + vcpu * region_stride(plan);
     let dst = base + GUARD.next_multiple_of(PAGE_SIZE);
     let src = (plan.routine.kind() == Kind::Copy)
-        .then(|| (dst + plan.size + GUARD).next_multiple_of(PAGE_SIZE) + PAGE_SIZE);
-    Placement::new(dst, plan.size, src, 0)
+        .then(|| (dst + plan.shape.size + GUARD).next_multiple_of(PAGE_SIZE) + PAGE_SIZE);
+    Placement::new(dst, plan.shape.size, src, 0)
 }
 
 /// The call for one pass over a region.
 pub(super) fn pass_call(spec: &CellSpec, plan: &Plan, p: &Placement, fill: u8) -> Call {
     let chunk = spec.axes.chunk;
-    let count = plan.size / chunk;
+    let count = plan.shape.size / chunk;
     let (dst, src, step) = match spec.axes.order {
         Order::Reverse => (
-            p.dst + plan.size - chunk,
-            p.src.map(|s| s + plan.size - chunk),
+            p.dst + plan.shape.size - chunk,
+            p.src.map(|s| s + plan.shape.size - chunk),
             -(chunk as i64),
         ),
         _ => (p.dst, p.src, chunk as i64),
@@ -363,10 +380,13 @@ mod tests {
     fn plan() -> Plan {
         Plan {
             routine: Routine::ClearPages,
-            size: 16 << 20,
+            shape: Shape {
+                size: 16 << 20,
+                loops: 1,
+                vcpus: 1,
+            },
             chunks: vec![4096, 2 << 20],
             variants: Variants::All,
-            loops: 1,
             orders: vec![Order::Forward, Order::Reverse],
             fills: vec![Fill::Populate],
             backings: vec![Backing::Anon],
@@ -374,8 +394,9 @@ mod tests {
             warmup: 1,
             max_warmup: 20,
             repeats: 3,
+            max_runs: 12,
             sessions: 4,
-            vcpus: 1,
+            priority: crate::Priority::Normal,
             cache: Cache::Cold,
             host_baseline: true,
             prefault: false,
@@ -411,15 +432,15 @@ mod tests {
             .unwrap();
         let pl = placement(&p, 0);
         let call = pass_call(rev, &p, &pl, 0);
-        assert_eq!(call.dst, pl.dst + p.size - 4096);
+        assert_eq!(call.dst, pl.dst + p.shape.size - 4096);
         assert_eq!(call.step, -4096);
-        assert_eq!(call.count, p.size / 4096);
+        assert_eq!(call.count, p.shape.size / 4096);
     }
 
     #[test]
     fn bad_plans_are_usage_errors() {
         let mut p = plan();
-        p.size = 4097;
+        p.shape.size = 4097;
         assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
         let mut p = plan();
         p.chunks = vec![3 << 20];
@@ -436,6 +457,8 @@ mod tests {
         assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
         p.max_warmup = 0;
         assert!(p.expand(&caps()).is_ok());
+        p.max_runs = 2;
+        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
     }
 
     #[test]
@@ -462,7 +485,7 @@ mod tests {
     #[test]
     fn memory_covers_all_vcpu_regions() {
         let mut p = plan();
-        p.vcpus = 2;
+        p.shape.vcpus = 2;
         let last = placement(&p, 1);
         assert!(last.dst + last.len + GUARD <= arch::RAM_BASE + mem_needed(&p));
     }

@@ -72,54 +72,70 @@ pub fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Ta
                 .map(|s| unit.format(s.median))
                 .unwrap_or_else(|| "-".into()),
         ));
-        row.push(right(
-            c.guest_host_ratio
-                .map(|x| format!("{x:.2}"))
-                .unwrap_or_else(|| "-".into()),
-        ));
+        row.push(right(match (&c.guest_host, c.guest_host_ratio) {
+            (Some(p), _) => p.text(),
+            // Files before the paired ratio: their ratio of medians.
+            (None, Some(x)) => format!("{x:.2}"),
+            (None, None) => "-".into(),
+        }));
         row.push(TCell::new(flags(c)));
         t.add_row(row);
     }
     t
 }
 
+/// One line per cell with a host baseline: `guest/host 0.97 [0.94, 1.00]`
+/// (the paired per-session estimate and its 95% interval) and the cell.
+pub fn guest_host_lines(r: &BenchResult) -> Vec<String> {
+    r.cells
+        .iter()
+        .filter_map(|c| {
+            let p = c.guest_host.as_ref()?;
+            Some(format!(
+                "guest/host {}  {} ({}; {} session(s) paired, median {:.2})",
+                p.text(),
+                c.axes.label_with(false),
+                r.side_of(c).name,
+                p.sessions.len(),
+                p.median
+            ))
+        })
+        .collect()
+}
+
 /// Warnings about a cell, shown instead of being averaged in.
 pub(crate) fn flags(c: &Cell) -> String {
     let mut f = Vec::new();
-    let preempted = c.guest.iter().filter(|s| s.preempted > 0).count();
-    let emulated = c.disturbed_runs as usize - preempted.min(c.disturbed_runs as usize);
-    let all = c.disturbed_runs as usize == c.guest.len();
+    if !c.state.is_measured() {
+        f.push(c.state.text());
+    }
+    let count =
+        |v: &[crate::Sample], p: fn(&crate::Sample) -> bool| v.iter().filter(|s| p(s)).count();
+    if count(&c.guest, |s| s.emulated && !s.disturbed) > 0 {
+        f.push("guest code emulated in every run (numbers are emulation speed)".into());
+    }
+    let emulated = count(&c.guest, |s| s.emulated && s.disturbed && !s.lost_time);
     if emulated > 0 {
         f.push(format!(
-            "{}/{} runs disturbed by emulation{}",
+            "{}/{} runs disturbed by emulation (left out, repeated)",
             emulated,
-            c.guest.len(),
-            if all {
-                " (all: numbers are emulation speed)"
-            } else {
-                " (left out)"
-            }
+            c.guest.len()
         ));
     }
+    let preempted = count(&c.guest, |s| s.lost_time);
     if preempted > 0 {
         f.push(format!(
-            "{}/{} runs preempted by the host{}",
+            "{}/{} runs preempted by the host (left out, repeated)",
             preempted,
-            c.guest.len(),
-            if all { " (all: kept)" } else { " (left out)" }
+            c.guest.len()
         ));
     }
-    let host_preempted = c.host.iter().filter(|s| s.preempted > 0).count();
+    let host_preempted = count(&c.host, |s| s.lost_time);
     if host_preempted > 0 {
         f.push(format!(
-            "host: {}/{} runs preempted{}",
+            "host: {}/{} runs preempted (left out, repeated)",
             host_preempted,
-            c.host.len(),
-            if host_preempted == c.host.len() {
-                " (all: kept)"
-            } else {
-                " (left out)"
-            }
+            c.host.len()
         ));
     }
     f.push(format!("{} verified", c.verified_runs));
@@ -134,7 +150,7 @@ pub(crate) fn flags(c: &Cell) -> String {
             ));
         }
     }
-    if c.axes.vcpus > 1 {
+    if c.axes.shape.vcpus > 1 {
         let per: Vec<f64> = c
             .guest
             .iter()
@@ -143,7 +159,7 @@ pub(crate) fn flags(c: &Cell) -> String {
         if !per.is_empty() {
             f.push(format!(
                 "{} vCPUs, per-vCPU median {} GB/sec",
-                c.axes.vcpus,
+                c.axes.shape.vcpus,
                 gbps(crate::stats::median(&per))
             ));
         }
@@ -215,6 +231,109 @@ pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
     out
 }
 
+/// How many sessions it would take to trust a change of `margin_pct`
+/// (alpha 0.05, power 0.8), from the spread this bench saw (median over
+/// the measured cells): the figure to read before believing one run.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Reproducibility {
+    pub margin_pct: f64,
+    /// Guest between-session relative SD (Kalibera & Jones T2), percent.
+    pub between_session_cv_pct: f64,
+    /// Guest within-session relative SD (T1), percent.
+    pub within_session_cv_pct: f64,
+    /// Runs per session the figures assume (this bench's).
+    pub runs_per_session: f64,
+    /// Sessions per side for two sides interleaved in one invocation
+    /// (`compare FILE`, paired: a pair's log ratio has twice a session
+    /// mean's variance when the sides share nothing of the session,
+    /// the worst case); `None`: more than 1000.
+    pub sessions_in_one_invocation: Option<usize>,
+    /// Session-to-session relative SD of guest/host, percent: what is
+    /// left between invocations once the host normalizes a drift of the
+    /// machine away.
+    pub guest_host_session_cv_pct: Option<f64>,
+    /// Sessions per invocation for two separate invocations compared on
+    /// guest/host (Welch on the session ratios); `None`: more than 1000,
+    /// or no host baseline. A drift that hits the guest alone is not
+    /// seen by one invocation: this is a lower bound.
+    pub sessions_per_invocation: Option<usize>,
+}
+
+impl Reproducibility {
+    /// The figure from the cells of `r` (`None` without two measured
+    /// sessions with two runs in any cell).
+    pub fn of(r: &BenchResult, margin: f64) -> Option<Reproducibility> {
+        use crate::inference::{Config, Design, VarianceComponents, sessions_to_see};
+        let mid = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (!v.is_empty()).then(|| v[v.len() / 2])
+        };
+        let comps: Vec<VarianceComponents> = r
+            .cells
+            .iter()
+            .filter_map(|c| VarianceComponents::estimate(&c.guest_sessions()).ok())
+            .collect();
+        let mut sorted = comps.clone();
+        sorted.sort_by(|a, b| (a.between + a.within).total_cmp(&(b.between + b.within)));
+        let v = *sorted.get(sorted.len() / 2)?;
+        let runs = v.runs_per_session.max(1.0);
+        let session_sd = (v.between + v.within / runs).sqrt();
+        let goal = |design| Config {
+            margin,
+            design,
+            ..Config::default()
+        };
+        let ratio_sd = mid(r
+            .cells
+            .iter()
+            .filter_map(|c| {
+                let p = c.guest_host.as_ref().filter(|p| p.sessions.len() >= 2)?;
+                let logs: Vec<f64> = p.sessions.iter().map(|s| s.ratio.ln()).collect();
+                Some(crate::stats::variance(&logs).sqrt())
+            })
+            .collect());
+        Some(Reproducibility {
+            margin_pct: margin * 100.0,
+            between_session_cv_pct: v.between_pct(),
+            within_session_cv_pct: v.within_pct(),
+            runs_per_session: runs,
+            sessions_in_one_invocation: sessions_to_see(
+                std::f64::consts::SQRT_2 * session_sd,
+                &goal(Design::Interleaved),
+                1000,
+            ),
+            guest_host_session_cv_pct: ratio_sd.map(|s| s * 100.0),
+            sessions_per_invocation: ratio_sd
+                .and_then(|s| sessions_to_see(s, &goal(Design::Independent), 1000)),
+        })
+    }
+
+    /// Two lines for the end of `bench`.
+    pub fn lines(&self) -> Vec<String> {
+        let n = |s: Option<usize>| {
+            s.map_or("more than 1000 sessions".into(), |n| {
+                format!("{n} sessions")
+            })
+        };
+        let mut out = vec![format!(
+            "to see a {:.0}% change in one invocation (sides interleaved): {} per side (between-session CV {:.1}%, within-session CV {:.1}% at {:.1} runs a session)",
+            self.margin_pct,
+            n(self.sessions_in_one_invocation),
+            self.between_session_cv_pct,
+            self.within_session_cv_pct,
+            self.runs_per_session
+        )];
+        if let Some(cv) = self.guest_host_session_cv_pct {
+            out.push(format!(
+                "to see a {:.0}% change between invocations (on guest/host): {} per invocation (session CV of guest/host {cv:.1}%; a drift of the guest alone adds to it)",
+                self.margin_pct,
+                n(self.sessions_per_invocation)
+            ));
+        }
+        out
+    }
+}
+
 /// Every raw sample (guest and host) as one CSV row, with the fingerprint.
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
@@ -278,13 +397,13 @@ pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
                     routine: a.routine.name(),
                     variant: &a.variant,
                     config: a.config.name(),
-                    size: a.size,
+                    size: a.shape.size,
                     chunk: a.chunk,
                     order: format!("{:?}", a.order),
                     fill: format!("{:?}", a.fill),
                     backing: &backing,
-                    loops: a.loops,
-                    vcpus: a.vcpus,
+                    loops: a.shape.loops,
+                    vcpus: a.shape.vcpus,
                     session: x.session,
                     run: x.run,
                     bytes: x.bytes,
@@ -510,14 +629,20 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
             "{} {} -s {} -k {} {} {} {}",
             a.routine,
             a.variant,
-            format_size(a.size),
+            format_size(a.shape.size),
             format_size(a.chunk),
             format!("{:?}", a.order).to_lowercase(),
             format!("{:?}", a.fill).to_lowercase(),
             a.backing
         );
         let leaf = match &c.guest_bytes_per_sec {
-            None => Test::leaf(name, Outcome::Skip("no measured runs (interrupted)".into())),
+            None => Test::leaf(
+                name,
+                Outcome::Skip(match c.state.is_measured() {
+                    true => "no measured runs (interrupted)".into(),
+                    false => c.state.text(),
+                }),
+            ),
             Some(g) => {
                 let mut d = vec![format!(
                     "{side}/{name}: guest median {} GB/sec over {} runs{}",
@@ -528,8 +653,8 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
                         .map(|h| format!(", host median {} GB/sec", gbps(h.median)))
                         .unwrap_or_default()
                 )];
-                if let Some(ratio) = c.guest_host_ratio {
-                    d.push(format!("{side}/{name}: guest/host {ratio:.3}"));
+                if let Some(ratio) = &c.guest_host {
+                    d.push(format!("{side}/{name}: guest/host {}", ratio.text()));
                 }
                 let f = flags(c);
                 if !f.is_empty() {
@@ -554,7 +679,7 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Axes, Sample, summarize};
+    use crate::{Axes, CellState, Sample, summarize};
 
     /// Issue 25 case 12: bench's GB/sec is perf bench's (2^30 bytes/s);
     /// hypclear printed 10^9, 7.4% more for the same rate.
@@ -574,46 +699,141 @@ mod tests {
             ticks_per_byte: 1.0,
             verified: false,
             disturbed: preempted > 0,
+            emulated: false,
             preempted,
+            off_cpu_ns: preempted as f64 * 1e6,
+            lost_time: preempted > 0,
             per_vcpu_bytes_per_sec: vec![],
             kvm_stats: Default::default(),
         }
     }
 
-    fn cell(guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+    /// A cell summarized with `repeats` undisturbed runs wanted per session.
+    fn cell_of(guest: Vec<Sample>, host: Vec<Sample>, repeats: u64) -> Cell {
         let axes = Axes::test_memset(crate::blob::LinkConfig::Vanilla, 4096);
         let mut c = Cell::new(axes, guest, host);
-        summarize(&mut c);
+        summarize(&mut c, repeats);
         c
+    }
+
+    fn cell(guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+        cell_of(guest, host, 1)
     }
 
     #[test]
     fn preempted_runs_are_left_out_and_said() {
-        // One preempted run at a third of the speed on each side.
+        // One preempted run at a third of the speed on each side, repeated.
         let c = cell(
-            vec![run(0, 9.0, 0), run(0, 3.0, 2), run(1, 9.0, 0)],
-            vec![run(0, 10.0, 0), run(1, 10.0, 0), run(1, 3.3, 1)],
+            vec![
+                run(0, 9.0, 0),
+                run(0, 3.0, 2),
+                run(1, 9.0, 0),
+                run(2, 9.2, 0),
+            ],
+            vec![
+                run(0, 10.0, 0),
+                run(1, 10.0, 0),
+                run(1, 3.3, 1),
+                run(2, 10.1, 0),
+            ],
         );
+        assert!(c.state.is_measured(), "{:?}", c.state);
         assert_eq!(c.guest_bytes_per_sec.as_ref().unwrap().min, 9.0);
         assert_eq!(c.host_bytes_per_sec.as_ref().unwrap().min, 10.0);
         assert_eq!(c.host_sessions()[1].runs, vec![10.0]);
         assert_eq!(c.guest_sessions()[0].runs, vec![9.0]);
         let f = flags(&c);
         assert!(
-            f.contains("1/3 runs preempted by the host (left out)"),
+            f.contains("1/4 runs preempted by the host (left out, repeated)"),
             "{f}"
         );
-        assert!(f.contains("host: 1/3 runs preempted (left out)"), "{f}");
+        assert!(
+            f.contains("host: 1/4 runs preempted (left out, repeated)"),
+            "{f}"
+        );
         assert!(!f.contains("emulation"), "{f}");
-        // Every run preempted: kept (there is nothing else), and said.
-        let c = cell(vec![run(0, 3.0, 1), run(1, 3.1, 1)], vec![]);
-        assert_eq!(c.guest_bytes_per_sec.as_ref().unwrap().n, 2);
-        assert!(flags(&c).contains("2/2 runs preempted by the host (all: kept)"));
-        // A session that lost every run stays, empty: pairs keep partners.
-        let c = cell(vec![run(0, 3.0, 1), run(1, 9.0, 0), run(2, 9.1, 0)], vec![]);
-        let s = c.guest_sessions();
-        assert_eq!(s.len(), 3);
-        assert!(s[0].runs.is_empty());
-        assert_eq!(s[2].runs, vec![9.1]);
+    }
+
+    #[test]
+    fn the_same_rule_on_both_sides_and_no_figures_below_it() {
+        // Issue 26: "host: 6/6 runs preempted (all: kept)" beside a guest
+        // that dropped its preempted runs. Now every run preempted leaves
+        // the sessions short: no figures, on either side, and the counts.
+        let g = vec![run(0, 9.0, 0), run(1, 9.1, 0), run(2, 9.2, 0)];
+        let c = cell(
+            g.clone(),
+            vec![run(0, 3.0, 1), run(1, 3.1, 1), run(2, 3.3, 1)],
+        );
+        assert!(
+            matches!(c.state, CellState::UnmeasurableUnderLoad { .. }),
+            "{:?}",
+            c.state
+        );
+        assert!(c.guest_bytes_per_sec.is_none() && c.host_bytes_per_sec.is_none());
+        assert!(c.guest_host.is_none() && c.guest_host_ratio.is_none());
+        let f = flags(&c);
+        assert!(
+            f.contains("unmeasurable under load (guest 3/3 undisturbed in 3 runs, 0/3 sessions short; host 0/3 undisturbed in 3 runs, 3/3 sessions short)"),
+            "{f}"
+        );
+        // Fewer than 3 undisturbed runs a side: not reported either.
+        let c = cell(g[..2].to_vec(), vec![run(0, 10.0, 0), run(1, 10.0, 0)]);
+        assert!(
+            matches!(c.state, CellState::TooFewRuns { .. }),
+            "{:?}",
+            c.state
+        );
+        assert!(c.guest_bytes_per_sec.is_none());
+        // Enough on both sides: measured.
+        let c = cell(
+            g.clone(),
+            vec![run(0, 10.0, 0), run(1, 10.0, 0), run(2, 9.9, 0)],
+        );
+        assert_eq!(c.state, CellState::Measured);
+        assert_eq!(c.guest_bytes_per_sec.as_ref().unwrap().n, 3);
+        // Two wanted per session, one session short by one: unmeasurable.
+        let c = cell_of(
+            vec![
+                run(0, 9.0, 0),
+                run(0, 9.0, 0),
+                run(1, 9.0, 0),
+                run(1, 3.0, 1),
+            ],
+            vec![],
+            2,
+        );
+        let CellState::UnmeasurableUnderLoad { guest, host: None } = c.state else {
+            panic!("{:?}", c.state)
+        };
+        assert_eq!(
+            (
+                guest.undisturbed,
+                guest.wanted,
+                guest.attempted,
+                guest.short_sessions
+            ),
+            (3, 4, 4, 1)
+        );
+        // Nothing run yet.
+        assert_eq!(cell(vec![], vec![]).state, CellState::NotRun);
+    }
+
+    #[test]
+    fn guest_host_pairs_sessions_by_id() {
+        // Host session 1 lost its only run: pairs 0 and 2 remain, with
+        // their own partners (0.9 and 0.8), not shifted ones.
+        // (Not summarized: the sample rule would make this cell
+        // unmeasurable; the pairing itself is what is tested.)
+        let axes = Axes::test_memset(crate::blob::LinkConfig::Vanilla, 4096);
+        let c = Cell::new(
+            axes,
+            vec![run(0, 9.0, 0), run(1, 5.0, 0), run(2, 8.0, 0)],
+            vec![run(0, 10.0, 0), run(1, 3.0, 1), run(2, 10.0, 0)],
+        );
+        let p = c.paired_ratio().unwrap();
+        let got: Vec<(u64, f64)> = p.sessions.iter().map(|s| (s.session, s.ratio)).collect();
+        assert_eq!(got, vec![(0, 0.9), (2, 0.8)]);
+        assert!((p.estimate - (0.9f64 * 0.8).sqrt()).abs() < 1e-12);
+        assert!(p.text().starts_with("0.85 ["));
     }
 }
