@@ -176,7 +176,7 @@ fn announce(
                 .join("; ")
         );
     }
-    for line in super::kernel::summary_lines(&plan.sides) {
+    for line in super::kernel::summary_lines(&ctx.sides) {
         say!(ktap, "{line}");
     }
     if ctx.has_kernel_side() {

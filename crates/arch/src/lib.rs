@@ -87,6 +87,28 @@ pub enum Privilege {
     User,
 }
 
+/// arm64's DC ZVA as a bench side dimension (`--dc-zva`): whether the
+/// guest routines may use it (DCZID_EL0.DZP reads 0) or not (DZP reads
+/// 1, so clear_page takes its STNP loop and memset its STP loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DcZva {
+    On,
+    Off,
+}
+
+/// The privilege that gives the guest routines DC ZVA state `d`; `None`
+/// where the architecture has no DC ZVA (x86_64).
+pub fn dc_zva_privilege(d: DcZva) -> Option<Privilege> {
+    #[cfg(target_arch = "aarch64")]
+    return Some(aarch64::dc_zva_privilege(d));
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        let _ = d;
+        None
+    }
+}
+
 /// Where the blob landed in guest RAM (guest-physical = guest-virtual).
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Loaded {
@@ -193,6 +215,20 @@ pub const DEFAULT_KERNEL: KernelVersion = KernelVersion::V6_12;
 impl CpuCaps {
     pub fn has(&self, f: &str) -> bool {
         self.features.iter().any(|(n, v)| n == f && *v)
+    }
+
+    /// The capabilities a guest with DC ZVA state `d` sees: without it,
+    /// no `dczva` (a kernel routine's path is decided as on a DZP=1 CPU).
+    pub fn with_dc_zva(&self, d: DcZva) -> CpuCaps {
+        let mut c = self.clone();
+        if d == DcZva::Off {
+            for (name, on) in &mut c.features {
+                if name == "dczva" {
+                    *on = false;
+                }
+            }
+        }
+        c
     }
 
     /// The variant `kernel` picks for `family`.
