@@ -99,13 +99,17 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
         ktap,
         "bytes/sec from guest {} ticks at {} kHz; GB/sec = 2^30 bytes/sec, as perf bench prints it \
          (the table: {}, --unit); \
-         guest/host = median guest GB/sec / median host GB/sec \
-         of the same object on a host buffer, measured in the same process; {:.1} seconds",
+         guest/host = per session, mean guest over mean host of the same object on a host \
+         buffer, measured in the same process; their geometric mean [95% paired t interval]; \
+         {:.1} seconds",
         arch::COUNTER_NAME,
         result.host.counter_khz,
         a.unit.label(),
         ctx.start.elapsed().as_secs_f64()
     );
+    for l in bench::report::guest_host_lines(result) {
+        say!(ktap, "{l}");
+    }
     for l in bench::sides::ratio_lines(result) {
         say!(ktap, "{l}");
     }

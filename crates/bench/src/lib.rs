@@ -44,7 +44,7 @@ use crate::error::Result;
 use crate::kernel::side::SideKind;
 use crate::routines::privilege::PrivilegeChoice;
 use crate::routines::{Kind, Routine};
-use crate::stats::Summary;
+use crate::stats::{PairedRatio, SessionRatio, Summary};
 use crate::vmm::host::HostInfo;
 use crate::vmm::memory::Backing;
 use crate::vmm::{Vm, VmOptions};
@@ -237,8 +237,13 @@ pub struct Cell {
     pub guest_bytes_per_sec: Option<Summary>,
     pub guest_ticks_per_byte: Option<Summary>,
     pub host_bytes_per_sec: Option<Summary>,
-    /// median guest bytes/s / median host bytes/s
+    /// guest/host: the estimate of [`Cell::guest_host`] (files before it:
+    /// median guest bytes/s / median host bytes/s).
     pub guest_host_ratio: Option<f64>,
+    /// guest/host as a paired per-session estimate with its interval
+    /// ([`PairedRatio`]); `None` without a host baseline and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_host: Option<PairedRatio>,
     pub disturbed_runs: u64,
     /// Untimed verification passes (one before and one after the timed
     /// runs of every session).
@@ -266,6 +271,7 @@ impl Cell {
             guest_ticks_per_byte: None,
             host_bytes_per_sec: None,
             guest_host_ratio: None,
+            guest_host: None,
             disturbed_runs: 0,
             verified_runs: 0,
             guest_warmup: vec![],
@@ -344,6 +350,26 @@ impl Cell {
     /// Host sessions (see [`Cell::host_used`]), empty ones kept.
     pub(crate) fn host_sessions(&self) -> Vec<inference::Session> {
         keep_sessions(&self.host, by_session_map(&self.host_used()))
+    }
+
+    /// guest/host per session (sessions with used runs on both sides), in
+    /// session order, and their paired estimate at 95%.
+    pub(crate) fn paired_ratio(&self) -> Option<PairedRatio> {
+        let guest = by_session_map(&self.guest_used());
+        let host = by_session_map(&self.host_used());
+        let pairs: Vec<SessionRatio> = guest
+            .iter()
+            .filter_map(|(&session, g)| {
+                let (g, h) = (g.mean()?, host.get(&session)?.mean()?);
+                Some(SessionRatio {
+                    session,
+                    guest: g,
+                    host: h,
+                    ratio: g / h,
+                })
+            })
+            .collect();
+        PairedRatio::of(&pairs, 0.05)
     }
 
     /// Sessions whose warm-up hit the cap without settling, guest and host.
@@ -583,10 +609,8 @@ pub(crate) fn summarize(cell: &mut Cell) {
             .collect::<Vec<_>>(),
     );
     cell.disturbed_runs = cell.guest.iter().filter(|s| s.disturbed).count() as u64;
-    cell.guest_host_ratio = match (&cell.guest_bytes_per_sec, &cell.host_bytes_per_sec) {
-        (Some(g), Some(h)) if h.median > 0.0 => Some(g.median / h.median),
-        _ => None,
-    };
+    cell.guest_host = cell.paired_ratio();
+    cell.guest_host_ratio = cell.guest_host.as_ref().map(|r| r.estimate);
 }
 
 /// Run the cells `idx` of `specs` (one backing and link configuration) on

@@ -72,15 +72,35 @@ pub fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Ta
                 .map(|s| unit.format(s.median))
                 .unwrap_or_else(|| "-".into()),
         ));
-        row.push(right(
-            c.guest_host_ratio
-                .map(|x| format!("{x:.2}"))
-                .unwrap_or_else(|| "-".into()),
-        ));
+        row.push(right(match (&c.guest_host, c.guest_host_ratio) {
+            (Some(p), _) => p.text(),
+            // Files before the paired ratio: their ratio of medians.
+            (None, Some(x)) => format!("{x:.2}"),
+            (None, None) => "-".into(),
+        }));
         row.push(TCell::new(flags(c)));
         t.add_row(row);
     }
     t
+}
+
+/// One line per cell with a host baseline: `guest/host 0.97 [0.94, 1.00]`
+/// (the paired per-session estimate and its 95% interval) and the cell.
+pub fn guest_host_lines(r: &BenchResult) -> Vec<String> {
+    r.cells
+        .iter()
+        .filter_map(|c| {
+            let p = c.guest_host.as_ref()?;
+            Some(format!(
+                "guest/host {}  {} ({}; {} session(s) paired, median {:.2})",
+                p.text(),
+                c.axes.label_with(false),
+                r.side_of(c).name,
+                p.sessions.len(),
+                p.median
+            ))
+        })
+        .collect()
 }
 
 /// Warnings about a cell, shown instead of being averaged in.
@@ -528,8 +548,8 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
                         .map(|h| format!(", host median {} GB/sec", gbps(h.median)))
                         .unwrap_or_default()
                 )];
-                if let Some(ratio) = c.guest_host_ratio {
-                    d.push(format!("{side}/{name}: guest/host {ratio:.3}"));
+                if let Some(ratio) = &c.guest_host {
+                    d.push(format!("{side}/{name}: guest/host {}", ratio.text()));
                 }
                 let f = flags(c);
                 if !f.is_empty() {
@@ -615,5 +635,20 @@ mod tests {
         assert_eq!(s.len(), 3);
         assert!(s[0].runs.is_empty());
         assert_eq!(s[2].runs, vec![9.1]);
+    }
+
+    #[test]
+    fn guest_host_pairs_sessions_by_id() {
+        // Host session 1 lost its only run: pairs 0 and 2 remain, with
+        // their own partners (0.9 and 0.8), not shifted ones.
+        let c = cell(
+            vec![run(0, 9.0, 0), run(1, 5.0, 0), run(2, 8.0, 0)],
+            vec![run(0, 10.0, 0), run(1, 3.0, 1), run(2, 10.0, 0)],
+        );
+        let p = c.guest_host.as_ref().unwrap();
+        let got: Vec<(u64, f64)> = p.sessions.iter().map(|s| (s.session, s.ratio)).collect();
+        assert_eq!(got, vec![(0, 0.9), (2, 0.8)]);
+        assert!((c.guest_host_ratio.unwrap() - (0.9f64 * 0.8).sqrt()).abs() < 1e-12);
+        assert!(c.guest_host.as_ref().unwrap().text().starts_with("0.85 ["));
     }
 }

@@ -214,6 +214,92 @@ pub(crate) fn paired_t_test(d: &[f64]) -> Option<TTest> {
     TTest::of(mean(d), (variance(d) / n).sqrt(), n - 1.0)
 }
 
+/// One session's guest/host: the mean of its undisturbed guest runs over
+/// the mean of its undisturbed host runs (the host runs right beside the
+/// guest cell, in the same session).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SessionRatio {
+    pub session: u64,
+    /// Mean guest throughput of the session (bytes/s).
+    pub guest: f64,
+    /// Mean host throughput of the session (bytes/s).
+    pub host: f64,
+    /// `guest / host`.
+    pub ratio: f64,
+}
+
+/// guest/host as a paired estimate: sessions are the unit, so every
+/// session gives one ratio of its own guest and host means and a drift
+/// of the machine that hits both sides of a session cancels. Summarised
+/// on the log scale, as compare summarises its pairs: the estimate is
+/// the geometric mean of the session ratios and the interval the paired
+/// t interval of their mean log ([`paired_t_test`], df = sessions - 1),
+/// both taken back with `exp`. The median of the session ratios is kept
+/// beside it (with 4 sessions a distribution-free interval of a median
+/// would be [min, max] at 87.5%, so the interval is the t one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedRatio {
+    /// `exp(mean ln ratio)`.
+    pub estimate: f64,
+    /// `[lo, hi]` at [`PairedRatio::confidence`]; `None` with fewer than
+    /// 2 sessions (no spread to judge).
+    pub interval: Option<[f64; 2]>,
+    /// Confidence of the interval (0.95).
+    pub confidence: f64,
+    /// Median of the session ratios.
+    pub median: f64,
+    /// The session ratios, in session order.
+    pub sessions: Vec<SessionRatio>,
+}
+
+impl PairedRatio {
+    /// The paired ratio of `sessions` (pairs whose guest or host mean is
+    /// not a positive finite number are left out) at `1 - alpha`; `None`
+    /// when no pair is left.
+    pub fn of(sessions: &[SessionRatio], alpha: f64) -> Option<PairedRatio> {
+        let ok = |v: f64| v.is_finite() && v > 0.0;
+        let sessions: Vec<SessionRatio> = sessions
+            .iter()
+            .filter(|s| ok(s.guest) && ok(s.host))
+            .map(|s| SessionRatio {
+                ratio: s.guest / s.host,
+                ..*s
+            })
+            .collect();
+        if sessions.is_empty() {
+            return None;
+        }
+        let logs: Vec<f64> = sessions.iter().map(|s| s.ratio.ln()).collect();
+        let interval = paired_t_test(&logs)
+            .and_then(|t| t.interval(alpha))
+            .map(|(lo, hi)| [lo.exp(), hi.exp()]);
+        Some(PairedRatio {
+            estimate: mean(&logs).exp(),
+            interval,
+            confidence: 1.0 - alpha,
+            median: median(&sessions.iter().map(|s| s.ratio).collect::<Vec<_>>()),
+            sessions,
+        })
+    }
+
+    /// Whether `x` lies inside the interval (the estimate itself when
+    /// there is none).
+    pub fn contains(&self, x: f64) -> bool {
+        match self.interval {
+            Some([lo, hi]) => lo <= x && x <= hi,
+            None => x == self.estimate,
+        }
+    }
+
+    /// `"0.97 [0.94, 1.00]"`; `"0.97 (1 session)"` without an interval.
+    pub fn text(&self) -> String {
+        match self.interval {
+            Some([lo, hi]) => format!("{:.2} [{lo:.2}, {hi:.2}]", self.estimate),
+            None => format!("{:.2} ({} session)", self.estimate, self.sessions.len()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -438,5 +524,74 @@ mod tests {
         let r = welch_t_test(&[1.0, 1.1, 0.9, 1.05], &[10.0, 10.1, 9.9, 10.05]).unwrap();
         assert!(r.t < -100.0);
         assert!(r.p_two_sided < 1e-8 && r.p_two_sided >= 0.0);
+    }
+
+    // ------------------------------------------------------- paired ratio
+
+    fn pair(session: u64, guest: f64, host: f64) -> SessionRatio {
+        SessionRatio {
+            session,
+            guest,
+            host,
+            ratio: 0.0,
+        }
+    }
+
+    #[test]
+    fn paired_ratio_hand_computed() {
+        // Session ratios 0.95, 1.00, 1.05 (guest and host both drift by
+        // session: 40/42.1, 60/60, 50/47.6); ln: -0.051293, 0, 0.048790;
+        // mean -0.000834 -> 0.99917; sd 0.050047, se 0.028895,
+        // t_0.975(2) = 4.302653 -> half-width 0.124324 ->
+        // [exp(-0.125158), exp(0.123489)] = [0.88236, 1.13144].
+        let r = PairedRatio::of(
+            &[
+                pair(0, 40.0, 40.0 / 0.95),
+                pair(1, 60.0, 60.0),
+                pair(2, 50.0, 50.0 / 1.05),
+            ],
+            0.05,
+        )
+        .unwrap();
+        assert_close!(r.estimate, 0.999_166, 1e-5);
+        let [lo, hi] = r.interval.unwrap();
+        assert_close!(lo, 0.882_36, 1e-4);
+        assert_close!(hi, 1.131_43, 1e-4);
+        assert_close!(r.median, 1.0, 1e-12);
+        assert_eq!(r.sessions.len(), 3);
+        assert_close!(r.sessions[0].ratio, 0.95, 1e-12);
+        assert_eq!(r.text(), "1.00 [0.88, 1.13]");
+        assert!(r.contains(1.1) && !r.contains(0.8));
+        assert_eq!(r.confidence, 0.95);
+    }
+
+    #[test]
+    fn paired_ratio_cancels_a_shared_session_drift() {
+        // Guest 1.5x apart between sessions (issue 26: 45 | 65 | 42 GB/s),
+        // the host with it: the ratio is exact, the interval a point.
+        let r = PairedRatio::of(
+            &[
+                pair(0, 45.0, 50.0),
+                pair(1, 65.0, 65.0 / 0.9),
+                pair(2, 42.0, 42.0 / 0.9),
+            ],
+            0.05,
+        )
+        .unwrap();
+        let [lo, hi] = r.interval.unwrap();
+        assert_close!(r.estimate, 0.9, 1e-12);
+        assert_close!(lo, 0.9, 1e-9);
+        assert_close!(hi, 0.9, 1e-9);
+    }
+
+    #[test]
+    fn paired_ratio_edge_cases() {
+        assert_eq!(PairedRatio::of(&[], 0.05), None);
+        assert_eq!(PairedRatio::of(&[pair(0, 0.0, 1.0)], 0.05), None);
+        // A broken pair is left out; one pair left: no interval.
+        let r = PairedRatio::of(&[pair(0, 2.0, 4.0), pair(1, f64::NAN, 1.0)], 0.05).unwrap();
+        assert_eq!(r.interval, None);
+        assert_eq!(r.text(), "0.50 (1 session)");
+        assert!(r.contains(0.5));
     }
 }
