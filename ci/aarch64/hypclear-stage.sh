@@ -14,7 +14,8 @@
 #      guests (selftest --hostile), a --no-dc-zva run, and one short bench;
 #      in nVHE the run is --geometry full, then the suite on each kernel blob
 #      with --blob, and the mutant must fail on its fill-0 and overlap rows
-#      only (ci/aarch64/expect-fail)
+#      only (ci/aarch64/expect-fail); also in nVHE, the seed's four-column
+#      table (bench --dc-zva both on two blobs, compare --format rst)
 # Every QEMU run sits under an outer timeout; fails on the first failure.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -101,12 +102,22 @@ if [ -n "${others// /}" ]; then
     HYPCLEAR_AARCH64_MODES="$others" "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
         --bin "$BIN" -- "$H run --mem 64MB --seed 1" "${common[@]}"
 fi
+# The seed's review table in one invocation: the two kernel blobs (6.12 and
+# its seed-001 shape) with and without DC ZVA, four sides interleaved, then
+# compare --format rst. Under TCG the figures mean nothing: check-zva-table
+# checks only the table's shape (columns vanilla, patch, stnp, patch_stp in
+# that order, rows, cells) and the syntax of the marks. Run in nVHE below.
+zva_table=(
+    "$H bench clear_page -s 2MB -k 4KB --sessions 2 --repeats 2 --max-warmup 0 --dc-zva both --blob /bin/$(basename "$KBLOB") --blob /bin/$(basename "$SBLOB") --json /tmp/zva.json"
+    "check-zva-table /tmp/zva.json $(basename "$KBLOB" .blob) $(basename "$SBLOB" .blob)"
+)
 # The mutant (ci/aarch64/mutants.sh) must fail exactly where only the new
 # checks look: memset's fill-0 rows, memcpy's overlap rows.
 M="/bin/$(basename "$MBLOB")"
 if [ "$others" != "$modes" ]; then
     HYPCLEAR_AARCH64_MODES=nvhe "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1500}" \
-        --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" --bin "$MBLOB" --bin "$HC_CI_DIR/expect-fail" -- \
+        --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" --bin "$MBLOB" --bin "$HC_CI_DIR/expect-fail" \
+        --bin "$HC_CI_DIR/check-zva-table" -- "${zva_table[@]}" \
         "$H run --mem 64MB --seed 1 --geometry full" "${common[@]}" \
         "$H info --mem 64MB --blob /bin/$(basename "$SBLOB")" \
         "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$KBLOB")" \
