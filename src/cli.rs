@@ -575,6 +575,12 @@ pub(crate) struct BenchArgs {
     /// side (default: the host kernel's pick only)
     #[arg(long)]
     pub every_path: bool,
+    /// For every cell whose guest/host lies outside 0.95-1.05: run it again
+    /// under variants that each change one cause (backing page size,
+    /// --prefault, --cache, x86 --cpl), the base settings beside them,
+    /// sessions interleaved, and say which variant moves the ratio
+    #[arg(long, conflicts_with = "no_host")]
+    pub explain: bool,
     /// Write every raw sample as CSV
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,

@@ -76,6 +76,15 @@ pub(super) fn bench(
         result.partial_reason = Some(crate::interrupt::name().to_string());
     }
     print_results(ktap, a, &ctx, &result);
+    if a.explain && !result.partial {
+        // What is explained so far is kept when a later cell fails.
+        let explained = explain(ktap, &ctx, &plan, &specs, &mut result);
+        if let Err(e) = explained {
+            result.partial_reason = Some(format!("--explain: {e}"));
+            write_outputs(&ctx, a, &result)?;
+            return Err(e);
+        }
+    }
     write_outputs(&ctx, a, &result)?;
     if result.partial {
         crate::errln!(
@@ -116,6 +125,56 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
     for l in bench::report::variance_lines(result, 0.02) {
         say!(ktap, "{l}");
     }
+}
+
+/// `--explain`: each cell with a guest/host gap measured again under
+/// the variants of `bench::explain`, its table printed, the attribution
+/// kept in the result (and so in the JSON).
+fn explain(
+    ktap: bool,
+    ctx: &Ctx,
+    plan: &bench::plan::Plan,
+    specs: &[bench::CellSpec],
+    result: &mut BenchResult,
+) -> Result<()> {
+    use crate::routines::privilege::{self, CplChoice};
+    use bench::explain::{ExplainOptions, ExplainRun};
+    // Where DC ZVA exists (arm64) the privilege is the DC ZVA side of its
+    // own; elsewhere (x86, where PVM emulates CPL0) it is a cause to test.
+    let cpl = arch::dc_zva_privilege(arch::DcZva::On).is_none();
+    let other = match (cpl, ctx.privilege.privilege) {
+        (false, _) => None,
+        (true, arch::Privilege::User) => Some(privilege::choose(CplChoice::Kernel)?),
+        (true, arch::Privilege::Kernel) => Some(privilege::choose(CplChoice::User)?),
+    };
+    let run = ExplainRun {
+        plan,
+        seed: ctx.seed,
+        privilege: &ctx.privilege,
+        other_privilege: other.as_ref(),
+        caps: &ctx.caps,
+        opts: ExplainOptions::default(),
+    };
+    let mut found = Vec::new();
+    for (spec, cell) in specs.iter().zip(&result.cells) {
+        let side = plan.sides[spec.side].name();
+        if let Some(e) = bench::explain::explain_cell(&run, spec, cell, &side, cpl)? {
+            for l in bench::explain::lines(&e, &run.opts) {
+                say!(ktap, "{l}");
+            }
+            found.push(e);
+        }
+    }
+    if found.is_empty() {
+        let (lo, hi) = run.opts.band;
+        say!(
+            ktap,
+            "explain: every guest/host lies within {lo:.2}-{hi:.2} (cells without a host \
+             baseline have none): nothing to explain"
+        );
+    }
+    result.explain = found;
+    Ok(())
 }
 
 /// Host memory for the run, checked before any VM: each guest region and

@@ -80,7 +80,7 @@ pub struct RamError {
 }
 
 /// Privilege the guest code runs at: CPL0/EL1 or CPL3/EL0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Privilege {
     Kernel,

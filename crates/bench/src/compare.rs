@@ -983,6 +983,7 @@ mod tests {
             sides: vec![],
             kernel: None,
             cells,
+            explain: vec![],
         }
     }
 

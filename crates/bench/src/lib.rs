@@ -24,6 +24,7 @@ use hypclear_routines as routines;
 use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
 pub mod compare;
+pub mod explain;
 pub(crate) mod guest;
 pub(crate) mod host;
 pub(crate) mod inference;
@@ -491,6 +492,10 @@ pub struct BenchResult {
     #[serde(default)]
     pub kernel: Option<serde_json::Value>,
     pub cells: Vec<Cell>,
+    /// `--explain`: the attribution of every guest/host gap (empty
+    /// without it, and in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub explain: Vec<explain::Explanation>,
 }
 
 /// A kernel side's paths from a file before sides: its features and
@@ -685,6 +690,7 @@ fn snapshot(
             .find_map(|s| s.external())
             .map(|e| e.report.clone()),
         cells,
+        explain: Vec::new(),
     }
 }
 
