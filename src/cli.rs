@@ -553,9 +553,22 @@ pub(crate) struct BenchArgs {
     /// target (and a copy's source) from the caches first
     #[arg(long, value_enum, default_value = "cold")]
     pub cache: crate::bench::Cache,
-    /// Measured runs per session
+    /// Undisturbed measured runs per session, guest and host alike: a run
+    /// that lost time to other tasks (or ran emulated code where the
+    /// session does not) is repeated, up to --max-runs
     #[arg(long, default_value_t = 3)]
     pub repeats: u64,
+    /// Measured runs per session and side at most, disturbed ones
+    /// included; a cell whose session reaches it short of --repeats is
+    /// reported "unmeasurable under load" [default: 4 x --repeats]
+    #[arg(long)]
+    pub max_runs: Option<u64>,
+    /// Niceness of the timed threads (guest vCPUs, host baseline) for the
+    /// run: a busy machine then preempts them less. Needs root,
+    /// CAP_SYS_NICE or RLIMIT_NICE below 0; refused, the run goes on at
+    /// the niceness it has and the JSON says which (`nice`)
+    #[arg(long, default_value_t = -10, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    pub nice: i32,
     /// Sessions (a fresh VM each)
     #[arg(long, default_value_t = 4)]
     pub sessions: u64,
@@ -714,8 +727,13 @@ impl BenchArgs {
             warmup: a.warmup,
             max_warmup: a.max_warmup,
             repeats: a.repeats,
+            max_runs: a.max_runs.unwrap_or(
+                a.repeats
+                    .saturating_mul(crate::bench::sequence::DEFAULT_MAX_RUNS_FACTOR),
+            ),
             sessions: a.sessions,
             vcpus: a.vcpus,
+            nice: a.nice,
             cache: a.cache,
             // The host baseline runs hypclear's own routine objects, so
             // only the built-in sides have one (a kernel blob's routines

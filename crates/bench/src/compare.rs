@@ -602,15 +602,24 @@ fn push_rows(rows: &mut Vec<Row>, label: &str, a: &Cell, others: &[&Cell], cfg: 
             continue;
         }
         let sa = sessions(a, class);
-        let Some(base_bps) = median_bps(&sa) else {
-            continue;
+        // A cell without figures (unmeasurable under load, too few runs)
+        // is a row that says so, not a test on what is left.
+        let base_bps = match (median_bps(&sa), a.state.is_measured()) {
+            (Some(m), _) => m,
+            (None, false) => f64::NAN,
+            (None, true) => continue,
         };
         let mut cols = Vec::new();
         let mut sides = Vec::new();
         for b in others {
             let sb = sessions(b, class);
+            let cmp = match (a.state.is_measured(), b.state.is_measured()) {
+                (true, true) => compare_sides(&sa, &sb, cfg),
+                (false, _) => Err(format!("base {}", a.state.text())),
+                (true, false) => Err(b.state.text()),
+            };
             cols.push(Col {
-                cmp: compare_sides(&sa, &sb, cfg),
+                cmp,
                 note: String::new(),
             });
             sides.push((sa.clone(), sb));
@@ -756,7 +765,10 @@ impl Rendering<'_> {
         let mut row = vec![
             TCell::new(&r.label),
             TCell::new(r.class.name(self.unit)),
-            right(self.unit.format(r.base_bps)),
+            right(match r.base_bps.is_finite() {
+                true => self.unit.format(r.base_bps),
+                false => "-".into(),
+            }),
         ];
         for (j, c) in r.cols.iter().enumerate() {
             match &c.cmp {
@@ -942,7 +954,10 @@ mod tests {
                     ticks_per_byte: 1.0,
                     verified: false,
                     disturbed: false,
+                    emulated: false,
                     preempted: 0,
+                    off_cpu_ns: 0.0,
+                    lost_time: false,
                     per_vcpu_bytes_per_sec: vec![],
                     kvm_stats: Default::default(),
                 });
@@ -974,6 +989,8 @@ mod tests {
             privilege: "CPL3".into(),
             warmup: 1,
             repeats: 3,
+            max_runs: 12,
+            nice: None,
             sessions,
             cache: Some(crate::Cache::Cold),
             max_warmup: 20,

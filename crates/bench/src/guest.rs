@@ -31,27 +31,24 @@ fn sum_stats(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
 
 /// Emulated instructions beyond the one MMIO doorbell store per command
 /// mean the measured code itself was (partly) emulated.
-fn disturbed(stats: &BTreeMap<String, u64>, commands: u64) -> bool {
+fn emulated(stats: &BTreeMap<String, u64>, commands: u64) -> bool {
     stats.get("insn_emulation").copied().unwrap_or(0) > 2 * commands
 }
 
-/// Run one pass (all vCPUs at once); returns per-vCPU results and the
-/// involuntary context switches of the vCPU threads during it.
+/// Run one pass (all vCPUs at once); returns per-vCPU results and what
+/// the scheduler did to the vCPU threads during it.
 fn guest_pass(
     vm: &mut Vm,
     cmds: &[crate::vmm::Command],
     timeout: Duration,
-) -> Result<(Vec<CallResult>, u64)> {
+) -> Result<(Vec<CallResult>, sched::Off)> {
     if vm.vcpus.len() == 1 {
-        let before = sched::involuntary_switches();
+        let w = sched::Watch::start();
         let r = vm.vcpu(0)?.call_with_stats(&cmds[0], timeout)?;
-        return Ok((
-            vec![r],
-            sched::between(before, sched::involuntary_switches()),
-        ));
+        return Ok((vec![r], w.stop()));
     }
     let barrier = Barrier::new(vm.vcpus.len());
-    let results: Vec<Result<(CallResult, u64)>> = std::thread::scope(|s| {
+    let results: Vec<Result<(CallResult, sched::Off)>> = std::thread::scope(|s| {
         let handles: Vec<_> = vm
             .vcpus
             .iter_mut()
@@ -60,9 +57,9 @@ fn guest_pass(
                 let b = &barrier;
                 s.spawn(move || {
                     b.wait();
-                    let before = sched::involuntary_switches();
+                    let w = sched::Watch::start();
                     let r = v.call_with_stats(c, timeout)?;
-                    Ok((r, sched::between(before, sched::involuntary_switches())))
+                    Ok((r, w.stop()))
                 })
             })
             .collect();
@@ -75,13 +72,13 @@ fn guest_pass(
             .collect()
     });
     let mut out = Vec::with_capacity(results.len());
-    let mut switches = 0;
+    let mut off = sched::Off::default();
     for r in results {
-        let (r, n) = r?;
+        let (r, o) = r?;
         out.push(r);
-        switches += n;
+        off.add(o);
     }
-    Ok((out, switches))
+    Ok((out, off))
 }
 
 /// Timeout for one pass: the watchdog base plus time for slow first touch.
@@ -112,7 +109,7 @@ pub(super) fn run_cell(
             ticks,
             per_vcpu_ticks,
             stats,
-            preempted,
+            off,
         } = timed_passes(vm, &cmds, &places, plan, spec, timeout)?;
         let (ns, bps, tpb) = rates(bytes, ticks, vm.counter_khz);
         let per_vcpu = if plan.vcpus > 1 {
@@ -131,8 +128,12 @@ pub(super) fn run_cell(
             bytes_per_sec: bps,
             ticks_per_byte: tpb,
             verified: false,
-            disturbed: disturbed(&stats, plan.loops * plan.vcpus) || preempted > 0,
-            preempted,
+            // Decided by the sample rule (sequence::run) from these two.
+            disturbed: false,
+            emulated: emulated(&stats, plan.loops * plan.vcpus),
+            preempted: off.switches,
+            off_cpu_ns: off.off_cpu_ns,
+            lost_time: off.disturbed(),
             per_vcpu_bytes_per_sec: per_vcpu,
             kvm_stats: stats.into_iter().filter(|(_, v)| *v != 0).collect(),
         })
@@ -162,8 +163,8 @@ struct Timed {
     per_vcpu_ticks: Vec<u64>,
     /// Summed KVM statistics.
     stats: BTreeMap<String, u64>,
-    /// Involuntary context switches of the vCPU threads during the passes.
-    preempted: u64,
+    /// What the scheduler did to the vCPU threads during the passes.
+    off: sched::Off,
 }
 
 /// `-l` passes of one run, each from the precondition.
@@ -179,11 +180,11 @@ fn timed_passes(
     let mut ticks = 0u64;
     let mut per_vcpu_ticks = vec![0u64; places.len()];
     let mut stats = BTreeMap::new();
-    let mut preempted = 0;
+    let mut off = sched::Off::default();
     for _ in 0..plan.loops {
         sequence::precondition(&vm.ram, places, demand, plan.cache)?;
-        let (rs, switches) = guest_pass(vm, cmds, timeout)?;
-        preempted += switches;
+        let (rs, o) = guest_pass(vm, cmds, timeout)?;
+        off.add(o);
         let t0 = rs.iter().map(|r| r.t0).min().unwrap_or(0);
         let t1 = rs.iter().map(|r| r.t1).max().unwrap_or(0);
         ticks = t1
@@ -201,7 +202,7 @@ fn timed_passes(
         ticks,
         per_vcpu_ticks,
         stats,
-        preempted,
+        off,
     })
 }
 
@@ -246,11 +247,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn disturbed_means_emulation_beyond_the_doorbell() {
+    fn emulated_means_emulation_beyond_the_doorbell() {
         let mut s = BTreeMap::new();
         s.insert("insn_emulation".to_string(), 2);
-        assert!(!disturbed(&s, 1));
+        assert!(!emulated(&s, 1));
         s.insert("insn_emulation".to_string(), 500);
-        assert!(disturbed(&s, 1));
+        assert!(emulated(&s, 1));
     }
 }

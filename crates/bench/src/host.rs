@@ -63,11 +63,13 @@ pub(super) fn run_cell(
     sequence::run(plan, session, || {
         let mut ns = 0f64;
         let mut per = vec![0f64; places.len()];
-        let mut preempted = 0;
+        let mut off = sched::Off::default();
         for _ in 0..plan.loops {
             sequence::precondition(&buf, &places, demand, plan.cache)?;
             let times = host_pass(f, &calls);
-            preempted += times.iter().map(|t| t.2).sum::<u64>();
+            for t in &times {
+                off.add(t.2);
+            }
             let start = times.iter().map(|t| t.0).min();
             let end = times.iter().map(|t| t.1).max();
             if let (Some(a), Some(b)) = (start, end) {
@@ -86,8 +88,11 @@ pub(super) fn run_cell(
             bytes_per_sec: bps,
             ticks_per_byte: ns * tsc_khz as f64 / 1e6 / bytes as f64,
             verified: false,
-            disturbed: preempted > 0,
-            preempted,
+            disturbed: false,
+            emulated: false,
+            preempted: off.switches,
+            off_cpu_ns: off.off_cpu_ns,
+            lost_time: off.disturbed(),
             per_vcpu_bytes_per_sec: if places.len() > 1 {
                 per.iter()
                     .map(|n| (plan.size * plan.loops) as f64 * 1e9 / n.max(1.0))
@@ -139,8 +144,8 @@ fn host_calls(
 }
 
 /// One host pass: every lowered call on its own thread, started together;
-/// returns each thread's (start, end, involuntary context switches).
-fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant, u64)> {
+/// returns each thread's (start, end, what the scheduler did to it).
+fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant, sched::Off)> {
     let barrier = Barrier::new(calls.len());
     std::thread::scope(|s| {
         let hs: Vec<_> = calls
@@ -149,7 +154,7 @@ fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant, u
                 let b = &barrier;
                 s.spawn(move || {
                     b.wait();
-                    let before = sched::involuntary_switches();
+                    let w = sched::Watch::start();
                     let t0 = Instant::now();
                     let a = &l.args;
                     let (mut x0, mut x1) = (a.a0, a.a1);
@@ -163,16 +168,15 @@ fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant, u
                         x1 = x1.wrapping_add(a.a1_step);
                     }
                     let t1 = Instant::now();
-                    (
-                        t0,
-                        t1,
-                        sched::between(before, sched::involuntary_switches()),
-                    )
+                    (t0, t1, w.stop())
                 })
             })
             .collect();
         hs.into_iter()
-            .map(|h| h.join().unwrap_or((Instant::now(), Instant::now(), 0)))
+            .map(|h| {
+                h.join()
+                    .unwrap_or((Instant::now(), Instant::now(), sched::Off::default()))
+            })
             .collect()
     })
 }

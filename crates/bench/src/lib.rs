@@ -206,6 +206,14 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+fn is_zero_f(v: &f64) -> bool {
+    *v == 0.0
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
 /// One measured (or warm-up) run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sample {
@@ -217,13 +225,26 @@ pub struct Sample {
     /// Counter ticks (TSC / CNTVCT) per byte.
     pub ticks_per_byte: f64,
     pub verified: bool,
-    /// Left out of the statistics: emulated code in a guest run, or the
-    /// host preempted the thread during a timed pass (`preempted`).
+    /// Left out of the statistics and repeated (the sample rule,
+    /// [`sequence::SampleRule`]): the run lost time to other tasks
+    /// (`lost_time`), or ran emulated code where the session's other runs
+    /// did not.
     pub disturbed: bool,
+    /// The guest run executed emulated code (`insn_emulation` beyond the
+    /// doorbells); older files: not recorded.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub emulated: bool,
     /// Involuntary context switches of the running thread(s) during the
     /// timed passes (see [`sched`]); 0 in older files.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub preempted: u64,
+    /// Time the running thread(s) spent off the CPU during the timed
+    /// passes, ns.
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub off_cpu_ns: f64,
+    /// Preempted for more than [`sched::OFF_CPU_TOLERANCE`] of the pass.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lost_time: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_vcpu_bytes_per_sec: Vec<f64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -246,6 +267,10 @@ pub struct Cell {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest_host: Option<PairedRatio>,
     pub disturbed_runs: u64,
+    /// Whether the cell has figures: the summaries and guest/host are
+    /// `None` unless it is [`CellState::Measured`].
+    #[serde(default)]
+    pub state: CellState,
     /// Untimed verification passes (one before and one after the timed
     /// runs of every session).
     pub verified_runs: u64,
@@ -274,6 +299,7 @@ impl Cell {
             guest_host_ratio: None,
             guest_host: None,
             disturbed_runs: 0,
+            state: CellState::Measured,
             verified_runs: 0,
             guest_warmup: vec![],
             host_warmup: vec![],
@@ -283,13 +309,125 @@ impl Cell {
     }
 }
 
-/// The undisturbed samples, or all of them when every one is disturbed.
+/// The undisturbed samples: the same rule on both sides, nothing kept
+/// on one side that the other drops.
 fn undisturbed(samples: &[Sample]) -> Vec<&Sample> {
-    let clean: Vec<&Sample> = samples.iter().filter(|s| !s.disturbed).collect();
-    if clean.is_empty() {
-        samples.iter().collect()
-    } else {
-        clean
+    samples.iter().filter(|s| !s.disturbed).collect()
+}
+
+/// The runs of one side of a cell under the sample rule, over its sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCounts {
+    pub sessions: u64,
+    /// Sessions short of `--repeats` undisturbed runs: they reached
+    /// `--max-runs` first.
+    pub short_sessions: u64,
+    /// Undisturbed measured runs (what the statistics would use).
+    pub undisturbed: u64,
+    /// Measured runs made, disturbed ones included.
+    pub attempted: u64,
+    /// `--repeats` x sessions.
+    pub wanted: u64,
+}
+
+impl RunCounts {
+    /// The counts of `samples` (measured runs of one side) with `repeats`
+    /// wanted per session; `None` without samples.
+    pub(crate) fn of(samples: &[Sample], repeats: u64) -> Option<RunCounts> {
+        let mut per: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+        for s in samples {
+            let e = per.entry(s.session).or_default();
+            e.0 += u64::from(!s.disturbed);
+            e.1 += 1;
+        }
+        (!per.is_empty()).then(|| RunCounts {
+            sessions: per.len() as u64,
+            short_sessions: per.values().filter(|(u, _)| *u < repeats).count() as u64,
+            undisturbed: per.values().map(|v| v.0).sum(),
+            attempted: per.values().map(|v| v.1).sum(),
+            wanted: repeats * per.len() as u64,
+        })
+    }
+
+    /// `"5/12 undisturbed in 48 runs, 2/4 sessions short"`.
+    pub fn text(&self) -> String {
+        format!(
+            "{}/{} undisturbed in {} runs, {}/{} sessions short",
+            self.undisturbed, self.wanted, self.attempted, self.short_sessions, self.sessions
+        )
+    }
+}
+
+/// The fewest undisturbed runs a side may be reported with.
+pub const MIN_RUNS: u64 = 3;
+
+/// Whether a cell has figures (issue 26). Only a measured cell has
+/// summaries and a guest/host; the others say why not, with the counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CellState {
+    /// Every session has `--repeats` undisturbed runs on each side, and
+    /// each side at least [`MIN_RUNS`] (files before the sample rule load
+    /// as measured).
+    #[default]
+    Measured,
+    /// A session reached `--max-runs` short of `--repeats` undisturbed
+    /// runs: the machine was too busy to measure the cell.
+    UnmeasurableUnderLoad {
+        guest: RunCounts,
+        host: Option<RunCounts>,
+    },
+    /// Fewer than [`MIN_RUNS`] undisturbed runs a side by design
+    /// (`--sessions` x `--repeats`).
+    TooFewRuns {
+        guest: RunCounts,
+        host: Option<RunCounts>,
+    },
+    /// No session of the cell finished (interrupted before it).
+    NotRun,
+}
+
+impl CellState {
+    /// The state of a cell's measured `guest` and `host` runs.
+    pub(crate) fn of(guest: &[Sample], host: &[Sample], repeats: u64) -> CellState {
+        let Some(g) = RunCounts::of(guest, repeats) else {
+            return CellState::NotRun;
+        };
+        let h = RunCounts::of(host, repeats);
+        let sides = || std::iter::once(g).chain(h);
+        if sides().any(|c| c.short_sessions > 0) {
+            CellState::UnmeasurableUnderLoad { guest: g, host: h }
+        } else if sides().any(|c| c.undisturbed < MIN_RUNS) {
+            CellState::TooFewRuns { guest: g, host: h }
+        } else {
+            CellState::Measured
+        }
+    }
+
+    pub fn is_measured(&self) -> bool {
+        *self == CellState::Measured
+    }
+
+    /// Why there are no figures (empty for a measured cell).
+    pub fn text(&self) -> String {
+        let counts = |g: &RunCounts, h: &Option<RunCounts>| {
+            let mut t = format!("guest {}", g.text());
+            if let Some(h) = h {
+                t.push_str(&format!("; host {}", h.text()));
+            }
+            t
+        };
+        match self {
+            CellState::Measured => String::new(),
+            CellState::UnmeasurableUnderLoad { guest, host } => {
+                format!("unmeasurable under load ({})", counts(guest, host))
+            }
+            CellState::TooFewRuns { guest, host } => format!(
+                "too few runs to report: at least {MIN_RUNS} a side (--sessions x --repeats; {})",
+                counts(guest, host)
+            ),
+            CellState::NotRun => "not run (interrupted before the cell)".into(),
+        }
     }
 }
 
@@ -329,16 +467,21 @@ fn keep_sessions(
 }
 
 impl Cell {
-    /// The guest runs the statistics use: undisturbed ones (all of them if
-    /// every run was disturbed), as in [`summarize`].
+    /// The guest runs the statistics use: the undisturbed ones of a
+    /// measured cell (none otherwise), as in [`summarize`].
     pub(crate) fn guest_used(&self) -> Vec<&Sample> {
-        undisturbed(&self.guest)
+        match self.state.is_measured() {
+            true => undisturbed(&self.guest),
+            false => vec![],
+        }
     }
 
-    /// The host runs the statistics use: those the host did not preempt
-    /// (all of them if every run was).
+    /// The host runs the statistics use, by the same rule.
     pub(crate) fn host_used(&self) -> Vec<&Sample> {
-        undisturbed(&self.host)
+        match self.state.is_measured() {
+            true => undisturbed(&self.host),
+            false => vec![],
+        }
     }
 
     /// Guest sessions (see [`Cell::guest_used`]); a session whose runs
@@ -462,6 +605,14 @@ pub struct BenchResult {
     pub privilege: String,
     pub warmup: u64,
     pub repeats: u64,
+    /// Measured runs per session and side at most (the sample rule's
+    /// cap); 0 in files before it.
+    #[serde(default)]
+    pub max_runs: u64,
+    /// Niceness the timed threads ran at (`--nice`, or what they had when
+    /// it was refused); `None` in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nice: Option<i32>,
     pub sessions: u64,
     /// Not a finished run: written while it was running (after every
     /// finished cell), or SIGINT stopped it. The cells hold the samples
@@ -599,8 +750,11 @@ impl BenchResult {
     }
 }
 
-/// Summaries over the undisturbed samples (all of them if every run was disturbed).
-pub(crate) fn summarize(cell: &mut Cell) {
+/// The cell's state under the sample rule (`repeats` undisturbed runs
+/// wanted per session), then the summaries over the undisturbed samples
+/// of a measured cell.
+pub(crate) fn summarize(cell: &mut Cell, repeats: u64) {
+    cell.state = CellState::of(&cell.guest, &cell.host, repeats);
     let use_ = cell.guest_used();
     let bps = Summary::of(&use_.iter().map(|s| s.bytes_per_sec).collect::<Vec<_>>());
     let tpb = Summary::of(&use_.iter().map(|s| s.ticks_per_byte).collect::<Vec<_>>());
@@ -618,20 +772,45 @@ pub(crate) fn summarize(cell: &mut Cell) {
     cell.guest_host_ratio = cell.guest_host.as_ref().map(|r| r.estimate);
 }
 
+/// The host baseline of one cell in `session` into `c` (built-in sides
+/// only: a kernel blob's routines exist only in the guest image).
+fn host_side(
+    spec: &CellSpec,
+    (plan, pats, session): (&Plan, &Patterns, u64),
+    counter_khz: u64,
+    c: &mut Cell,
+) -> Result<()> {
+    if plan.host_baseline
+        && plan.sides[spec.side].is_builtin()
+        && let Some(h) = host::run_cell(spec, plan, pats, session, counter_khz)?
+    {
+        c.host.extend(h.measured);
+        c.host_warmup.extend(h.warmup);
+        c.host_steady.push(h.steady);
+    }
+    Ok(())
+}
+
 /// Run the cells `idx` of `specs` (one backing and link configuration) on
-/// `vm` in session `cx.2`, guest then host, adding their samples to
-/// `cells`, and hands all cells to `after_cell` after each one (the
-/// checkpoint). `Ok(false)` when SIGINT stopped a guest cell.
+/// `vm` in session `cx.2`, guest and host back to back (host first in odd
+/// sessions, so a drift within a session hits both sides alike), adding
+/// their samples to `cells`, and hands all cells to `after_cell` after
+/// each one (the checkpoint). `Ok(false)` when SIGINT stopped a guest cell.
 fn run_cells(
     vm: &mut Vm,
     idx: &[usize],
     specs: &[CellSpec],
-    (plan, pats, session): (&Plan, &Patterns, u64),
+    cx: (&Plan, &Patterns, u64),
     cells: &mut [Cell],
     progress: &indicatif::ProgressBar,
     after_cell: &mut dyn FnMut(&[Cell]) -> Result<()>,
 ) -> Result<bool> {
+    let (plan, pats, session) = cx;
+    let host_first = session % 2 == 1;
     for &i in idx {
+        if host_first {
+            host_side(&specs[i], cx, vm.counter_khz, &mut cells[i])?;
+        }
         let g = match guest::run_cell(vm, &specs[i], plan, pats, session) {
             Err(crate::error::Error::Interrupted) => return Ok(false),
             other => other?,
@@ -641,14 +820,8 @@ fn run_cells(
         c.guest.extend(g.measured);
         c.guest_warmup.extend(g.warmup);
         c.guest_steady.push(g.steady);
-        // The host baseline runs the built-in objects.
-        if plan.host_baseline
-            && plan.sides[specs[i].side].is_builtin()
-            && let Some(h) = host::run_cell(&specs[i], plan, pats, session, vm.counter_khz)?
-        {
-            c.host.extend(h.measured);
-            c.host_warmup.extend(h.warmup);
-            c.host_steady.push(h.steady);
+        if !host_first {
+            host_side(&specs[i], cx, vm.counter_khz, c)?;
         }
         progress.inc(1);
         after_cell(cells)?;
@@ -656,9 +829,18 @@ fn run_cells(
     Ok(true)
 }
 
+/// Puts this thread's niceness back when the run ends, however it ends.
+struct RestoreNice(i32);
+
+impl Drop for RestoreNice {
+    fn drop(&mut self) {
+        sched::set_nice(self.0);
+    }
+}
+
 /// The result so far: the cells summarized, with the plan and the host.
 fn snapshot(
-    plan: &Plan,
+    (plan, nice): (&Plan, i32),
     privilege: &PrivilegeChoice,
     caps: &CpuCaps,
     cells: &[Cell],
@@ -668,7 +850,7 @@ fn snapshot(
 ) -> BenchResult {
     let mut cells = cells.to_vec();
     for c in &mut cells {
-        summarize(c);
+        summarize(c, plan.repeats);
     }
     BenchResult {
         tool: "hypclear".into(),
@@ -677,6 +859,8 @@ fn snapshot(
         privilege: privilege.name.into(),
         warmup: plan.warmup,
         repeats: plan.repeats,
+        max_runs: plan.max_runs,
+        nice: Some(nice),
         sessions: plan.sessions,
         partial,
         partial_reason: None,
@@ -714,6 +898,18 @@ pub fn run(
         0
     };
     let pats = Patterns::new(seed, copy_len);
+    // The run's threads at --nice, and back afterwards (this thread goes
+    // on to print and write).
+    let old_nice = sched::nice();
+    let (nice, refused) = sched::set_nice(plan.nice);
+    if refused && nice != plan.nice {
+        hypclear_process::errln!(
+            "hypclear bench: --nice {} refused (needs root, CAP_SYS_NICE or RLIMIT_NICE); \
+             the timed threads run at nice {nice}, where a busy machine preempts them more",
+            plan.nice
+        );
+    }
+    let _restore = RestoreNice(old_nice);
     let mut cells: Vec<Cell> = specs
         .iter()
         .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
@@ -722,7 +918,15 @@ pub fn run(
     let mut partial = false;
     let mut setup = Vec::new();
     let result = |cells: &[Cell], counter_khz: u64, partial: bool, setup: &[f64]| {
-        snapshot(plan, privilege, caps, cells, counter_khz, partial, setup)
+        snapshot(
+            (plan, nice),
+            privilege,
+            caps,
+            cells,
+            counter_khz,
+            partial,
+            setup,
+        )
     };
     'sessions: for session in 0..plan.sessions {
         for &backing in &plan.backings {

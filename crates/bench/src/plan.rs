@@ -1,6 +1,7 @@
 //! What `bench` was asked to do ([`Plan`]) and its expansion into cells,
 //! with every usage error found before a VM exists; where each region lies
 //! in guest RAM and the call that makes one pass over it. Pure: no KVM.
+use super::sequence::SampleRule;
 use super::{Axes, Cache, Fill, Order};
 use crate::arch;
 use crate::blob::LinkConfig;
@@ -162,8 +163,13 @@ pub struct Plan {
     /// Cap of the adaptive warm-up; 0: exactly `warmup` runs.
     pub max_warmup: u64,
     pub repeats: u64,
+    /// Measured runs per session and side at most: disturbed runs are
+    /// repeated up to this ([`crate::sequence::SampleRule`]).
+    pub max_runs: u64,
     pub sessions: u64,
     pub vcpus: u64,
+    /// Niceness of the timed threads for the run (`--nice`).
+    pub nice: i32,
     /// The precondition of every timed pass.
     pub cache: Cache,
     pub host_baseline: bool,
@@ -223,6 +229,14 @@ impl Plan {
         mem_needed(self)
     }
 
+    /// How many measured runs a session makes ([`SampleRule`]).
+    pub(crate) fn sample_rule(&self) -> SampleRule {
+        SampleRule {
+            repeats: self.repeats,
+            max_runs: self.max_runs,
+        }
+    }
+
     fn check_counts(&self) -> Result<()> {
         if self.size == 0 || !self.size.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Usage(format!(
@@ -234,6 +248,12 @@ impl Plan {
             return Err(Error::Usage(
                 "-l, --repeats and --sessions must be at least 1".into(),
             ));
+        }
+        if self.max_runs < self.repeats {
+            return Err(Error::Usage(format!(
+                "--max-runs {} is below --repeats {}: the cap counts every measured run,                  undisturbed or not; use --max-runs {} or more",
+                self.max_runs, self.repeats, self.repeats
+            )));
         }
         let window = crate::inference::SteadyConfig::default().window as u64;
         if self.max_warmup != 0 && self.max_warmup < window.max(self.warmup) {
@@ -472,8 +492,10 @@ mod tests {
             warmup: 1,
             max_warmup: 20,
             repeats: 3,
+            max_runs: 12,
             sessions: 4,
             vcpus: 1,
+            nice: 0,
             cache: Cache::Cold,
             host_baseline: true,
             prefault: false,
@@ -534,6 +556,8 @@ mod tests {
         assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
         p.max_warmup = 0;
         assert!(p.expand(&caps()).is_ok());
+        p.max_runs = 2;
+        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
     }
 
     #[test]

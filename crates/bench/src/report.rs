@@ -106,40 +106,36 @@ pub fn guest_host_lines(r: &BenchResult) -> Vec<String> {
 /// Warnings about a cell, shown instead of being averaged in.
 pub(crate) fn flags(c: &Cell) -> String {
     let mut f = Vec::new();
-    let preempted = c.guest.iter().filter(|s| s.preempted > 0).count();
-    let emulated = c.disturbed_runs as usize - preempted.min(c.disturbed_runs as usize);
-    let all = c.disturbed_runs as usize == c.guest.len();
+    if !c.state.is_measured() {
+        f.push(c.state.text());
+    }
+    let count =
+        |v: &[crate::Sample], p: fn(&crate::Sample) -> bool| v.iter().filter(|s| p(s)).count();
+    if count(&c.guest, |s| s.emulated && !s.disturbed) > 0 {
+        f.push("guest code emulated in every run (numbers are emulation speed)".into());
+    }
+    let emulated = count(&c.guest, |s| s.emulated && s.disturbed && !s.lost_time);
     if emulated > 0 {
         f.push(format!(
-            "{}/{} runs disturbed by emulation{}",
+            "{}/{} runs disturbed by emulation (left out, repeated)",
             emulated,
-            c.guest.len(),
-            if all {
-                " (all: numbers are emulation speed)"
-            } else {
-                " (left out)"
-            }
+            c.guest.len()
         ));
     }
+    let preempted = count(&c.guest, |s| s.lost_time);
     if preempted > 0 {
         f.push(format!(
-            "{}/{} runs preempted by the host{}",
+            "{}/{} runs preempted by the host (left out, repeated)",
             preempted,
-            c.guest.len(),
-            if all { " (all: kept)" } else { " (left out)" }
+            c.guest.len()
         ));
     }
-    let host_preempted = c.host.iter().filter(|s| s.preempted > 0).count();
+    let host_preempted = count(&c.host, |s| s.lost_time);
     if host_preempted > 0 {
         f.push(format!(
-            "host: {}/{} runs preempted{}",
+            "host: {}/{} runs preempted (left out, repeated)",
             host_preempted,
-            c.host.len(),
-            if host_preempted == c.host.len() {
-                " (all: kept)"
-            } else {
-                " (left out)"
-            }
+            c.host.len()
         ));
     }
     f.push(format!("{} verified", c.verified_runs));
@@ -537,7 +533,13 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
             a.backing
         );
         let leaf = match &c.guest_bytes_per_sec {
-            None => Test::leaf(name, Outcome::Skip("no measured runs (interrupted)".into())),
+            None => Test::leaf(
+                name,
+                Outcome::Skip(match c.state.is_measured() {
+                    true => "no measured runs (interrupted)".into(),
+                    false => c.state.text(),
+                }),
+            ),
             Some(g) => {
                 let mut d = vec![format!(
                     "{side}/{name}: guest median {} GB/sec over {} runs{}",
@@ -574,7 +576,7 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Axes, Sample, summarize};
+    use crate::{Axes, CellState, Sample, summarize};
 
     /// Issue 25 case 12: bench's GB/sec is perf bench's (2^30 bytes/s);
     /// hypclear printed 10^9, 7.4% more for the same rate.
@@ -594,61 +596,141 @@ mod tests {
             ticks_per_byte: 1.0,
             verified: false,
             disturbed: preempted > 0,
+            emulated: false,
             preempted,
+            off_cpu_ns: preempted as f64 * 1e6,
+            lost_time: preempted > 0,
             per_vcpu_bytes_per_sec: vec![],
             kvm_stats: Default::default(),
         }
     }
 
-    fn cell(guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+    /// A cell summarized with `repeats` undisturbed runs wanted per session.
+    fn cell_of(guest: Vec<Sample>, host: Vec<Sample>, repeats: u64) -> Cell {
         let axes = Axes::test_memset(crate::blob::LinkConfig::Vanilla, 4096);
         let mut c = Cell::new(axes, guest, host);
-        summarize(&mut c);
+        summarize(&mut c, repeats);
         c
+    }
+
+    fn cell(guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
+        cell_of(guest, host, 1)
     }
 
     #[test]
     fn preempted_runs_are_left_out_and_said() {
-        // One preempted run at a third of the speed on each side.
+        // One preempted run at a third of the speed on each side, repeated.
         let c = cell(
-            vec![run(0, 9.0, 0), run(0, 3.0, 2), run(1, 9.0, 0)],
-            vec![run(0, 10.0, 0), run(1, 10.0, 0), run(1, 3.3, 1)],
+            vec![
+                run(0, 9.0, 0),
+                run(0, 3.0, 2),
+                run(1, 9.0, 0),
+                run(2, 9.2, 0),
+            ],
+            vec![
+                run(0, 10.0, 0),
+                run(1, 10.0, 0),
+                run(1, 3.3, 1),
+                run(2, 10.1, 0),
+            ],
         );
+        assert!(c.state.is_measured(), "{:?}", c.state);
         assert_eq!(c.guest_bytes_per_sec.as_ref().unwrap().min, 9.0);
         assert_eq!(c.host_bytes_per_sec.as_ref().unwrap().min, 10.0);
         assert_eq!(c.host_sessions()[1].runs, vec![10.0]);
         assert_eq!(c.guest_sessions()[0].runs, vec![9.0]);
         let f = flags(&c);
         assert!(
-            f.contains("1/3 runs preempted by the host (left out)"),
+            f.contains("1/4 runs preempted by the host (left out, repeated)"),
             "{f}"
         );
-        assert!(f.contains("host: 1/3 runs preempted (left out)"), "{f}");
+        assert!(
+            f.contains("host: 1/4 runs preempted (left out, repeated)"),
+            "{f}"
+        );
         assert!(!f.contains("emulation"), "{f}");
-        // Every run preempted: kept (there is nothing else), and said.
-        let c = cell(vec![run(0, 3.0, 1), run(1, 3.1, 1)], vec![]);
-        assert_eq!(c.guest_bytes_per_sec.as_ref().unwrap().n, 2);
-        assert!(flags(&c).contains("2/2 runs preempted by the host (all: kept)"));
-        // A session that lost every run stays, empty: pairs keep partners.
-        let c = cell(vec![run(0, 3.0, 1), run(1, 9.0, 0), run(2, 9.1, 0)], vec![]);
-        let s = c.guest_sessions();
-        assert_eq!(s.len(), 3);
-        assert!(s[0].runs.is_empty());
-        assert_eq!(s[2].runs, vec![9.1]);
+    }
+
+    #[test]
+    fn the_same_rule_on_both_sides_and_no_figures_below_it() {
+        // Issue 26: "host: 6/6 runs preempted (all: kept)" beside a guest
+        // that dropped its preempted runs. Now every run preempted leaves
+        // the sessions short: no figures, on either side, and the counts.
+        let g = vec![run(0, 9.0, 0), run(1, 9.1, 0), run(2, 9.2, 0)];
+        let c = cell(
+            g.clone(),
+            vec![run(0, 3.0, 1), run(1, 3.1, 1), run(2, 3.3, 1)],
+        );
+        assert!(
+            matches!(c.state, CellState::UnmeasurableUnderLoad { .. }),
+            "{:?}",
+            c.state
+        );
+        assert!(c.guest_bytes_per_sec.is_none() && c.host_bytes_per_sec.is_none());
+        assert!(c.guest_host.is_none() && c.guest_host_ratio.is_none());
+        let f = flags(&c);
+        assert!(
+            f.contains("unmeasurable under load (guest 3/3 undisturbed in 3 runs, 0/3 sessions short; host 0/3 undisturbed in 3 runs, 3/3 sessions short)"),
+            "{f}"
+        );
+        // Fewer than 3 undisturbed runs a side: not reported either.
+        let c = cell(g[..2].to_vec(), vec![run(0, 10.0, 0), run(1, 10.0, 0)]);
+        assert!(
+            matches!(c.state, CellState::TooFewRuns { .. }),
+            "{:?}",
+            c.state
+        );
+        assert!(c.guest_bytes_per_sec.is_none());
+        // Enough on both sides: measured.
+        let c = cell(
+            g.clone(),
+            vec![run(0, 10.0, 0), run(1, 10.0, 0), run(2, 9.9, 0)],
+        );
+        assert_eq!(c.state, CellState::Measured);
+        assert_eq!(c.guest_bytes_per_sec.as_ref().unwrap().n, 3);
+        // Two wanted per session, one session short by one: unmeasurable.
+        let c = cell_of(
+            vec![
+                run(0, 9.0, 0),
+                run(0, 9.0, 0),
+                run(1, 9.0, 0),
+                run(1, 3.0, 1),
+            ],
+            vec![],
+            2,
+        );
+        let CellState::UnmeasurableUnderLoad { guest, host: None } = c.state else {
+            panic!("{:?}", c.state)
+        };
+        assert_eq!(
+            (
+                guest.undisturbed,
+                guest.wanted,
+                guest.attempted,
+                guest.short_sessions
+            ),
+            (3, 4, 4, 1)
+        );
+        // Nothing run yet.
+        assert_eq!(cell(vec![], vec![]).state, CellState::NotRun);
     }
 
     #[test]
     fn guest_host_pairs_sessions_by_id() {
         // Host session 1 lost its only run: pairs 0 and 2 remain, with
         // their own partners (0.9 and 0.8), not shifted ones.
-        let c = cell(
+        // (Not summarized: the sample rule would make this cell
+        // unmeasurable; the pairing itself is what is tested.)
+        let axes = Axes::test_memset(crate::blob::LinkConfig::Vanilla, 4096);
+        let c = Cell::new(
+            axes,
             vec![run(0, 9.0, 0), run(1, 5.0, 0), run(2, 8.0, 0)],
             vec![run(0, 10.0, 0), run(1, 3.0, 1), run(2, 10.0, 0)],
         );
-        let p = c.guest_host.as_ref().unwrap();
+        let p = c.paired_ratio().unwrap();
         let got: Vec<(u64, f64)> = p.sessions.iter().map(|s| (s.session, s.ratio)).collect();
         assert_eq!(got, vec![(0, 0.9), (2, 0.8)]);
-        assert!((c.guest_host_ratio.unwrap() - (0.9f64 * 0.8).sqrt()).abs() < 1e-12);
-        assert!(c.guest_host.as_ref().unwrap().text().starts_with("0.85 ["));
+        assert!((p.estimate - (0.9f64 * 0.8).sqrt()).abs() < 1e-12);
+        assert!(p.text().starts_with("0.85 ["));
     }
 }
