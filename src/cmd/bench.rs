@@ -167,10 +167,16 @@ fn explain(
     }
     if found.is_empty() {
         let (lo, hi) = run.opts.band;
+        let unpaired = result
+            .cells
+            .iter()
+            .filter(|c| c.guest_host.is_none() || !c.state.is_measured())
+            .count();
         say!(
             ktap,
-            "explain: every guest/host lies within {lo:.2}-{hi:.2} (cells without a host \
-             baseline have none): nothing to explain"
+            "explain: nothing to explain: {} cell(s) with guest/host within {lo:.2}-{hi:.2}, {unpaired} \
+             without a guest/host (no host baseline, or unmeasurable under load: see flags)",
+            result.cells.len() - unpaired
         );
     }
     result.explain = found;

@@ -388,6 +388,16 @@ impl ExplainRun<'_> {
                 }
             }
         }
+        // The sample rule of the bench itself: a variant short of its
+        // undisturbed runs has no ratio to compare.
+        for (_, _, acc) in &mut all {
+            if let Ok(cell) = acc {
+                crate::summarize(cell, self.plan.repeats);
+                if !cell.state.is_measured() {
+                    *acc = Err(cell.state.text());
+                }
+            }
+        }
         Ok(all)
     }
 }
@@ -404,7 +414,7 @@ pub fn explain_cell(
     side: &str,
     cpl: bool,
 ) -> Result<Option<Explanation>> {
-    let Some(bench) = cell.guest_host.clone() else {
+    let Some(bench) = cell.guest_host.clone().filter(|_| cell.state.is_measured()) else {
         return Ok(None);
     };
     if !run.opts.is_gap(bench.estimate) {
