@@ -563,12 +563,11 @@ pub(crate) struct BenchArgs {
     /// reported "unmeasurable under load" [default: 4 x --repeats]
     #[arg(long)]
     pub max_runs: Option<u64>,
-    /// Niceness of the timed threads (guest vCPUs, host baseline) for the
-    /// run: a busy machine then preempts them less. Needs root,
-    /// CAP_SYS_NICE or RLIMIT_NICE below 0; refused, the run goes on at
-    /// the niceness it has and the JSON says which (`nice`)
-    #[arg(long, default_value_t = -10, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
-    pub nice: i32,
+    /// Scheduling of the timed threads (guest vCPUs, host baseline): a
+    /// busy machine preempts a normal thread mid-pass, and such runs are
+    /// repeated; refused (not root), the next one down, said on stderr
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub priority: crate::bench::Priority,
     /// Sessions (a fresh VM each)
     #[arg(long, default_value_t = 4)]
     pub sessions: u64,
@@ -705,14 +704,17 @@ impl BenchArgs {
         let a = self;
         let plan = Plan {
             routine: a.routine,
-            size: a.size,
+            shape: crate::bench::Shape {
+                size: a.size,
+                loops: a.loops,
+                vcpus: a.vcpus,
+            },
             chunks: if a.chunk.is_empty() {
                 vec![a.routine.fixed_size().unwrap_or(a.size)]
             } else {
                 a.chunk.clone()
             },
             variants: Variants::from_names(&a.function),
-            loops: a.loops,
             orders: a.order.clone(),
             fills: a.fill.clone(),
             backings: if a.backings.is_empty() {
@@ -732,8 +734,7 @@ impl BenchArgs {
                     .saturating_mul(crate::bench::sequence::DEFAULT_MAX_RUNS_FACTOR),
             ),
             sessions: a.sessions,
-            vcpus: a.vcpus,
-            nice: a.nice,
+            priority: a.priority,
             cache: a.cache,
             // The host baseline runs hypclear's own routine objects, so
             // only the built-in sides have one (a kernel blob's routines

@@ -125,6 +125,9 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
     for l in bench::report::variance_lines(result, 0.02) {
         say!(ktap, "{l}");
     }
+    for l in result.reproducibility.iter().flat_map(|r| r.lines()) {
+        say!(ktap, "{l}");
+    }
 }
 
 /// `--explain`: each cell with a guest/host gap measured again under

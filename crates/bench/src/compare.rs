@@ -990,7 +990,9 @@ mod tests {
             warmup: 1,
             repeats: 3,
             max_runs: 12,
+            priority: None,
             nice: None,
+            reproducibility: None,
             sessions,
             cache: Some(crate::Cache::Cold),
             max_warmup: 20,
@@ -1382,6 +1384,48 @@ mod tests {
         assert!(
             out.contains("vanilla (no DC ZVA), patch (no DC ZVA)"),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn reproducibility_figure_from_the_components() {
+        use crate::inference::{Design, VarianceComponents, sessions_to_see};
+        // Guest sessions 2% apart (log means 0, .02, 0, .02), runs +-0.5%;
+        // the host the same, so guest/host varies only by the run noise.
+        let lv = |m: f64| [(m - 0.005f64).exp(), m.exp(), (m + 0.005f64).exp()].to_vec();
+        let guest: Vec<Vec<f64>> = [0.0, 0.02, 0.0, 0.02].iter().map(|m| lv(*m)).collect();
+        let host: Vec<Vec<f64>> = [0.0, 0.02, 0.0, 0.021].iter().map(|m| lv(*m)).collect();
+        let mut c = Cell::new(axes("vanilla", 4096), samples(&guest), samples(&host));
+        crate::summarize(&mut c, 3);
+        let r = file(vec![c], "m", 4);
+        let rep = crate::report::Reproducibility::of(&r, 0.02).unwrap();
+        let v = VarianceComponents::estimate(&r.cells[0].guest_sessions()).unwrap();
+        assert!((rep.between_session_cv_pct - v.between_pct()).abs() < 1e-9);
+        assert!((rep.within_session_cv_pct - 0.5).abs() < 1e-6, "{rep:?}");
+        // sd of a session mean: sqrt(T2 + T1/3); a pair: sqrt(2) of it.
+        let sd = (v.between + v.within / 3.0).sqrt() * 2f64.sqrt();
+        let goal = |design| crate::inference::Config {
+            margin: 0.02,
+            design,
+            ..Default::default()
+        };
+        assert_eq!(
+            rep.sessions_in_one_invocation,
+            sessions_to_see(sd, &goal(Design::Interleaved), 1000)
+        );
+        assert!(rep.sessions_in_one_invocation.unwrap() > 4, "{rep:?}");
+        // guest/host per session: 1, 1, 1, exp(-0.001): CV ~0.05%.
+        let cv = rep.guest_host_session_cv_pct.unwrap();
+        assert!((cv - 0.05).abs() < 0.001, "{rep:?}");
+        assert_eq!(rep.sessions_per_invocation, Some(2));
+        let l = rep.lines();
+        assert!(
+            l[0].starts_with("to see a 2% change in one invocation (sides interleaved): "),
+            "{l:?}"
+        );
+        assert!(
+            l[1].contains("per invocation (session CV of guest/host 0.1%"),
+            "{l:?}"
         );
     }
 }

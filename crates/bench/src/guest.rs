@@ -2,8 +2,8 @@
 //! VM, timed by the guest counter, with untimed verification passes before
 //! and after, and the KVM statistics of every run.
 use super::plan::{CellSpec, Plan, pass_call, placement};
-use super::sequence::{self, Sequence};
-use super::{Fill, Sample, sched};
+use super::sequence;
+use super::{Fill, Priority, Sample, sched};
 use crate::check::checker::{self, Patterns, Placement};
 use crate::error::{Error, Result};
 use crate::routines;
@@ -40,9 +40,10 @@ fn emulated(stats: &BTreeMap<String, u64>, commands: u64) -> bool {
 fn guest_pass(
     vm: &mut Vm,
     cmds: &[crate::vmm::Command],
-    timeout: Duration,
+    (timeout, fifo): (Duration, bool),
 ) -> Result<(Vec<CallResult>, sched::Off)> {
     if vm.vcpus.len() == 1 {
+        let _rt = sched::Fifo::during(fifo);
         let w = sched::Watch::start();
         let r = vm.vcpu(0)?.call_with_stats(&cmds[0], timeout)?;
         return Ok((vec![r], w.stop()));
@@ -56,6 +57,7 @@ fn guest_pass(
             .map(|(v, c)| {
                 let b = &barrier;
                 s.spawn(move || {
+                    let _rt = sched::Fifo::during(fifo);
                     b.wait();
                     let w = sched::Watch::start();
                     let r = v.call_with_stats(c, timeout)?;
@@ -83,64 +85,102 @@ fn guest_pass(
 
 /// Timeout for one pass: the watchdog base plus time for slow first touch.
 fn pass_timeout(plan: &Plan) -> Duration {
-    plan.timeout + Duration::from_secs_f64(plan.size as f64 * plan.vcpus as f64 / 20e6)
+    plan.timeout + Duration::from_secs_f64(plan.shape.size as f64 * plan.shape.vcpus as f64 / 20e6)
 }
 
-/// Run one cell on `vm` for one session: an untimed verification pass,
-/// the warm-up and measured runs (each pass from the `--cache`
-/// precondition), and another untimed verification pass.
-pub(super) fn run_cell(
-    vm: &mut Vm,
-    spec: &CellSpec,
-    plan: &Plan,
-    pats: &Patterns,
+/// One cell's guest side on `vm` in one session, ready to run: its
+/// commands and placements, after an untimed verification pass
+/// ([`GuestCell::new`]); [`GuestCell::verify`] runs the one after.
+pub(super) struct GuestCell<'a> {
+    vm: &'a mut Vm,
+    spec: &'a CellSpec,
+    plan: &'a Plan,
+    pats: &'a Patterns,
     session: u64,
-) -> Result<Sequence> {
-    let timeout = pass_timeout(plan);
-    let places: Vec<Placement> = (0..plan.vcpus).map(|v| placement(plan, v)).collect();
-    let cmds = places
-        .iter()
-        .map(|p| routines::command(&vm.blob, spec.variant, &pass_call(spec, plan, p, pats.fill)))
-        .collect::<Result<Vec<_>>>()?;
-    verify_pass(vm, &cmds, &places, plan, spec, pats, timeout)?;
-    let bytes = plan.size * plan.loops * plan.vcpus;
-    let mut seq = sequence::run(plan, session, || {
+    cmds: Vec<crate::vmm::Command>,
+    places: Vec<Placement>,
+    timeout: Duration,
+}
+
+impl<'a> GuestCell<'a> {
+    pub(super) fn new(
+        vm: &'a mut Vm,
+        spec: &'a CellSpec,
+        (plan, pats, session): (&'a Plan, &'a Patterns, u64),
+    ) -> Result<GuestCell<'a>> {
+        let timeout = pass_timeout(plan);
+        let places: Vec<Placement> = (0..plan.shape.vcpus).map(|v| placement(plan, v)).collect();
+        let cmds = places
+            .iter()
+            .map(|p| {
+                routines::command(&vm.blob, spec.variant, &pass_call(spec, plan, p, pats.fill))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut g = GuestCell {
+            vm,
+            spec,
+            plan,
+            pats,
+            session,
+            cmds,
+            places,
+            timeout,
+        };
+        g.verify()?;
+        Ok(g)
+    }
+
+    /// An untimed verification pass (before and after the timed runs).
+    pub(super) fn verify(&mut self) -> Result<()> {
+        let c = (self.plan, self.spec, self.pats, self.timeout);
+        verify_pass(self.vm, &self.cmds, &self.places, c)
+    }
+
+    /// One timed run (`-l` passes, each from the precondition).
+    pub(super) fn one(&mut self) -> Result<Sample> {
+        let plan = self.plan;
+        let bytes = plan.shape.size * plan.shape.loops * plan.shape.vcpus;
         let Timed {
             ticks,
             per_vcpu_ticks,
             stats,
             off,
-        } = timed_passes(vm, &cmds, &places, plan, spec, timeout)?;
-        let (ns, bps, tpb) = rates(bytes, ticks, vm.counter_khz);
-        let per_vcpu = if plan.vcpus > 1 {
+        } = timed_passes(
+            self.vm,
+            &self.cmds,
+            &self.places,
+            plan,
+            self.spec,
+            self.timeout,
+        )?;
+        let khz = self.vm.counter_khz;
+        let (ns, bps, tpb) = rates(bytes, ticks, khz);
+        let per_vcpu = if plan.shape.vcpus > 1 {
             per_vcpu_ticks
                 .iter()
-                .map(|t| rates(plan.size * plan.loops, *t, vm.counter_khz).1)
+                .map(|t| rates(plan.shape.size * plan.shape.loops, *t, khz).1)
                 .collect()
         } else {
             vec![]
         };
         Ok(Sample {
-            session,
+            session: self.session,
             run: 0,
             bytes,
             ns,
             bytes_per_sec: bps,
             ticks_per_byte: tpb,
             verified: false,
-            // Decided by the sample rule (sequence::run) from these two.
+            // Decided by the sample rule (sequence) from these two.
             disturbed: false,
-            emulated: emulated(&stats, plan.loops * plan.vcpus),
+            emulated: emulated(&stats, plan.shape.loops * plan.shape.vcpus),
             preempted: off.switches,
             off_cpu_ns: off.off_cpu_ns,
             lost_time: off.disturbed(),
             per_vcpu_bytes_per_sec: per_vcpu,
             kvm_stats: stats.into_iter().filter(|(_, v)| *v != 0).collect(),
         })
-    })?;
-    verify_pass(vm, &cmds, &places, plan, spec, pats, timeout)?;
-    seq.verified = 2;
-    Ok(seq)
+    }
 }
 
 /// Guest counters are guest data: a sum that overflows is a protocol error.
@@ -181,9 +221,9 @@ fn timed_passes(
     let mut per_vcpu_ticks = vec![0u64; places.len()];
     let mut stats = BTreeMap::new();
     let mut off = sched::Off::default();
-    for _ in 0..plan.loops {
+    for _ in 0..plan.shape.loops {
         sequence::precondition(&vm.ram, places, demand, plan.cache)?;
-        let (rs, o) = guest_pass(vm, cmds, timeout)?;
+        let (rs, o) = guest_pass(vm, cmds, (timeout, plan.priority == Priority::Fifo))?;
         off.add(o);
         let t0 = rs.iter().map(|r| r.t0).min().unwrap_or(0);
         let t1 = rs.iter().map(|r| r.t1).max().unwrap_or(0);
@@ -213,16 +253,13 @@ fn verify_pass(
     vm: &mut Vm,
     cmds: &[crate::vmm::Command],
     places: &[Placement],
-    plan: &Plan,
-    spec: &CellSpec,
-    pats: &Patterns,
-    timeout: Duration,
+    (plan, spec, pats, timeout): (&Plan, &CellSpec, &Patterns, Duration),
 ) -> Result<()> {
     let expect = checker::Expect::of(plan.routine.kind(), pats.fill);
     for p in places {
         checker::prepare(&vm.ram, p, pats, expect)?;
     }
-    guest_pass(vm, cmds, timeout)?;
+    guest_pass(vm, cmds, (timeout, false))?;
     for p in places {
         let out = checker::check(&vm.ram, p, expect, pats)?;
         if !out.passed() {

@@ -2,8 +2,8 @@
 //! linked into this binary (see build.rs), run natively on a host buffer
 //! laid out like the guest arena, with the same lowered calls.
 use super::plan::{CellSpec, Plan, pass_call, region_stride};
-use super::sequence::{self, Sequence};
-use super::{Fill, Sample, sched};
+use super::sequence;
+use super::{Fill, Priority, Sample, sched};
 use crate::check::checker::{Patterns, Placement};
 use crate::error::Result;
 use crate::routines::{self, Kind};
@@ -38,35 +38,61 @@ pub(crate) fn names() -> Vec<&'static str> {
 }
 
 /// The same cell natively on the host, with the same routine object,
-/// called with the same lowered arguments as the guest.
-pub(super) fn run_cell(
-    spec: &CellSpec,
-    plan: &Plan,
-    pats: &Patterns,
+/// called with the same lowered arguments as the guest: the buffer and
+/// calls, ready to run ([`HostCell::one`]).
+pub(super) struct HostCell<'a> {
+    spec: &'a CellSpec,
+    plan: &'a Plan,
     session: u64,
     tsc_khz: u64,
-) -> Result<Option<Sequence>> {
-    let stride = region_stride(plan);
-    // One host buffer laid out like the guest arena: a region per "vCPU".
-    let buf = GuestRam::new(
-        0,
-        (stride * plan.vcpus).next_multiple_of(2 << 20),
-        spec.backing,
-        false,
-    )?;
-    let (places, calls) = host_calls(&buf, spec, plan, pats)?;
-    let Some(f) = calls.first().and_then(|l| routine(&l.alias)) else {
-        return Ok(None);
-    };
-    let demand = spec.axes.fill == Fill::Demand;
-    let bytes = plan.size * plan.loops * plan.vcpus;
-    sequence::run(plan, session, || {
+    buf: GuestRam,
+    places: Vec<Placement>,
+    calls: Vec<routines::Lowered>,
+    f: HostFn,
+}
+
+impl<'a> HostCell<'a> {
+    /// `None` when the host has no copy of the cell's routine.
+    pub(super) fn new(
+        spec: &'a CellSpec,
+        (plan, pats, session): (&'a Plan, &Patterns, u64),
+        tsc_khz: u64,
+    ) -> Result<Option<HostCell<'a>>> {
+        let stride = region_stride(plan);
+        // One host buffer laid out like the guest arena: a region per "vCPU".
+        let buf = GuestRam::new(
+            0,
+            (stride * plan.shape.vcpus).next_multiple_of(2 << 20),
+            spec.backing,
+            false,
+        )?;
+        let (places, calls) = host_calls(&buf, spec, plan, pats)?;
+        let Some(f) = calls.first().and_then(|l| routine(&l.alias)) else {
+            return Ok(None);
+        };
+        Ok(Some(HostCell {
+            spec,
+            plan,
+            session,
+            tsc_khz,
+            buf,
+            places,
+            calls,
+            f,
+        }))
+    }
+
+    /// One timed run (`-l` passes, each from the precondition).
+    pub(super) fn one(&mut self) -> Result<Sample> {
+        let plan = self.plan;
+        let demand = self.spec.axes.fill == Fill::Demand;
+        let bytes = plan.shape.size * plan.shape.loops * plan.shape.vcpus;
         let mut ns = 0f64;
-        let mut per = vec![0f64; places.len()];
+        let mut per = vec![0f64; self.places.len()];
         let mut off = sched::Off::default();
-        for _ in 0..plan.loops {
-            sequence::precondition(&buf, &places, demand, plan.cache)?;
-            let times = host_pass(f, &calls);
+        for _ in 0..plan.shape.loops {
+            sequence::precondition(&self.buf, &self.places, demand, plan.cache)?;
+            let times = host_pass(self.f, &self.calls, plan.priority == Priority::Fifo);
             for t in &times {
                 off.add(t.2);
             }
@@ -81,29 +107,28 @@ pub(super) fn run_cell(
         }
         let bps = bytes as f64 * 1e9 / ns.max(1.0);
         Ok(Sample {
-            session,
+            session: self.session,
             run: 0,
             bytes,
             ns,
             bytes_per_sec: bps,
-            ticks_per_byte: ns * tsc_khz as f64 / 1e6 / bytes as f64,
+            ticks_per_byte: ns * self.tsc_khz as f64 / 1e6 / bytes as f64,
             verified: false,
             disturbed: false,
             emulated: false,
             preempted: off.switches,
             off_cpu_ns: off.off_cpu_ns,
             lost_time: off.disturbed(),
-            per_vcpu_bytes_per_sec: if places.len() > 1 {
+            per_vcpu_bytes_per_sec: if self.places.len() > 1 {
                 per.iter()
-                    .map(|n| (plan.size * plan.loops) as f64 * 1e9 / n.max(1.0))
+                    .map(|n| (plan.shape.size * plan.shape.loops) as f64 * 1e9 / n.max(1.0))
                     .collect()
             } else {
                 vec![]
             },
             kvm_stats: BTreeMap::new(),
         })
-    })
-    .map(Some)
+    }
 }
 
 /// The placements in the host buffer (laid out like the guest arena) and
@@ -115,18 +140,18 @@ fn host_calls(
     pats: &Patterns,
 ) -> Result<(Vec<Placement>, Vec<routines::Lowered>)> {
     let stride = region_stride(plan);
-    let places: Vec<Placement> = (0..plan.vcpus)
+    let places: Vec<Placement> = (0..plan.shape.vcpus)
         .map(|v| {
             let dst = v * stride + PAGE_SIZE;
             let src = (plan.routine.kind() == Kind::Copy)
-                .then(|| dst + (plan.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
-            Placement::new(dst, plan.size, src, 0)
+                .then(|| dst + (plan.shape.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
+            Placement::new(dst, plan.shape.size, src, 0)
         })
         .collect();
     let mut calls = Vec::new();
     for p in &places {
         if let Some(src) = p.src {
-            buf.write_bytes(src, &pats.source()[..plan.size as usize])?;
+            buf.write_bytes(src, &pats.source()[..plan.shape.size as usize])?;
         }
         let mut l = routines::lower(
             spec.config,
@@ -145,7 +170,11 @@ fn host_calls(
 
 /// One host pass: every lowered call on its own thread, started together;
 /// returns each thread's (start, end, what the scheduler did to it).
-fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant, sched::Off)> {
+fn host_pass(
+    f: HostFn,
+    calls: &[routines::Lowered],
+    fifo: bool,
+) -> Vec<(Instant, Instant, sched::Off)> {
     let barrier = Barrier::new(calls.len());
     std::thread::scope(|s| {
         let hs: Vec<_> = calls
@@ -153,6 +182,7 @@ fn host_pass(f: HostFn, calls: &[routines::Lowered]) -> Vec<(Instant, Instant, s
             .map(|l| {
                 let b = &barrier;
                 s.spawn(move || {
+                    let _rt = sched::Fifo::during(fifo);
                     b.wait();
                     let w = sched::Watch::start();
                     let t0 = Instant::now();

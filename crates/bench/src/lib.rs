@@ -36,6 +36,7 @@ pub mod sides;
 pub mod stats;
 
 pub use plan::{CellSpec, Plan, PlanSide};
+
 pub use sequence::Steady;
 
 use crate::arch::CpuCaps;
@@ -97,6 +98,34 @@ pub enum Fill {
     Populate,
 }
 
+/// How the timed threads are scheduled (`--priority`): a busy machine
+/// preempts a normal thread in the middle of a pass, and such a run is
+/// repeated (the sample rule); the higher the priority, the fewer repeats.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// SCHED_FIFO (priority 1) during every timed pass, guest and host
+    /// alike, and nice -10 around them; needs root or CAP_SYS_NICE, else
+    /// falls back to `nice`, then `normal`
+    Fifo,
+    /// nice -10 for the whole run (root, CAP_SYS_NICE or RLIMIT_NICE)
+    Nice,
+    /// As the process was started.
+    Normal,
+}
+
 /// The state every timed pass starts from (`--cache`).
 #[derive(
     Debug,
@@ -148,6 +177,17 @@ pub struct Axes {
     pub order: Order,
     pub fill: Fill,
     pub backing: Backing,
+    /// The plan's size, passes per run and vCPUs (JSON: `size`, `loops`,
+    /// `vcpus` beside the other axes, as before).
+    #[serde(flatten)]
+    pub shape: Shape,
+}
+
+/// What a bench's passes are made of, the same for every cell: bytes per
+/// pass (`-s`), passes per run (`-l`), vCPUs at once (`--vcpus`). One
+/// place for [`Plan`] and every cell's [`Axes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Shape {
     pub size: u64,
     pub loops: u64,
     pub vcpus: u64,
@@ -167,9 +207,11 @@ impl Axes {
             order: Order::Forward,
             fill: Fill::Populate,
             backing: Backing::Anon,
-            size: 1 << 20,
-            loops: 1,
-            vcpus: 1,
+            shape: Shape {
+                size: 1 << 20,
+                loops: 1,
+                vcpus: 1,
+            },
         }
     }
 
@@ -186,17 +228,17 @@ impl Axes {
         }
         parts.push(format!(
             "-s {} -k {}",
-            crate::units::format_size(self.size),
+            crate::units::format_size(self.shape.size),
             crate::units::format_size(self.chunk)
         ));
-        if self.loops > 1 {
-            parts.push(format!("-l {}", self.loops));
+        if self.shape.loops > 1 {
+            parts.push(format!("-l {}", self.shape.loops));
         }
         parts.push(format!("{:?}", self.order).to_lowercase());
         parts.push(format!("{:?}", self.fill).to_lowercase());
         parts.push(self.backing.to_string());
-        if self.vcpus > 1 {
-            parts.push(format!("x{} vCPUs", self.vcpus));
+        if self.shape.vcpus > 1 {
+            parts.push(format!("x{} vCPUs", self.shape.vcpus));
         }
         parts.join(" ")
     }
@@ -609,8 +651,10 @@ pub struct BenchResult {
     /// cap); 0 in files before it.
     #[serde(default)]
     pub max_runs: u64,
-    /// Niceness the timed threads ran at (`--nice`, or what they had when
-    /// it was refused); `None` in older files.
+    /// How the timed threads ran (`--priority`, or what was left when it
+    /// was refused) and their niceness; `None` in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nice: Option<i32>,
     pub sessions: u64,
@@ -638,6 +682,11 @@ pub struct BenchResult {
     /// before sides: see [`BenchResult::upgrade`]).
     #[serde(default)]
     pub sides: Vec<SideInfo>,
+    /// Sessions it would take to trust a 2% change, from this bench's
+    /// spread ([`report::Reproducibility`]); `None` in older files and
+    /// with too few measured sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproducibility: Option<report::Reproducibility>,
     /// The first kernel side's identity (as files of one kernel tree had
     /// it), `null` for built-ins only.
     #[serde(default)]
@@ -772,30 +821,42 @@ pub(crate) fn summarize(cell: &mut Cell, repeats: u64) {
     cell.guest_host_ratio = cell.guest_host.as_ref().map(|r| r.estimate);
 }
 
-/// The host baseline of one cell in `session` into `c` (built-in sides
-/// only: a kernel blob's routines exist only in the guest image).
-fn host_side(
-    spec: &CellSpec,
-    (plan, pats, session): (&Plan, &Patterns, u64),
-    counter_khz: u64,
-    c: &mut Cell,
-) -> Result<()> {
-    if plan.host_baseline
-        && plan.sides[spec.side].is_builtin()
-        && let Some(h) = host::run_cell(spec, plan, pats, session, counter_khz)?
-    {
-        c.host.extend(h.measured);
-        c.host_warmup.extend(h.warmup);
-        c.host_steady.push(h.steady);
+/// One cell in `session` on `vm`: the guest (verified before and after)
+/// and, for a built-in side with a host baseline, the host, run by turns
+/// (host first in odd sessions), into `c`.
+fn run_cell(vm: &mut Vm, spec: &CellSpec, cx: (&Plan, &Patterns, u64), c: &mut Cell) -> Result<()> {
+    let (plan, _, session) = cx;
+    let khz = vm.counter_khz;
+    // A kernel blob's routines exist only in the guest image: no host.
+    let mut h = match plan.host_baseline && plan.sides[spec.side].is_builtin() {
+        true => host::HostCell::new(spec, cx, khz)?,
+        false => None,
+    };
+    let mut g = guest::GuestCell::new(vm, spec, cx)?;
+    let (gs, hs) = sequence::run_pair(
+        plan,
+        session,
+        session % 2 == 1,
+        || g.one(),
+        h.as_mut().map(|h| move || h.one()),
+    )?;
+    g.verify()?;
+    c.verified_runs += 2;
+    c.guest.extend(gs.measured);
+    c.guest_warmup.extend(gs.warmup);
+    c.guest_steady.push(gs.steady);
+    if let Some(hs) = hs {
+        c.host.extend(hs.measured);
+        c.host_warmup.extend(hs.warmup);
+        c.host_steady.push(hs.steady);
     }
     Ok(())
 }
 
 /// Run the cells `idx` of `specs` (one backing and link configuration) on
-/// `vm` in session `cx.2`, guest and host back to back (host first in odd
-/// sessions, so a drift within a session hits both sides alike), adding
-/// their samples to `cells`, and hands all cells to `after_cell` after
-/// each one (the checkpoint). `Ok(false)` when SIGINT stopped a guest cell.
+/// `vm` in session `cx.2`, adding their samples to `cells`, and hands all
+/// cells to `after_cell` after each one (the checkpoint). `Ok(false)`
+/// when SIGINT stopped a guest cell.
 fn run_cells(
     vm: &mut Vm,
     idx: &[usize],
@@ -805,28 +866,47 @@ fn run_cells(
     progress: &indicatif::ProgressBar,
     after_cell: &mut dyn FnMut(&[Cell]) -> Result<()>,
 ) -> Result<bool> {
-    let (plan, pats, session) = cx;
-    let host_first = session % 2 == 1;
     for &i in idx {
-        if host_first {
-            host_side(&specs[i], cx, vm.counter_khz, &mut cells[i])?;
-        }
-        let g = match guest::run_cell(vm, &specs[i], plan, pats, session) {
+        match run_cell(vm, &specs[i], cx, &mut cells[i]) {
             Err(crate::error::Error::Interrupted) => return Ok(false),
             other => other?,
-        };
-        let c = &mut cells[i];
-        c.verified_runs += g.verified;
-        c.guest.extend(g.measured);
-        c.guest_warmup.extend(g.warmup);
-        c.guest_steady.push(g.steady);
-        if !host_first {
-            host_side(&specs[i], cx, vm.counter_khz, c)?;
         }
         progress.inc(1);
         after_cell(cells)?;
     }
     Ok(true)
+}
+
+/// The plan with the priority this process may take (`fifo` tried on
+/// this thread, then nice -10), said on stderr when refused; sets this
+/// thread's niceness (the run's other threads inherit it). The niceness.
+fn with_priority(plan: &Plan) -> (Plan, i32) {
+    let want = plan.priority;
+    let fifo = want == Priority::Fifo && sched::set_fifo(true) && sched::set_fifo(false);
+    let (nice, refused) = match want {
+        Priority::Normal => (sched::nice(), false),
+        _ => sched::set_nice(-10),
+    };
+    let got = match (want, fifo, refused) {
+        (Priority::Fifo, true, _) => Priority::Fifo,
+        (Priority::Normal, ..) => Priority::Normal,
+        (_, _, false) => Priority::Nice,
+        _ => Priority::Normal,
+    };
+    if got != want {
+        hypclear_process::errln!(
+            "hypclear bench: --priority {want:?} refused (needs root or CAP_SYS_NICE); the timed \
+             threads run as {got:?} at nice {nice}, where a busy machine preempts them more \
+             (those runs are repeated)"
+        );
+    }
+    (
+        Plan {
+            priority: got,
+            ..plan.clone()
+        },
+        nice,
+    )
 }
 
 /// Puts this thread's niceness back when the run ends, however it ends.
@@ -852,7 +932,7 @@ fn snapshot(
     for c in &mut cells {
         summarize(c, plan.repeats);
     }
-    BenchResult {
+    let mut r = BenchResult {
         tool: "hypclear".into(),
         command: "bench".into(),
         host: HostInfo::collect(caps, counter_khz),
@@ -860,6 +940,7 @@ fn snapshot(
         warmup: plan.warmup,
         repeats: plan.repeats,
         max_runs: plan.max_runs,
+        priority: Some(plan.priority),
         nice: Some(nice),
         sessions: plan.sessions,
         partial,
@@ -873,9 +954,12 @@ fn snapshot(
             .iter()
             .find_map(|s| s.external())
             .map(|e| e.report.clone()),
+        reproducibility: None,
         cells,
         explain: Vec::new(),
-    }
+    };
+    r.reproducibility = report::Reproducibility::of(&r, 0.02);
+    r
 }
 
 /// Run the whole plan: every session boots one VM per backing and link
@@ -893,23 +977,16 @@ pub fn run(
     checkpoint: &mut dyn FnMut(&BenchResult) -> Result<()>,
 ) -> Result<BenchResult> {
     let copy_len = if plan.routine.kind() == Kind::Copy {
-        plan.size as usize
+        plan.shape.size as usize
     } else {
         0
     };
     let pats = Patterns::new(seed, copy_len);
     // The run's threads at --nice, and back afterwards (this thread goes
     // on to print and write).
-    let old_nice = sched::nice();
-    let (nice, refused) = sched::set_nice(plan.nice);
-    if refused && nice != plan.nice {
-        hypclear_process::errln!(
-            "hypclear bench: --nice {} refused (needs root, CAP_SYS_NICE or RLIMIT_NICE); \
-             the timed threads run at nice {nice}, where a busy machine preempts them more",
-            plan.nice
-        );
-    }
-    let _restore = RestoreNice(old_nice);
+    let _restore = RestoreNice(sched::nice());
+    let (plan, nice) = &with_priority(plan);
+    let nice = *nice;
     let mut cells: Vec<Cell> = specs
         .iter()
         .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
@@ -950,7 +1027,7 @@ pub fn run(
                     prefault: plan.prefault,
                     privilege: plan.sides[side].privilege(privilege.privilege),
                     blob: plan.sides[side].blob()?,
-                    vcpus: plan.vcpus,
+                    vcpus: plan.shape.vcpus,
                     seed: seed.wrapping_add(session),
                 };
                 if crate::interrupt::requested() {

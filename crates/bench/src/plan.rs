@@ -2,7 +2,7 @@
 //! with every usage error found before a VM exists; where each region lies
 //! in guest RAM and the call that makes one pass over it. Pure: no KVM.
 use super::sequence::SampleRule;
-use super::{Axes, Cache, Fill, Order};
+use super::{Axes, Cache, Fill, Order, Shape};
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::check::checker::{GUARD, Placement};
@@ -150,10 +150,10 @@ impl PlanSide {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub routine: Routine,
-    pub size: u64,
+    /// Bytes per pass, passes per run, vCPUs (every cell's too).
+    pub shape: Shape,
     pub chunks: Vec<u64>,
     pub variants: Variants,
-    pub loops: u64,
     pub orders: Vec<Order>,
     pub fills: Vec<Fill>,
     pub backings: Vec<Backing>,
@@ -167,9 +167,8 @@ pub struct Plan {
     /// repeated up to this ([`crate::sequence::SampleRule`]).
     pub max_runs: u64,
     pub sessions: u64,
-    pub vcpus: u64,
-    /// Niceness of the timed threads for the run (`--nice`).
-    pub nice: i32,
+    /// How the timed threads are scheduled (`--priority`).
+    pub priority: super::Priority,
     /// The precondition of every timed pass.
     pub cache: Cache,
     pub host_baseline: bool,
@@ -194,10 +193,10 @@ impl Plan {
     /// Check the plan: every usage error (axes, variant names, `--mem`
     /// when given) is found here, before KVM is touched.
     pub fn validate(&self, mem: Option<u64>) -> Result<()> {
-        if self.vcpus == 0 || self.vcpus > abi::MAX_VCPUS {
+        if self.shape.vcpus == 0 || self.shape.vcpus > abi::MAX_VCPUS {
             return Err(Error::Usage(format!(
                 "--vcpus {} is out of range: use 1 to {}",
-                self.vcpus,
+                self.shape.vcpus,
                 abi::MAX_VCPUS
             )));
         }
@@ -210,8 +209,8 @@ impl Plan {
             return Err(Error::Usage(format!(
                 "--mem {} is too small for -s {} x {} vCPU(s): use --mem {} or more (or leave --mem out)",
                 format_size(m),
-                format_size(self.size),
-                self.vcpus,
+                format_size(self.shape.size),
+                self.shape.vcpus,
                 format_size(need)
             )));
         }
@@ -238,13 +237,13 @@ impl Plan {
     }
 
     fn check_counts(&self) -> Result<()> {
-        if self.size == 0 || !self.size.is_multiple_of(PAGE_SIZE) {
+        if self.shape.size == 0 || !self.shape.size.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Usage(format!(
                 "-s {} is not a whole number of 4KB pages; bench sizes must be (e.g. -s 256MB)",
-                self.size
+                self.shape.size
             )));
         }
-        if self.loops == 0 || self.repeats == 0 || self.sessions == 0 {
+        if self.shape.loops == 0 || self.repeats == 0 || self.sessions == 0 {
             return Err(Error::Usage(
                 "-l, --repeats and --sessions must be at least 1".into(),
             ));
@@ -294,8 +293,8 @@ impl Plan {
     fn cell_chunk(&self, order: Order, chunk: u64) -> Result<u64> {
         let r = self.routine;
         let chunk = match (order, r.fixed_size()) {
-            (Order::Oneshot, _) => self.size,
-            (_, Some(f)) if r == Routine::CopyPage && chunk != f && chunk != self.size => {
+            (Order::Oneshot, _) => self.shape.size,
+            (_, Some(f)) if r == Routine::CopyPage && chunk != f && chunk != self.shape.size => {
                 return Err(Error::Usage(format!(
                     "{r} always copies {} per call: use -k 4KB (or bench memcpy for other chunk sizes)",
                     format_size(f)
@@ -304,10 +303,10 @@ impl Plan {
             (_, Some(f)) if r == Routine::CopyPage => f,
             _ => chunk,
         };
-        if chunk == 0 || !self.size.is_multiple_of(chunk) {
+        if chunk == 0 || !self.shape.size.is_multiple_of(chunk) {
             return Err(Error::Usage(format!(
                 "-s {} is not a multiple of -k {}",
-                format_size(self.size),
+                format_size(self.shape.size),
                 format_size(chunk)
             )));
         }
@@ -406,9 +405,7 @@ impl Plan {
             order,
             fill: Fill::Populate,
             backing: Backing::Anon,
-            size: self.size,
-            loops: self.loops,
-            vcpus: self.vcpus,
+            shape: self.shape,
         }
     }
 
@@ -431,14 +428,14 @@ impl Plan {
 /// Guest RAM needed for one vCPU's region (target, guards, source).
 pub(crate) fn region_stride(plan: &Plan) -> u64 {
     let copy = plan.routine.kind() == Kind::Copy;
-    let one = plan.size + 2 * GUARD.next_multiple_of(PAGE_SIZE) + PAGE_SIZE;
+    let one = plan.shape.size + 2 * GUARD.next_multiple_of(PAGE_SIZE) + PAGE_SIZE;
     let one = if copy { 2 * one } else { one };
     one.next_multiple_of(2 << 20)
 }
 
 /// Guest RAM the plan needs.
 pub(crate) fn mem_needed(plan: &Plan) -> u64 {
-    (arch::ARENA_BASE - arch::RAM_BASE + plan.vcpus * region_stride(plan))
+    (arch::ARENA_BASE - arch::RAM_BASE + plan.shape.vcpus * region_stride(plan))
         .next_multiple_of(arch::RAM_ALIGN)
         .max(arch::MIN_RAM)
 }
@@ -447,18 +444,18 @@ pub(super) fn placement(plan: &Plan, vcpu: u64) -> Placement {
     let base = arch::ARENA_BASE + vcpu * region_stride(plan);
     let dst = base + GUARD.next_multiple_of(PAGE_SIZE);
     let src = (plan.routine.kind() == Kind::Copy)
-        .then(|| (dst + plan.size + GUARD).next_multiple_of(PAGE_SIZE) + PAGE_SIZE);
-    Placement::new(dst, plan.size, src, 0)
+        .then(|| (dst + plan.shape.size + GUARD).next_multiple_of(PAGE_SIZE) + PAGE_SIZE);
+    Placement::new(dst, plan.shape.size, src, 0)
 }
 
 /// The call for one pass over a region.
 pub(super) fn pass_call(spec: &CellSpec, plan: &Plan, p: &Placement, fill: u8) -> Call {
     let chunk = spec.axes.chunk;
-    let count = plan.size / chunk;
+    let count = plan.shape.size / chunk;
     let (dst, src, step) = match spec.axes.order {
         Order::Reverse => (
-            p.dst + plan.size - chunk,
-            p.src.map(|s| s + plan.size - chunk),
+            p.dst + plan.shape.size - chunk,
+            p.src.map(|s| s + plan.shape.size - chunk),
             -(chunk as i64),
         ),
         _ => (p.dst, p.src, chunk as i64),
@@ -481,10 +478,13 @@ mod tests {
     fn plan() -> Plan {
         Plan {
             routine: Routine::ClearPages,
-            size: 16 << 20,
+            shape: Shape {
+                size: 16 << 20,
+                loops: 1,
+                vcpus: 1,
+            },
             chunks: vec![4096, 2 << 20],
             variants: Variants::All,
-            loops: 1,
             orders: vec![Order::Forward, Order::Reverse],
             fills: vec![Fill::Populate],
             backings: vec![Backing::Anon],
@@ -494,8 +494,7 @@ mod tests {
             repeats: 3,
             max_runs: 12,
             sessions: 4,
-            vcpus: 1,
-            nice: 0,
+            priority: crate::Priority::Normal,
             cache: Cache::Cold,
             host_baseline: true,
             prefault: false,
@@ -531,15 +530,15 @@ mod tests {
             .unwrap();
         let pl = placement(&p, 0);
         let call = pass_call(rev, &p, &pl, 0);
-        assert_eq!(call.dst, pl.dst + p.size - 4096);
+        assert_eq!(call.dst, pl.dst + p.shape.size - 4096);
         assert_eq!(call.step, -4096);
-        assert_eq!(call.count, p.size / 4096);
+        assert_eq!(call.count, p.shape.size / 4096);
     }
 
     #[test]
     fn bad_plans_are_usage_errors() {
         let mut p = plan();
-        p.size = 4097;
+        p.shape.size = 4097;
         assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
         let mut p = plan();
         p.chunks = vec![3 << 20];
@@ -584,7 +583,7 @@ mod tests {
     #[test]
     fn memory_covers_all_vcpu_regions() {
         let mut p = plan();
-        p.vcpus = 2;
+        p.shape.vcpus = 2;
         let last = placement(&p, 1);
         assert!(last.dst + last.len + GUARD <= arch::RAM_BASE + mem_needed(&p));
     }

@@ -150,7 +150,7 @@ pub(crate) fn flags(c: &Cell) -> String {
             ));
         }
     }
-    if c.axes.vcpus > 1 {
+    if c.axes.shape.vcpus > 1 {
         let per: Vec<f64> = c
             .guest
             .iter()
@@ -159,7 +159,7 @@ pub(crate) fn flags(c: &Cell) -> String {
         if !per.is_empty() {
             f.push(format!(
                 "{} vCPUs, per-vCPU median {} GB/sec",
-                c.axes.vcpus,
+                c.axes.shape.vcpus,
                 gbps(crate::stats::median(&per))
             ));
         }
@@ -231,6 +231,109 @@ pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
     out
 }
 
+/// How many sessions it would take to trust a change of `margin_pct`
+/// (alpha 0.05, power 0.8), from the spread this bench saw (median over
+/// the measured cells): the figure to read before believing one run.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Reproducibility {
+    pub margin_pct: f64,
+    /// Guest between-session relative SD (Kalibera & Jones T2), percent.
+    pub between_session_cv_pct: f64,
+    /// Guest within-session relative SD (T1), percent.
+    pub within_session_cv_pct: f64,
+    /// Runs per session the figures assume (this bench's).
+    pub runs_per_session: f64,
+    /// Sessions per side for two sides interleaved in one invocation
+    /// (`compare FILE`, paired: a pair's log ratio has twice a session
+    /// mean's variance when the sides share nothing of the session,
+    /// the worst case); `None`: more than 1000.
+    pub sessions_in_one_invocation: Option<usize>,
+    /// Session-to-session relative SD of guest/host, percent: what is
+    /// left between invocations once the host normalizes a drift of the
+    /// machine away.
+    pub guest_host_session_cv_pct: Option<f64>,
+    /// Sessions per invocation for two separate invocations compared on
+    /// guest/host (Welch on the session ratios); `None`: more than 1000,
+    /// or no host baseline. A drift that hits the guest alone is not
+    /// seen by one invocation: this is a lower bound.
+    pub sessions_per_invocation: Option<usize>,
+}
+
+impl Reproducibility {
+    /// The figure from the cells of `r` (`None` without two measured
+    /// sessions with two runs in any cell).
+    pub fn of(r: &BenchResult, margin: f64) -> Option<Reproducibility> {
+        use crate::inference::{Config, Design, VarianceComponents, sessions_to_see};
+        let mid = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (!v.is_empty()).then(|| v[v.len() / 2])
+        };
+        let comps: Vec<VarianceComponents> = r
+            .cells
+            .iter()
+            .filter_map(|c| VarianceComponents::estimate(&c.guest_sessions()).ok())
+            .collect();
+        let mut sorted = comps.clone();
+        sorted.sort_by(|a, b| (a.between + a.within).total_cmp(&(b.between + b.within)));
+        let v = *sorted.get(sorted.len() / 2)?;
+        let runs = v.runs_per_session.max(1.0);
+        let session_sd = (v.between + v.within / runs).sqrt();
+        let goal = |design| Config {
+            margin,
+            design,
+            ..Config::default()
+        };
+        let ratio_sd = mid(r
+            .cells
+            .iter()
+            .filter_map(|c| {
+                let p = c.guest_host.as_ref().filter(|p| p.sessions.len() >= 2)?;
+                let logs: Vec<f64> = p.sessions.iter().map(|s| s.ratio.ln()).collect();
+                Some(crate::stats::variance(&logs).sqrt())
+            })
+            .collect());
+        Some(Reproducibility {
+            margin_pct: margin * 100.0,
+            between_session_cv_pct: v.between_pct(),
+            within_session_cv_pct: v.within_pct(),
+            runs_per_session: runs,
+            sessions_in_one_invocation: sessions_to_see(
+                std::f64::consts::SQRT_2 * session_sd,
+                &goal(Design::Interleaved),
+                1000,
+            ),
+            guest_host_session_cv_pct: ratio_sd.map(|s| s * 100.0),
+            sessions_per_invocation: ratio_sd
+                .and_then(|s| sessions_to_see(s, &goal(Design::Independent), 1000)),
+        })
+    }
+
+    /// Two lines for the end of `bench`.
+    pub fn lines(&self) -> Vec<String> {
+        let n = |s: Option<usize>| {
+            s.map_or("more than 1000 sessions".into(), |n| {
+                format!("{n} sessions")
+            })
+        };
+        let mut out = vec![format!(
+            "to see a {:.0}% change in one invocation (sides interleaved): {} per side (between-session CV {:.1}%, within-session CV {:.1}% at {:.1} runs a session)",
+            self.margin_pct,
+            n(self.sessions_in_one_invocation),
+            self.between_session_cv_pct,
+            self.within_session_cv_pct,
+            self.runs_per_session
+        )];
+        if let Some(cv) = self.guest_host_session_cv_pct {
+            out.push(format!(
+                "to see a {:.0}% change between invocations (on guest/host): {} per invocation (session CV of guest/host {cv:.1}%; a drift of the guest alone adds to it)",
+                self.margin_pct,
+                n(self.sessions_per_invocation)
+            ));
+        }
+        out
+    }
+}
+
 /// Every raw sample (guest and host) as one CSV row, with the fingerprint.
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
@@ -294,13 +397,13 @@ pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
                     routine: a.routine.name(),
                     variant: &a.variant,
                     config: a.config.name(),
-                    size: a.size,
+                    size: a.shape.size,
                     chunk: a.chunk,
                     order: format!("{:?}", a.order),
                     fill: format!("{:?}", a.fill),
                     backing: &backing,
-                    loops: a.loops,
-                    vcpus: a.vcpus,
+                    loops: a.shape.loops,
+                    vcpus: a.shape.vcpus,
                     session: x.session,
                     run: x.run,
                     bytes: x.bytes,
@@ -526,7 +629,7 @@ pub fn cells_ktap(r: &BenchResult) -> crate::ktap::Document {
             "{} {} -s {} -k {} {} {} {}",
             a.routine,
             a.variant,
-            format_size(a.size),
+            format_size(a.shape.size),
             format_size(a.chunk),
             format!("{:?}", a.order).to_lowercase(),
             format!("{:?}", a.fill).to_lowercase(),

@@ -100,6 +100,41 @@ impl Watch {
     }
 }
 
+/// Put the calling thread in SCHED_FIFO at priority 1 (above every
+/// normal task, below every other real-time one) or back in SCHED_OTHER
+/// (its niceness kept); `false` when refused (needs root or
+/// CAP_SYS_NICE).
+pub(crate) fn set_fifo(on: bool) -> bool {
+    let (policy, prio) = match on {
+        true => (libc::SCHED_FIFO, 1),
+        false => (libc::SCHED_OTHER, 0),
+    };
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: pid 0 is the calling thread; the kernel only reads `p`.
+    unsafe { libc::sched_setscheduler(0, policy, &p) == 0 }
+}
+
+/// SCHED_FIFO for the life of the guard (a timed pass), when `on`: the
+/// kernel's real-time throttling (95% of each second by default) still
+/// leaves the other tasks their share if a pass should hang.
+pub(crate) struct Fifo(bool);
+
+impl Fifo {
+    pub(crate) fn during(on: bool) -> Fifo {
+        Fifo(on && set_fifo(true))
+    }
+}
+
+impl Drop for Fifo {
+    fn drop(&mut self) {
+        if self.0 {
+            set_fifo(false);
+        }
+    }
+}
+
 /// The calling thread's niceness.
 pub(crate) fn nice() -> i32 {
     // SAFETY: getpriority on this thread touches no memory of ours.

@@ -62,8 +62,6 @@ pub(crate) struct Sequence {
     pub warmup: Vec<Sample>,
     pub measured: Vec<Sample>,
     pub steady: Steady,
-    /// Untimed verification passes run around the sequence.
-    pub verified: u64,
 }
 
 /// The steady-state parameters of a plan (`None`: fixed warm-up).
@@ -74,76 +72,157 @@ pub(crate) fn steady_config(plan: &Plan) -> Option<SteadyConfig> {
     })
 }
 
-/// The warm-up: exactly `plan.warmup` runs, or until steady (runs that
-/// lost time to other tasks say nothing about the trend and are not
-/// judged) within `plan.max_warmup` runs. Whether it settled.
-fn warm_up(
-    plan: &Plan,
-    warmup: &mut Vec<Sample>,
-    one: &mut impl FnMut() -> Result<Sample>,
-) -> Result<Option<bool>> {
-    let Some(cfg) = steady_config(plan) else {
-        for _ in 0..plan.warmup {
-            warmup.push(one()?);
+/// One side's sequence in progress: warming up until steady (or the
+/// cap), then measuring under the [`SampleRule`].
+struct SideRun {
+    rule: SampleRule,
+    ctl: Option<WarmupController>,
+    warmup: Vec<Sample>,
+    /// `None` while warming up; then whether it settled (`None` inside:
+    /// a fixed warm-up, not judged).
+    settled: Option<Option<bool>>,
+    /// Every warm-up run executed emulated code (see [`SampleRule::disturbed`]).
+    emulated: bool,
+    measured: Vec<Sample>,
+    undisturbed: u64,
+}
+
+impl SideRun {
+    fn new(plan: &Plan) -> Result<SideRun> {
+        let ctl = match steady_config(plan) {
+            Some(cfg) => Some(
+                WarmupController::new(cfg, plan.warmup as usize)
+                    .map_err(|e| Error::Usage(format!("--max-warmup: {e}")))?,
+            ),
+            None => None,
+        };
+        let fixed_none = ctl.is_none() && plan.warmup == 0;
+        Ok(SideRun {
+            rule: plan.sample_rule(),
+            ctl,
+            warmup: Vec::new(),
+            settled: fixed_none.then_some(None),
+            emulated: false,
+            measured: Vec::with_capacity(plan.repeats as usize),
+            undisturbed: 0,
+        })
+    }
+
+    fn active(&self) -> bool {
+        self.settled.is_none()
+            || self
+                .rule
+                .again(self.measured.len() as u64, self.undisturbed)
+    }
+
+    /// One run: a warm-up run (runs that lost time to other tasks say
+    /// nothing about the trend and are not judged) or a measured one.
+    fn step(&mut self, plan: &Plan, one: &mut impl FnMut() -> Result<Sample>) -> Result<()> {
+        let mut s = one()?;
+        if self.settled.is_some() {
+            s.disturbed = SampleRule::disturbed(&s, self.emulated);
+            self.undisturbed += u64::from(!s.disturbed);
+            self.measured.push(s);
+            return Ok(());
         }
-        return Ok(None);
-    };
-    let mut ctl = WarmupController::new(cfg, plan.warmup as usize)
-        .map_err(|e| Error::Usage(format!("--max-warmup: {e}")))?;
-    loop {
-        let s = one()?;
-        let d = (!s.lost_time).then(|| ctl.push(s.bytes_per_sec));
-        warmup.push(s);
-        match d {
-            Some(WarmupDecision::Settled { .. }) => return Ok(Some(true)),
-            Some(WarmupDecision::Capped { .. }) => return Ok(Some(false)),
-            _ if warmup.len() as u64 >= plan.max_warmup => return Ok(Some(false)),
-            _ => {}
+        let lost = s.lost_time;
+        let bps = s.bytes_per_sec;
+        self.warmup.push(s);
+        let n = self.warmup.len() as u64;
+        self.settled = match &mut self.ctl {
+            None => (n >= plan.warmup).then_some(None),
+            Some(ctl) => match (!lost).then(|| ctl.push(bps)) {
+                Some(WarmupDecision::Settled { .. }) => Some(Some(true)),
+                Some(WarmupDecision::Capped { .. }) => Some(Some(false)),
+                _ if n >= plan.max_warmup => Some(Some(false)),
+                _ => None,
+            },
+        };
+        if self.settled.is_some() {
+            self.emulated = self.warmup.iter().all(|s| s.emulated);
+        }
+        Ok(())
+    }
+
+    /// The sequence, runs numbered and the warm-up's disturbed ones marked.
+    fn finish(mut self, session: u64) -> Sequence {
+        for (i, s) in self.warmup.iter_mut().enumerate() {
+            s.session = session;
+            s.run = i as u64;
+            s.disturbed = SampleRule::disturbed(s, self.emulated);
+        }
+        for (i, s) in self.measured.iter_mut().enumerate() {
+            s.session = session;
+            s.run = i as u64;
+        }
+        Sequence {
+            steady: Steady {
+                session,
+                warmup_used: self.warmup.len() as u64,
+                settled: self.settled.flatten(),
+            },
+            warmup: self.warmup,
+            measured: self.measured,
         }
     }
 }
 
 /// Run `one` (one timed run from the precondition; returns its sample)
 /// through the warm-up and then under the [`SampleRule`]; marks the
-/// disturbed runs and numbers the runs.
+/// disturbed runs and numbers the runs (one side alone: the unit tests;
+/// bench runs both sides by turns, [`run_pair`]).
+#[cfg(test)]
 pub(crate) fn run(
     plan: &Plan,
     session: u64,
     mut one: impl FnMut() -> Result<Sample>,
 ) -> Result<Sequence> {
-    let mut warmup = Vec::new();
-    let settled = warm_up(plan, &mut warmup, &mut one)?;
-    let emulated = !warmup.is_empty() && warmup.iter().all(|s| s.emulated);
-    let rule = plan.sample_rule();
-    let mut measured = Vec::with_capacity(plan.repeats as usize);
-    let mut undisturbed = 0;
-    while rule.again(measured.len() as u64, undisturbed) {
-        let mut s = one()?;
-        s.disturbed = SampleRule::disturbed(&s, emulated);
-        undisturbed += u64::from(!s.disturbed);
-        measured.push(s);
+    let mut side = SideRun::new(plan)?;
+    while side.active() {
+        side.step(plan, &mut one)?;
     }
-    for s in &mut warmup {
-        s.disturbed = SampleRule::disturbed(s, emulated);
+    Ok(side.finish(session))
+}
+
+/// Guest and host of one session by turns, run for run (host first when
+/// `host_first`), each through its own warm-up and [`SampleRule`]: both
+/// sides see the same moments of the machine, so a session's guest/host
+/// pairs runs that ran next to each other.
+pub(crate) fn run_pair(
+    plan: &Plan,
+    session: u64,
+    host_first: bool,
+    mut guest: impl FnMut() -> Result<Sample>,
+    mut host: Option<impl FnMut() -> Result<Sample>>,
+) -> Result<(Sequence, Option<Sequence>)> {
+    let mut g = SideRun::new(plan)?;
+    let mut h = match host {
+        Some(_) => Some(SideRun::new(plan)?),
+        None => None,
+    };
+    loop {
+        let host_turn = |h: &mut Option<SideRun>, host: &mut Option<_>| -> Result<()> {
+            if let (Some(h), Some(one)) = (h.as_mut(), host.as_mut())
+                && h.active()
+            {
+                h.step(plan, one)?;
+            }
+            Ok(())
+        };
+        if !g.active() && !h.as_ref().is_some_and(SideRun::active) {
+            break;
+        }
+        if host_first {
+            host_turn(&mut h, &mut host)?;
+        }
+        if g.active() {
+            g.step(plan, &mut guest)?;
+        }
+        if !host_first {
+            host_turn(&mut h, &mut host)?;
+        }
     }
-    for (i, s) in warmup.iter_mut().enumerate() {
-        s.session = session;
-        s.run = i as u64;
-    }
-    for (i, s) in measured.iter_mut().enumerate() {
-        s.session = session;
-        s.run = i as u64;
-    }
-    Ok(Sequence {
-        steady: Steady {
-            session,
-            warmup_used: warmup.len() as u64,
-            settled,
-        },
-        warmup,
-        measured,
-        verified: 0,
-    })
+    Ok((g.finish(session), h.map(|h| h.finish(session))))
 }
 
 /// Establish the precondition of one timed pass (outside the timing):
@@ -181,10 +260,13 @@ mod tests {
     fn plan(warmup: u64, max_warmup: u64) -> Plan {
         Plan {
             routine: Routine::ClearPages,
-            size: 1 << 20,
+            shape: crate::Shape {
+                size: 1 << 20,
+                loops: 1,
+                vcpus: 1,
+            },
             chunks: vec![1 << 20],
             variants: Variants::All,
-            loops: 1,
             orders: vec![Order::Forward],
             fills: vec![Fill::Populate],
             backings: vec![Backing::Anon],
@@ -194,8 +276,7 @@ mod tests {
             repeats: 3,
             max_runs: 3 * DEFAULT_MAX_RUNS_FACTOR,
             sessions: 1,
-            vcpus: 1,
-            nice: 0,
+            priority: crate::Priority::Normal,
             cache: Cache::Cold,
             host_baseline: true,
             prefault: false,
@@ -337,6 +418,42 @@ mod tests {
         .unwrap();
         assert_eq!(s.steady.settled, Some(true), "{s:?}");
         assert!(s.steady.warmup_used < 20, "{s:?}");
+    }
+
+    #[test]
+    fn guest_and_host_run_by_turns() {
+        // Each side's own rule: the host loses its first two measured
+        // runs and makes them up; the order of the calls is the turns.
+        let log = std::cell::RefCell::new(Vec::new());
+        let mut hk = 0;
+        let (g, h) = run_pair(
+            &plan(1, 0),
+            1,
+            true,
+            || {
+                log.borrow_mut().push('g');
+                Ok(sample(9.0))
+            },
+            Some(|| {
+                log.borrow_mut().push('h');
+                hk += 1;
+                Ok(disturbed_sample(10.0, hk == 2 || hk == 3, false))
+            }),
+        )
+        .unwrap();
+        let h = h.unwrap();
+        assert_eq!((g.measured.len(), h.measured.len()), (3, 5));
+        assert_eq!(log.borrow().iter().collect::<String>(), "hghghghghh");
+        assert!(h.measured.iter().all(|m| m.session == 1));
+        let (g, h) = run_pair(
+            &plan(1, 0),
+            0,
+            false,
+            || Ok(sample(9.0)),
+            None::<fn() -> Result<Sample>>,
+        )
+        .unwrap();
+        assert!(h.is_none() && g.measured.len() == 3);
     }
 
     #[test]

@@ -15,13 +15,11 @@ pub(crate) struct PathKey {
     pub routine: Routine,
     /// The kernel path, named as a built-in variant.
     pub path: String,
-    pub size: u64,
+    pub shape: super::Shape,
     pub chunk: u64,
     pub order: super::Order,
     pub fill: super::Fill,
     pub backing: Backing,
-    pub loops: u64,
-    pub vcpus: u64,
 }
 
 impl PathKey {
@@ -37,13 +35,11 @@ impl PathKey {
             } else {
                 a.variant.clone()
             },
-            size: a.size,
+            shape: a.shape,
             chunk: a.chunk,
             order: a.order,
             fill: a.fill,
             backing: a.backing,
-            loops: a.loops,
-            vcpus: a.vcpus,
         }
     }
 
@@ -58,9 +54,7 @@ impl PathKey {
             order: self.order,
             fill: self.fill,
             backing: self.backing,
-            size: self.size,
-            loops: self.loops,
-            vcpus: self.vcpus,
+            shape: self.shape,
         };
         a.label_with(false)
     }

@@ -164,6 +164,15 @@ impl VarianceComponents {
     }
 }
 
+/// The fewest sessions (2..=`max`) whose minimal detectable effect at
+/// `goal` (alpha, power, design) is within `goal.margin`, for a unit
+/// (log session mean, or a pair's log ratio) with standard deviation
+/// `sd`; `None` when even `max` does not reach it.
+pub(crate) fn sessions_to_see(sd: f64, goal: &Config, max: usize) -> Option<usize> {
+    (2..=max.max(2))
+        .find(|&n| min_detectable_effect(sd, n, goal).is_some_and(|m| m <= goal.margin * 100.0))
+}
+
 impl fmt::Display for VarianceComponents {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -277,5 +286,30 @@ mod tests {
             VarianceComponents::estimate(&bad),
             Err(Error::BadSample { .. })
         ));
+    }
+
+    #[test]
+    fn sessions_to_see_a_change() {
+        let goal = |design| Config {
+            margin: 0.02,
+            design,
+            ..Config::default()
+        };
+        // Paired, sd 1%: exp((t_0.975(n-1) + t_0.8(n-1)) * sd / sqrt(n)) - 1
+        // is (3.182 + 0.978) * 0.01 / 2 -> 2.10% at n = 4 (above 2%) and
+        // (2.776 + 0.941) * 0.01 / 2.236 -> 1.68% at n = 5: 5.
+        assert_eq!(
+            sessions_to_see(0.01, &goal(Design::Interleaved), 1000),
+            Some(5)
+        );
+        // Independent sessions need more for the same sd.
+        let ind = sessions_to_see(0.01, &goal(Design::Independent), 1000).unwrap();
+        assert!(ind > 5, "{ind}");
+        // Out of reach.
+        assert_eq!(sessions_to_see(0.5, &goal(Design::Interleaved), 10), None);
+        assert_eq!(
+            sessions_to_see(0.0, &goal(Design::Interleaved), 10),
+            Some(2)
+        );
     }
 }

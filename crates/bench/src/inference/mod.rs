@@ -32,7 +32,7 @@ pub(crate) mod steady;
 mod sim;
 
 pub(crate) use compare::{Comparison, Config, Design, Method, compare, decide_rows};
-pub(crate) use components::{Costs, Limits, VarianceComponents};
+pub(crate) use components::{Costs, Limits, VarianceComponents, sessions_to_see};
 pub(crate) use drift::host_drift;
 pub(crate) use steady::{SteadyConfig, WarmupController, WarmupDecision};
 
