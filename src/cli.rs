@@ -100,9 +100,14 @@ pub(crate) struct Common {
     /// Populate guest RAM on the host before the guest starts
     #[arg(long, global = true)]
     pub prefault: bool,
-    /// aarch64: run the routines where DC ZVA is prohibited (EL0 with
-    /// SCTLR_EL1.DZE clear, so DCZID_EL0.DZP reads 1): the seed's "no DC ZVA" columns
-    #[arg(long, global = true)]
+    /// aarch64: whether the routines may use DC ZVA. off runs them where it
+    /// is prohibited (EL0 with SCTLR_EL1.DZE clear, so DCZID_EL0.DZP reads
+    /// 1), on at EL1; bench both: every side with and without it, the seed's
+    /// four columns (vanilla, patch, stnp, patch_stp) from two --kernel-tree
+    #[arg(long, value_enum, value_name = "on|off|both", global = true)]
+    pub dc_zva: Option<DcZvaChoice>,
+    /// aarch64: the same as --dc-zva off
+    #[arg(long, conflicts_with = "dc_zva", global = true)]
     pub no_dc_zva: bool,
     /// Watchdog: seconds one command (or the boot) may take before the guest is
     /// declared stuck; logs do not extend it (0 < s <= 86400)
@@ -221,6 +226,7 @@ impl Common {
             ("--backing", self.backing != default.backing),
             ("--prefault", self.prefault != default.prefault),
             ("--no-dc-zva", self.no_dc_zva != default.no_dc_zva),
+            ("--dc-zva", self.dc_zva != default.dc_zva),
             // NaN is never the default: given.
             (
                 "--timeout",
@@ -270,9 +276,45 @@ impl Common {
         )))
     }
 
+    /// `--dc-zva`, with `--no-dc-zva` folded in (`off`).
+    pub(crate) fn dc_zva(&self) -> Option<DcZvaChoice> {
+        match self.no_dc_zva {
+            true => Some(DcZvaChoice::Off),
+            false => self.dc_zva,
+        }
+    }
+
     /// The built-in link configurations `--config` asks for (default both).
     pub(crate) fn builtin_configs(&self) -> Vec<LinkConfig> {
         self.config.unwrap_or(ConfigChoice::Both).configs()
+    }
+}
+
+/// `--dc-zva`: one DC ZVA state, or (bench) both as a side dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DcZvaChoice {
+    On,
+    Off,
+    Both,
+}
+
+impl DcZvaChoice {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            DcZvaChoice::On => "on",
+            DcZvaChoice::Off => "off",
+            DcZvaChoice::Both => "both",
+        }
+    }
+
+    /// The DC ZVA states of the sides, in column order.
+    pub(crate) fn states(self) -> Vec<crate::arch::DcZva> {
+        use crate::arch::DcZva;
+        match self {
+            DcZvaChoice::On => vec![DcZva::On],
+            DcZvaChoice::Off => vec![DcZva::Off],
+            DcZvaChoice::Both => vec![DcZva::On, DcZva::Off],
+        }
     }
 }
 
@@ -461,6 +503,12 @@ pub(crate) struct BenchArgs {
     /// side (default: the host kernel's pick only)
     #[arg(long)]
     pub every_path: bool,
+    /// For every cell whose guest/host lies outside 0.95-1.05: run it again
+    /// under variants that each change one cause (backing page size,
+    /// --prefault, --cache, x86 --cpl), the base settings beside them,
+    /// sessions interleaved, and say which variant moves the ratio
+    #[arg(long, conflicts_with = "no_host")]
+    pub explain: bool,
     /// Write every raw sample as CSV
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -590,7 +638,10 @@ impl BenchArgs {
             } else {
                 a.backings.clone()
             },
-            sides: sides.to_vec(),
+            sides: crate::bench::PlanSide::expand(
+                sides,
+                &common.dc_zva().map(DcZvaChoice::states).unwrap_or_default(),
+            ),
             warmup: a.warmup,
             max_warmup: a.max_warmup,
             repeats: a.repeats,
@@ -646,6 +697,7 @@ mod tests {
             "backing" => vec!["--backing", "thp"],
             "prefault" => vec!["--prefault"],
             "no_dc_zva" => vec!["--no-dc-zva"],
+            "dc_zva" => vec!["--dc-zva", "both"],
             "timeout" => vec!["--timeout", "7"],
             "check" => vec!["--check", "whole"],
             "format" => vec!["--format", "ktap"],

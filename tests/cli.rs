@@ -20,6 +20,26 @@ fn usage_errors_exit_2_with_a_fix() {
         (vec!["--mem", "3MB"], "--mem"),
         (vec!["--mem", "1.5GB"], "1536MB"),
         (vec!["--timeout", "0"], "--timeout"),
+        #[cfg(target_arch = "x86_64")]
+        (
+            vec!["bench", "memset", "-s", "4MB", "--dc-zva", "both"],
+            "arm64 option",
+        ),
+        #[cfg(target_arch = "x86_64")]
+        (vec!["verify", "--no-dc-zva"], "arm64 option"),
+        #[cfg(target_arch = "aarch64")]
+        (vec!["verify", "--dc-zva", "both"], "only bench"),
+        #[cfg(target_arch = "aarch64")]
+        (
+            vec![
+                "bench", "memset", "-s", "4MB", "--dc-zva", "on", "--cpl", "3",
+            ],
+            "--cpl 3",
+        ),
+        (
+            vec!["bench", "memset", "-s", "4MB", "--explain", "--no-host"],
+            "cannot be used with",
+        ),
     ] {
         // The footprint check plans the suite for the CPU, read through KVM.
         if args.contains(&"1GB") && !kvm_available("usage error verify --size 1GB") {

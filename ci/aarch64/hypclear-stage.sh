@@ -14,8 +14,10 @@
 #      guests (selftest --hostile), a --no-dc-zva run, and one short bench;
 #      in nVHE the run is --geometry full, then the suite on each kernel blob
 #      with --blob, and the mutant must fail on its fill-0 and overlap rows
-#      only (ci/aarch64/expect-fail); VHE skips the hostile guests and the
-#      EL0 selftest (nVHE and protected run them), which pays for step 6
+#      only (ci/aarch64/expect-fail); also in nVHE, the seed's four-column
+#      table (bench --dc-zva both on two blobs, compare --format rst); VHE
+#      skips the hostile guests and the EL0 selftest (nVHE and protected
+#      run them), which pays for step 6
 #   6. Debian's 7.x kernel with kvm-arm.mode=nested (run-in-qemu.sh --mode
 #      nested): the suite of the memset configuration with --el auto, which
 #      must pick EL2 ("guest at EL2 (nVHE, E2H=0; --el auto ..."), then at
@@ -117,12 +119,22 @@ for m in $modes; do
     HYPCLEAR_AARCH64_MODES="$m" "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
         --bin "$BIN" -- "$H run --mem 64MB --seed 1" "${cmds[@]}"
 done
+# The seed's review table in one invocation: the two kernel blobs (6.12 and
+# its seed-001 shape) with and without DC ZVA, four sides interleaved, then
+# compare --format rst. Under TCG the figures mean nothing: check-zva-table
+# checks only the table's shape (columns vanilla, patch, stnp, patch_stp in
+# that order, rows, cells) and the syntax of the marks. Run in nVHE below.
+zva_table=(
+    "$H bench clear_page -s 2MB -k 4KB --sessions 2 --repeats 2 --max-warmup 0 --dc-zva both --blob /bin/$(basename "$KBLOB") --blob /bin/$(basename "$SBLOB") --json /tmp/zva.json"
+    "check-zva-table /tmp/zva.json $(basename "$KBLOB" .blob) $(basename "$SBLOB" .blob)"
+)
 # The mutant (ci/aarch64/mutants.sh) must fail exactly where only the new
 # checks look: memset's fill-0 rows, memcpy's overlap rows.
 M="/bin/$(basename "$MBLOB")"
 if [[ "$modes" == *" nvhe "* ]]; then
     HYPCLEAR_AARCH64_MODES=nvhe "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1500}" \
-        --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" --bin "$MBLOB" --bin "$HC_CI_DIR/expect-fail" -- \
+        --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" --bin "$MBLOB" --bin "$HC_CI_DIR/expect-fail" \
+        --bin "$HC_CI_DIR/check-zva-table" -- "${zva_table[@]}" \
         "$H run --mem 64MB --seed 1 --geometry full" "${common[@]}" \
         "$H info --mem 64MB --blob /bin/$(basename "$SBLOB")" \
         "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$KBLOB")" \

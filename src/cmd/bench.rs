@@ -76,6 +76,15 @@ pub(super) fn bench(
         result.partial_reason = Some(crate::interrupt::name().to_string());
     }
     print_results(ktap, a, &ctx, &result);
+    if a.explain && !result.partial {
+        // What is explained so far is kept when a later cell fails.
+        let explained = explain(ktap, &ctx, &plan, &specs, &mut result);
+        if let Err(e) = explained {
+            result.partial_reason = Some(format!("--explain: {e}"));
+            write_outputs(&ctx, a, &result)?;
+            return Err(e);
+        }
+    }
     write_outputs(&ctx, a, &result)?;
     if result.partial {
         crate::errln!(
@@ -119,6 +128,70 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
     for l in result.reproducibility.iter().flat_map(|r| r.lines()) {
         say!(ktap, "{l}");
     }
+}
+
+/// `--explain`: each cell with a guest/host gap measured again under
+/// the variants of `bench::explain`, its table printed, the attribution
+/// kept in the result (and so in the JSON).
+fn explain(
+    ktap: bool,
+    ctx: &Ctx,
+    plan: &bench::plan::Plan,
+    specs: &[bench::CellSpec],
+    result: &mut BenchResult,
+) -> Result<()> {
+    use crate::routines::privilege::{self, CplChoice, ElChoice, Request};
+    use bench::explain::{ExplainOptions, ExplainRun};
+    // Where DC ZVA exists (arm64) the privilege is the DC ZVA side of its
+    // own; elsewhere (x86, where PVM emulates CPL0) it is a cause to test.
+    let cpl = arch::dc_zva_privilege(arch::DcZva::On).is_none();
+    let other = match (cpl, ctx.privilege.privilege) {
+        (false, _) => None,
+        (true, arch::Privilege::User) => Some(CplChoice::Kernel),
+        (true, arch::Privilege::Kernel) => Some(CplChoice::User),
+        (true, arch::Privilege::Hyp) => None,
+    };
+    let other = match other {
+        Some(cpl) => Some(privilege::choose(Request {
+            cpl,
+            el: ElChoice::Auto,
+        })?),
+        None => None,
+    };
+    let run = ExplainRun {
+        plan,
+        seed: ctx.seed,
+        privilege: &ctx.privilege,
+        other_privilege: other.as_ref(),
+        caps: &ctx.caps,
+        opts: ExplainOptions::default(),
+    };
+    let mut found = Vec::new();
+    for (spec, cell) in specs.iter().zip(&result.cells) {
+        let side = plan.sides[spec.side].name();
+        if let Some(e) = bench::explain::explain_cell(&run, spec, cell, &side, cpl)? {
+            for l in bench::explain::lines(&e, &run.opts) {
+                say!(ktap, "{l}");
+            }
+            found.push(e);
+        }
+    }
+    if found.is_empty() {
+        let (lo, hi) = run.opts.band;
+        let unpaired = result
+            .cells
+            .iter()
+            .filter(|c| c.guest_host.is_none() || !c.state.is_measured())
+            .count();
+        say!(
+            ktap,
+            "explain: nothing to explain: {} cell(s) with guest/host within {lo:.2}-{hi:.2}, {unpaired} \
+             without a guest/host (no host baseline, or unmeasurable under load: see flags)",
+            result.cells.len() - unpaired
+        );
+    }
+    result.explain = found;
+    Ok(())
 }
 
 /// Host memory for the run, checked before any VM: each guest region and
@@ -183,7 +256,7 @@ fn announce(
                 .join("; ")
         );
     }
-    for line in super::kernel::summary_lines(&plan.sides) {
+    for line in super::kernel::summary_lines(&ctx.sides) {
         say!(ktap, "{line}");
     }
     if ctx.has_kernel_side() {

@@ -7,6 +7,7 @@ use crate::kernel::alternatives;
 use crate::kernel::blob::{self as kblob, AltChoice, KernelBlobError, Loaded, MakeRequest};
 use crate::kernel::paths;
 use crate::kernel::routines;
+use crate::kernel::side::{SideKind, Source};
 use crate::kernel::tree::{self, Arch};
 use crate::kernel::{External, Side};
 use crate::routines::Routine;
@@ -97,10 +98,10 @@ pub(super) fn sides(common: &Common) -> Result<Vec<Side>> {
     let mut files = Vec::new();
     for t in &k.kernel_tree {
         let made = kblob::make(&request(common, t), None, progress)?;
-        files.push((made.file, "kernel-tree", t.clone()));
+        files.push((made.file, Source::KernelTree, t.clone()));
     }
     for f in &k.blob {
-        files.push((f.clone(), "blob", f.clone()));
+        files.push((f.clone(), Source::Blob, f.clone()));
     }
     let mut out: Vec<Side> = Vec::new();
     let mut shorts: Vec<String> = Vec::new();
@@ -118,9 +119,9 @@ pub(super) fn sides(common: &Common) -> Result<Vec<Side>> {
 
 /// A kernel side's column name: the tree's directory name, or the blob
 /// file's stem.
-fn short_name(given: &Path, source: &str) -> String {
+fn short_name(given: &Path, source: Source) -> String {
     let full = given.canonicalize().unwrap_or_else(|_| given.to_path_buf());
-    let name = if source == "blob" {
+    let name = if source == Source::Blob {
         full.file_stem()
     } else {
         full.file_name()
@@ -131,7 +132,7 @@ fn short_name(given: &Path, source: &str) -> String {
     )
 }
 
-fn external(l: Loaded, source: &str, short: String) -> Result<External> {
+fn external(l: Loaded, source: Source, short: String) -> Result<External> {
     let m = &l.meta;
     let config = match m.link_config {
         tree::LinkConfig::Vanilla => LinkConfig::Vanilla,
@@ -158,7 +159,7 @@ fn external(l: Loaded, source: &str, short: String) -> Result<External> {
         m.tree.path.display()
     );
     let report = json!({
-        "source": source,
+        "source": SideKind::from(source),
         "file": l.path,
         "arch": m.arch,
         "tree": m.tree,
@@ -176,6 +177,7 @@ fn external(l: Loaded, source: &str, short: String) -> Result<External> {
     });
     Ok(External {
         blob,
+        source,
         variants: routines::variants(m.arch),
         report,
         paths: l.paths,
@@ -347,9 +349,8 @@ fn path_sides(
             .chain(load.paths.iter().flat_map(|a| &a.features))
             .cloned()
             .collect();
-        let source = e.report["source"].as_str().unwrap_or("blob").to_string();
         let l = p.apply("every path".into(), &present, &features, Some(load.clone()))?;
-        out.push(Side::Kernel(Arc::new(external(l, &source, short(&load))?)));
+        out.push(Side::Kernel(Arc::new(external(l, e.source, short(&load))?)));
     }
     Ok(out)
 }

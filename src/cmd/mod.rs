@@ -17,7 +17,7 @@ mod verify;
 
 use crate::arch;
 use crate::blob::LinkConfig;
-use crate::cli::{Cli, Cmd, Common, Format};
+use crate::cli::{Cli, Cmd, Common, DcZvaChoice, Format};
 use crate::error::{Error, Result, RunError};
 use crate::kernel::Side;
 use crate::routines::privilege::{self, CplChoice, ElChoice, PrivilegeChoice};
@@ -169,23 +169,46 @@ fn privilege_request(common: &Common) -> Result<privilege::Request> {
     })
 }
 
-/// The privilege request, with `--no-dc-zva` folded in.
+/// The privilege request, with `--dc-zva` (and `--no-dc-zva`) folded in
+/// (checked by [`check_dc_zva`]): off runs the guest at EL0, on and both
+/// at EL1 (a bench's sides without DC ZVA then run at EL0, each its own VM).
 fn cpl_choice(common: &Common) -> Result<CplChoice> {
-    if !common.no_dc_zva {
-        return Ok(common.cpl);
+    Ok(match common.dc_zva() {
+        None => common.cpl,
+        Some(DcZvaChoice::Off) => CplChoice::User,
+        Some(DcZvaChoice::On | DcZvaChoice::Both) => CplChoice::Kernel,
+    })
+}
+
+/// `--dc-zva` / `--no-dc-zva`: arm64 only, `both` only for bench (whose
+/// sides it doubles), and not against the privilege `--cpl` asks for.
+fn check_dc_zva(common: &Common, bench: bool) -> Result<()> {
+    let Some(d) = common.dc_zva() else {
+        return Ok(());
+    };
+    let flag = match common.no_dc_zva {
+        true => "--no-dc-zva".to_string(),
+        false => format!("--dc-zva {}", d.name()),
+    };
+    if arch::dc_zva_privilege(arch::DcZva::On).is_none() {
+        return Err(Error::Usage(format!(
+            "{flag} is an arm64 option (DC ZVA does not exist on {}); leave it out",
+            std::env::consts::ARCH
+        )));
     }
-    if !cfg!(target_arch = "aarch64") {
-        return Err(Error::Usage(
-            "--no-dc-zva is an arm64 option (DC ZVA does not exist on x86_64)".into(),
-        ));
-    }
-    if common.cpl == CplChoice::Kernel {
-        return Err(Error::Usage(
-            "--no-dc-zva runs the guest at EL0 (SCTLR_EL1.DZE clear); it cannot be combined with --cpl 0"
-                .into(),
-        ));
-    }
-    Ok(CplChoice::User)
+    let why = match (d, common.cpl) {
+        (DcZvaChoice::Both, _) if !bench => {
+            "only bench runs both DC ZVA states (each side twice, interleaved); give on or off"
+        }
+        (DcZvaChoice::Off, CplChoice::Kernel) => {
+            "runs the guest at EL0 (SCTLR_EL1.DZE clear); it cannot be combined with --cpl 0"
+        }
+        (DcZvaChoice::On | DcZvaChoice::Both, CplChoice::User) => {
+            "needs EL1 for DC ZVA (EL0 runs with SCTLR_EL1.DZE clear); leave --cpl 3 out"
+        }
+        _ => return Ok(()),
+    };
+    Err(Error::Usage(format!("{flag} {why}")))
 }
 
 /// Dispatch a parsed command line; returns the process exit status.
@@ -266,6 +289,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
 /// few options compare and blob accept).
 fn check_options(cli: &Cli) -> Result<()> {
     let common = &cli.common;
+    check_dc_zva(common, matches!(cli.command, Some(Cmd::Bench { .. })))?;
     let text_or_ktap = [Format::Text, Format::Ktap];
     match &cli.command {
         Some(Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Selftest { .. }) | None => {

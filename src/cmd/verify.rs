@@ -939,11 +939,17 @@ fn json_doc<'a>(
         partial: o.interrupted,
         partial_reason: None,
         kernel: ctx.sides.iter().find_map(Side::external).map(|e| &e.report),
-        kernel_paths: ctx
-            .sides
-            .iter()
-            .find(|s| !s.is_builtin())
-            .map(|s| json!(crate::bench::SideInfo::of(s, &ctx.caps).kernel_paths)),
+        kernel_paths: ctx.sides.iter().find(|s| !s.is_builtin()).map(|s| {
+            // As its guest decides them: without `dczva` under --dc-zva off.
+            let side = crate::bench::PlanSide {
+                dc_zva: ctx
+                    .common
+                    .dc_zva()
+                    .and_then(|d| d.states().first().copied()),
+                ..s.clone().into()
+            };
+            json!(crate::bench::SideInfo::of(&side, &ctx.caps).kernel_paths)
+        }),
         geometry: o.geometry,
         rows: o.rows.0.iter().map(RowJson::of).collect(),
         alternatives_loads: &o.alternatives_loads,

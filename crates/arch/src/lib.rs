@@ -82,7 +82,7 @@ pub struct RamError {
 
 /// Privilege the guest code runs at: CPL0/EL1, CPL3/EL0, or (aarch64 with
 /// nested virtualization only) EL2 as a non-VHE guest hypervisor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Privilege {
     Kernel,
@@ -119,6 +119,28 @@ impl VmType {
             VmType::Normal => "normal",
             VmType::Protected => "protected",
         }
+    }
+}
+
+/// arm64's DC ZVA as a bench side dimension (`--dc-zva`): whether the
+/// guest routines may use it (DCZID_EL0.DZP reads 0) or not (DZP reads
+/// 1, so clear_page takes its STNP loop and memset its STP loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DcZva {
+    On,
+    Off,
+}
+
+/// The privilege that gives the guest routines DC ZVA state `d`; `None`
+/// where the architecture has no DC ZVA (x86_64).
+pub fn dc_zva_privilege(d: DcZva) -> Option<Privilege> {
+    #[cfg(target_arch = "aarch64")]
+    return Some(aarch64::dc_zva_privilege(d));
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        let _ = d;
+        None
     }
 }
 
@@ -238,6 +260,20 @@ pub const DEFAULT_KERNEL: KernelVersion = KernelVersion::V6_12;
 impl CpuCaps {
     pub fn has(&self, f: &str) -> bool {
         self.features.iter().any(|(n, v)| n == f && *v)
+    }
+
+    /// The capabilities a guest with DC ZVA state `d` sees: without it,
+    /// no `dczva` (a kernel routine's path is decided as on a DZP=1 CPU).
+    pub fn with_dc_zva(&self, d: DcZva) -> CpuCaps {
+        let mut c = self.clone();
+        if d == DcZva::Off {
+            for (name, on) in &mut c.features {
+                if name == "dczva" {
+                    *on = false;
+                }
+            }
+        }
+        c
     }
 
     /// The variant `kernel` picks for `family`.

@@ -323,6 +323,7 @@ pub fn compare(files: &[(PathBuf, BenchResult)], opts: &CompareOptions) -> Resul
         across_files(files, &cfg)?
     };
     notes.insert(0, matching_note(files, mixed(files)));
+    notes.extend(files.iter().filter_map(|(_, r)| dc_zva_note(r)));
     if rows.is_empty() {
         return Err(Error::Usage(format!(
             "no row lines up between the sides: {}",
@@ -447,6 +448,36 @@ fn within_file(path: &Path, r: &BenchResult, cfg: &Config) -> Result<Named> {
         }
     }
     Ok((names, rows, unmatched_notes(unmatched)))
+}
+
+/// What the columns of a `--dc-zva both` bench mean (the seed's vanilla,
+/// patch, stnp and patch_stp), or `None` when no side records a DC ZVA state.
+fn dc_zva_note(r: &BenchResult) -> Option<String> {
+    let with = |d: crate::arch::DcZva| -> Vec<&str> {
+        r.sides
+            .iter()
+            .filter(|s| s.dc_zva == Some(d))
+            .map(|s| s.name.as_str())
+            .collect()
+    };
+    let (on, off) = (with(crate::arch::DcZva::On), with(crate::arch::DcZva::Off));
+    if on.is_empty() && off.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "DC ZVA allowed (EL1): {}; prohibited (EL0, DCZID_EL0.DZP=1: clear_page's STNP loop, \
+         memset's STP loop): {} (with two kernel trees: the seed's vanilla, patch, stnp, patch_stp)",
+        if on.is_empty() {
+            "-".into()
+        } else {
+            on.join(", ")
+        },
+        if off.is_empty() {
+            "-".into()
+        } else {
+            off.join(", ")
+        },
+    ))
 }
 
 fn unmatched_notes(unmatched: Vec<String>) -> Vec<String> {
@@ -971,6 +1002,7 @@ mod tests {
             sides: vec![],
             kernel: None,
             cells,
+            explain: vec![],
         }
     }
 
@@ -1279,6 +1311,78 @@ mod tests {
         assert!(
             out.lines()
                 .any(|l| l.starts_with("+-") && l.ends_with("-+")),
+            "{out}"
+        );
+    }
+
+    /// `bench --kernel-tree V --kernel-tree P --dc-zva both`: four sides,
+    /// the seed's vanilla, patch, stnp, patch_stp, one column each in that
+    /// order with its mark (here stnp 10% slower: (R); the others (=)).
+    #[test]
+    fn dc_zva_both_prints_the_seeds_four_columns_in_rst() {
+        use crate::arch::DcZva;
+        let names = [
+            "vanilla",
+            "patch",
+            "vanilla (no DC ZVA)",
+            "patch (no DC ZVA)",
+        ];
+        let base = noisy(100.0, 0.0);
+        let scale = [1.0, 1.001, 0.9, 0.999];
+        let mut cells = Vec::new();
+        let mut sides = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let runs: Vec<Vec<f64>> = base
+                .iter()
+                .map(|s| s.iter().map(|v| v * scale[i]).collect())
+                .collect();
+            let mut a = axes("vanilla", 4096);
+            a.variant = "kernel".into();
+            a.side = i;
+            cells.push(Cell::new(a, samples(&runs), vec![]));
+            sides.push(SideInfo {
+                name: name.to_string(),
+                kind: crate::kernel::side::SideKind::KernelTree,
+                config: crate::blob::LinkConfig::Vanilla,
+                label: format!("kernel {name}"),
+                kernel: None,
+                kernel_paths: BTreeMap::new(),
+                dc_zva: Some(if i < 2 { DcZva::On } else { DcZva::Off }),
+            });
+        }
+        let mut r = file(cells, "cpu", 4);
+        r.sides = sides;
+        let out = compare(
+            &[("zva.json".into(), r)],
+            &opts(false, Format::Rst, Rate::Bytes),
+        )
+        .unwrap();
+        let header = out
+            .lines()
+            .find(|l| l.starts_with("| Benchmark"))
+            .expect(&out);
+        let at: Vec<usize> = names
+            .iter()
+            .map(|n| {
+                header
+                    .find(&format!("[{n}]"))
+                    .or_else(|| header.find(&format!(" {n} [")))
+            })
+            .map(|p| p.unwrap_or_else(|| panic!("{header}")))
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{header}");
+        let guest = out.lines().find(|l| l.contains("| guest ")).expect(&out);
+        let cols: Vec<&str> = guest.split('|').map(str::trim).collect();
+        // | bench | class | base | patch, q, MDE | stnp, q, MDE | patch_stp, q, MDE |
+        assert!(cols[4].ends_with("(=)"), "{guest}");
+        assert!(
+            cols[7].starts_with("-10.0") && cols[7].ends_with("(R)"),
+            "{guest}"
+        );
+        assert!(cols[10].ends_with("(=)"), "{guest}");
+        assert!(out.contains("prohibited (EL0"), "{out}");
+        assert!(
+            out.contains("vanilla (no DC ZVA), patch (no DC ZVA)"),
             "{out}"
         );
     }

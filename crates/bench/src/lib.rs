@@ -24,6 +24,7 @@ use hypclear_routines as routines;
 use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
 pub mod compare;
+pub mod explain;
 pub(crate) mod guest;
 pub(crate) mod host;
 pub(crate) mod inference;
@@ -34,7 +35,7 @@ pub mod sequence;
 pub mod sides;
 pub mod stats;
 
-pub use plan::{CellSpec, Plan};
+pub use plan::{CellSpec, Plan, PlanSide};
 
 pub use sequence::Steady;
 
@@ -42,7 +43,6 @@ use crate::arch::CpuCaps;
 use crate::blob::LinkConfig;
 use crate::check::checker::Patterns;
 use crate::error::Result;
-use crate::kernel::Side;
 use crate::kernel::side::SideKind;
 use crate::routines::privilege::PrivilegeChoice;
 use crate::routines::{Kind, Routine};
@@ -585,12 +585,18 @@ pub struct SideInfo {
     /// row up with a built-in one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kernel_paths: BTreeMap<String, String>,
+    /// arm64 `--dc-zva`: whether this side's routines could use DC ZVA
+    /// (absent: as the privilege gave it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dc_zva: Option<arch::DcZva>,
 }
 
 impl SideInfo {
     /// The record of `side`; a kernel side's paths are decided with `caps`
-    /// (arm64 DC ZVA) and the features its alternatives took.
-    pub fn of(side: &Side, caps: &CpuCaps) -> SideInfo {
+    /// as its guest sees them (arm64 DC ZVA) and the features its
+    /// alternatives took.
+    pub fn of(side: &PlanSide, caps: &CpuCaps) -> SideInfo {
+        let caps = &side.caps(caps);
         let mut kernel_paths = BTreeMap::new();
         if let Some(e) = side.external() {
             for fam in crate::kernel::routines::FAMILIES {
@@ -612,6 +618,7 @@ impl SideInfo {
             label: side.describe(),
             kernel: side.external().map(|e| e.report.clone()),
             kernel_paths,
+            dc_zva: side.dc_zva,
         }
     }
 
@@ -685,6 +692,10 @@ pub struct BenchResult {
     #[serde(default)]
     pub kernel: Option<serde_json::Value>,
     pub cells: Vec<Cell>,
+    /// `--explain`: the attribution of every guest/host gap (empty
+    /// without it, and in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub explain: Vec<explain::Explanation>,
 }
 
 /// A kernel side's paths from a file before sides: its features and
@@ -762,6 +773,7 @@ impl BenchResult {
                             .as_ref()
                             .map(old_kernel_paths)
                             .unwrap_or_default(),
+                        dc_zva: None,
                     });
                     self.sides.len() - 1
                 }
@@ -782,6 +794,7 @@ impl BenchResult {
                 label: format!("side {}", c.axes.side),
                 kernel: None,
                 kernel_paths: BTreeMap::new(),
+                dc_zva: None,
             })
     }
 }
@@ -939,10 +952,11 @@ fn snapshot(
         kernel: plan
             .sides
             .iter()
-            .find_map(Side::external)
+            .find_map(|s| s.external())
             .map(|e| e.report.clone()),
         reproducibility: None,
         cells,
+        explain: Vec::new(),
     };
     r.reproducibility = report::Reproducibility::of(&r, 0.02);
     r
@@ -1011,7 +1025,7 @@ pub fn run(
                     mem: plan.mem_needed(),
                     backing,
                     prefault: plan.prefault,
-                    privilege: privilege.privilege,
+                    privilege: plan.sides[side].privilege(privilege.privilege),
                     blob: plan.sides[side].blob()?,
                     vcpus: plan.shape.vcpus,
                     seed: seed.wrapping_add(session),

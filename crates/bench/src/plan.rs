@@ -48,6 +48,109 @@ impl Variants {
     }
 }
 
+/// One side of a bench: a blob source and, on arm64 with `--dc-zva`,
+/// whether its routines may use DC ZVA. The seed's review table has four
+/// columns: vanilla, patch, stnp (vanilla without DC ZVA: clear_page's
+/// STNP loop) and patch_stp (the patch without it: memset's STP loop);
+/// `--kernel-tree VANILLA --kernel-tree PATCH --dc-zva both` gives them as
+/// four sides in that order (see [`PlanSide::expand`]).
+#[derive(Debug, Clone)]
+pub struct PlanSide {
+    pub side: Side,
+    /// `None`: as the guest privilege gives it (x86, or no `--dc-zva`).
+    pub dc_zva: Option<arch::DcZva>,
+    /// Column name, unique among the sides of a plan.
+    pub name: String,
+}
+
+impl From<Side> for PlanSide {
+    fn from(side: Side) -> PlanSide {
+        PlanSide {
+            name: side.name(),
+            side,
+            dc_zva: None,
+        }
+    }
+}
+
+impl From<LinkConfig> for PlanSide {
+    fn from(c: LinkConfig) -> PlanSide {
+        Side::from(c).into()
+    }
+}
+
+impl std::ops::Deref for PlanSide {
+    type Target = Side;
+    fn deref(&self) -> &Side {
+        &self.side
+    }
+}
+
+impl PlanSide {
+    /// The sides of a plan: every blob source once per DC ZVA state in
+    /// `dc_zva` (empty: no such dimension), the states outermost, so two
+    /// trees with `[On, Off]` come out vanilla, patch, vanilla without DC
+    /// ZVA, patch without it. With both states, the sides without DC ZVA
+    /// are named `<side> (no DC ZVA)`.
+    pub fn expand(sides: &[Side], dc_zva: &[arch::DcZva]) -> Vec<PlanSide> {
+        if dc_zva.is_empty() {
+            return sides.iter().cloned().map(PlanSide::from).collect();
+        }
+        let mut out = Vec::new();
+        for &d in dc_zva {
+            for s in sides {
+                let name = match d {
+                    arch::DcZva::Off if dc_zva.len() > 1 => format!("{} (no DC ZVA)", s.name()),
+                    _ => s.name(),
+                };
+                out.push(PlanSide {
+                    side: s.clone(),
+                    dc_zva: Some(d),
+                    name,
+                });
+            }
+        }
+        out
+    }
+
+    /// The privilege this side's VMs run at: the one that gives its DC
+    /// ZVA state, else `default` (EL2 allows DC ZVA too: `--el 2` keeps
+    /// the sides with it at EL2).
+    pub fn privilege(&self, default: arch::Privilege) -> arch::Privilege {
+        match (self.dc_zva, default) {
+            (Some(arch::DcZva::On), arch::Privilege::Hyp) => default,
+            _ => self
+                .dc_zva
+                .and_then(arch::dc_zva_privilege)
+                .unwrap_or(default),
+        }
+    }
+
+    /// The name (shadows [`Side::name`]: it carries the DC ZVA state).
+    pub fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// What the side is, in one line, with its DC ZVA state when set.
+    pub fn describe(&self) -> String {
+        match self.dc_zva {
+            Some(arch::DcZva::On) => format!("{}, DC ZVA allowed (EL1)", self.side.describe()),
+            Some(arch::DcZva::Off) => {
+                format!("{}, DC ZVA prohibited (EL0, DZP=1)", self.side.describe())
+            }
+            None => self.side.describe(),
+        }
+    }
+
+    /// The CPU as this side's guest sees it (no `dczva` without DC ZVA).
+    pub fn caps(&self, caps: &arch::CpuCaps) -> arch::CpuCaps {
+        match self.dc_zva {
+            Some(d) => caps.with_dc_zva(d),
+            None => caps.clone(),
+        }
+    }
+}
+
 /// Everything `bench` was asked to do.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -59,8 +162,8 @@ pub struct Plan {
     pub orders: Vec<Order>,
     pub fills: Vec<Fill>,
     pub backings: Vec<Backing>,
-    /// The blob sources, interleaved by session.
-    pub sides: Vec<Side>,
+    /// The blob sources (and their DC ZVA states), interleaved by session.
+    pub sides: Vec<PlanSide>,
     pub warmup: u64,
     /// Cap of the adaptive warm-up; 0: exactly `warmup` runs.
     pub max_warmup: u64,
@@ -488,5 +591,39 @@ mod tests {
         p.shape.vcpus = 2;
         let last = placement(&p, 1);
         assert!(last.dst + last.len + GUARD <= arch::RAM_BASE + mem_needed(&p));
+    }
+
+    /// `--dc-zva both` with two trees: the seed's column order (vanilla,
+    /// patch, stnp, patch_stp), names unique, states set; one state keeps
+    /// the names; no `--dc-zva` leaves the dimension out.
+    #[test]
+    fn dc_zva_both_doubles_the_sides_in_the_seeds_order() {
+        use arch::DcZva::{Off, On};
+        let two: Vec<Side> = vec![LinkConfig::Vanilla.into(), LinkConfig::Memset.into()];
+        let s = PlanSide::expand(&two, &[On, Off]);
+        let got: Vec<(String, Option<arch::DcZva>)> =
+            s.iter().map(|p| (p.name(), p.dc_zva)).collect();
+        assert_eq!(
+            got,
+            [
+                ("vanilla".to_string(), Some(On)),
+                ("memset".to_string(), Some(On)),
+                ("vanilla (no DC ZVA)".to_string(), Some(Off)),
+                ("memset (no DC ZVA)".to_string(), Some(Off)),
+            ]
+        );
+        assert_eq!(s[2].config(), LinkConfig::Vanilla);
+        let off = PlanSide::expand(&two, &[Off]);
+        assert_eq!(off[0].name(), "vanilla");
+        assert_eq!(off[0].dc_zva, Some(Off));
+        let none = PlanSide::expand(&two, &[]);
+        assert!(none.iter().all(|p| p.dc_zva.is_none()) && none.len() == 2);
+        // Without DC ZVA a kernel path is decided as on a DZP=1 CPU.
+        let caps = arch::CpuCaps {
+            features: vec![("dczva".into(), true)],
+            ..Default::default()
+        };
+        assert!(s[0].caps(&caps).has("dczva"));
+        assert!(!s[2].caps(&caps).has("dczva"));
     }
 }

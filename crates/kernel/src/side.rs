@@ -6,7 +6,6 @@
 use crate::arch::VariantDef;
 use crate::error::Result;
 use hypclear_vmm::blob::{Blob, LinkConfig};
-use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -15,6 +14,8 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct External {
     pub blob: Blob,
+    /// Built from a tree or read from a blob file.
+    pub source: Source,
     /// The routine variants it offers.
     pub variants: &'static [VariantDef],
     /// For reports: the tree's identity, link configuration, alternatives.
@@ -36,6 +37,25 @@ pub struct External {
     /// The alternatives paths this load verifies (`None`: one
     /// `--alternatives` decision for every routine).
     pub load: Option<crate::paths::Load>,
+}
+
+/// Where an [`External`] blob came from; the kernel report's `source`
+/// spells it as [`SideKind`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Built from a kernel tree (`--kernel-tree`).
+    KernelTree,
+    /// A blob file (`--blob`).
+    Blob,
+}
+
+impl From<Source> for SideKind {
+    fn from(s: Source) -> SideKind {
+        match s {
+            Source::KernelTree => SideKind::KernelTree,
+            Source::Blob => SideKind::Blob,
+        }
+    }
 }
 
 /// What kind of blob source a side is; the JSON spells it `builtin`,
@@ -120,15 +140,11 @@ impl Side {
         }
     }
 
-    /// Built-in, kernel tree or blob file: a kernel side's report
-    /// `source`, deserialised (a blob file when it says nothing else).
+    /// Built-in, kernel tree or blob file.
     pub fn kind(&self) -> SideKind {
         match self {
             Side::Builtin(_) => SideKind::Builtin,
-            Side::Kernel(e) => match SideKind::deserialize(&e.report["source"]) {
-                Ok(SideKind::KernelTree) => SideKind::KernelTree,
-                _ => SideKind::Blob,
-            },
+            Side::Kernel(e) => e.source.into(),
         }
     }
 }
@@ -136,6 +152,7 @@ impl Side {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
 
     /// The JSON spelling files already hold: `builtin`, `kernel-tree`, `blob`.
     #[test]
@@ -149,5 +166,7 @@ mod tests {
             assert_eq!(SideKind::deserialize(&serde_json::json!(name)).unwrap(), k);
         }
         assert!(SideKind::deserialize(&serde_json::json!("tree")).is_err());
+        assert_eq!(SideKind::from(Source::KernelTree), SideKind::KernelTree);
+        assert_eq!(SideKind::from(Source::Blob), SideKind::Blob);
     }
 }

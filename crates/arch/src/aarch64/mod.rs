@@ -29,6 +29,15 @@ pub const VARIANTS: &[super::VariantDef] = hypclear_guest::AARCH64_VARIANTS;
 /// on aarch64).
 pub const FORMER_NAMES: &[super::FormerName] = &[];
 
+/// The privilege that gives DC ZVA state `d`: EL1 allows it; EL0 runs
+/// with SCTLR_EL1.DZE clear (see `sysregs`), so DCZID_EL0.DZP reads 1.
+pub fn dc_zva_privilege(d: super::DcZva) -> super::Privilege {
+    match d {
+        super::DcZva::On => super::Privilege::Kernel,
+        super::DcZva::Off => super::Privilege::User,
+    }
+}
+
 /// The path arm64's memset (the built-in `generic`, which follows
 /// arch/arm64/lib/memset.S, and a kernel blob's) takes for a check with
 /// fill `fill`, where the fill decides it: zero uses DC ZVA from 128

@@ -1,0 +1,581 @@
+//! `bench --explain`: for every cell whose guest/host lies outside the
+//! band (0.95-1.05), the cell again under variants that each change one
+//! setting that can make guest and host differ — the backing page size,
+//! the first-touch faults (`--prefault`), the cache precondition, the
+//! guest privilege (x86: CPL0 is emulated on PVM) — with the base
+//! settings measured again beside them, sessions interleaved (the order
+//! reversed every other session), and which variant moves the ratio.
+use crate::arch::{CpuCaps, Privilege};
+use crate::error::Result;
+use crate::plan::{CellSpec, Plan, Variants};
+use crate::routines::privilege::PrivilegeChoice;
+use crate::stats::PairedRatio;
+use crate::vmm::memory::Backing;
+use crate::{Cache, Cell};
+use serde::{Deserialize, Serialize};
+
+/// One cause isolated: the cell again with one setting changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cause", content = "setting", rename_all = "kebab-case")]
+pub enum Variant {
+    /// Guest RAM and host buffer backing: anon (4 KB pages), thp, hugetlb
+    /// (2 MB pages), hence the page size of guest and host mappings.
+    Backing(Backing),
+    /// Guest RAM populated on the host before the guest starts, or not:
+    /// the host's first-touch (shadow or stage-2) faults out of or in the
+    /// runs (the KVM fault counters say how many each run took).
+    Prefault(bool),
+    /// The precondition of every timed pass, guest and host.
+    Cache(Cache),
+    /// The guest privilege (`--cpl 0` / `3`; x86 only: on arm64 it is the
+    /// DC ZVA state, a side of its own).
+    Cpl(Privilege),
+}
+
+impl Variant {
+    /// "backing thp", "prefault on", "cache warm", "cpl kernel".
+    pub fn label(self) -> String {
+        match self {
+            Variant::Backing(b) => format!("backing {b}"),
+            Variant::Prefault(p) => format!("prefault {}", if p { "on" } else { "off" }),
+            Variant::Cache(c) => format!("cache {}", cache_name(c)),
+            Variant::Cpl(p) => format!("privilege {}", crate::arch::privilege_name(p)),
+        }
+    }
+}
+
+fn cache_name(c: Cache) -> &'static str {
+    match c {
+        Cache::Cold => "cold",
+        Cache::Warm => "warm",
+    }
+}
+
+/// The settings a cell runs with, each of which a [`Variant`] changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    pub backing: Backing,
+    pub prefault: bool,
+    pub cache: Cache,
+    pub privilege: Privilege,
+}
+
+impl Settings {
+    /// These settings with `v` applied.
+    pub fn with(self, v: Variant) -> Settings {
+        match v {
+            Variant::Backing(backing) => Settings { backing, ..self },
+            Variant::Prefault(prefault) => Settings { prefault, ..self },
+            Variant::Cache(cache) => Settings { cache, ..self },
+            Variant::Cpl(privilege) => Settings { privilege, ..self },
+        }
+    }
+
+    /// "anon, no prefault, cold cache, CPL3".
+    pub fn label(self) -> String {
+        format!(
+            "{}, {}, {} cache, {}",
+            self.backing,
+            if self.prefault {
+                "prefault"
+            } else {
+                "no prefault"
+            },
+            cache_name(self.cache),
+            crate::arch::privilege_name(self.privilege)
+        )
+    }
+}
+
+/// The variants that isolate one cause each from `base`: every other
+/// backing, the other prefault and cache settings, and (when `cpl`) the
+/// other privilege.
+pub fn variants(base: Settings, cpl: bool) -> Vec<Variant> {
+    let mut out: Vec<Variant> = [Backing::Anon, Backing::Thp, Backing::Hugetlb]
+        .into_iter()
+        .filter(|b| *b != base.backing)
+        .map(Variant::Backing)
+        .collect();
+    out.push(Variant::Prefault(!base.prefault));
+    out.push(Variant::Cache(match base.cache {
+        Cache::Cold => Cache::Warm,
+        Cache::Warm => Cache::Cold,
+    }));
+    // The CPL variant is x86's (arm64's privilege is the DC ZVA side; EL2
+    // has no user-level twin).
+    let other = match base.privilege {
+        Privilege::Kernel => Some(Privilege::User),
+        Privilege::User => Some(Privilege::Kernel),
+        Privilege::Hyp => None,
+    };
+    if let (true, Some(p)) = (cpl, other) {
+        out.push(Variant::Cpl(p));
+    }
+    out
+}
+
+/// When a ratio needs explaining and when a variant explains it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExplainOptions {
+    /// guest/host inside `[lo, hi]` needs no explanation.
+    pub band: (f64, f64),
+    /// Smallest change of guest/host (fraction of the base) that counts
+    /// as moving it, beside the intervals' separation.
+    pub min_delta: f64,
+}
+
+impl Default for ExplainOptions {
+    fn default() -> ExplainOptions {
+        ExplainOptions {
+            band: (0.95, 1.05),
+            min_delta: 0.02,
+        }
+    }
+}
+
+impl ExplainOptions {
+    /// Whether `ratio` lies outside the band (a gap to explain).
+    pub fn is_gap(&self, ratio: f64) -> bool {
+        ratio < self.band.0 || ratio > self.band.1
+    }
+}
+
+/// What a variant does to guest/host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The two intervals do not overlap and the change is at least
+    /// [`ExplainOptions::min_delta`].
+    MovesIt,
+    /// The intervals overlap, or the change is too small to matter.
+    NoEffect,
+    /// Fewer than 2 paired sessions on one side: no interval to judge by.
+    CannotTell,
+    /// No ratio (the variant could not run here, or had no host runs).
+    NotMeasured,
+}
+
+impl Verdict {
+    pub fn text(self) -> &'static str {
+        match self {
+            Verdict::MovesIt => "moves it",
+            Verdict::NoEffect => "no effect",
+            Verdict::CannotTell => "cannot tell",
+            Verdict::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// The verdict on a variant's ratio `v` against the base's: it moves the
+/// ratio when the two intervals are disjoint (each estimate outside the
+/// other's interval is not enough: on a loaded host that held for
+/// [0.50, 1.18] against [0.79, 1.78]) and the change is not negligible.
+pub fn verdict(base: &PairedRatio, v: Option<&PairedRatio>, o: &ExplainOptions) -> Verdict {
+    let Some(v) = v else {
+        return Verdict::NotMeasured;
+    };
+    let (Some([blo, bhi]), Some([vlo, vhi])) = (base.interval, v.interval) else {
+        return Verdict::CannotTell;
+    };
+    let disjoint = vlo > bhi || vhi < blo;
+    if disjoint && (v.estimate / base.estimate - 1.0).abs() >= o.min_delta {
+        Verdict::MovesIt
+    } else {
+        Verdict::NoEffect
+    }
+}
+
+/// One row of an explanation: a variant (`None`: the base settings
+/// measured again) and what it did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    pub variant: Option<Variant>,
+    pub settings: Settings,
+    pub guest_host: Option<PairedRatio>,
+    /// Change of the estimate against the base row's, percent.
+    pub delta_pct: Option<f64>,
+    /// Mean KVM page-fault counters (`pf_*`) per measured guest run.
+    pub kvm_faults_per_run: Option<f64>,
+    pub verdict: Verdict,
+    /// Why it was not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The attribution of one cell's gap.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Explanation {
+    /// The cell, as the table names it, and its side.
+    pub cell: String,
+    pub side: String,
+    /// guest/host of the cell in the bench itself.
+    pub bench_guest_host: PairedRatio,
+    /// The base settings again, then each variant.
+    pub rows: Vec<Row>,
+    /// The variants that move it.
+    pub moved_by: Vec<String>,
+}
+
+/// Mean of the `pf_*` KVM counters over the used guest runs of `c`.
+fn faults_per_run(c: &Cell) -> Option<f64> {
+    let used = c.guest_used();
+    let per: Vec<f64> = used
+        .iter()
+        .filter(|s| s.kvm_stats.keys().any(|k| k.starts_with("pf_")))
+        .map(|s| {
+            s.kvm_stats
+                .iter()
+                .filter(|(k, _)| k.starts_with("pf_"))
+                .map(|(_, v)| *v as f64)
+                .sum()
+        })
+        .collect();
+    (!per.is_empty()).then(|| crate::stats::mean(&per))
+}
+
+/// One setting measured: the variant (`None`: the base), its settings and
+/// its cell, or why it could not run.
+pub type Measured = (Option<Variant>, Settings, std::result::Result<Cell, String>);
+
+/// The rows of an explanation from the cells measured under each
+/// setting (`cells[0]` the base): ratios, deltas and verdicts.
+pub fn rows(measured: Vec<Measured>, o: &ExplainOptions) -> Vec<Row> {
+    let ratio =
+        |c: &std::result::Result<Cell, String>| c.as_ref().ok().and_then(Cell::paired_ratio);
+    let base = measured.first().and_then(|(_, _, c)| ratio(c));
+    measured
+        .into_iter()
+        .map(|(variant, settings, cell)| {
+            let r = ratio(&cell);
+            let delta_pct = match (&base, &r) {
+                (Some(b), Some(r)) if variant.is_some() => {
+                    Some((r.estimate / b.estimate - 1.0) * 100.0)
+                }
+                _ => None,
+            };
+            let verdict = match (&base, variant) {
+                (Some(b), Some(_)) => verdict(b, r.as_ref(), o),
+                (None, Some(_)) => Verdict::NotMeasured,
+                (_, None) if r.is_none() => Verdict::NotMeasured,
+                (_, None) => Verdict::NoEffect,
+            };
+            Row {
+                variant,
+                settings,
+                kvm_faults_per_run: cell.as_ref().ok().and_then(faults_per_run),
+                note: cell.as_ref().err().cloned(),
+                guest_host: r,
+                delta_pct,
+                verdict,
+            }
+        })
+        .collect()
+}
+
+/// What the measuring needs beside the plan.
+pub struct ExplainRun<'a> {
+    pub plan: &'a Plan,
+    pub seed: u64,
+    /// The privilege the bench ran at, and the other one (x86 `--cpl`
+    /// variant; `None`: no such variant).
+    pub privilege: &'a PrivilegeChoice,
+    pub other_privilege: Option<&'a PrivilegeChoice>,
+    pub caps: &'a CpuCaps,
+    pub opts: ExplainOptions,
+}
+
+impl ExplainRun<'_> {
+    /// The settings cell `spec` ran with in the bench.
+    fn base(&self, spec: &CellSpec) -> Settings {
+        Settings {
+            backing: spec.backing,
+            prefault: self.plan.prefault,
+            cache: self.plan.cache,
+            privilege: self.plan.sides[spec.side].privilege(self.privilege.privilege),
+        }
+    }
+
+    /// A one-session plan of cell `spec` alone, under `s`.
+    fn plan_for(&self, spec: &CellSpec, s: Settings) -> Plan {
+        let mut side = self.plan.sides[spec.side].clone();
+        side.dc_zva = None;
+        Plan {
+            chunks: vec![spec.axes.chunk],
+            variants: Variants::Named(vec![spec.variant.name.to_string()]),
+            orders: vec![spec.axes.order],
+            fills: vec![spec.axes.fill],
+            backings: vec![s.backing],
+            sides: vec![side],
+            sessions: 1,
+            cache: s.cache,
+            prefault: s.prefault,
+            host_baseline: true,
+            ..self.plan.clone()
+        }
+    }
+
+    /// One session of cell `spec` under `s`, its samples relabelled as
+    /// session `session`; `Err` says why it cannot run here.
+    fn session(
+        &self,
+        spec: &CellSpec,
+        s: Settings,
+        session: u64,
+    ) -> Result<std::result::Result<Cell, String>> {
+        let plan = self.plan_for(spec, s);
+        let need = plan.mem_needed();
+        if let Err(e) = crate::vmm::memory::precheck(2 * need, s.backing) {
+            return Ok(Err(e.to_string()));
+        }
+        let privilege = match s.privilege == self.privilege.privilege {
+            true => self.privilege,
+            false => match self.other_privilege {
+                Some(p) => p,
+                None => return Ok(Err("no other privilege here".into())),
+            },
+        };
+        let (specs, _) = plan.expand(self.caps)?;
+        let seed = self.seed.wrapping_add(session);
+        let hidden = indicatif::ProgressBar::hidden();
+        let r = match crate::run(
+            &plan,
+            &specs,
+            seed,
+            privilege,
+            self.caps,
+            &hidden,
+            &mut |_| Ok(()),
+        ) {
+            Ok(r) => r,
+            Err(crate::error::Error::Interrupted) => return Err(crate::error::Error::Interrupted),
+            // A variant that fails here (CPL0 on PVM: rep stos emulated
+            // past the watchdog) is a finding, not the end of the others.
+            Err(e) => return Ok(Err(first_line(&e.to_string()))),
+        };
+        let mut cell = r.cells.into_iter().next().ok_or_else(|| {
+            crate::error::Error::Internal("explain: a one-cell plan ran no cell".into())
+        })?;
+        for x in cell.guest.iter_mut().chain(cell.host.iter_mut()) {
+            x.session = session;
+        }
+        Ok(Ok(cell))
+    }
+
+    /// Cell `spec` under the base settings and each variant, sessions
+    /// interleaved (order reversed every other session, as bench's sides).
+    pub fn measure(&self, spec: &CellSpec, cpl: bool) -> Result<Vec<Measured>> {
+        let base = self.base(spec);
+        let mut all: Vec<Measured> = std::iter::once(None)
+            .chain(variants(base, cpl).into_iter().map(Some))
+            .map(|v| {
+                let s = v.map_or(base, |v| base.with(v));
+                (v, s, Ok(Cell::new(spec.axes.clone(), vec![], vec![])))
+            })
+            .collect();
+        for session in 0..self.plan.sessions {
+            let mut order: Vec<usize> = (0..all.len()).collect();
+            if session % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                if crate::interrupt::requested() {
+                    return Err(crate::error::Error::Interrupted);
+                }
+                let (_, s, acc) = &mut all[i];
+                let Ok(cell) = acc else { continue };
+                match self.session(spec, *s, session)? {
+                    Ok(c) => {
+                        cell.guest.extend(c.guest);
+                        cell.host.extend(c.host);
+                    }
+                    Err(why) => *acc = Err(why),
+                }
+            }
+        }
+        // The sample rule of the bench itself: a variant short of its
+        // undisturbed runs has no ratio to compare.
+        for (_, _, acc) in &mut all {
+            if let Ok(cell) = acc {
+                crate::summarize(cell, self.plan.repeats);
+                if !cell.state.is_measured() {
+                    *acc = Err(cell.state.text());
+                }
+            }
+        }
+        Ok(all)
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").to_string()
+}
+
+/// The explanation of cell `cell` (spec `spec`), measured by `run`.
+pub fn explain_cell(
+    run: &ExplainRun,
+    spec: &CellSpec,
+    cell: &Cell,
+    side: &str,
+    cpl: bool,
+) -> Result<Option<Explanation>> {
+    let Some(bench) = cell.guest_host.clone().filter(|_| cell.state.is_measured()) else {
+        return Ok(None);
+    };
+    if !run.opts.is_gap(bench.estimate) {
+        return Ok(None);
+    }
+    let rows = rows(run.measure(spec, cpl)?, &run.opts);
+    Ok(Some(Explanation {
+        cell: cell.axes.label(),
+        side: side.to_string(),
+        bench_guest_host: bench,
+        moved_by: rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::MovesIt)
+            .filter_map(|r| r.variant.map(Variant::label))
+            .collect(),
+        rows,
+    }))
+}
+
+/// The text of one explanation: a heading, the table, the conclusion.
+pub fn lines(e: &Explanation, o: &ExplainOptions) -> Vec<String> {
+    use comfy_table::{Table, presets};
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "variant",
+        "settings",
+        "guest/host [95% CI]",
+        "delta vs base",
+        "KVM faults/run",
+        "verdict",
+    ]);
+    for r in &e.rows {
+        t.add_row(vec![
+            r.variant.map_or("base (again)".into(), Variant::label),
+            r.settings.label(),
+            r.guest_host.as_ref().map_or("-".into(), PairedRatio::text),
+            r.delta_pct.map_or("-".into(), crate::units::format_pct),
+            r.kvm_faults_per_run
+                .map_or("-".into(), |f| format!("{f:.0}")),
+            match r.variant {
+                None => "-".into(),
+                Some(_) => r.verdict.text().to_string(),
+            },
+        ]);
+    }
+    let mut out = vec![format!(
+        "explain {} [{}]: guest/host {} is outside {:.2}-{:.2}; the cell again with one setting \
+         changed, the base beside it, sessions interleaved:",
+        e.cell,
+        e.side,
+        e.bench_guest_host.text(),
+        o.band.0,
+        o.band.1
+    )];
+    out.extend(t.to_string().lines().map(String::from));
+    for r in &e.rows {
+        if let Some(n) = &r.note {
+            let what = r.variant.map_or("base (again)".into(), Variant::label);
+            out.push(format!("  {what}: not measured: {n}"));
+        }
+    }
+    out.push(match e.moved_by.as_slice() {
+        [] => "  no single variant moves it (each within the other's interval, or < 2%)".into(),
+        v => format!("  moved by: {}", v.join(", ")),
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::SessionRatio;
+
+    fn base() -> Settings {
+        Settings {
+            backing: Backing::Anon,
+            prefault: false,
+            cache: Cache::Cold,
+            privilege: Privilege::User,
+        }
+    }
+
+    #[test]
+    fn variants_change_one_setting_each() {
+        let v = variants(base(), true);
+        assert_eq!(
+            v,
+            [
+                Variant::Backing(Backing::Thp),
+                Variant::Backing(Backing::Hugetlb),
+                Variant::Prefault(true),
+                Variant::Cache(Cache::Warm),
+                Variant::Cpl(Privilege::Kernel),
+            ]
+        );
+        for x in &v {
+            let s = base().with(*x);
+            let changed = [
+                s.backing != base().backing,
+                s.prefault != base().prefault,
+                s.cache != base().cache,
+                s.privilege != base().privilege,
+            ];
+            assert_eq!(changed.iter().filter(|c| **c).count(), 1, "{x:?}");
+        }
+        // Without the privilege variant (arm64: EL0 is the DC ZVA side).
+        let thp = Settings {
+            backing: Backing::Thp,
+            ..base()
+        };
+        let v = variants(thp, false);
+        assert!(v.contains(&Variant::Backing(Backing::Anon)));
+        assert!(!v.contains(&Variant::Backing(Backing::Thp)));
+        assert!(!v.iter().any(|x| matches!(x, Variant::Cpl(_))));
+    }
+
+    fn ratio(r: &[f64]) -> PairedRatio {
+        let s: Vec<SessionRatio> = r
+            .iter()
+            .enumerate()
+            .map(|(i, x)| SessionRatio {
+                session: i as u64,
+                guest: *x,
+                host: 1.0,
+                ratio: *x,
+            })
+            .collect();
+        PairedRatio::of(&s, 0.05).unwrap()
+    }
+
+    #[test]
+    fn the_verdict_needs_separate_intervals_and_a_real_change() {
+        let o = ExplainOptions::default();
+        let anon = ratio(&[0.78, 0.80, 0.79, 0.81]);
+        // thp vs anon on this host: 0.97 against 0.80.
+        let thp = ratio(&[0.96, 0.98, 0.97, 0.97]);
+        assert_eq!(verdict(&anon, Some(&thp), &o), Verdict::MovesIt);
+        // Overlapping intervals: no effect.
+        let same = ratio(&[0.79, 0.80, 0.81, 0.78]);
+        assert_eq!(verdict(&anon, Some(&same), &o), Verdict::NoEffect);
+        // Separate but below the 2% minimum.
+        let tight = ratio(&[0.800, 0.8001, 0.8002, 0.8001]);
+        let tight2 = ratio(&[0.810, 0.8101, 0.8102, 0.8101]);
+        assert_eq!(verdict(&tight, Some(&tight2), &o), Verdict::NoEffect);
+        assert_eq!(verdict(&anon, None, &o), Verdict::NotMeasured);
+        // Each estimate outside the other's interval, the intervals
+        // overlapping (seen on a loaded host): no effect.
+        let wide = ratio(&[0.74, 0.80, 0.77, 0.83]);
+        let wider = ratio(&[0.86, 0.92, 0.89, 0.95]);
+        assert!(!wide.contains(wider.estimate) && !wider.contains(wide.estimate));
+        assert_eq!(verdict(&wide, Some(&wider), &o), Verdict::NoEffect);
+        // One session: no interval, no verdict either way.
+        assert_eq!(
+            verdict(&anon, Some(&ratio(&[0.97])), &o),
+            Verdict::CannotTell
+        );
+        assert!(o.is_gap(0.80) && o.is_gap(1.30) && !o.is_gap(0.97));
+    }
+}
