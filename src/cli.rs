@@ -733,7 +733,7 @@ mod tests {
             .get_arguments()
             .map(|a| a.get_id().to_string())
             .collect();
-        assert_eq!(ids.len(), 18, "{ids:?}");
+        assert_eq!(ids.len(), 19, "{ids:?}");
         for id in &ids {
             let w = sample(id);
             let before = parse(&[&w[..], &["verify"]].concat());
