@@ -332,9 +332,7 @@ fn check_options(cli: &Cli) -> Result<()> {
 /// The sides `command` runs on.
 fn command_sides(common: &Common, command: &Cmd) -> Result<Vec<Side>> {
     Ok(match command {
-        Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Info => {
-            sides(common, SideRules::default())?
-        }
+        Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Info => sides(common, SideRules::default())?,
         Cmd::Bench { args, .. } => sides(
             common,
             SideRules {

@@ -125,11 +125,11 @@ pub const MB_RES_RET: u64 = 0x98;
 /// registers, and `FAIL_EXC_EL2` in D4, for an exception taken to EL2).
 pub const MB_FAIL_CODE: u64 = 0xc0;
 pub const MB_FAIL_D0: u64 = 0xc8;
-pub const MB_FAIL_D1: u64 = 0xd0;
-pub const MB_FAIL_D2: u64 = 0xd8;
-pub const MB_FAIL_D3: u64 = 0xe0;
-pub const MB_FAIL_D4: u64 = 0xe8;
-pub const MB_FAIL_D5: u64 = 0xf0;
+pub(crate) const MB_FAIL_D1: u64 = 0xd0;
+pub(crate) const MB_FAIL_D2: u64 = 0xd8;
+pub(crate) const MB_FAIL_D3: u64 = 0xe0;
+pub(crate) const MB_FAIL_D4: u64 = 0xe8;
+pub(crate) const MB_FAIL_D5: u64 = 0xf0;
 /// The batch slots: `BATCH_SLOTS` of `SLOT_SIZE` bytes from `MB_SLOTS`,
 /// each `SLOT_TABLE`..`SLOT_COUNT` laid out like `MB_CMD_TABLE`..
 /// `MB_CMD_COUNT`, then the slot's results.

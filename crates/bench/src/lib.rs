@@ -401,7 +401,7 @@ impl RunCounts {
 }
 
 /// The fewest undisturbed runs a side may be reported with.
-pub const MIN_RUNS: u64 = 3;
+pub(crate) const MIN_RUNS: u64 = 3;
 
 /// Whether a cell has figures (issue 26). Only a measured cell has
 /// summaries and a guest/host; the others say why not, with the counts.

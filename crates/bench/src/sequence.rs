@@ -29,7 +29,7 @@ pub struct Steady {
 /// [`crate::sched::OFF_CPU_TOLERANCE`] of its time to other tasks, or ran
 /// emulated code in a session that otherwise runs natively.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SampleRule {
+pub(crate) struct SampleRule {
     /// Undisturbed measured runs wanted per session and side (`--repeats`).
     pub repeats: u64,
     /// Measured runs per session and side at most (`--max-runs`).

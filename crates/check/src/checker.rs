@@ -29,7 +29,7 @@ pub const GUARD: u64 = 4096 + 64;
 /// Room in the source stream beyond the largest copy, for source offsets
 /// (a page, as copy_page's source offset, plus a cache line) and for the
 /// stream's continuation that a copy's guard after the target is made from.
-pub const SOURCE_SLACK: usize = 2 * (4096 + 64);
+pub(crate) const SOURCE_SLACK: usize = 2 * (4096 + 64);
 
 /// Seeded byte patterns for one run.
 #[derive(Debug, Clone)]
@@ -52,7 +52,7 @@ pub struct Patterns {
 /// The fill bytes every memset is verified with: zero (every memset the
 /// nVHE hypervisor makes, and arm64's DC ZVA path), all ones, and the
 /// seeded byte of [`Patterns::fill`].
-pub const FIXED_FILLS: [u8; 2] = [0, 0xff];
+pub(crate) const FIXED_FILLS: [u8; 2] = [0, 0xff];
 
 impl Patterns {
     /// The patterns of `seed`, with a source stream long enough for a copy
@@ -128,7 +128,7 @@ enum Pattern {
 
 /// A copy's source offset may be this far off (or a passed copy's result
 /// this far from the next copy's shift) and still differ at every byte.
-pub const SOURCE_DISTINCT: u64 = 64;
+pub(crate) const SOURCE_DISTINCT: u64 = 64;
 
 /// Turn random bytes into a stream in which any [`SOURCE_DISTINCT`]
 /// consecutive bytes differ: a walk `y += 1..=3` (mod 256: 64 steps sum to
@@ -163,7 +163,7 @@ const _: () = assert!(SOURCE_DISTINCT * 3 < 256);
 
 /// Fill `buf`, which starts at guest address `addr`, with the 8-byte pattern
 /// `pat` laid out by absolute address (byte `a` gets `pat[a % 8]`).
-pub fn fill_pattern(buf: &mut [u8], addr: u64, pat: [u8; 8]) {
+pub(crate) fn fill_pattern(buf: &mut [u8], addr: u64, pat: [u8; 8]) {
     let rot = (addr % 8) as usize;
     let word = u64::from_le_bytes(pat).rotate_right(8 * rot as u32);
     let wb = word.to_le_bytes();
@@ -499,13 +499,13 @@ fn fill_guest(ram: &GuestRam, gpa: u64, len: u64, pattern: [u8; 8]) -> Result<()
 
 /// Write the guard pattern on both sides of the target only (the target
 /// itself stays untouched, e.g. for a first-touch measurement).
-pub fn prepare_guards(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
+pub(crate) fn prepare_guards(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
     fill_guest(ram, p.dst - p.guard_lo, p.guard_lo, pats.guard)?;
     fill_guest(ram, p.dst + p.len, p.guard_hi, pats.guard)
 }
 
 /// Write the source of a copy (if `p` has one).
-pub fn prepare_source(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
+pub(crate) fn prepare_source(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
     match p.src {
         Some(src) => ram.write_bytes(src, p.source(pats)?),
         None => Ok(()),
@@ -537,7 +537,7 @@ fn complement_into(dst: &mut [u8], src: &[u8]) {
 /// Write the patterns around and into the target: the guard pattern in
 /// the guards; in the target, the target pattern before a constant
 /// ([`Expect::Byte`]) and the complement of the source before a copy.
-pub fn prepare_target(
+pub(crate) fn prepare_target(
     ram: &GuestRam,
     p: &Placement,
     pats: &Patterns,
@@ -549,7 +549,7 @@ pub fn prepare_target(
 /// [`prepare_target`], skipping the part of the target inside `prepared`,
 /// a range known to hold this check's pre-image already (see
 /// [`Known::serves`]).
-pub fn prepare_target_except(
+pub(crate) fn prepare_target_except(
     ram: &GuestRam,
     p: &Placement,
     pats: &Patterns,
@@ -698,7 +698,7 @@ pub struct How {
 }
 
 /// Bytes of a copy's source (from `src`, holding `expected`) that changed.
-pub fn source_changes(ram: &GuestRam, src: u64, expected: &[u8]) -> Result<u64> {
+pub(crate) fn source_changes(ram: &GuestRam, src: u64, expected: &[u8]) -> Result<u64> {
     // SAFETY: as in `check_with`: between commands, with the `&mut Vm`
     // that owns every vCPU of this RAM held by the caller.
     let s = unsafe { ram.slice(src, expected.len() as u64) }?;
@@ -737,7 +737,7 @@ impl Refill {
 
 /// [`check`], with the source compared now or left to the caller, and the
 /// target optionally refilled.
-pub fn check_with(
+pub(crate) fn check_with(
     ram: &GuestRam,
     p: &Placement,
     expect: Expect,

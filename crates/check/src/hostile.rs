@@ -148,7 +148,7 @@ const CASES: &[Case] = &[
 /// The longest the spin case waits for progress (less with a shorter
 /// `--timeout`); the other cases get the full `--timeout`, which slow
 /// (emulated, e.g. QEMU TCG) hosts raise.
-pub const SPIN_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const SPIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Logs per vCPU of the `log_race` case: within the per-command log
 /// budget (64 logs, 16 KiB), so the case must complete.

@@ -52,8 +52,8 @@ pub const CASES: &[(&str, Expect)] = &[
 ];
 
 /// Size and destination misalignment the broken routines run at.
-pub const LEN: u64 = 4096 + 13;
-pub const DST_OFFSET: u64 = 5;
+pub(crate) const LEN: u64 = 4096 + 13;
+pub(crate) const DST_OFFSET: u64 = 5;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CaseResult {

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// Byte sizes every memset/memcpy variant is checked at.
-pub const SIZES: &[u64] = &[
+pub(crate) const SIZES: &[u64] = &[
     0,
     1,
     7,
@@ -33,26 +33,27 @@ pub const SIZES: &[u64] = &[
 ];
 /// Larger sizes, checked at a few destination offsets only.
 pub const LARGE_SIZES: &[u64] = &[(8 << 20) + 1, 32 << 20];
-pub const LARGE_DST_OFFSETS: &[u64] = &[0, 1, 31, 63];
+pub(crate) const LARGE_DST_OFFSETS: &[u64] = &[0, 1, 31, 63];
 /// Source misalignments for memcpy.
-pub const SRC_OFFSETS: &[u64] = &[0, 1, 8, 33, 63];
+pub(crate) const SRC_OFFSETS: &[u64] = &[0, 1, 8, 33, 63];
 /// clear_pages page counts.
-pub const CLEAR_PAGES_N: &[u64] = &[1, 2, 3, 512];
+pub(crate) const CLEAR_PAGES_N: &[u64] = &[1, 2, 3, 512];
 /// `--geometry full`: every size up to this, at every destination offset
 /// below 64 (lib/tests/memcpy_kunit.c's 1..1024 sizes, every alignment).
-pub const FULL_MAX: u64 = 1024;
+pub(crate) const FULL_MAX: u64 = 1024;
 /// `--geometry full`: clear_pages extents beside [`CLEAR_PAGES_N`] (odd
 /// counts, and one page either side of a 2 MiB extent).
-pub const FULL_CLEAR_PAGES_N: &[u64] = &[7, 13, 511, 513];
+pub(crate) const FULL_CLEAR_PAGES_N: &[u64] = &[7, 13, 511, 513];
 /// memmove: where the source starts relative to the target (within
 /// `checker::SOURCE_DISTINCT`, so no overlapping byte equals its expected
 /// value beforehand), backward and forward.
-pub const OVERLAP_DELTAS: &[i64] = &[-64, -63, -33, -16, -8, -7, -1, 1, 7, 8, 16, 33, 63, 64];
+pub(crate) const OVERLAP_DELTAS: &[i64] =
+    &[-64, -63, -33, -16, -8, -7, -1, 1, 7, 8, 16, 33, 63, 64];
 /// memmove: the destination offsets overlapping copies run at.
-pub const OVERLAP_DST_OFFSETS: &[u64] = &[0, 1, 63];
+pub(crate) const OVERLAP_DST_OFFSETS: &[u64] = &[0, 1, 63];
 /// `--geometry full`: the largest page order the nVHE hypervisor's
 /// allocator zeroes (`memset(addr, 0, PAGE_SIZE << order)`).
-pub const FULL_MAX_ORDER: u32 = 9;
+pub(crate) const FULL_MAX_ORDER: u32 = 9;
 
 /// How much of each routine's argument space the suite covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
@@ -824,7 +825,7 @@ impl SuiteRun {
 }
 
 /// Run one check on its own: prepare (the source included), call, verify.
-pub fn run_check(
+pub(crate) fn run_check(
     vm: &mut Vm,
     spec: &CheckSpec,
     pats: &Patterns,

@@ -180,7 +180,7 @@ fn render_level(out: &mut String, tests: &[Test], depth: usize, version_line: bo
 
 /// A test name: any text but `#` and line breaks (ktap.rst); control
 /// characters and runs of white space become one space.
-pub fn sanitize_name(name: &str) -> String {
+pub(crate) fn sanitize_name(name: &str) -> String {
     let cleaned = sanitize_text(name).replace('#', "_");
     if cleaned.is_empty() {
         "unnamed".to_string()
@@ -190,7 +190,7 @@ pub fn sanitize_name(name: &str) -> String {
 }
 
 /// Diagnostic or directive text: one line, printable characters only.
-pub fn sanitize_text(text: &str) -> String {
+pub(crate) fn sanitize_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut space = false;
     for ch in text.chars() {

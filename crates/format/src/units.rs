@@ -30,7 +30,7 @@ const UNIT_HELP: &str = "B, KB/K, MB/M, GB/G, TB/T (binary multiples: 1KB = 1024
 /// Why a size string could not be parsed. Every message names the offending
 /// input and shows an example of a valid size.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum SizeError {
+pub(crate) enum SizeError {
     /// The input was empty or only whitespace.
     #[error(
         "empty size: give a whole number of bytes with an optional unit, e.g. \"4096\" or \"4KB\""
@@ -115,7 +115,7 @@ fn unit_multiplier(unit: &str) -> Option<u64> {
 /// Returns a [`SizeError`] for empty input, negative numbers, fractions
 /// (`"1.5GB"` — the message suggests the whole-number equivalent), unknown
 /// units and values above `u64::MAX`.
-pub fn parse_size(s: &str) -> Result<u64, SizeError> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, SizeError> {
     let input = s.trim();
     if input.is_empty() {
         return Err(SizeError::Empty);

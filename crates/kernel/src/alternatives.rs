@@ -565,7 +565,7 @@ impl Image {
 
 /// x86 entries are 12 (before 6.3) or 14 bytes: the stride of the
 /// relocated `instr_offset` fields says which, else the section size.
-pub fn infer_x86_layout(size: usize, reloc_offsets: impl Iterator<Item = u64>) -> Layout {
+pub(crate) fn infer_x86_layout(size: usize, reloc_offsets: impl Iterator<Item = u64>) -> Layout {
     let offs: BTreeSet<u64> = reloc_offsets.collect();
     if offs.contains(&14) && offs.contains(&18) {
         return Layout::X86FtFlags;
@@ -630,49 +630,6 @@ fn parse_entries(data: &[u8], base: u64, layout: Layout) -> Result<Vec<AltSite>,
     Ok(out)
 }
 
-/// Which features count as present.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selection {
-    /// What the host kernel decided (see [`host_features`]).
-    Host,
-    /// An explicit set, e.g. the guest's CPUID view.
-    Set(BTreeSet<String>),
-}
-
-impl Selection {
-    /// Parse `--alternatives`: `host`, `none` or `FEATURE[,FEATURE..]`
-    /// (`guest` is resolved by the caller, who knows the guest's view).
-    pub fn parse(value: &str, names: &FeatureNames) -> Result<Selection, AltError> {
-        match value {
-            "host" => Ok(Selection::Host),
-            "none" => Ok(Selection::Set(BTreeSet::new())),
-            list => {
-                let mut set = BTreeSet::new();
-                for f in list.split(',').map(|f| f.trim().to_ascii_lowercase()) {
-                    let known = names
-                        .number(&f)
-                        .or_else(|| names.number(&format!("has_{f}")));
-                    match known {
-                        Some(n) => set.insert(names.name(n)),
-                        None => return Err(AltError::UnknownFeature(f)),
-                    };
-                }
-                Ok(Selection::Set(set))
-            }
-        }
-    }
-}
-
-impl Selection {
-    /// The feature names that count as present for `machine`.
-    pub fn resolve(&self, machine: object::elf::Machine) -> BTreeSet<String> {
-        match self {
-            Selection::Host => host_features(machine),
-            Selection::Set(s) => s.clone(),
-        }
-    }
-}
-
 /// The features the host kernel decided for the routines' alternatives:
 /// x86 from /proc/cpuinfo (where Linux reports its own rep_good decision)
 /// plus CPUID for FSRS, which 6.12 does not list; arm64 MOPS from HWCAP2.
@@ -713,7 +670,7 @@ pub fn host_features(machine: object::elf::Machine) -> BTreeSet<String> {
 }
 
 /// The `flags` line of the first processor in /proc/cpuinfo.
-pub fn cpuinfo_flags(cpuinfo: &str) -> BTreeSet<String> {
+pub(crate) fn cpuinfo_flags(cpuinfo: &str) -> BTreeSet<String> {
     cpuinfo
         .lines()
         .find_map(|l| {
@@ -954,7 +911,7 @@ fn sext(v: u64, bits: u32) -> i64 {
 /// Move one arm64 instruction from `old` to `new` as the kernel's
 /// get_alt_insn does: immediate branches to outside the replacement block
 /// and ADRP are re-encoded; everything else is copied.
-pub fn arm64_fix(
+pub(crate) fn arm64_fix(
     insn: u32,
     old: u64,
     new: u64,
@@ -1245,25 +1202,6 @@ pub(crate) mod tests {
             FeatureNames::parse_arm64("#define ARM64_HAS_MOPS\t\t38\n#define ARM64_NCAPS 102\n");
         assert_eq!(a.number("has_mops"), Some(38));
         assert_eq!(a.number("ncaps"), None);
-        assert_eq!(
-            Selection::parse("mops", &a).unwrap(),
-            Selection::Set(["has_mops".to_string()].into())
-        );
-        assert_eq!(Selection::parse("host", &n).unwrap(), Selection::Host);
-        assert!(
-            Selection::parse("none", &n)
-                .unwrap()
-                .resolve(object::elf::EM_X86_64)
-                .is_empty()
-        );
-        let erms = Selection::parse("ERMS", &n).unwrap();
-        assert_eq!(
-            erms.resolve(object::elf::EM_X86_64),
-            ["erms".to_string()].into()
-        );
-        assert!(
-            matches!(Selection::parse("erms,bogus", &n), Err(AltError::UnknownFeature(f)) if f == "bogus")
-        );
         let flags =
             cpuinfo_flags("processor\t: 0\nflags\t\t: fpu erms fsrm rep_good\n\nprocessor: 1\n");
         assert!(flags.contains("erms") && flags.contains("rep_good") && !flags.contains("fsrs"));

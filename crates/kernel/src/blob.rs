@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 /// The ELF section holding [`Meta`] as JSON.
-pub const META_SECTION: &str = ".hypclear.kernel";
+pub(crate) const META_SECTION: &str = ".hypclear.kernel";
 /// Version of the [`Meta`] layout.
-pub const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 1;
 /// Largest blob file accepted.
 const MAX_FILE: u64 = 64 << 20;
 

@@ -17,7 +17,7 @@ use thiserror::Error;
 const STAMP_VERSION: u32 = 1;
 const STAMP_FILE: &str = ".hypclear-kbuild.json";
 /// How many lines of kbuild output a failure carries.
-pub const TAIL_LINES: usize = 20;
+pub(crate) const TAIL_LINES: usize = 20;
 
 /// Where the kernel configuration comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -244,7 +244,7 @@ pub fn config_hash(arch: Arch, config: &ConfigSource) -> Result<String, KbuildEr
 
 /// `$XDG_CACHE_HOME/hypclear/kbuild/<key>` (or `~/.cache/...`), the key
 /// from the canonical tree path and the config hash.
-pub fn default_build_dir(
+pub(crate) fn default_build_dir(
     tree: &KernelTree,
     arch: Arch,
     config_hash: &str,
@@ -272,7 +272,10 @@ pub fn default_build_dir(
 
 /// The kbuild targets (relative to the build dir) for `arch`, with the
 /// routine name of each.
-pub fn object_targets(tree: &KernelTree, arch: Arch) -> Result<Vec<(String, String)>, KbuildError> {
+pub(crate) fn object_targets(
+    tree: &KernelTree,
+    arch: Arch,
+) -> Result<Vec<(String, String)>, KbuildError> {
     Ok(match arch {
         Arch::X86_64 => ["memset_64", "memcpy_64", "clear_page_64", "copy_page_64"]
             .iter()
@@ -326,7 +329,7 @@ fn on_path(tool: &str) -> bool {
 
 /// Check every tool kbuild will need before running make, naming the
 /// Debian package of what is missing.
-pub fn check_tools(tree: &KernelTree, arch: Arch) -> Result<(), KbuildError> {
+pub(crate) fn check_tools(tree: &KernelTree, arch: Arch) -> Result<(), KbuildError> {
     let prefix = cross_prefix(arch);
     let cross_pkg = match arch {
         Arch::Aarch64 => "gcc-aarch64-linux-gnu",
@@ -467,7 +470,7 @@ fn mtime(p: &Path) -> Option<SystemTime> {
 /// The dependency files kbuild recorded for `object` in its `.cmd` file
 /// (`source_X := ...`, `deps_X := ...` continuation list), resolved
 /// against the tree and the build dir.
-pub fn recorded_deps(object: &Path, srctree: &Path, objtree: &Path) -> Option<Vec<PathBuf>> {
+pub(crate) fn recorded_deps(object: &Path, srctree: &Path, objtree: &Path) -> Option<Vec<PathBuf>> {
     let name = object.file_name()?.to_string_lossy().into_owned();
     let cmd = object.with_file_name(format!(".{name}.cmd"));
     let text = fs::read_to_string(cmd).ok()?;

@@ -7,10 +7,10 @@ use super::tree::{Arch, LinkConfig};
 use crate::arch::{Family, KernelVersion, VariantDef};
 
 /// One alias: `alias` reaches `target` (no prefix).
-pub type AliasPair = (&'static str, &'static str);
+pub(crate) type AliasPair = (&'static str, &'static str);
 
 /// The kernel's alias list for the hyp namespace.
-pub fn kernel_aliases(arch: Arch, config: LinkConfig) -> Vec<AliasPair> {
+pub(crate) fn kernel_aliases(arch: Arch, config: LinkConfig) -> Vec<AliasPair> {
     match arch {
         Arch::X86_64 => vec![("memset", "__memset"), ("memcpy", "__memcpy")],
         Arch::Aarch64 => {
@@ -30,7 +30,7 @@ pub fn kernel_aliases(arch: Arch, config: LinkConfig) -> Vec<AliasPair> {
 /// Alias-table rows: (row name = `<family>_<variant>`, kernel symbol).
 /// In the `memset` configuration there is no clear_page row: clear_page
 /// runs as memset(p, 0, n * 4096), as the patched page.h does.
-pub fn table_rows(arch: Arch, config: LinkConfig) -> Vec<AliasPair> {
+pub(crate) fn table_rows(arch: Arch, config: LinkConfig) -> Vec<AliasPair> {
     let mut v = match arch {
         Arch::X86_64 => vec![
             ("clear_page_erms", "clear_page_erms"),

@@ -389,7 +389,7 @@ impl KernelTree {
 
 /// The `../../../lib/X.o` objects named by `lib-objs :=` / `lib-objs +=`
 /// assignments of the nVHE Makefile, without the prefix.
-pub fn parse_lib_objs(makefile: &str) -> Vec<String> {
+pub(crate) fn parse_lib_objs(makefile: &str) -> Vec<String> {
     let mut objs = Vec::new();
     for line in logical_lines(makefile) {
         let Some((lhs, rhs)) = line.split_once('=') else {
@@ -415,7 +415,7 @@ pub fn parse_lib_objs(makefile: &str) -> Vec<String> {
 
 /// Whether asm/page.h defines clear_page() as a call to memset() (an inline
 /// function or macro whose body, directly or via clear_pages(), is memset).
-pub fn clear_page_calls_memset(page_h: &str) -> bool {
+pub(crate) fn clear_page_calls_memset(page_h: &str) -> bool {
     let defines = |name: &str| -> Option<String> {
         // The text from the definition of `name` to its closing brace.
         let pos = page_h

@@ -21,11 +21,11 @@ use std::fmt;
 /// Name of the section holding the relocation list.
 pub const RELOC_SECTION: &str = ".hyp.reloc";
 /// Output section holding the `__pi_` routines.
-pub const PI_TEXT_SECTION: &str = ".pi.text";
+pub(crate) const PI_TEXT_SECTION: &str = ".pi.text";
 
 /// How a relocation type is treated by the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RelocClass {
+pub(crate) enum RelocClass {
     /// Relative to the place: the same after any load offset.
     PcRelative,
     /// The low 12 bits of an address (aarch64 `:lo12:`): position
@@ -38,7 +38,10 @@ pub enum RelocClass {
 }
 
 /// Classify an ELF relocation type for a machine (`e_machine`).
-pub fn classify(machine: object::elf::Machine, r_type: object::elf::RelocationType) -> RelocClass {
+pub(crate) fn classify(
+    machine: object::elf::Machine,
+    r_type: object::elf::RelocationType,
+) -> RelocClass {
     use object::elf;
     match machine {
         elf::EM_X86_64 => match r_type {
@@ -231,7 +234,7 @@ fn rule(
 }
 
 /// Encode a relocation list as the `.hyp.reloc` section contents.
-pub fn encode(offsets: &[u32]) -> Vec<u8> {
+pub(crate) fn encode(offsets: &[u32]) -> Vec<u8> {
     offsets.iter().flat_map(|o| o.to_le_bytes()).collect()
 }
 

@@ -78,7 +78,7 @@ fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
 /// field). Bump it when a field changes meaning or disappears; adding fields
 /// keeps it. Documents without the field are version 0 (before it existed)
 /// and still load.
-pub const SCHEMA_VERSION: u64 = 1;
+pub(crate) const SCHEMA_VERSION: u64 = 1;
 
 /// Write `value` (a JSON object: a map or a struct) as pretty JSON to
 /// `path`, stamped with [`SCHEMA_VERSION`]. It is serialized straight into

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// How often the timer signals the thread once the deadline has passed (a
 /// signal may land just before the thread enters KVM_RUN: the next one
 /// comes `POLL` later).
-pub const POLL: Duration = Duration::from_millis(20);
+pub(crate) const POLL: Duration = Duration::from_millis(20);
 
 /// Signal used to kick a vCPU thread out of KVM_RUN.
 fn kick_signal() -> libc::c_int {

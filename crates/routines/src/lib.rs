@@ -20,7 +20,6 @@ pub use catalog::Family;
 pub use lower::{Call, Lowered, command, lower};
 
 use crate::blob::LinkConfig;
-use crate::error::{Error, Result};
 use crate::kernel::Side;
 use hypclear_abi as abi;
 use serde::Serialize;
@@ -142,17 +141,6 @@ pub fn is_named(v: &VariantDef, want: &str) -> bool {
             .any(|f| f.family == v.family && f.old == want && f.new == v.name)
 }
 
-pub fn find_variant(routine: Routine, side: &Side, name: &str) -> Result<&'static VariantDef> {
-    let config = side.config();
-    let vs = variants(routine, side);
-    vs.iter().copied().find(|v| is_named(v, name)).ok_or_else(|| {
-        Error::Usage(format!(
-            "unknown variant `{name}` for {routine} in the {config} configuration; choose one of: {}",
-            vs.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
-        ))
-    })
-}
-
 /// The variant kernel `kernel` would run for `routine` in
 /// link configuration `config` on a CPU with `caps` (its alternatives and
 /// run-time checks, decided from the guest's CPUID / ID registers). In the
@@ -190,6 +178,20 @@ pub fn default_note(
 
 #[cfg(test)]
 mod tests {
+    use crate::error::Error;
+
+    fn find_variant(
+        routine: Routine,
+        side: &Side,
+        name: &str,
+    ) -> std::result::Result<&'static VariantDef, Error> {
+        let vs = variants(routine, side);
+        vs.iter()
+            .copied()
+            .find(|v| is_named(v, name))
+            .ok_or_else(|| Error::Usage(format!("unknown variant `{name}` for {routine}")))
+    }
+
     use super::*;
     use crate::blob::Blob;
 

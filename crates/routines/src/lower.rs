@@ -94,7 +94,7 @@ pub fn lower(config: LinkConfig, variant: &VariantDef, call: &Call) -> Result<Lo
 /// kernel tree's x86 or arm64 vanilla objects): `n` calls of clear_page on
 /// consecutive pages, as the generic clear_pages loop does. Only for
 /// consecutive chunks (a step of one chunk).
-pub fn lower_pages_as_page(variant: &VariantDef, call: &Call) -> Result<Lowered> {
+pub(crate) fn lower_pages_as_page(variant: &VariantDef, call: &Call) -> Result<Lowered> {
     if call.count > 1 && call.step != call.len as i64 {
         return Err(Error::Usage(format!(
             "this blob has no clear_pages routine: clear_pages runs as clear_page on consecutive \

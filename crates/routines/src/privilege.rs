@@ -99,7 +99,7 @@ impl PrivilegeChoice {
 /// kernel, the KVM modules loaded (their srcversion) and hypclear itself.
 /// Any change makes the cache miss and the next `--cpl auto` calibrate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct CacheKey {
+pub(crate) struct CacheKey {
     pub boot_id: String,
     pub kernel_release: String,
     pub kvm_modules: Vec<(String, String)>,
@@ -110,7 +110,7 @@ pub struct CacheKey {
 impl CacheKey {
     /// The key of this boot; None when the boot cannot be identified
     /// (then nothing is cached).
-    pub fn current() -> Option<CacheKey> {
+    pub(crate) fn current() -> Option<CacheKey> {
         // One open and one read per file (procfs and sysfs hand out these
         // few bytes in one read): this runs before every `--cpl auto` VM.
         let read = |p: &str| {
@@ -207,7 +207,7 @@ fn mk(p: Privilege, reason: String, n: Option<u64>) -> PrivilegeChoice {
 }
 
 /// The summary's wording of a guest at EL2.
-pub const EL2_NVHE: &str = "nVHE, E2H=0";
+pub(crate) const EL2_NVHE: &str = "nVHE, E2H=0";
 
 /// Decide the privilege: `--el` first on aarch64 (EL2 where asked for and
 /// offered), then `--cpl` for the kernel level and EL0.

@@ -16,7 +16,7 @@ use vm_memory::{Bytes, GuestAddress};
 
 pub use hypclear_link::link::SYMBOL_PREFIX;
 /// Size of one alias/selftest table row: `{ u64 routine, u64 name }`.
-pub const ROW_SIZE: u64 = 16;
+pub(crate) const ROW_SIZE: u64 = 16;
 
 #[derive(
     Debug,

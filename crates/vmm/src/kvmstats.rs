@@ -53,7 +53,7 @@ fn parse_descs(raw: &[u8], name_size: usize) -> Vec<Desc> {
 }
 
 /// An open statistics file of a VM or vCPU.
-pub struct KvmStats {
+pub(crate) struct KvmStats {
     file: File,
     descs: Vec<Desc>,
     data_off: u64,
@@ -62,7 +62,7 @@ pub struct KvmStats {
 
 impl KvmStats {
     /// Open the stats of a VM or vCPU fd; `None` where the kernel has none.
-    pub fn open(fd: &impl AsRawFd) -> Option<KvmStats> {
+    pub(crate) fn open(fd: &impl AsRawFd) -> Option<KvmStats> {
         // SAFETY: KVM_GET_STATS_FD takes no argument and returns a new fd.
         let raw = unsafe { libc::ioctl(fd.as_raw_fd(), KVM_GET_STATS_FD, 0) };
         if raw < 0 {
@@ -88,7 +88,7 @@ impl KvmStats {
     }
 
     /// Current values of all single-valued counters (one read).
-    pub fn read(&self) -> BTreeMap<String, u64> {
+    pub(crate) fn read(&self) -> BTreeMap<String, u64> {
         let mut m = BTreeMap::new();
         let mut data = vec![0u8; self.data_len];
         if self.file.read_exact_at(&mut data, self.data_off).is_err() {

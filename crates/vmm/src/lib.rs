@@ -101,14 +101,14 @@ pub fn validate(opts: &VmOptions) -> Result<()> {
 /// is built on first use: only a failure report needs it, and building it
 /// before the first hypercall would delay every boot.
 #[derive(Debug)]
-pub struct Symbolizer {
+pub(crate) struct Symbolizer {
     blob: Arc<Blob>,
     base: u64,
     syms: std::sync::OnceLock<Vec<(u64, String)>>,
 }
 
 impl Symbolizer {
-    pub fn new(blob: Arc<Blob>, base: u64) -> Symbolizer {
+    pub(crate) fn new(blob: Arc<Blob>, base: u64) -> Symbolizer {
         Symbolizer {
             blob,
             base,
@@ -148,7 +148,7 @@ impl Symbolizer {
 
     /// `symbol+offset` for an address inside the blob image, otherwise
     /// "outside the blob".
-    pub fn name(&self, addr: u64) -> String {
+    pub(crate) fn name(&self, addr: u64) -> String {
         if addr < self.base || addr >= self.base.saturating_add(self.blob.size) {
             return "outside the blob".into();
         }

@@ -11,9 +11,9 @@ use crate::error::FailureKind;
 use hypclear_abi as abi;
 
 /// Most `HC_LOG`s one command (or the boot, or the exit) may ring.
-pub const MAX_LOGS_PER_COMMAND: u32 = 64;
+pub(crate) const MAX_LOGS_PER_COMMAND: u32 = 64;
 /// Most log bytes (after the NUL cut) one command may print.
-pub const MAX_LOG_BYTES_PER_COMMAND: u64 = 16 * 1024;
+pub(crate) const MAX_LOG_BYTES_PER_COMMAND: u64 = 16 * 1024;
 
 /// A host copy of one vCPU's mailbox page, taken at a doorbell exit. The
 /// guest may keep writing its RAM (another vCPU); decisions are made on
@@ -50,7 +50,7 @@ impl Mailbox {
 /// Guest text made safe for a terminal: one line, no control characters
 /// (C0, DEL, C1, ESC, CR, NUL), no bidi overrides; each is shown as `\xNN`
 /// or `\u{NNNN}`; bytes that are not UTF-8 are shown as `\xNN` too.
-pub fn sanitize(bytes: &[u8]) -> String {
+pub(crate) fn sanitize(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         push_clean(&mut out, chunk.valid());

@@ -6,46 +6,46 @@ use super::sysregs::mode_name;
 use crate::{HypSupport, KvmFlavour};
 
 /// ESR_ELx.EC, bits [31:26].
-pub fn ec(esr: u64) -> u64 {
+pub(crate) fn ec(esr: u64) -> u64 {
     (esr >> 26) & 0x3f
 }
 
 /// ESR_ELx.ISS, bits [24:0].
-pub fn iss(esr: u64) -> u64 {
+pub(crate) fn iss(esr: u64) -> u64 {
     esr & 0x1ff_ffff
 }
 
-pub const EC_UNKNOWN: u64 = 0x00;
-pub const EC_WFX: u64 = 0x01;
-pub const EC_FP_ASIMD: u64 = 0x07;
-pub const EC_BTI: u64 = 0x0d;
-pub const EC_ILLEGAL_STATE: u64 = 0x0e;
-pub const EC_SVC64: u64 = 0x15;
-pub const EC_HVC64: u64 = 0x16;
-pub const EC_SMC64: u64 = 0x17;
-pub const EC_SYS64: u64 = 0x18;
-pub const EC_SVE: u64 = 0x19;
-pub const EC_FPAC: u64 = 0x1c;
-pub const EC_SME: u64 = 0x1d;
-pub const EC_IABT_LOW: u64 = 0x20;
-pub const EC_IABT_CUR: u64 = 0x21;
-pub const EC_PC_ALIGN: u64 = 0x22;
-pub const EC_DABT_LOW: u64 = 0x24;
-pub const EC_DABT_CUR: u64 = 0x25;
-pub const EC_SP_ALIGN: u64 = 0x26;
-pub const EC_MOPS: u64 = 0x27;
-pub const EC_FP_EXC64: u64 = 0x2c;
-pub const EC_SERROR: u64 = 0x2f;
-pub const EC_BREAKPT_LOW: u64 = 0x30;
-pub const EC_BREAKPT_CUR: u64 = 0x31;
-pub const EC_SOFTSTP_LOW: u64 = 0x32;
-pub const EC_SOFTSTP_CUR: u64 = 0x33;
-pub const EC_WATCHPT_LOW: u64 = 0x34;
-pub const EC_WATCHPT_CUR: u64 = 0x35;
-pub const EC_BRK64: u64 = 0x3c;
+pub(crate) const EC_UNKNOWN: u64 = 0x00;
+pub(crate) const EC_WFX: u64 = 0x01;
+pub(crate) const EC_FP_ASIMD: u64 = 0x07;
+pub(crate) const EC_BTI: u64 = 0x0d;
+pub(crate) const EC_ILLEGAL_STATE: u64 = 0x0e;
+pub(crate) const EC_SVC64: u64 = 0x15;
+pub(crate) const EC_HVC64: u64 = 0x16;
+pub(crate) const EC_SMC64: u64 = 0x17;
+pub(crate) const EC_SYS64: u64 = 0x18;
+pub(crate) const EC_SVE: u64 = 0x19;
+pub(crate) const EC_FPAC: u64 = 0x1c;
+pub(crate) const EC_SME: u64 = 0x1d;
+pub(crate) const EC_IABT_LOW: u64 = 0x20;
+pub(crate) const EC_IABT_CUR: u64 = 0x21;
+pub(crate) const EC_PC_ALIGN: u64 = 0x22;
+pub(crate) const EC_DABT_LOW: u64 = 0x24;
+pub(crate) const EC_DABT_CUR: u64 = 0x25;
+pub(crate) const EC_SP_ALIGN: u64 = 0x26;
+pub(crate) const EC_MOPS: u64 = 0x27;
+pub(crate) const EC_FP_EXC64: u64 = 0x2c;
+pub(crate) const EC_SERROR: u64 = 0x2f;
+pub(crate) const EC_BREAKPT_LOW: u64 = 0x30;
+pub(crate) const EC_BREAKPT_CUR: u64 = 0x31;
+pub(crate) const EC_SOFTSTP_LOW: u64 = 0x32;
+pub(crate) const EC_SOFTSTP_CUR: u64 = 0x33;
+pub(crate) const EC_WATCHPT_LOW: u64 = 0x34;
+pub(crate) const EC_WATCHPT_CUR: u64 = 0x35;
+pub(crate) const EC_BRK64: u64 = 0x3c;
 
 /// A short name of an exception class.
-pub fn ec_name(ec: u64) -> &'static str {
+pub(crate) fn ec_name(ec: u64) -> &'static str {
     match ec {
         EC_UNKNOWN => "undefined instruction",
         EC_WFX => "trapped WFI/WFE",
@@ -81,7 +81,7 @@ pub fn ec_name(ec: u64) -> &'static str {
 }
 
 /// A data/instruction fault status code (DFSC/IFSC, ISS[5:0]).
-pub fn fault_status(fsc: u64) -> String {
+pub(crate) fn fault_status(fsc: u64) -> String {
     let level = fsc & 3;
     match fsc & 0x3f {
         0x00..=0x03 => format!("address size fault at level {level}"),
@@ -101,7 +101,7 @@ pub fn fault_status(fsc: u64) -> String {
 }
 
 /// Where the vector offset points: e.g. "current EL with SP_ELx, synchronous".
-pub fn vector_name(voff: u64) -> String {
+pub(crate) fn vector_name(voff: u64) -> String {
     let from = match voff / 0x200 {
         0 => "current EL with SP_EL0",
         1 => "current EL with SP_ELx",
@@ -389,12 +389,12 @@ fn mops_detail(iss: u64) -> String {
 /// MIDR_EL1 implementer 0x00 is "reserved for software use": QEMU's TCG
 /// `max` CPU uses it. (Emulated named CPUs like `-cpu cortex-a57` carry the
 /// real MIDR and cannot be told apart this way.)
-pub fn midr_is_emulated(midr: u64) -> bool {
+pub(crate) fn midr_is_emulated(midr: u64) -> bool {
     midr != 0 && (midr >> 24) & 0xff == 0
 }
 
 /// A CPU name from MIDR_EL1, e.g. "Arm Neoverse-N1 r3p1 (MIDR_EL1 0x413fd0c1)".
-pub fn midr_model(midr: u64) -> String {
+pub(crate) fn midr_model(midr: u64) -> String {
     let imp = (midr >> 24) & 0xff;
     let part = (midr >> 4) & 0xfff;
     let (variant, rev) = ((midr >> 20) & 0xf, midr & 0xf);
@@ -439,7 +439,7 @@ pub fn midr_model(midr: u64) -> String {
 /// The KVM/arm64 mode: from the kernel log line KVM prints when it comes up
 /// (what actually happened), else from `kvm-arm.mode=` on the command line,
 /// else "arm64" (unknown; the kernel default is VHE where the CPU has it).
-pub fn flavour_from(cmdline: &str, log: &str) -> KvmFlavour {
+pub(crate) fn flavour_from(cmdline: &str, log: &str) -> KvmFlavour {
     let mut from_log = None;
     for line in log.lines().filter(|l| l.contains("kvm")) {
         if line.contains("Protected nVHE mode initialized")
@@ -479,7 +479,13 @@ pub fn flavour_from(cmdline: &str, log: &str) -> KvmFlavour {
 /// (KVM_CAP_ARM_EL2, KVM_CAP_ARM_EL2_E2H0), the kernel command line and
 /// log and the kernel release; when it is not offered, the detail names
 /// what the host lacks.
-pub fn el2_support(el2: bool, e2h0: bool, cmdline: &str, log: &str, release: &str) -> HypSupport {
+pub(crate) fn el2_support(
+    el2: bool,
+    e2h0: bool,
+    cmdline: &str,
+    log: &str,
+    release: &str,
+) -> HypSupport {
     let flavour = flavour_from(cmdline, log);
     let detail = match (el2, e2h0) {
         (true, true) => format!(

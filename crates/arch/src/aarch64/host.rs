@@ -67,8 +67,8 @@ pub fn corruptible_areas(
 /// Guest-physical addresses of the vGICv3 (only for guests at EL2): below
 /// RAM, where nothing else is mapped; the redistributors take 128 KiB per
 /// vCPU.
-pub const GICD_GPA: u64 = 0x0800_0000;
-pub const GICR_GPA: u64 = 0x080a_0000;
+pub(crate) const GICD_GPA: u64 = 0x0800_0000;
+pub(crate) const GICR_GPA: u64 = 0x080a_0000;
 const _: () = assert!(GICR_GPA + abi::MAX_VCPUS * 0x2_0000 <= RAM_BASE);
 
 /// In-kernel devices of a VM: the vGICv3 of a guest at EL2.
@@ -539,7 +539,7 @@ impl Drop for ProbeMemory {
 /// HCRX_EL2.MSCEn clear, which makes them UNDEFINED), `Err` if the probe
 /// could not run. A self-contained probe VM: it must not depend on the VMM
 /// it decides for.
-pub fn probe_mops(kvm: &Kvm) -> Result<Option<u64>> {
+pub(crate) fn probe_mops(kvm: &Kvm) -> Result<Option<u64>> {
     use kvm_bindings::kvm_userspace_memory_region;
     let mem = ProbeMemory::new()?;
     mem.put(0, &MOPS_PROBE_CODE);

@@ -22,18 +22,19 @@ use hypclear_abi as abi;
 /// Guest-physical start of RAM.
 pub const RAM_BASE: u64 = 0x4000_0000;
 /// Below this (from RAM_BASE) nothing is mapped.
-pub const GUARD_END: u64 = RAM_BASE + 0x1_0000;
+#[cfg(test)]
+pub(crate) const GUARD_END: u64 = RAM_BASE + 0x1_0000;
 pub const PAGE_TABLES_GPA: u64 = RAM_BASE + 0x1_0000;
 pub const PAGE_TABLES_END: u64 = RAM_BASE + 0x10_0000;
-pub const MAILBOX_BASE: u64 = RAM_BASE + 0x10_0000;
-pub const MAILBOX_END: u64 = MAILBOX_BASE + abi::MAX_VCPUS * abi::MAILBOX_SIZE;
-pub const STACKS_BASE: u64 = RAM_BASE + 0x20_0000;
+pub(crate) const MAILBOX_BASE: u64 = RAM_BASE + 0x10_0000;
+pub(crate) const MAILBOX_END: u64 = MAILBOX_BASE + abi::MAX_VCPUS * abi::MAILBOX_SIZE;
+pub(crate) const STACKS_BASE: u64 = RAM_BASE + 0x20_0000;
 /// Routine stack (SP_EL1 at EL1, SP_EL0 at EL0), per vCPU.
-pub const STACK_SIZE: u64 = 0x1_0000;
+pub(crate) const STACK_SIZE: u64 = 0x1_0000;
 /// Exception stack (SP_EL1 when the routines run at EL0), per vCPU. The
 /// vectors use no stack today; it is there so SP_EL1 is always sane.
-pub const EXC_STACK_SIZE: u64 = 0x4000;
-pub const STACKS_END: u64 = STACKS_BASE + abi::MAX_VCPUS * (STACK_SIZE + EXC_STACK_SIZE);
+pub(crate) const EXC_STACK_SIZE: u64 = 0x4000;
+pub(crate) const STACKS_END: u64 = STACKS_BASE + abi::MAX_VCPUS * (STACK_SIZE + EXC_STACK_SIZE);
 pub const BLOB_WINDOW: u64 = RAM_BASE + 0x40_0000;
 pub const BLOB_WINDOW_END: u64 = RAM_BASE + 0x100_0000;
 /// The blob's load address must be a multiple of this (arm64 Image
@@ -53,12 +54,12 @@ pub fn mailbox_gpa(vcpu: u64) -> u64 {
 }
 
 /// Top of the routine stack of a vCPU; 16-byte aligned.
-pub fn stack_top(vcpu: u64) -> u64 {
+pub(crate) fn stack_top(vcpu: u64) -> u64 {
     STACKS_BASE + (vcpu + 1) * (STACK_SIZE + EXC_STACK_SIZE) - EXC_STACK_SIZE
 }
 
 /// Top of the exception stack of a vCPU (SP_EL1 for EL0 guests).
-pub fn exception_stack_top(vcpu: u64) -> u64 {
+pub(crate) fn exception_stack_top(vcpu: u64) -> u64 {
     STACKS_BASE + (vcpu + 1) * (STACK_SIZE + EXC_STACK_SIZE)
 }
 

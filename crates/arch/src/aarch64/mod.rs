@@ -88,7 +88,7 @@ pub fn path_note(
 /// clear_page's STNP loop, memset's STP loop) and, in 6.1 only, copy_page's
 /// prefetch under ARM64_HAS_NO_HW_PREFETCH (Cavium ThunderX, MIDR variant
 /// 0 and 1).
-pub fn kernel_picks(midr: u64, dczva: bool) -> Vec<super::KernelPick> {
+pub(crate) fn kernel_picks(midr: u64, dczva: bool) -> Vec<super::KernelPick> {
     use super::{Family, KernelPick as P, KernelVersion};
     let thunderx =
         (midr >> 24) & 0xff == 0x43 && (midr >> 4) & 0xfff == 0x0a1 && (midr >> 20) & 0xf <= 1;

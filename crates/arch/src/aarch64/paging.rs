@@ -24,22 +24,25 @@
 //! pgtable.c writes them), bit 54 is XN (UXN at EL1) and bit 53 (PXN) is
 //! RES0: the blob is read-only and executable, everything else read/write
 //! and XN (the nVHE hyp's SCTLR_EL2.WXN holds).
+// The descriptor bits are named as the Arm ARM names them, whether or not
+// the tables set them.
+#![allow(dead_code)]
 use super::layout::Use;
 use super::sysregs::{MT_DEVICE_NGNRE, MT_NORMAL};
 use crate::Privilege;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
-pub const DESC_VALID: u64 = 1 << 0;
+pub(crate) const DESC_VALID: u64 = 1 << 0;
 /// Table descriptor at L0-L2, page descriptor at L3 (block if clear at L1/L2).
-pub const DESC_TABLE: u64 = 1 << 1;
-pub const DESC_ATTRINDX_SHIFT: u64 = 2;
-pub const DESC_AP_SHIFT: u64 = 6;
-pub const DESC_SH_INNER: u64 = 3 << 8;
-pub const DESC_AF: u64 = 1 << 10;
-pub const DESC_NG: u64 = 1 << 11;
-pub const DESC_PXN: u64 = 1 << 53;
-pub const DESC_UXN: u64 = 1 << 54;
+pub(crate) const DESC_TABLE: u64 = 1 << 1;
+pub(crate) const DESC_ATTRINDX_SHIFT: u64 = 2;
+pub(crate) const DESC_AP_SHIFT: u64 = 6;
+pub(crate) const DESC_SH_INNER: u64 = 3 << 8;
+pub(crate) const DESC_AF: u64 = 1 << 10;
+pub(crate) const DESC_NG: u64 = 1 << 11;
+pub(crate) const DESC_PXN: u64 = 1 << 53;
+pub(crate) const DESC_UXN: u64 = 1 << 54;
 const ADDR_MASK: u64 = 0x0000_ffff_ffff_f000;
 
 const SIZE_4K: u64 = 1 << 12;
@@ -144,7 +147,7 @@ impl Attrs {
 }
 
 /// The attributes a region gets for routines running at `privilege`.
-pub fn attrs_for(use_: Use, privilege: Privilege) -> Attrs {
+pub(crate) fn attrs_for(use_: Use, privilege: Privilege) -> Attrs {
     if privilege == Privilege::Hyp {
         return attrs_el2(use_);
     }
@@ -190,15 +193,6 @@ fn attrs_el2(use_: Use) -> Attrs {
         },
         _ => data,
     }
-}
-
-/// Whether an EL2 (E2H = 0) regime descriptor's attributes permit an
-/// access: AP[2] says read-only, bit 54 (`el0_exec` clear) says XN.
-pub fn el2_permits(a: Attrs, write: bool, exec: bool) -> bool {
-    if exec {
-        return a.el0_exec;
-    }
-    !write || a.ap.writable()
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -391,7 +385,7 @@ impl PageTables {
 
 /// Identity-map `regions` (start, end, use) for routines at `privilege`,
 /// allocating tables from `[area, area_end)`.
-pub fn identity_map(
+pub(crate) fn identity_map(
     regions: &[(u64, u64, Use)],
     privilege: Privilege,
     area: u64,
@@ -406,6 +400,15 @@ pub fn identity_map(
 
 #[cfg(test)]
 mod tests {
+    /// Whether an EL2 (E2H = 0) regime descriptor's attributes permit an
+    /// access: AP[2] says read-only, bit 54 (`el0_exec` clear) says XN.
+    fn el2_permits(a: Attrs, write: bool, exec: bool) -> bool {
+        if exec {
+            return a.el0_exec;
+        }
+        !write || a.ap.writable()
+    }
+
     use super::super::layout::{self, *};
     use super::*;
     use hypclear_abi::DOORBELL_GPA;

@@ -47,7 +47,7 @@ pub fn kvm_arm_mode() -> Option<KvmArmMode> {
 
 /// KVM_CREATE_VM's type for `ty` with an IPA size of `ipa_bits` (0: KVM's
 /// default 40 bits).
-pub fn vm_type_word(ty: crate::VmType, ipa_bits: u32) -> u64 {
+pub(crate) fn vm_type_word(ty: crate::VmType, ipa_bits: u32) -> u64 {
     let ipa = u64::from(ipa_bits) & 0xff;
     match ty {
         crate::VmType::Normal => ipa,

@@ -6,14 +6,17 @@
 //! KVM_REG_ARM64_SYSREG | op0:op1:CRn:CRm:op2`, and `KVM_REG_ARM_CORE` with
 //! the `struct kvm_regs` offset in 32-bit words for the core registers);
 //! on aarch64 hosts a test cross-checks them against `kvm-bindings`.
+// A register map: every field is named as the Arm ARM names it, whether or
+// not the VMM sets it.
+#![allow(dead_code)]
 use crate::Privilege;
 
 // ---- ONE_REG id layout (include/uapi/linux/kvm.h, arch/arm64/include/uapi/asm/kvm.h) ----
-pub const KVM_REG_ARM64: u64 = 0x6000_0000_0000_0000;
-pub const KVM_REG_SIZE_U64: u64 = 0x0030_0000_0000_0000;
-pub const KVM_REG_ARM_COPROC_SHIFT: u64 = 16;
-pub const KVM_REG_ARM_CORE: u64 = 0x0010 << KVM_REG_ARM_COPROC_SHIFT;
-pub const KVM_REG_ARM64_SYSREG: u64 = 0x0013 << KVM_REG_ARM_COPROC_SHIFT;
+pub(crate) const KVM_REG_ARM64: u64 = 0x6000_0000_0000_0000;
+pub(crate) const KVM_REG_SIZE_U64: u64 = 0x0030_0000_0000_0000;
+pub(crate) const KVM_REG_ARM_COPROC_SHIFT: u64 = 16;
+pub(crate) const KVM_REG_ARM_CORE: u64 = 0x0010 << KVM_REG_ARM_COPROC_SHIFT;
+pub(crate) const KVM_REG_ARM64_SYSREG: u64 = 0x0013 << KVM_REG_ARM_COPROC_SHIFT;
 
 /// The ONE_REG id of the system register `S<op0>_<op1>_C<crn>_C<crm>_<op2>`.
 pub const fn sysreg_id(op0: u64, op1: u64, crn: u64, crm: u64, op2: u64) -> u64 {
@@ -38,41 +41,41 @@ pub const fn core_x(n: u64) -> u64 {
     core_reg_id(8 * n)
 }
 /// SP_EL0 (`regs.sp`).
-pub const CORE_SP_EL0: u64 = core_reg_id(31 * 8);
-pub const CORE_PC: u64 = core_reg_id(32 * 8);
-pub const CORE_PSTATE: u64 = core_reg_id(33 * 8);
-pub const CORE_SP_EL1: u64 = core_reg_id(34 * 8);
-pub const CORE_ELR_EL1: u64 = core_reg_id(35 * 8);
+pub(crate) const CORE_SP_EL0: u64 = core_reg_id(31 * 8);
+pub(crate) const CORE_PC: u64 = core_reg_id(32 * 8);
+pub(crate) const CORE_PSTATE: u64 = core_reg_id(33 * 8);
+pub(crate) const CORE_SP_EL1: u64 = core_reg_id(34 * 8);
+pub(crate) const CORE_ELR_EL1: u64 = core_reg_id(35 * 8);
 /// `spsr[KVM_SPSR_EL1]`.
-pub const CORE_SPSR_EL1: u64 = core_reg_id(36 * 8);
+pub(crate) const CORE_SPSR_EL1: u64 = core_reg_id(36 * 8);
 
 // ---- System registers (op0, op1, CRn, CRm, op2) ----
-pub const MIDR_EL1: u64 = sysreg_id(3, 0, 0, 0, 0);
-pub const MPIDR_EL1: u64 = sysreg_id(3, 0, 0, 0, 5);
-pub const ID_AA64ISAR2_EL1: u64 = sysreg_id(3, 0, 0, 6, 2);
-pub const ID_AA64MMFR0_EL1: u64 = sysreg_id(3, 0, 0, 7, 0);
+pub(crate) const MIDR_EL1: u64 = sysreg_id(3, 0, 0, 0, 0);
+pub(crate) const MPIDR_EL1: u64 = sysreg_id(3, 0, 0, 0, 5);
+pub(crate) const ID_AA64ISAR2_EL1: u64 = sysreg_id(3, 0, 0, 6, 2);
+pub(crate) const ID_AA64MMFR0_EL1: u64 = sysreg_id(3, 0, 0, 7, 0);
 pub const SCTLR_EL1: u64 = sysreg_id(3, 0, 1, 0, 0);
-pub const CPACR_EL1: u64 = sysreg_id(3, 0, 1, 0, 2);
-pub const TTBR0_EL1: u64 = sysreg_id(3, 0, 2, 0, 0);
-pub const TTBR1_EL1: u64 = sysreg_id(3, 0, 2, 0, 1);
-pub const TCR_EL1: u64 = sysreg_id(3, 0, 2, 0, 2);
+pub(crate) const CPACR_EL1: u64 = sysreg_id(3, 0, 1, 0, 2);
+pub(crate) const TTBR0_EL1: u64 = sysreg_id(3, 0, 2, 0, 0);
+pub(crate) const TTBR1_EL1: u64 = sysreg_id(3, 0, 2, 0, 1);
+pub(crate) const TCR_EL1: u64 = sysreg_id(3, 0, 2, 0, 2);
 pub const ESR_EL1: u64 = sysreg_id(3, 0, 5, 2, 0);
 pub const FAR_EL1: u64 = sysreg_id(3, 0, 6, 0, 0);
-pub const MAIR_EL1: u64 = sysreg_id(3, 0, 10, 2, 0);
-pub const VBAR_EL1: u64 = sysreg_id(3, 0, 12, 0, 0);
-pub const TPIDR_EL1: u64 = sysreg_id(3, 0, 13, 0, 4);
-pub const CNTKCTL_EL1: u64 = sysreg_id(3, 0, 14, 1, 0);
+pub(crate) const MAIR_EL1: u64 = sysreg_id(3, 0, 10, 2, 0);
+pub(crate) const VBAR_EL1: u64 = sysreg_id(3, 0, 12, 0, 0);
+pub(crate) const TPIDR_EL1: u64 = sysreg_id(3, 0, 13, 0, 4);
+pub(crate) const CNTKCTL_EL1: u64 = sysreg_id(3, 0, 14, 1, 0);
 pub const TPIDRRO_EL0: u64 = sysreg_id(3, 3, 13, 0, 3);
 // EL2 registers (readable with ONE_REG on a vCPU with KVM_ARM_VCPU_HAS_EL2;
 // the guest's own EL2 entry programs them, the host only reads them back
 // for failure reports).
-pub const SCTLR_EL2: u64 = sysreg_id(3, 4, 1, 0, 0);
-pub const HCR_EL2: u64 = sysreg_id(3, 4, 1, 1, 0);
-pub const TTBR0_EL2: u64 = sysreg_id(3, 4, 2, 0, 0);
-pub const TCR_EL2: u64 = sysreg_id(3, 4, 2, 0, 2);
+pub(crate) const SCTLR_EL2: u64 = sysreg_id(3, 4, 1, 0, 0);
+pub(crate) const HCR_EL2: u64 = sysreg_id(3, 4, 1, 1, 0);
+pub(crate) const TTBR0_EL2: u64 = sysreg_id(3, 4, 2, 0, 0);
+pub(crate) const TCR_EL2: u64 = sysreg_id(3, 4, 2, 0, 2);
 pub const SPSR_EL2: u64 = sysreg_id(3, 4, 4, 0, 0);
 pub const ELR_EL2: u64 = sysreg_id(3, 4, 4, 0, 1);
-pub const SP_EL2: u64 = sysreg_id(3, 6, 4, 1, 0);
+pub(crate) const SP_EL2: u64 = sysreg_id(3, 6, 4, 1, 0);
 pub const ESR_EL2: u64 = sysreg_id(3, 4, 5, 2, 0);
 pub const FAR_EL2: u64 = sysreg_id(3, 4, 6, 0, 0);
 pub const VBAR_EL2: u64 = sysreg_id(3, 4, 12, 0, 0);
@@ -84,47 +87,47 @@ pub const VBAR_EL2: u64 = sysreg_id(3, 4, 12, 0, 0);
 pub const KVM_CAP_ARM_EL2: u64 = 240;
 /// KVM_CAP_ARM_EL2_E2H0 (same header): that EL2 may be non-VHE
 /// (HCR_EL2.E2H = 0), as the nVHE hypervisor runs.
-pub const KVM_CAP_ARM_EL2_E2H0: u64 = 241;
+pub(crate) const KVM_CAP_ARM_EL2_E2H0: u64 = 241;
 /// vCPU feature bits (arch/arm64/include/uapi/asm/kvm.h; also in
 /// kvm-bindings as KVM_ARM_VCPU_HAS_EL2 / _HAS_EL2_E2H0).
-pub const VCPU_FEATURE_HAS_EL2: u32 = 7;
-pub const VCPU_FEATURE_HAS_EL2_E2H0: u32 = 8;
+pub(crate) const VCPU_FEATURE_HAS_EL2: u32 = 7;
+pub(crate) const VCPU_FEATURE_HAS_EL2_E2H0: u32 = 8;
 
 // ---- SCTLR_EL1 ----
-pub const SCTLR_M: u64 = 1 << 0;
-pub const SCTLR_A: u64 = 1 << 1;
-pub const SCTLR_C: u64 = 1 << 2;
-pub const SCTLR_SA: u64 = 1 << 3;
-pub const SCTLR_SA0: u64 = 1 << 4;
-pub const SCTLR_ITD: u64 = 1 << 7;
-pub const SCTLR_SED: u64 = 1 << 8;
-pub const SCTLR_EOS: u64 = 1 << 11;
-pub const SCTLR_I: u64 = 1 << 12;
+pub(crate) const SCTLR_M: u64 = 1 << 0;
+pub(crate) const SCTLR_A: u64 = 1 << 1;
+pub(crate) const SCTLR_C: u64 = 1 << 2;
+pub(crate) const SCTLR_SA: u64 = 1 << 3;
+pub(crate) const SCTLR_SA0: u64 = 1 << 4;
+pub(crate) const SCTLR_ITD: u64 = 1 << 7;
+pub(crate) const SCTLR_SED: u64 = 1 << 8;
+pub(crate) const SCTLR_EOS: u64 = 1 << 11;
+pub(crate) const SCTLR_I: u64 = 1 << 12;
 /// EL0 may use DC ZVA (else it traps and DCZID_EL0.DZP reads 1 at EL0).
-pub const SCTLR_DZE: u64 = 1 << 14;
+pub(crate) const SCTLR_DZE: u64 = 1 << 14;
 /// EL0 may read CTR_EL0.
-pub const SCTLR_UCT: u64 = 1 << 15;
-pub const SCTLR_NTWI: u64 = 1 << 16;
-pub const SCTLR_NTWE: u64 = 1 << 18;
-pub const SCTLR_WXN: u64 = 1 << 19;
-pub const SCTLR_TSCXT: u64 = 1 << 20;
-pub const SCTLR_EIS: u64 = 1 << 22;
-pub const SCTLR_SPAN: u64 = 1 << 23;
-pub const SCTLR_E0E: u64 = 1 << 24;
-pub const SCTLR_EE: u64 = 1 << 25;
+pub(crate) const SCTLR_UCT: u64 = 1 << 15;
+pub(crate) const SCTLR_NTWI: u64 = 1 << 16;
+pub(crate) const SCTLR_NTWE: u64 = 1 << 18;
+pub(crate) const SCTLR_WXN: u64 = 1 << 19;
+pub(crate) const SCTLR_TSCXT: u64 = 1 << 20;
+pub(crate) const SCTLR_EIS: u64 = 1 << 22;
+pub(crate) const SCTLR_SPAN: u64 = 1 << 23;
+pub(crate) const SCTLR_E0E: u64 = 1 << 24;
+pub(crate) const SCTLR_EE: u64 = 1 << 25;
 /// EL0 may use DC CVAU/CIVAC/CVAC/CVAP and IC IVAU.
-pub const SCTLR_UCI: u64 = 1 << 26;
-pub const SCTLR_NTLSMD: u64 = 1 << 28;
-pub const SCTLR_LSMAOE: u64 = 1 << 29;
+pub(crate) const SCTLR_UCI: u64 = 1 << 26;
+pub(crate) const SCTLR_NTLSMD: u64 = 1 << 28;
+pub(crate) const SCTLR_LSMAOE: u64 = 1 << 29;
 /// FEAT_MOPS: the memory copy/set instructions are enabled at EL0.
-pub const SCTLR_MSCEN: u64 = 1 << 33;
+pub(crate) const SCTLR_MSCEN: u64 = 1 << 33;
 
 /// Bits that are RES1 on a CPU without the features they control (ARMv8.0
 /// without AArch32 EL0, IESB, PAN, LSMAOC ...); setting them is harmless
 /// where the features exist: no AArch32 IT/SETEND, exception entry/exit are
 /// context synchronizing, PAN unchanged on exception entry, no
 /// load/store-multiple ordering relaxations.
-pub const SCTLR_RES1: u64 = SCTLR_ITD
+pub(crate) const SCTLR_RES1: u64 = SCTLR_ITD
     | SCTLR_SED
     | SCTLR_EOS
     | SCTLR_TSCXT
@@ -140,7 +143,7 @@ pub const SCTLR_RES1: u64 = SCTLR_ITD
 /// when the CPU has it. DC ZVA at EL0 only for `Privilege::Kernel` (where
 /// nothing runs at EL0): at EL0 (`Privilege::User`) DCZID_EL0.DZP reads 1
 /// and the routines take their fallback paths.
-pub fn sctlr_el1(privilege: Privilege, mops: bool) -> u64 {
+pub(crate) fn sctlr_el1(privilege: Privilege, mops: bool) -> u64 {
     let mut v = SCTLR_RES1
         | SCTLR_M
         | SCTLR_C
@@ -163,7 +166,7 @@ pub fn sctlr_el1(privilege: Privilege, mops: bool) -> u64 {
 // ---- SCTLR_EL2 (E2H = 0) ----
 /// RES1 bits of SCTLR_EL2 when HCR_EL2.E2H is 0 (arch/arm64/include/asm/sysreg.h
 /// SCTLR_EL2_RES1: 4, 5, 11, 16, 18, 22, 23, 28, 29).
-pub const SCTLR_EL2_RES1: u64 = (1 << 4)
+pub(crate) const SCTLR_EL2_RES1: u64 = (1 << 4)
     | (1 << 5)
     | (1 << 11)
     | (1 << 16)
@@ -184,9 +187,9 @@ pub const fn sctlr_el2() -> u64 {
 
 // ---- HCR_EL2 ----
 /// EL1 is AArch64.
-pub const HCR_RW: u64 = 1 << 31;
+pub(crate) const HCR_RW: u64 = 1 << 31;
 /// EL2 host (VHE); must stay clear for the nVHE regime.
-pub const HCR_E2H: u64 = 1 << 34;
+pub(crate) const HCR_E2H: u64 = 1 << 34;
 
 /// HCR_EL2 of a guest hypervisor with no guest of its own: EL1 AArch64,
 /// no traps, no stage 2 (VM clear), E2H clear.
@@ -196,21 +199,21 @@ pub const fn hcr_el2() -> u64 {
 
 // ---- TCR_EL1 ----
 /// Virtual address size: 48 bits (four levels of 4 KiB tables from L0).
-pub const VA_BITS: u64 = 48;
-pub const TCR_T0SZ_SHIFT: u64 = 0;
-pub const TCR_EPD0: u64 = 1 << 7;
-pub const TCR_IRGN0_WBWA: u64 = 1 << 8;
-pub const TCR_ORGN0_WBWA: u64 = 1 << 10;
-pub const TCR_SH0_INNER: u64 = 3 << 12;
-pub const TCR_TG0_4K: u64 = 0 << 14;
-pub const TCR_T1SZ_SHIFT: u64 = 16;
-pub const TCR_EPD1: u64 = 1 << 23;
-pub const TCR_TG1_4K: u64 = 2 << 30;
-pub const TCR_IPS_SHIFT: u64 = 32;
-pub const TCR_IPS_MASK: u64 = 7 << TCR_IPS_SHIFT;
+pub(crate) const VA_BITS: u64 = 48;
+pub(crate) const TCR_T0SZ_SHIFT: u64 = 0;
+pub(crate) const TCR_EPD0: u64 = 1 << 7;
+pub(crate) const TCR_IRGN0_WBWA: u64 = 1 << 8;
+pub(crate) const TCR_ORGN0_WBWA: u64 = 1 << 10;
+pub(crate) const TCR_SH0_INNER: u64 = 3 << 12;
+pub(crate) const TCR_TG0_4K: u64 = 0 << 14;
+pub(crate) const TCR_T1SZ_SHIFT: u64 = 16;
+pub(crate) const TCR_EPD1: u64 = 1 << 23;
+pub(crate) const TCR_TG1_4K: u64 = 2 << 30;
+pub(crate) const TCR_IPS_SHIFT: u64 = 32;
+pub(crate) const TCR_IPS_MASK: u64 = 7 << TCR_IPS_SHIFT;
 
 /// Physical address bits of an ID_AA64MMFR0_EL1.PARange / TCR.IPS encoding.
-pub fn pa_bits(parange: u64) -> Option<u64> {
+pub(crate) fn pa_bits(parange: u64) -> Option<u64> {
     match parange {
         0 => Some(32),
         1 => Some(36),
@@ -228,7 +231,7 @@ pub fn pa_bits(parange: u64) -> Option<u64> {
 /// physical address size from ID_AA64MMFR0_EL1.PARange, capped at 48 bits
 /// (the 4 KiB-granule maximum without FEAT_LPA2). `None` if the CPU cannot
 /// address `need_pa` (the highest physical address the tables map).
-pub fn tcr_el1(id_aa64mmfr0: u64, need_pa: u64) -> Option<u64> {
+pub(crate) fn tcr_el1(id_aa64mmfr0: u64, need_pa: u64) -> Option<u64> {
     let parange = (id_aa64mmfr0 & 0xf).min(5);
     let bits = pa_bits(parange)?;
     if bits < 64 && need_pa >> bits != 0 {
@@ -249,14 +252,14 @@ pub fn tcr_el1(id_aa64mmfr0: u64, need_pa: u64) -> Option<u64> {
 
 // ---- TCR_EL2 (E2H = 0: one VA range, TTBR0_EL2) ----
 /// RES1 bits 31 and 23 (kvm_arm.h TCR_EL2_RES1).
-pub const TCR_EL2_RES1: u64 = (1 << 31) | (1 << 23);
-pub const TCR_EL2_PS_SHIFT: u64 = 16;
+pub(crate) const TCR_EL2_RES1: u64 = (1 << 31) | (1 << 23);
+pub(crate) const TCR_EL2_PS_SHIFT: u64 = 16;
 
 /// TCR_EL2 as the nVHE hyp's init builds it (TCR_EL1's T0SZ/TG0/SH0/ORGN0/
 /// IRGN0 fields, which sit at the same bits, plus RES1 and PS from
 /// PARange; TCR_EL2 has no EPD1/T1SZ/TG1 or IPS field). `None` as for
 /// [`tcr_el1`].
-pub fn tcr_el2(id_aa64mmfr0: u64, need_pa: u64) -> Option<u64> {
+pub(crate) fn tcr_el2(id_aa64mmfr0: u64, need_pa: u64) -> Option<u64> {
     let el1 = tcr_el1(id_aa64mmfr0, need_pa)?;
     let fields = 0x3f | (0xf << 8) | (3 << 12) | (3 << 14);
     let parange = (el1 & TCR_IPS_MASK) >> TCR_IPS_SHIFT;
@@ -265,17 +268,17 @@ pub fn tcr_el2(id_aa64mmfr0: u64, need_pa: u64) -> Option<u64> {
 
 // ---- MAIR_EL1 ----
 /// MAIR index of Normal memory, inner/outer write-back, read/write allocate.
-pub const MT_NORMAL: u64 = 0;
+pub(crate) const MT_NORMAL: u64 = 0;
 /// MAIR index of Device-nGnRE memory (the doorbell).
-pub const MT_DEVICE_NGNRE: u64 = 1;
+pub(crate) const MT_DEVICE_NGNRE: u64 = 1;
 /// MAIR index of Device-nGnRnE memory (unused, for completeness).
-pub const MT_DEVICE_NGNRNE: u64 = 2;
+pub(crate) const MT_DEVICE_NGNRNE: u64 = 2;
 /// MAIR index of Normal non-cacheable memory (unused, for completeness).
-pub const MT_NORMAL_NC: u64 = 3;
-pub const MAIR_ATTR_NORMAL_WB: u64 = 0xff;
-pub const MAIR_ATTR_DEVICE_NGNRE: u64 = 0x04;
-pub const MAIR_ATTR_DEVICE_NGNRNE: u64 = 0x00;
-pub const MAIR_ATTR_NORMAL_NC: u64 = 0x44;
+pub(crate) const MT_NORMAL_NC: u64 = 3;
+pub(crate) const MAIR_ATTR_NORMAL_WB: u64 = 0xff;
+pub(crate) const MAIR_ATTR_DEVICE_NGNRE: u64 = 0x04;
+pub(crate) const MAIR_ATTR_DEVICE_NGNRNE: u64 = 0x00;
+pub(crate) const MAIR_ATTR_NORMAL_NC: u64 = 0x44;
 
 pub const fn mair_el1() -> u64 {
     (MAIR_ATTR_NORMAL_WB << (8 * MT_NORMAL))
@@ -286,28 +289,28 @@ pub const fn mair_el1() -> u64 {
 
 // ---- CNTKCTL_EL1 ----
 /// EL0 may read CNTPCT_EL0 (and CNTFRQ_EL0).
-pub const CNTKCTL_EL0PCTEN: u64 = 1 << 0;
+pub(crate) const CNTKCTL_EL0PCTEN: u64 = 1 << 0;
 /// EL0 may read CNTVCT_EL0 (and CNTFRQ_EL0): the dispatcher's timestamps.
-pub const CNTKCTL_EL0VCTEN: u64 = 1 << 1;
+pub(crate) const CNTKCTL_EL0VCTEN: u64 = 1 << 1;
 
 pub const fn cntkctl_el1() -> u64 {
     CNTKCTL_EL0PCTEN | CNTKCTL_EL0VCTEN
 }
 
 // ---- PSTATE / SPSR ----
-pub const PSR_MODE_EL0T: u64 = 0x0;
-pub const PSR_MODE_EL1T: u64 = 0x4;
-pub const PSR_MODE_EL1H: u64 = 0x5;
-pub const PSR_MODE_EL2H: u64 = 0x9;
-pub const PSR_MODE_MASK: u64 = 0xf;
-pub const PSR_F: u64 = 1 << 6;
-pub const PSR_I: u64 = 1 << 7;
-pub const PSR_A: u64 = 1 << 8;
-pub const PSR_D: u64 = 1 << 9;
-pub const PSR_DAIF: u64 = PSR_D | PSR_A | PSR_I | PSR_F;
+pub(crate) const PSR_MODE_EL0T: u64 = 0x0;
+pub(crate) const PSR_MODE_EL1T: u64 = 0x4;
+pub(crate) const PSR_MODE_EL1H: u64 = 0x5;
+pub(crate) const PSR_MODE_EL2H: u64 = 0x9;
+pub(crate) const PSR_MODE_MASK: u64 = 0xf;
+pub(crate) const PSR_F: u64 = 1 << 6;
+pub(crate) const PSR_I: u64 = 1 << 7;
+pub(crate) const PSR_A: u64 = 1 << 8;
+pub(crate) const PSR_D: u64 = 1 << 9;
+pub(crate) const PSR_DAIF: u64 = PSR_D | PSR_A | PSR_I | PSR_F;
 
 /// Entry PSTATE: EL1h (`Kernel`), EL0t (`User`) or EL2h (`Hyp`), DAIF masked.
-pub fn pstate(privilege: Privilege) -> u64 {
+pub(crate) fn pstate(privilege: Privilege) -> u64 {
     PSR_DAIF
         | match privilege {
             Privilege::Kernel => PSR_MODE_EL1H,
@@ -317,7 +320,7 @@ pub fn pstate(privilege: Privilege) -> u64 {
 }
 
 /// "EL0t", "EL1h", ... for an SPSR/PSTATE value (AArch64 modes only).
-pub fn mode_name(spsr: u64) -> &'static str {
+pub(crate) fn mode_name(spsr: u64) -> &'static str {
     if spsr & (1 << 4) != 0 {
         return "AArch32";
     }
@@ -340,12 +343,12 @@ pub fn has_mops(id_aa64isar2: u64) -> bool {
 }
 
 /// DCZID_EL0: (DC ZVA allowed, block size in bytes).
-pub fn dczid(v: u64) -> (bool, u64) {
+pub(crate) fn dczid(v: u64) -> (bool, u64) {
     (v & (1 << 4) == 0, 4u64 << (v & 0xf))
 }
 
 /// MIDR_EL1 implementer names (the common ones).
-pub fn implementer_name(midr: u64) -> &'static str {
+pub(crate) fn implementer_name(midr: u64) -> &'static str {
     match (midr >> 24) & 0xff {
         0x00 => "software (e.g. QEMU TCG)",
         0x41 => "Arm",

@@ -16,7 +16,7 @@
 
 /// The CPUID words the decision needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CpuidView {
+pub(crate) struct CpuidView {
     /// CPUID.0: EBX, EDX, ECX as the 12-byte vendor string.
     pub vendor: [u8; 12],
     /// CPUID.1:EAX (family / model / stepping signature).
@@ -47,7 +47,7 @@ pub struct StringFeatures {
 impl CpuidView {
     /// Linux's x86 family: the base family, plus the extended family when
     /// the base is 0xf.
-    pub fn family(&self) -> u32 {
+    pub(crate) fn family(&self) -> u32 {
         let base = (self.leaf1_eax >> 8) & 0xf;
         if base == 0xf {
             base + ((self.leaf1_eax >> 20) & 0xff)
@@ -57,7 +57,7 @@ impl CpuidView {
     }
 
     /// Linux's x86 model: the extended model is added for family >= 6.
-    pub fn model(&self) -> u32 {
+    pub(crate) fn model(&self) -> u32 {
         let m = (self.leaf1_eax >> 4) & 0xf;
         if self.family() >= 6 {
             m | (((self.leaf1_eax >> 16) & 0xf) << 4)
@@ -66,7 +66,7 @@ impl CpuidView {
         }
     }
 
-    pub fn features(&self) -> StringFeatures {
+    pub(crate) fn features(&self) -> StringFeatures {
         let family = self.family();
         let v = &self.vendor;
         let amd = v == b"AuthenticAMD";

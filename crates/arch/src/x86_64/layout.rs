@@ -15,17 +15,17 @@
 use hypclear_abi as abi;
 
 pub const RAM_BASE: u64 = 0;
-pub const GDT_GPA: u64 = 0x1000;
-pub const IDT_GPA: u64 = 0x2000;
-pub const TSS_GPA: u64 = 0x3000;
-pub const TSS_SIZE: u64 = 0x68;
+pub(crate) const GDT_GPA: u64 = 0x1000;
+pub(crate) const IDT_GPA: u64 = 0x2000;
+pub(crate) const TSS_GPA: u64 = 0x3000;
+pub(crate) const TSS_SIZE: u64 = 0x68;
 pub const PAGE_TABLES_GPA: u64 = 0x1_0000;
 pub const PAGE_TABLES_END: u64 = 0x10_0000;
-pub const MAILBOX_BASE: u64 = 0x10_0000;
-pub const STACKS_BASE: u64 = 0x20_0000;
+pub(crate) const MAILBOX_BASE: u64 = 0x10_0000;
+pub(crate) const STACKS_BASE: u64 = 0x20_0000;
 /// User stack plus exception stack, per vCPU.
-pub const STACK_SIZE: u64 = 0x1_0000;
-pub const EXC_STACK_SIZE: u64 = 0x4000;
+pub(crate) const STACK_SIZE: u64 = 0x1_0000;
+pub(crate) const EXC_STACK_SIZE: u64 = 0x4000;
 pub const BLOB_WINDOW: u64 = 0x40_0000;
 pub const BLOB_WINDOW_END: u64 = 0x100_0000;
 pub const ARENA_BASE: u64 = 0x100_0000;
@@ -40,34 +40,34 @@ pub const MIN_RAM: u64 = 32 << 20;
 pub const MAX_RAM: u64 = ((PAGE_TABLES_END - PAGE_TABLES_GPA) / abi::PAGE_SIZE - 6) << 30;
 
 // GDT selectors (Linux-like: user data 0x2b, user code 0x33).
-pub const SEL_KERNEL_CODE: u16 = 0x08;
-pub const SEL_KERNEL_DATA: u16 = 0x10;
-pub const SEL_USER_DATA: u16 = 0x28;
-pub const SEL_USER_CODE: u16 = 0x30;
-pub const SEL_TSS0: u16 = 0x40;
+pub(crate) const SEL_KERNEL_CODE: u16 = 0x08;
+pub(crate) const SEL_KERNEL_DATA: u16 = 0x10;
+pub(crate) const SEL_USER_DATA: u16 = 0x28;
+pub(crate) const SEL_USER_CODE: u16 = 0x30;
+pub(crate) const SEL_TSS0: u16 = 0x40;
 /// Number of exception vectors in the IDT, and the blob's stub stride.
-pub const IDT_VECTORS: u64 = 32;
-pub const VECTOR_STUB_SIZE: u64 = 32;
+pub(crate) const IDT_VECTORS: u64 = 32;
+pub(crate) const VECTOR_STUB_SIZE: u64 = 32;
 
 pub fn mailbox_gpa(vcpu: u64) -> u64 {
     MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
 }
 
-pub fn tss_gpa(vcpu: u64) -> u64 {
+pub(crate) fn tss_gpa(vcpu: u64) -> u64 {
     TSS_GPA + vcpu * TSS_SIZE
 }
 
-pub fn tss_selector(vcpu: u64) -> u16 {
+pub(crate) fn tss_selector(vcpu: u64) -> u16 {
     SEL_TSS0 + 16 * vcpu as u16
 }
 
 /// Top of the user (routine) stack of a vCPU; 16-byte aligned.
-pub fn stack_top(vcpu: u64) -> u64 {
+pub(crate) fn stack_top(vcpu: u64) -> u64 {
     STACKS_BASE + (vcpu + 1) * (STACK_SIZE + EXC_STACK_SIZE) - EXC_STACK_SIZE
 }
 
 /// Top of the exception (TSS.RSP0) stack of a vCPU.
-pub fn exception_stack_top(vcpu: u64) -> u64 {
+pub(crate) fn exception_stack_top(vcpu: u64) -> u64 {
     STACKS_BASE + (vcpu + 1) * (STACK_SIZE + EXC_STACK_SIZE)
 }
 

@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 use thiserror::Error;
 
-pub const PTE_PRESENT: u64 = 1 << 0;
-pub const PTE_WRITE: u64 = 1 << 1;
-pub const PTE_USER: u64 = 1 << 2;
-pub const PTE_HUGE: u64 = 1 << 7;
+pub(crate) const PTE_PRESENT: u64 = 1 << 0;
+pub(crate) const PTE_WRITE: u64 = 1 << 1;
+pub(crate) const PTE_USER: u64 = 1 << 2;
+pub(crate) const PTE_HUGE: u64 = 1 << 7;
 const ADDR_MASK: u64 = 0x000f_ffff_ffff_f000;
 const LEAF: u64 = PTE_PRESENT | PTE_WRITE | PTE_USER;
 
@@ -112,7 +112,7 @@ fn idx(va: u64, shift: u32) -> usize {
 
 /// Identity-map `[0, ram_size)` (page 0 left not present) and `doorbell`.
 /// Tables are allocated from `[area, area_end)`.
-pub fn identity_map(
+pub(crate) fn identity_map(
     ram_size: u64,
     doorbell: u64,
     area: u64,

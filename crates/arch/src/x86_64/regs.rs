@@ -4,20 +4,20 @@ use super::layout::*;
 use hypclear_abi as abi;
 use kvm_bindings::{kvm_regs, kvm_segment, kvm_sregs};
 
-pub const CR0_PE: u64 = 1 << 0;
-pub const CR0_MP: u64 = 1 << 1;
-pub const CR0_ET: u64 = 1 << 4;
-pub const CR0_NE: u64 = 1 << 5;
-pub const CR0_WP: u64 = 1 << 16;
-pub const CR0_AM: u64 = 1 << 18;
-pub const CR0_PG: u64 = 1 << 31;
-pub const CR4_PAE: u64 = 1 << 5;
-pub const CR4_OSFXSR: u64 = 1 << 9;
-pub const CR4_OSXMMEXCPT: u64 = 1 << 10;
-pub const EFER_SCE: u64 = 1 << 0;
-pub const EFER_LME: u64 = 1 << 8;
-pub const EFER_LMA: u64 = 1 << 10;
-pub const EFER_NXE: u64 = 1 << 11;
+pub(crate) const CR0_PE: u64 = 1 << 0;
+pub(crate) const CR0_MP: u64 = 1 << 1;
+pub(crate) const CR0_ET: u64 = 1 << 4;
+pub(crate) const CR0_NE: u64 = 1 << 5;
+pub(crate) const CR0_WP: u64 = 1 << 16;
+pub(crate) const CR0_AM: u64 = 1 << 18;
+pub(crate) const CR0_PG: u64 = 1 << 31;
+pub(crate) const CR4_PAE: u64 = 1 << 5;
+pub(crate) const CR4_OSFXSR: u64 = 1 << 9;
+pub(crate) const CR4_OSXMMEXCPT: u64 = 1 << 10;
+pub(crate) const EFER_SCE: u64 = 1 << 0;
+pub(crate) const EFER_LME: u64 = 1 << 8;
+pub(crate) const EFER_LMA: u64 = 1 << 10;
+pub(crate) const EFER_NXE: u64 = 1 << 11;
 
 /// Privilege level the guest code runs at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -32,7 +32,7 @@ const fn descriptor(access: u64, flags: u64) -> u64 {
 }
 
 /// GDT image: 8-byte descriptors, with a 16-byte TSS descriptor per vCPU.
-pub fn gdt(vcpus: u64) -> Vec<u64> {
+pub(crate) fn gdt(vcpus: u64) -> Vec<u64> {
     let mut g = vec![0u64; (SEL_TSS0 as usize / 8) + 2 * vcpus as usize];
     g[(SEL_KERNEL_CODE / 8) as usize] = descriptor(0x9b, 0xa); // P, DPL0, code, L, G
     g[(SEL_KERNEL_DATA / 8) as usize] = descriptor(0x93, 0xc); // P, DPL0, data, DB, G
@@ -53,7 +53,7 @@ pub fn gdt(vcpus: u64) -> Vec<u64> {
 }
 
 /// A 64-bit TSS whose RSP0 is the vCPU's exception stack (no I/O bitmap).
-pub fn tss(vcpu: u64) -> [u8; TSS_SIZE as usize] {
+pub(crate) fn tss(vcpu: u64) -> [u8; TSS_SIZE as usize] {
     let mut t = [0u8; TSS_SIZE as usize];
     t[4..12].copy_from_slice(&exception_stack_top(vcpu).to_le_bytes());
     t[0x66..0x68].copy_from_slice(&(TSS_SIZE as u16).to_le_bytes());
@@ -61,7 +61,7 @@ pub fn tss(vcpu: u64) -> [u8; TSS_SIZE as usize] {
 }
 
 /// IDT: one DPL 0 interrupt gate per vector, pointing at the blob's stubs.
-pub fn idt(vectors: u64) -> Vec<u64> {
+pub(crate) fn idt(vectors: u64) -> Vec<u64> {
     let mut t = Vec::with_capacity(2 * IDT_VECTORS as usize);
     for v in 0..IDT_VECTORS {
         let h = vectors + v * VECTOR_STUB_SIZE;
@@ -95,7 +95,7 @@ fn segment(selector: u16, dpl: u8, code: bool) -> kvm_segment {
 }
 
 /// Special registers for 64-bit mode at `cpl`, with GS based at the mailbox.
-pub fn sregs(mut s: kvm_sregs, cpl: Cpl, vcpu: u64, pml4: u64) -> kvm_sregs {
+pub(crate) fn sregs(mut s: kvm_sregs, cpl: Cpl, vcpu: u64, pml4: u64) -> kvm_sregs {
     let (code, data, dpl) = match cpl {
         Cpl::User => (SEL_USER_CODE, SEL_USER_DATA, 3),
         Cpl::Kernel => (SEL_KERNEL_CODE, SEL_KERNEL_DATA, 0),
