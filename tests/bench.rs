@@ -325,3 +325,44 @@ fn bench_usage_errors_exit_2() {
         );
     }
 }
+
+/// `--unit` names every figure below the table too: the side ratios are
+/// in the unit asked for, not in GB/sec.
+#[test]
+fn side_ratios_follow_unit() {
+    if !kvm_available("bench --unit side ratios") {
+        return;
+    }
+    let out = hypclear(&[
+        "bench",
+        "memset",
+        "-s",
+        "1MB",
+        "-k",
+        "4KB",
+        "-f",
+        PORTABLE,
+        "--sessions",
+        "1",
+        "--repeats",
+        "3",
+        "--config",
+        "both",
+        "--unit",
+        "MB/s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = s
+        .lines()
+        .skip_while(|l| !l.starts_with("side ratios"))
+        .collect();
+    assert!(
+        lines
+            .first()
+            .is_some_and(|l| l.contains("median guest MB/s")),
+        "{s}"
+    );
+    assert!(lines.get(1).is_some_and(|l| l.contains(" MB/s = ")), "{s}");
+    assert!(!lines.iter().take(2).any(|l| l.contains("GB/sec")), "{s}");
+}

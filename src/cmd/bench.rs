@@ -119,7 +119,7 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
     for l in bench::report::guest_host_lines(result) {
         say!(ktap, "{l}");
     }
-    for l in bench::sides::ratio_lines(result) {
+    for l in bench::sides::ratio_lines(result, a.unit) {
         say!(ktap, "{l}");
     }
     for l in bench::report::variance_lines(result, 0.02) {

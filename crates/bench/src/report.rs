@@ -377,12 +377,14 @@ struct CsvRow<'a> {
     git_commit: &'a str,
 }
 
+/// Written in one step (a temporary file renamed over `path`): a run cut
+/// short never leaves half a file.
 pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
     let csv_err = |e: csv::Error| Error::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e),
     };
-    let mut w = csv::Writer::from_path(path).map_err(csv_err)?;
+    let mut w = csv::Writer::from_writer(Vec::new());
     let h = &r.host;
     for c in &r.cells {
         let a = &c.axes;
@@ -426,7 +428,10 @@ pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
             }
         }
     }
-    w.flush().map_err(io(path))
+    let bytes = w
+        .into_inner()
+        .map_err(|e| io(path)(std::io::Error::other(e.to_string())))?;
+    hypclear_process::files::write_atomically(path, |f| f.write_all(&bytes)).map_err(io(path))
 }
 
 type Points = Vec<(f64, f64)>;
@@ -478,8 +483,10 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
     } else {
         (xmin, xmax)
     };
-    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let whole = SVGBackend::new(path, (1000, 1100)).into_drawing_area();
+    // Drawn into memory, then written in one step like the CSV.
+    let mut svg = String::new();
+    let mut draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let whole = SVGBackend::with_string(&mut svg, (1000, 1100)).into_drawing_area();
         whole.fill(&WHITE)?;
         let (root, lower) = whole.split_vertically(600);
         let mut chart = ChartBuilder::on(&root)
@@ -529,7 +536,9 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
     draw().map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e.to_string()),
-    })
+    })?;
+    hypclear_process::files::write_atomically(path, |f| f.write_all(svg.as_bytes()))
+        .map_err(io(path))
 }
 
 /// The run sequence of every cell, session by session (Kalibera & Jones:

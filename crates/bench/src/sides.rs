@@ -80,14 +80,15 @@ pub(crate) fn mixed(r: &BenchResult) -> bool {
 /// For a bench with several sides: each other side's median against the
 /// first side's, cell by matching cell (no threshold; `compare FILE` gives
 /// the session-paired test and its interval).
-pub fn ratio_lines(r: &BenchResult) -> Vec<String> {
+pub fn ratio_lines(r: &BenchResult, unit: crate::units::Rate) -> Vec<String> {
     if r.sides.len() < 2 {
         return Vec::new();
     }
     let base = by_path(r, 0);
     let median = |s: &Option<Summary>| s.as_ref().map(|s| s.median);
     let mut out = vec![format!(
-        "side ratios (median guest GB/sec, other side / {}; rows matched by routine, size, chunk and {}):",
+        "side ratios (median guest {}, other side / {}; rows matched by routine, size, chunk and {}):",
+        unit.label(),
         r.sides[0].name,
         if mixed(r) {
             "kernel path (the built-in variant the kernel routine follows)"
@@ -109,13 +110,14 @@ pub fn ratio_lines(r: &BenchResult) -> Vec<String> {
                 continue;
             };
             out.push(format!(
-                "  {} {} / {} {}: {:.2} / {:.2} GB/sec = {:.3}  [{}]",
+                "  {} {} / {} {}: {} / {} {} = {:.3}  [{}]",
                 side.name,
                 c.axes.variant,
                 r.sides[0].name,
                 b.axes.variant,
-                x / crate::units::PERF_GB,
-                y / crate::units::PERF_GB,
+                unit.format(x),
+                unit.format(y),
+                unit.label(),
                 x / y,
                 k.label()
             ));
