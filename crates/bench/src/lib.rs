@@ -962,6 +962,52 @@ fn snapshot(
     r
 }
 
+/// One session's VMs in order: (backing, side, the indices of its cells in
+/// `specs`). ABBA: the sides (link configurations, kernel trees) alternate
+/// their order from session to session (AB BA, or ABC CBA), so a drift
+/// hits every side alike.
+fn session_steps(
+    plan: &Plan,
+    specs: &[CellSpec],
+    session: u64,
+) -> Vec<(Backing, usize, Vec<usize>)> {
+    let mut out = Vec::new();
+    for &backing in &plan.backings {
+        let mut order: Vec<usize> = (0..plan.sides.len()).collect();
+        if session % 2 == 1 {
+            order.reverse();
+        }
+        for side in order {
+            let idx: Vec<usize> = (0..specs.len())
+                .filter(|&i| specs[i].backing == backing && specs[i].side == side)
+                .collect();
+            if !idx.is_empty() {
+                out.push((backing, side, idx));
+            }
+        }
+    }
+    out
+}
+
+/// The VM of one step of a session (see [`session_steps`]).
+fn session_vm(
+    plan: &Plan,
+    (backing, side): (Backing, usize),
+    privilege: &PrivilegeChoice,
+    seed: u64,
+) -> Result<VmOptions> {
+    Ok(VmOptions {
+        mem: plan.mem_needed(),
+        backing,
+        prefault: plan.prefault,
+        privilege: plan.sides[side].privilege(privilege.privilege),
+        blob: plan.sides[side].blob()?,
+        vcpus: plan.shape.vcpus,
+        seed,
+        vm_type: hypclear_vmm::VmType::Normal,
+    })
+}
+
 /// Run the whole plan: every session boots one VM per backing and link
 /// configuration and runs its cells, guest then host. `seed` seeds the
 /// patterns and (plus the session) each VM's load address. After every
@@ -1006,54 +1052,30 @@ pub fn run(
         )
     };
     'sessions: for session in 0..plan.sessions {
-        for &backing in &plan.backings {
-            // ABBA: the sides (link configurations, kernel trees) alternate
-            // their order from session to session (AB BA, or ABC CBA), so a
-            // drift hits every side alike.
-            let mut order: Vec<usize> = (0..plan.sides.len()).collect();
-            if session % 2 == 1 {
-                order.reverse();
+        for (backing, side, idx) in session_steps(plan, specs, session) {
+            let opts = session_vm(plan, (backing, side), privilege, seed.wrapping_add(session))?;
+            if crate::interrupt::requested() {
+                partial = true;
+                break 'sessions;
             }
-            for side in order {
-                let idx: Vec<usize> = (0..specs.len())
-                    .filter(|&i| specs[i].backing == backing && specs[i].side == side)
-                    .collect();
-                if idx.is_empty() {
-                    continue;
-                }
-                let opts = VmOptions {
-                    mem: plan.mem_needed(),
-                    backing,
-                    prefault: plan.prefault,
-                    privilege: plan.sides[side].privilege(privilege.privilege),
-                    blob: plan.sides[side].blob()?,
-                    vcpus: plan.shape.vcpus,
-                    seed: seed.wrapping_add(session),
-                    vm_type: hypclear_vmm::VmType::Normal,
-                };
-                if crate::interrupt::requested() {
-                    partial = true;
-                    break 'sessions;
-                }
-                let t = std::time::Instant::now();
-                let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
-                setup.push(t.elapsed().as_secs_f64());
-                counter_khz = vm.counter_khz;
-                let cx = (plan, &pats, session);
-                let mut after_cell =
-                    |cells: &[Cell]| checkpoint(&result(cells, counter_khz, true, &setup));
-                if !run_cells(
-                    &mut vm,
-                    &idx,
-                    specs,
-                    cx,
-                    &mut cells,
-                    progress,
-                    &mut after_cell,
-                )? {
-                    partial = true;
-                    break 'sessions;
-                }
+            let t = std::time::Instant::now();
+            let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
+            setup.push(t.elapsed().as_secs_f64());
+            counter_khz = vm.counter_khz;
+            let cx = (plan, &pats, session);
+            let mut after_cell =
+                |cells: &[Cell]| checkpoint(&result(cells, counter_khz, true, &setup));
+            if !run_cells(
+                &mut vm,
+                &idx,
+                specs,
+                cx,
+                &mut cells,
+                progress,
+                &mut after_cell,
+            )? {
+                partial = true;
+                break 'sessions;
             }
         }
     }
