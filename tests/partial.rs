@@ -88,6 +88,28 @@ fn catches_sigint(pid: u32) -> bool {
         .is_some_and(|m| m & (1 << (libc::SIGINT - 1)) != 0)
 }
 
+/// Run `hypclear ARGS`, send it `sig` `delay` after its handler is in
+/// place (the first thing the command does; before it, in exec and the
+/// runtime's start, a signal kills any program), and wait for it.
+fn signal_after(args: &[&str], sig: libc::c_int, delay: Duration) -> std::process::Output {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hypclear"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot run the hypclear binary");
+    let t = Instant::now();
+    while !catches_sigint(child.id()) {
+        assert!(t.elapsed() < FIRST_CELL, "SIGINT never caught");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    std::thread::sleep(delay);
+    // SAFETY: kill(2) on our own child's pid, which has not been reaped.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+    assert_eq!(rc, 0);
+    child.wait_with_output().unwrap()
+}
+
 /// Ctrl-C at any moment of the start (CPU probe, calibration, VM boot, the
 /// first checks) stops with exit 130 and says so: the partial table and JSON
 /// when anything ran, else that nothing was taken. Never a silent kill.
@@ -99,25 +121,8 @@ fn ctrl_c_during_start_and_boot_exits_130_with_what_it_has() {
     for (i, delay_ms) in [0u64, 2, 10, 30, 100].into_iter().enumerate() {
         let json = tmp_json(&format!("run-interrupted-{i}"));
         let _ = std::fs::remove_file(&json);
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hypclear"))
-            .args(["run", "--json", json.to_str().unwrap()])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("cannot run the hypclear binary");
-        // From when the handler is in place (the first thing the command
-        // does; before it, in exec and the runtime's start, SIGINT kills
-        // any program).
-        let t = Instant::now();
-        while !catches_sigint(child.id()) {
-            assert!(t.elapsed() < FIRST_CELL, "SIGINT never caught");
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        // SAFETY: kill(2) on our own child's pid, which has not been reaped.
-        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-        assert_eq!(rc, 0);
-        let out = child.wait_with_output().unwrap();
+        let args = ["run", "--json", json.to_str().unwrap()];
+        let out = signal_after(&args, libc::SIGINT, Duration::from_millis(delay_ms));
         let err = String::from_utf8_lossy(&out.stderr);
         let what = format!("SIGINT after {delay_ms} ms: {}", text(&out));
         assert_eq!(out.status.code(), Some(130), "{what}");
@@ -216,23 +221,9 @@ fn sigterm_during_selftest_keeps_the_cases_that_ran() {
     for (i, delay_ms) in [400u64, 1200].into_iter().enumerate() {
         let json = tmp_json(&format!("selftest-sigterm-{i}"));
         let _ = std::fs::remove_file(&json);
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hypclear"))
-            .args(["--format", "ktap", "selftest", "--hostile", "--json"])
-            .arg(&json)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("cannot run the hypclear binary");
-        let t = Instant::now();
-        while !catches_sigint(child.id()) {
-            assert!(t.elapsed() < FIRST_CELL, "SIGINT never caught");
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        // SAFETY: kill(2) on our own child's pid, which has not been reaped.
-        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        assert_eq!(rc, 0);
-        let out = child.wait_with_output().unwrap();
+        let args = ["--format", "ktap", "selftest", "--hostile", "--json"];
+        let args = [&args[..], &[json.to_str().unwrap()]].concat();
+        let out = signal_after(&args, libc::SIGTERM, Duration::from_millis(delay_ms));
         let err = String::from_utf8_lossy(&out.stderr);
         let ktap = String::from_utf8_lossy(&out.stdout);
         let what = format!("SIGTERM after {delay_ms} ms: exit {:?}\n{ktap}", out.status);
