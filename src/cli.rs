@@ -94,9 +94,11 @@ pub(crate) struct Common {
     /// kernel side and bench --builtin: the kernel's configuration]
     #[arg(long, value_enum, global = true)]
     pub config: Option<ConfigChoice>,
-    /// Guest RAM backing
-    #[arg(long, value_enum, default_value = "anon", global = true)]
-    pub backing: Backing,
+    /// Guest RAM backing (and the host baseline's buffer) [default: anon;
+    /// bench: thp, as QEMU and cloud-hypervisor back guest RAM (with 4 KiB
+    /// pages a guest pays for its two-level page walks: docs/method.md)]
+    #[arg(long, value_enum, global = true)]
+    pub backing: Option<Backing>,
     /// Populate guest RAM on the host before the guest starts
     #[arg(long, global = true)]
     pub prefault: bool,
@@ -209,6 +211,12 @@ fn parse_arch(s: &str) -> Result<crate::kernel::tree::Arch, String> {
 pub(crate) const DEFAULT_MEM: u64 = 256 << 20;
 
 impl Common {
+    /// Guest RAM backing of every command but bench (see
+    /// [`BenchArgs::plan`]): `--backing`, else anon.
+    pub(crate) fn backing(&self) -> Backing {
+        self.backing.unwrap_or(Backing::Anon)
+    }
+
     pub(crate) fn mem(&self) -> u64 {
         self.mem.unwrap_or(DEFAULT_MEM)
     }
@@ -368,7 +376,7 @@ pub(crate) enum Cmd {
     /// perf-bench-style throughput inside the guest, with a host baseline
     Bench {
         #[command(flatten)]
-        args: BenchArgs,
+        args: Box<BenchArgs>,
     },
     /// Compare bench JSON: change with CI, q and equivalence marks, like the seed's table
     Compare {
@@ -484,9 +492,20 @@ pub(crate) struct BenchArgs {
     /// repeated; refused (not root), the next one down, said on stderr
     #[arg(long, value_enum, default_value = "fifo")]
     pub priority: crate::bench::Priority,
-    /// Sessions (a fresh VM each)
-    #[arg(long, default_value_t = 4)]
-    pub sessions: u64,
+    /// Sessions (a fresh VM each): exactly N. Without it: at least 4, and
+    /// two more at a time until --precision is reached, at most
+    /// --max-sessions
+    #[arg(long)]
+    pub sessions: Option<u64>,
+    /// Add sessions until every cell's 95% interval (guest/host, or the
+    /// guest's throughput without a host baseline) lies within +-PCT% of
+    /// its estimate; off: exactly --sessions. [default: 2.5 without
+    /// --sessions, off with it]
+    #[arg(long, value_name = "PCT|off", value_parser = clap_precision)]
+    pub precision: Option<PrecisionArg>,
+    /// Sessions at most under --precision [default: 4 x the planned sessions]
+    #[arg(long)]
+    pub max_sessions: Option<u64>,
     /// vCPUs clearing disjoint regions at once
     #[arg(long, default_value_t = 1)]
     pub vcpus: u64,
@@ -634,7 +653,7 @@ impl BenchArgs {
             orders: a.order.clone(),
             fills: a.fill.clone(),
             backings: if a.backings.is_empty() {
-                vec![common.backing]
+                vec![common.backing.unwrap_or(Backing::Thp)]
             } else {
                 a.backings.clone()
             },
@@ -649,7 +668,8 @@ impl BenchArgs {
                 a.repeats
                     .saturating_mul(crate::bench::sequence::DEFAULT_MAX_RUNS_FACTOR),
             ),
-            sessions: a.sessions,
+            sessions: a.sessions.unwrap_or(DEFAULT_SESSIONS),
+            precision: a.precision()?,
             priority: a.priority,
             cache: a.cache,
             // The host baseline runs hypclear's own routine objects, so
@@ -661,6 +681,65 @@ impl BenchArgs {
         };
         plan.validate(common.mem)?;
         Ok(plan)
+    }
+}
+
+/// Sessions of a bench without `--sessions` (at least, under `--precision`).
+pub(crate) const DEFAULT_SESSIONS: u64 = 4;
+
+/// `--precision` without `--sessions`: +-2.5%, so that two invocations'
+/// guest/host agree within +-5%.
+pub(crate) const DEFAULT_PRECISION_PCT: f64 = 2.5;
+
+/// `--precision PCT|off`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum PrecisionArg {
+    Off,
+    Pct(f64),
+}
+
+fn clap_precision(s: &str) -> Result<PrecisionArg, String> {
+    if s == "off" {
+        return Ok(PrecisionArg::Off);
+    }
+    let pct: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{s}` is not a percentage: give e.g. 2.5 (for +-2.5%) or off"))?;
+    match pct > 0.0 && pct <= 50.0 {
+        true => Ok(PrecisionArg::Pct(pct)),
+        false => Err(format!(
+            "{s}: give a half-width above 0 and at most 50 (percent)"
+        )),
+    }
+}
+
+impl BenchArgs {
+    /// The precision rule: `--precision`, or its default without
+    /// `--sessions`; with its cap.
+    fn precision(&self) -> crate::error::Result<Option<crate::bench::precision::Precision>> {
+        let pct = match (self.precision, self.sessions) {
+            (Some(PrecisionArg::Off), _) | (None, Some(_)) => None,
+            (Some(PrecisionArg::Pct(p)), _) => Some(p),
+            (None, None) => Some(DEFAULT_PRECISION_PCT),
+        };
+        let planned = self.sessions.unwrap_or(DEFAULT_SESSIONS);
+        let usage = |m: String| Err(crate::error::Error::Usage(m));
+        match (pct, self.max_sessions) {
+            (None, Some(_)) => usage(
+                "--max-sessions caps --precision, which is off here (--sessions N runs exactly N): \
+                 add --precision PCT, or leave --max-sessions out"
+                    .into(),
+            ),
+            (Some(_), Some(m)) if m < planned => usage(format!(
+                "--max-sessions {m} is below the {planned} planned sessions: use {planned} or more"
+            )),
+            (None, None) => Ok(None),
+            (Some(p), m) => Ok(Some(crate::bench::precision::Precision {
+                half_width: p / 100.0,
+                max_sessions: m.unwrap_or(planned.saturating_mul(4)),
+            })),
+        }
     }
 }
 

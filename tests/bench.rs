@@ -297,6 +297,61 @@ fn demand_fill_and_reverse_order_and_vcpus() {
     assert!(faults > 0, "demand fill took no page faults: {demand}");
 }
 
+/// Without --sessions, sessions are added two at a time until every
+/// interval is within --precision, up to --max-sessions: a target no
+/// run can reach runs to the cap and says so, a loose one stops at the
+/// planned 4.
+#[test]
+fn precision_adds_sessions_in_pairs_up_to_the_cap() {
+    if !kvm_available("bench --precision") {
+        return;
+    }
+    let run = |name: &str, pct: &str| {
+        let json = tmp_json(name);
+        let args = [
+            "bench",
+            "memset",
+            "-s",
+            "64KB",
+            "-k",
+            "64KB",
+            "-f",
+            PORTABLE,
+            "--config",
+            "vanilla",
+            "--repeats",
+            "2",
+            "--max-warmup",
+            "0",
+            "--precision",
+            pct,
+            "--max-sessions",
+            "6",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        let out = hypclear(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        (read_json(&json), text(&out))
+    };
+    // +-0.0001%: unreachable, so the cap.
+    let (j, out) = run("precision-cap", "0.0001");
+    let p = &j["precision"];
+    assert_eq!(j["sessions"], 6, "{out}");
+    assert_eq!(p["sessions"], 6, "{p}");
+    assert_eq!(p["reached"], false, "{p}");
+    assert_eq!(p["planned_sessions"], 4, "{p}");
+    assert!(out.contains("NOT reached in 6 session(s)"), "{out}");
+    let ratios = j["cells"][0]["guest_host"]["sessions"].as_array().unwrap();
+    assert_eq!(ratios.len(), 6, "every added session is paired: {out}");
+    // +-50%: the planned sessions are enough.
+    let (j, out) = run("precision-loose", "50");
+    assert_eq!(j["sessions"], 4, "{out}");
+    assert_eq!(j["precision"]["reached"], true, "{out}");
+    let w = j["precision"]["widest"]["half_width_pct"].as_f64().unwrap();
+    assert!(w <= 50.0, "{out}");
+}
+
 #[test]
 fn bench_usage_errors_exit_2() {
     for (args, needle) in [
@@ -310,6 +365,19 @@ fn bench_usage_errors_exit_2() {
         (
             vec!["bench", "memset", "-s", "1GB", "--mem", "64MB"],
             "--mem",
+        ),
+        (
+            vec!["bench", "memset", "--sessions", "3", "--max-sessions", "8"],
+            "caps --precision",
+        ),
+        (
+            vec!["bench", "memset", "--max-sessions", "2"],
+            "below the 4 planned",
+        ),
+        (vec!["bench", "memset", "--precision", "0"], "above 0"),
+        (
+            vec!["bench", "memset", "--precision", "tight"],
+            "percentage",
         ),
         (
             vec!["compare", "/nonexistent.json", "/nonexistent2.json"],

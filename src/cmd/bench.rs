@@ -8,6 +8,7 @@ use crate::cli::{BenchArgs, Common};
 use crate::error::{Result, RunError};
 use crate::kernel::Side;
 use crate::routines;
+use crate::vmm::memory::Backing;
 use std::time::Instant;
 
 /// A human-readable line: stdout, or stderr when stdout carries KTAP.
@@ -118,6 +119,9 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
     );
     for l in bench::report::guest_host_lines(result) {
         say!(ktap, "{l}");
+    }
+    if let Some(p) = &result.precision {
+        say!(ktap, "precision: {}", p.text());
     }
     for l in bench::sides::ratio_lines(result, a.unit) {
         say!(ktap, "{l}");
@@ -235,7 +239,15 @@ fn announce(
         a.routine,
         ctx.caps.model,
         cells,
-        plan.sessions,
+        match plan.precision {
+            Some(p) => format!(
+                "{}..{} (until +-{}%)",
+                plan.sessions,
+                p.max_sessions,
+                bench::precision::pct_text(p.half_width * 100.0)
+            ),
+            None => plan.sessions.to_string(),
+        },
         match plan.max_warmup {
             0 => format!("{} warm-up", plan.warmup),
             m => format!("{}..{m} warm-up until steady", plan.warmup),
@@ -245,6 +257,14 @@ fn announce(
         p.reason
     );
     say!(ktap, "precondition: {}", plan.cache.describe());
+    if plan.backings.contains(&Backing::Thp) && crate::vmm::memory::thp_refused() {
+        say!(
+            ktap,
+            "note: this host's /sys/kernel/mm/transparent_hugepage/enabled is [never]: the thp \
+             backing gets 4 KiB pages, as anon does (`echo madvise > \
+             /sys/kernel/mm/transparent_hugepage/enabled` as root gives it 2 MiB pages)"
+        );
+    }
     if plan.sides.len() > 1 {
         say!(
             ktap,

@@ -56,7 +56,7 @@ impl Early {
         let timeout = crate::cli::timeout(common.timeout)?;
         let request = privilege_request(common)?;
         vmm::validate_mem(mem)?;
-        crate::vmm::memory::precheck(mem, common.backing)?;
+        crate::vmm::memory::precheck(mem, common.backing())?;
         Ok(Early {
             start,
             seed: common.seed.unwrap_or_else(random_seed),
@@ -136,7 +136,7 @@ fn vm_options(
 ) -> Result<VmOptions> {
     Ok(VmOptions {
         mem,
-        backing: common.backing,
+        backing: common.backing(),
         prefault: common.prefault,
         privilege: privilege.privilege,
         blob: side.blob()?,

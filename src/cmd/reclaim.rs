@@ -9,7 +9,7 @@ pub(super) fn reclaim(common: &Common, args: &ReclaimArgs) -> Result<i32> {
     let opts = ReclaimOptions {
         mem: common.mem.unwrap_or(RECLAIM_MEM),
         seed: common.seed.unwrap_or_else(super::random_seed),
-        backing: common.backing,
+        backing: common.backing(),
         timeout: crate::cli::timeout(common.timeout)?,
         control: !args.no_control,
     };

@@ -322,7 +322,7 @@ fn run_config(
         vm.loaded.base,
         ctx.seed,
         format_size(ctx.mem),
-        ctx.common.backing,
+        ctx.common.backing(),
         arch::COUNTER_NAME,
         vm.counter_khz
     );
@@ -465,7 +465,7 @@ fn concurrent(ctx: &Ctx, configs: &[Side]) -> bool {
 /// turn comes: not when hugetlb-backed (those pages are reserved per VM,
 /// so such VMs exist one at a time).
 fn boots_early(common: &Common) -> bool {
-    common.backing != crate::vmm::memory::Backing::Hugetlb
+    common.backing() != crate::vmm::memory::Backing::Hugetlb
 }
 
 /// Whether the run stops after this configuration's result when the
@@ -594,7 +594,7 @@ fn check_memory(ctx: &Ctx, configs: &[Side], side_by_side: bool, filter: &Filter
     } else {
         1
     };
-    if ctx.common.backing != crate::vmm::memory::Backing::Hugetlb {
+    if ctx.common.backing() != crate::vmm::memory::Backing::Hugetlb {
         crate::vmm::memory::check_host_memory(
             guest * vms + pattern,
             "verify (guest RAM it touches plus the copy pattern)",
@@ -932,7 +932,7 @@ fn json_doc<'a>(
             "load_addresses": o.loads,
             "privilege": ctx.privilege,
             "mem": ctx.mem,
-            "backing": ctx.common.backing,
+            "backing": ctx.common.backing(),
             "prefault": ctx.common.prefault,
             "seed": ctx.seed,
         }),

@@ -994,6 +994,7 @@ mod tests {
             nice: None,
             reproducibility: None,
             sessions,
+            precision: None,
             cache: Some(crate::Cache::Cold),
             max_warmup: 20,
             session_setup_seconds: 0.0,

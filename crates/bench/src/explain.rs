@@ -307,6 +307,7 @@ impl ExplainRun<'_> {
             backings: vec![s.backing],
             sides: vec![side],
             sessions: 1,
+            precision: None,
             cache: s.cache,
             prefault: s.prefault,
             host_baseline: true,

@@ -29,6 +29,7 @@ pub(crate) mod guest;
 pub(crate) mod host;
 pub(crate) mod inference;
 pub mod plan;
+pub mod precision;
 pub mod report;
 pub(crate) mod sched;
 pub mod sequence;
@@ -657,7 +658,12 @@ pub struct BenchResult {
     pub priority: Option<Priority>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nice: Option<i32>,
+    /// Sessions run.
     pub sessions: u64,
+    /// `--precision`: the target, the sessions it took and the widest
+    /// interval; `None` without it and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<precision::Outcome>,
     /// Not a finished run: written while it was running (after every
     /// finished cell), or SIGINT stopped it. The cells hold the samples
     /// taken so far.
@@ -918,6 +924,15 @@ impl Drop for RestoreNice {
     }
 }
 
+/// `cells` with their summaries ([`summarize`]).
+fn summarized(cells: &[Cell], repeats: u64) -> Vec<Cell> {
+    let mut cells = cells.to_vec();
+    for c in &mut cells {
+        summarize(c, repeats);
+    }
+    cells
+}
+
 /// The result so far: the cells summarized, with the plan and the host.
 fn snapshot(
     (plan, nice): (&Plan, i32),
@@ -925,13 +940,13 @@ fn snapshot(
     caps: &CpuCaps,
     cells: &[Cell],
     counter_khz: u64,
-    partial: bool,
+    (partial, sessions): (bool, u64),
     setup: &[f64],
 ) -> BenchResult {
-    let mut cells = cells.to_vec();
-    for c in &mut cells {
-        summarize(c, plan.repeats);
-    }
+    let cells = summarized(cells, plan.repeats);
+    let precision = plan
+        .precision
+        .map(|p| precision::outcome(&cells, p, plan.sessions, sessions));
     let mut r = BenchResult {
         tool: "hypclear".into(),
         command: "bench".into(),
@@ -942,7 +957,8 @@ fn snapshot(
         max_runs: plan.max_runs,
         priority: Some(plan.priority),
         nice: Some(nice),
-        sessions: plan.sessions,
+        sessions,
+        precision,
         partial,
         partial_reason: None,
         cache: Some(plan.cache),
@@ -1040,18 +1056,23 @@ pub fn run(
     let mut counter_khz = 0;
     let mut partial = false;
     let mut setup = Vec::new();
-    let result = |cells: &[Cell], counter_khz: u64, partial: bool, setup: &[f64]| {
+    let result = |cells: &[Cell], counter_khz: u64, end: (bool, u64), setup: &[f64]| {
         snapshot(
             (plan, nice),
             privilege,
             caps,
             cells,
             counter_khz,
-            partial,
+            end,
             setup,
         )
     };
-    'sessions: for session in 0..plan.sessions {
+    let mut seen = 0;
+    'sessions: for session in 0..plan.max_sessions() {
+        if session >= plan.sessions {
+            progress.inc_length(specs.len() as u64);
+        }
+        seen = session + 1;
         for (backing, side, idx) in session_steps(plan, specs, session) {
             let opts = session_vm(plan, (backing, side), privilege, seed.wrapping_add(session))?;
             if crate::interrupt::requested() {
@@ -1064,7 +1085,7 @@ pub fn run(
             counter_khz = vm.counter_khz;
             let cx = (plan, &pats, session);
             let mut after_cell =
-                |cells: &[Cell]| checkpoint(&result(cells, counter_khz, true, &setup));
+                |cells: &[Cell]| checkpoint(&result(cells, counter_khz, (true, seen), &setup));
             if !run_cells(
                 &mut vm,
                 &idx,
@@ -1078,6 +1099,10 @@ pub fn run(
                 break 'sessions;
             }
         }
+        let so_far = || summarized(&cells, plan.repeats);
+        if precision::stop_after(seen, plan.sessions, plan.precision, &so_far) {
+            break;
+        }
     }
-    Ok(result(&cells, counter_khz, partial, &setup))
+    Ok(result(&cells, counter_khz, (partial, seen), &setup))
 }

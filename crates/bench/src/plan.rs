@@ -171,7 +171,10 @@ pub struct Plan {
     /// Measured runs per session and side at most: disturbed runs are
     /// repeated up to this ([`crate::sequence::SampleRule`]).
     pub max_runs: u64,
+    /// Sessions at least (exactly, without `precision`).
     pub sessions: u64,
+    /// `--precision`: sessions added until every interval is this tight.
+    pub precision: Option<crate::precision::Precision>,
     /// How the timed threads are scheduled (`--priority`).
     pub priority: super::Priority,
     /// The precondition of every timed pass.
@@ -228,6 +231,13 @@ impl Plan {
         self.cells(Some(caps))
     }
 
+    /// Sessions at most: `--max-sessions` under `--precision`, else
+    /// exactly `sessions`.
+    pub fn max_sessions(&self) -> u64 {
+        self.precision
+            .map_or(self.sessions, |p| p.max_sessions.max(self.sessions))
+    }
+
     /// Guest RAM the plan needs.
     pub fn mem_needed(&self) -> u64 {
         mem_needed(self)
@@ -255,7 +265,8 @@ impl Plan {
         }
         if self.max_runs < self.repeats {
             return Err(Error::Usage(format!(
-                "--max-runs {} is below --repeats {}: the cap counts every measured run,                  undisturbed or not; use --max-runs {} or more",
+                "--max-runs {} is below --repeats {}: the cap counts every measured run, \
+                 undisturbed or not; use --max-runs {} or more",
                 self.max_runs, self.repeats, self.repeats
             )));
         }
@@ -499,6 +510,7 @@ mod tests {
             repeats: 3,
             max_runs: 12,
             sessions: 4,
+            precision: None,
             priority: crate::Priority::Normal,
             cache: Cache::Cold,
             host_baseline: true,

@@ -276,6 +276,7 @@ mod tests {
             repeats: 3,
             max_runs: 3 * DEFAULT_MAX_RUNS_FACTOR,
             sessions: 1,
+            precision: None,
             priority: crate::Priority::Normal,
             cache: Cache::Cold,
             host_baseline: true,

@@ -45,6 +45,15 @@ impl std::fmt::Display for Backing {
     }
 }
 
+/// Whether the host refuses transparent huge pages outright
+/// (`/sys/kernel/mm/transparent_hugepage/enabled` reads `[never]`): then
+/// the thp backing gets 4 KiB pages, as anon does. `false` when the file
+/// is missing or unreadable (no claim either way).
+pub fn thp_refused() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|s| s.contains("[never]"))
+}
+
 /// Address space a run maps beyond the guest RAM and buffers it names
 /// (the binary, thread stacks, allocator arenas), at the least: a 1 GB
 /// bench without host baseline ran under `ulimit -v 1200000`, so the real
