@@ -52,6 +52,11 @@ pub(super) struct HostCell<'a> {
 }
 
 impl<'a> HostCell<'a> {
+    /// Share of the host buffer on huge pages ([`GuestRam::huge_share`]).
+    pub(super) fn huge_share(&self) -> Option<f64> {
+        self.buf.huge_share()
+    }
+
     /// `None` when the host has no copy of the cell's routine.
     pub(super) fn new(
         spec: &'a CellSpec,

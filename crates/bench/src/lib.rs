@@ -327,6 +327,19 @@ pub struct Cell {
     pub guest_steady: Vec<Steady>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_steady: Vec<Steady>,
+    /// Share of guest RAM and of the host buffer on huge pages after each
+    /// session's runs (what THP granted); empty in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub huge_share: Vec<HugeShare>,
+}
+
+/// Share (0..=1) of memory on huge pages in one session, guest RAM and
+/// host buffer; `None` where /proc/self/smaps did not say.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HugeShare {
+    pub session: u64,
+    pub guest: Option<f64>,
+    pub host: Option<f64>,
 }
 
 impl Cell {
@@ -348,6 +361,7 @@ impl Cell {
             host_warmup: vec![],
             guest_steady: vec![],
             host_steady: vec![],
+            huge_share: vec![],
         }
     }
 }
@@ -848,6 +862,11 @@ fn run_cell(vm: &mut Vm, spec: &CellSpec, cx: (&Plan, &Patterns, u64), c: &mut C
     )?;
     g.verify()?;
     c.verified_runs += 2;
+    c.huge_share.push(HugeShare {
+        session,
+        guest: vm.ram.huge_share(),
+        host: h.as_ref().and_then(|h| h.huge_share()),
+    });
     c.guest.extend(gs.measured);
     c.guest_warmup.extend(gs.warmup);
     c.guest_steady.push(gs.steady);

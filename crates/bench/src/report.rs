@@ -103,6 +103,33 @@ pub fn guest_host_lines(r: &BenchResult) -> Vec<String> {
         .collect()
 }
 
+/// Below this share of huge pages a thp or hugetlb cell says how much it
+/// got: the page size it names is then not the page size it measured.
+const HUGE_SHARE_WANTED: f64 = 0.9;
+
+/// `"thp granted: guest 12%, host 100% on huge pages (least of 4
+/// sessions)"` when a cell that asked for huge pages got fewer.
+fn huge_flag(c: &Cell) -> Option<String> {
+    if c.axes.backing == crate::vmm::memory::Backing::Anon {
+        return None;
+    }
+    let least = |side: fn(&crate::HugeShare) -> Option<f64>| {
+        c.huge_share.iter().filter_map(side).min_by(f64::total_cmp)
+    };
+    let (g, h) = (least(|s| s.guest), least(|s| s.host));
+    if g.into_iter().chain(h).all(|v| v >= HUGE_SHARE_WANTED) {
+        return None;
+    }
+    let pct = |v: Option<f64>| v.map_or("?".into(), |v| format!("{:.0}%", v * 100.0));
+    Some(format!(
+        "{} granted: guest {}, host {} on huge pages (least of {} sessions)",
+        c.axes.backing,
+        pct(g),
+        pct(h),
+        c.huge_share.len()
+    ))
+}
+
 /// Warnings about a cell, shown instead of being averaged in.
 pub(crate) fn flags(c: &Cell) -> String {
     let mut f = Vec::new();
@@ -138,6 +165,7 @@ pub(crate) fn flags(c: &Cell) -> String {
             c.host.len()
         ));
     }
+    f.extend(huge_flag(c));
     f.push(format!("{} verified", c.verified_runs));
     let (g, h) = c.unsettled();
     for (side, n, of) in [
@@ -727,6 +755,30 @@ mod tests {
 
     fn cell(guest: Vec<Sample>, host: Vec<Sample>) -> Cell {
         cell_of(guest, host, 1)
+    }
+
+    #[test]
+    fn huge_pages_not_granted_are_said() {
+        use crate::vmm::memory::Backing;
+        let mut c = cell(vec![run(0, 9.0, 0)], vec![run(0, 10.0, 0)]);
+        let share = |guest, host| crate::HugeShare {
+            session: 0,
+            guest,
+            host,
+        };
+        c.huge_share = vec![share(Some(0.96), Some(1.0)), share(Some(0.12), None)];
+        c.axes.backing = Backing::Thp;
+        let f = flags(&c);
+        assert!(
+            f.contains("thp granted: guest 12%, host 100% on huge pages (least of 2 sessions)"),
+            "{f}"
+        );
+        c.huge_share[1].guest = Some(0.95);
+        assert!(!flags(&c).contains("granted"), "{}", flags(&c));
+        // anon asks for none: nothing to say.
+        c.huge_share[1].guest = Some(0.0);
+        c.axes.backing = Backing::Anon;
+        assert!(!flags(&c).contains("granted"));
     }
 
     #[test]

@@ -54,6 +54,40 @@ pub fn thp_refused() -> bool {
         .is_ok_and(|s| s.contains("[never]"))
 }
 
+/// kB of `[start, start + len)` that `smaps` (the text of
+/// /proc/self/smaps) says sit on huge pages: THP's `AnonHugePages` plus
+/// hugetlb's `Private_Hugetlb` and `Shared_Hugetlb`, over every mapping
+/// that overlaps the range (the kernel splits and merges them), a mapping
+/// reaching outside it counted pro rata. `None` when none overlaps.
+fn smaps_huge_kb(smaps: &str, start: u64, len: u64) -> Option<u64> {
+    let fields = ["AnonHugePages:", "Private_Hugetlb:", "Shared_Hugetlb:"];
+    let end = start.saturating_add(len);
+    let mut total: Option<f64> = None;
+    let mut cur: Option<f64> = None; // overlap share of the current mapping
+    for l in smaps.lines() {
+        let first = l.split_whitespace().next().unwrap_or("");
+        if let Some((lo, hi)) = first.split_once('-')
+            && let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16))
+        {
+            let overlap = hi.min(end).saturating_sub(lo.max(start));
+            cur = (overlap > 0 && hi > lo).then(|| overlap as f64 / (hi - lo) as f64);
+            if cur.is_some() {
+                total.get_or_insert(0.0);
+            }
+            continue;
+        }
+        if let (Some(share), true) = (cur, fields.iter().any(|f| l.starts_with(f)))
+            && let Some(kb) = l
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<f64>().ok())
+        {
+            *total.get_or_insert(0.0) += kb * share;
+        }
+    }
+    total.map(|t| t.round() as u64)
+}
+
 /// Address space a run maps beyond the guest RAM and buffers it names
 /// (the binary, thread stacks, allocator arenas), at the least: a 1 GB
 /// bench without host baseline ran under `ulimit -v 1200000`, so the real
@@ -299,6 +333,18 @@ pub struct GuestRam {
     size: u64,
     host: *mut u8,
     pub backing: Backing,
+}
+
+impl GuestRam {
+    /// Share of this mapping on huge pages now (0..=1), from
+    /// /proc/self/smaps: what the kernel granted, where `backing` is what
+    /// was asked. `None` when smaps cannot be read or lists no such
+    /// mapping.
+    pub fn huge_share(&self) -> Option<f64> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let kb = smaps_huge_kb(&smaps, self.host as u64, self.size)?;
+        Some(((kb << 10) as f64 / self.size as f64).min(1.0))
+    }
 }
 
 // SAFETY: the raw pointer is the start of a mapping owned by `mem`, which is
@@ -624,5 +670,32 @@ mod tests {
         assert!(
             cgroup_memory_dirs("", "41 30 0:36 / /m rw - cgroup cgroup rw,memory\n").is_empty()
         );
+    }
+
+    #[test]
+    fn smaps_huge_kb_sums_the_mappings_over_the_range() {
+        let smaps = "\
+7f0000000000-7f0040000000 rw-p 00000000 00:00 0
+Size:            1048576 kB
+AnonHugePages:    522240 kB
+Private_Hugetlb:       0 kB
+VmFlags: rd wr mr mw me ac hg
+7f0040000000-7f0040200000 rw-p 00000000 00:00 0
+Size:               2048 kB
+AnonHugePages:      2048 kB
+VmFlags: rd wr
+";
+        // Both mappings: the kernel split one region in two.
+        assert_eq!(
+            smaps_huge_kb(smaps, 0x7f00_0000_0000, (1 << 30) + (2 << 20)),
+            Some(524_288)
+        );
+        assert_eq!(smaps_huge_kb(smaps, 0x7f00_4000_0000, 2 << 20), Some(2048));
+        // Half of the first mapping: half its huge pages, pro rata.
+        assert_eq!(
+            smaps_huge_kb(smaps, 0x7f00_0000_0000, 1 << 29),
+            Some(261_120)
+        );
+        assert_eq!(smaps_huge_kb(smaps, 0x7e00_0000_0000, 4096), None);
     }
 }
