@@ -687,6 +687,9 @@ impl BenchArgs {
 /// Sessions of a bench without `--sessions` (at least, under `--precision`).
 pub(crate) const DEFAULT_SESSIONS: u64 = 4;
 
+/// `--max-sessions` without it: this many times the planned sessions.
+pub(crate) const DEFAULT_MAX_SESSIONS_FACTOR: u64 = 4;
+
 /// `--precision` without `--sessions`: +-2.5%, so that two invocations'
 /// guest/host agree within +-5%.
 pub(crate) const DEFAULT_PRECISION_PCT: f64 = 2.5;
@@ -737,7 +740,7 @@ impl BenchArgs {
             (None, None) => Ok(None),
             (Some(p), m) => Ok(Some(crate::bench::precision::Precision {
                 half_width: p / 100.0,
-                max_sessions: m.unwrap_or(planned.saturating_mul(4)),
+                max_sessions: m.unwrap_or(planned.saturating_mul(DEFAULT_MAX_SESSIONS_FACTOR)),
             })),
         }
     }

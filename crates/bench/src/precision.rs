@@ -8,7 +8,7 @@
 //! noisy host a 256 MB clear's guest/host moved 0.90-1.02 between three
 //! invocations of 4 sessions.
 use crate::Cell;
-use crate::stats::paired_t_test;
+use crate::stats::geometric_mean_interval;
 use serde::{Deserialize, Serialize};
 
 /// What `--precision` asked for.
@@ -122,11 +122,8 @@ fn half_width(cell: &Cell) -> Option<(Judged, Option<f64>)> {
     if logs.is_empty() {
         return None;
     }
-    let est = crate::stats::mean(&logs).exp();
-    let interval = paired_t_test(&logs)
-        .and_then(|t| t.interval(0.05))
-        .map(|(lo, hi)| rel(est, [lo.exp(), hi.exp()]));
-    Some((Judged::Guest, interval))
+    let (est, interval) = geometric_mean_interval(&logs, 0.05);
+    Some((Judged::Guest, interval.map(|i| rel(est, i))))
 }
 
 /// Where `cells` (summarized) stand against `want`, after `sessions`.

@@ -252,6 +252,16 @@ pub struct PairedRatio {
     pub sessions: Vec<SessionRatio>,
 }
 
+/// `exp` of the mean of `logs` and of its `1 - alpha` t interval (df =
+/// n - 1; `None` with fewer than 2 values): a geometric mean with its
+/// interval, for ratios and throughputs alike.
+pub(crate) fn geometric_mean_interval(logs: &[f64], alpha: f64) -> (f64, Option<[f64; 2]>) {
+    let interval = paired_t_test(logs)
+        .and_then(|t| t.interval(alpha))
+        .map(|(lo, hi)| [lo.exp(), hi.exp()]);
+    (mean(logs).exp(), interval)
+}
+
 impl PairedRatio {
     /// The paired ratio of `sessions` (pairs whose guest or host mean is
     /// not a positive finite number are left out) at `1 - alpha`; `None`
@@ -270,11 +280,9 @@ impl PairedRatio {
             return None;
         }
         let logs: Vec<f64> = sessions.iter().map(|s| s.ratio.ln()).collect();
-        let interval = paired_t_test(&logs)
-            .and_then(|t| t.interval(alpha))
-            .map(|(lo, hi)| [lo.exp(), hi.exp()]);
+        let (estimate, interval) = geometric_mean_interval(&logs, alpha);
         Some(PairedRatio {
-            estimate: mean(&logs).exp(),
+            estimate,
             interval,
             confidence: 1.0 - alpha,
             median: median(&sessions.iter().map(|s| s.ratio).collect::<Vec<_>>()),
