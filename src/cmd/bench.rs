@@ -67,7 +67,7 @@ pub(super) fn bench(
         (Err(RunError::Interrupted), Some(r)) => r,
         (Err(e), Some(mut r)) => {
             // The error ends the run; the cells so far say why they stop.
-            r.partial_reason = Some(e.to_string());
+            r.partial_reason = Some(e.partial_reason());
             write_outputs(&ctx, a, &r)?;
             return Err(e.into());
         }

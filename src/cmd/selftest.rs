@@ -30,37 +30,53 @@ fn ktap(results: &[(LinkConfig, CaseResult)]) -> Document {
     )
 }
 
-/// Why the cases after `stopped` did not run (the JSON's
-/// `partial_reason`, KTAP's `# interrupted:` line).
-fn stop_reason(stopped: &RunError) -> String {
-    match stopped {
-        RunError::Interrupted => crate::interrupt::name().to_string(),
-        e => e.to_string(),
-    }
+/// What stopped the cases short, if anything did (a stop request, a VMM
+/// error): the cases that ran are reported, marked partial.
+struct Cut {
+    stopped: Option<RunError>,
 }
 
-/// KTAP's mark of a cut run: a failing test, so a parser (kunit.py) never
-/// reads the cases that ran as the whole set.
-fn cut_leaf(reason: &str) -> Test {
-    Test::leaf("interrupted", Outcome::Fail).with_diagnostics([format!(
-        "interrupted: {reason}; the cases after the ones above did not run"
-    )])
-}
-
-/// The exit status once the results are out: 128 + the signal for a stop
-/// request, the error for anything else that stopped the cases, else
-/// whether every case was handled.
-fn finish(command: &str, stopped: Option<RunError>, all_ok: bool) -> Result<i32> {
-    match stopped {
-        Some(RunError::Interrupted) => {
-            crate::errln!(
-                "hypclear {command}: interrupted ({}); the results above are partial",
-                crate::interrupt::name()
-            );
-            Ok(crate::interrupt::exit_code())
+impl Cut {
+    /// `stopped` ended the cases after `ran` of them; when none ran there
+    /// is nothing to report, only the error.
+    fn of(ran: usize, stopped: Option<RunError>) -> Result<Cut> {
+        match stopped {
+            Some(e) if ran == 0 => Err(e.into()),
+            stopped => Ok(Cut { stopped }),
         }
-        Some(e) => Err(e.into()),
-        None => Ok(if all_ok { 0 } else { EXIT_FAILED }),
+    }
+
+    /// The JSON's `partial_reason` and KTAP's `# interrupted:` line.
+    fn reason(&self) -> Option<String> {
+        self.stopped.as_ref().map(RunError::partial_reason)
+    }
+
+    /// KTAP's mark of a cut run: a failing test, so a parser (kunit.py)
+    /// never reads the cases that ran as the whole set.
+    fn leaf(&self) -> Option<Test> {
+        let reason = self.reason()?;
+        Some(
+            Test::leaf("interrupted", Outcome::Fail).with_diagnostics([format!(
+                "interrupted: {reason}; the cases after the ones above did not run"
+            )]),
+        )
+    }
+
+    /// The exit status once the results are out: 128 + the signal for a
+    /// stop request, the error for anything else that stopped the cases,
+    /// else whether every case was handled.
+    fn finish(self, command: &str, all_ok: bool) -> Result<i32> {
+        match self.stopped {
+            Some(RunError::Interrupted) => {
+                crate::errln!(
+                    "hypclear {command}: interrupted ({}); the results above are partial",
+                    crate::interrupt::name()
+                );
+                Ok(crate::interrupt::exit_code())
+            }
+            Some(e) => Err(e.into()),
+            None => Ok(if all_ok { 0 } else { EXIT_FAILED }),
+        }
     }
 }
 
@@ -78,12 +94,7 @@ pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
             break;
         }
     }
-    if results.is_empty()
-        && let Some(e) = stopped
-    {
-        return Err(e.into());
-    }
-    let cut = stopped.as_ref().map(stop_reason);
+    let cut = Cut::of(results.len(), stopped)?;
     let mut t = crate::table::table(&[
         "config",
         "injected fault",
@@ -104,8 +115,8 @@ pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
     let ok = results.iter().filter(|(_, r)| r.detected).count();
     if ctx.common.format == Format::Ktap {
         let mut doc = ktap(&results);
-        if let (Some(c), Document::Tests(tests)) = (&cut, &mut doc) {
-            tests.push(cut_leaf(c));
+        if let Document::Tests(tests) = &mut doc {
+            tests.extend(cut.leaf());
         }
         crate::output::print_bytes(doc.render().as_bytes());
     } else {
@@ -121,14 +132,14 @@ pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
             "command": "selftest",
             "host": HostInfo::collect(&ctx.caps, 0),
             "guest": { "privilege": p, "seed": ctx.seed },
-            "partial": cut.is_some(),
-            "partial_reason": cut,
+            "partial": cut.stopped.is_some(),
+            "partial_reason": cut.reason(),
             "cases": results.iter().map(|(c, r)| json!({"config": c, "case": r})).collect::<Vec<_>>(),
             "summary": { "passed": ok, "failed": n - ok },
         });
         crate::files::write_json(path, &doc)?;
     }
-    finish("selftest", stopped, ok == n)
+    cut.finish("selftest", ok == n)
 }
 
 /// `hypclear selftest --hostile`: every hostile guest must end the way its
@@ -137,13 +148,8 @@ pub(super) fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
     let vanilla = crate::blob::LinkConfig::Vanilla.into();
     let (opts, side) = crate::check::selftest::vm_options(&ctx.vm_options(&vanilla)?, &vanilla)?;
     let cases = crate::check::hostile::run(&opts, &side, only, ctx.timeout)?;
-    let (results, stopped) = (cases.results, cases.stopped);
-    if results.is_empty()
-        && let Some(e) = stopped
-    {
-        return Err(e.into());
-    }
-    let cut = stopped.as_ref().map(stop_reason);
+    let results = cases.results;
+    let cut = Cut::of(results.len(), cases.stopped)?;
     let mut t = crate::table::table(&["hostile guest", "expected", "handled", "observed", "s"]);
     for r in &results {
         t.add_row(vec![
@@ -169,7 +175,7 @@ pub(super) fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
             })
             .collect();
         let mut tests = vec![Test::parent("hostile", leaves)];
-        tests.extend(cut.as_deref().map(cut_leaf));
+        tests.extend(cut.leaf());
         let doc = Document::Tests(tests);
         crate::output::print_bytes(doc.render().as_bytes());
     } else {
@@ -183,12 +189,12 @@ pub(super) fn hostile(ctx: &Ctx, only: &[String]) -> Result<i32> {
         let doc = json!({
             "tool": "hypclear",
             "command": "selftest --hostile",
-            "partial": cut.is_some(),
-            "partial_reason": cut,
+            "partial": cut.stopped.is_some(),
+            "partial_reason": cut.reason(),
             "cases": results,
             "summary": { "passed": ok, "failed": n - ok },
         });
         crate::files::write_json(path, &doc)?;
     }
-    finish("selftest --hostile", stopped, ok == n)
+    cut.finish("selftest --hostile", ok == n)
 }

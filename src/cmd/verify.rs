@@ -126,9 +126,7 @@ struct Outcome {
 struct ConfigRun {
     config: LinkConfig,
     banner: String,
-    load: u64,
-    counter_khz: u64,
-    first_hypercall: FirstHypercall,
+    facts: VmFacts,
     run: suite::SuiteRun,
     skipped: Vec<CheckRecord>,
 }
@@ -211,10 +209,7 @@ struct VmFacts {
 struct Snapshot {
     config: LinkConfig,
     facts: VmFacts,
-    records: Vec<CheckRecord>,
-    rows: Rows,
-    checked_bytes: u64,
-    check_time: Duration,
+    run: suite::SuiteRun,
 }
 
 impl<'a> Live<'a> {
@@ -246,15 +241,13 @@ impl<'a> Live<'a> {
         let Some(side) = self.configs.get(index) else {
             return;
         };
-        let mut records = run.records.clone();
-        relabel(side, &mut records);
+        let mut run = run.clone();
+        relabel(side, &mut run.records);
+        run.rows = relabel_rows(side, std::mem::take(&mut run.rows));
         let snap = Snapshot {
             config: side.config(),
             facts,
-            records,
-            rows: relabel_rows(side, run.rows.clone()),
-            checked_bytes: run.checked_bytes,
-            check_time: run.check_time,
+            run,
         };
         if let Some(slot) = st.runs.get_mut(index) {
             *slot = Some(snap);
@@ -280,16 +273,28 @@ impl LiveState {
     fn outcome(&self) -> Outcome {
         let mut o = Outcome::default();
         for s in self.runs.iter().flatten() {
-            o.loads.insert(s.config.name().into(), json!(s.facts.load));
-            o.counter_khz = s.facts.counter_khz;
-            o.first_hypercall =
-                FirstHypercall::earliest(o.first_hypercall, s.facts.first_hypercall);
-            o.rows.merge(s.rows.clone());
-            o.records.extend(s.records.iter().cloned());
-            o.checked_bytes += s.checked_bytes;
-            o.check_time += s.check_time;
+            o.add(s.config, s.facts, s.run.clone());
         }
         o
+    }
+}
+
+impl Outcome {
+    /// Fold in one configuration's VM facts and checks; the first guest
+    /// failure is the one reported.
+    fn add(&mut self, config: LinkConfig, facts: VmFacts, run: suite::SuiteRun) {
+        self.loads.insert(config.name().into(), json!(facts.load));
+        self.counter_khz = facts.counter_khz;
+        self.first_hypercall =
+            FirstHypercall::earliest(self.first_hypercall, facts.first_hypercall);
+        self.rows.merge(run.rows);
+        self.records.extend(run.records);
+        self.checked_bytes += run.checked_bytes;
+        self.check_time += run.check_time;
+        if self.failure.is_none() {
+            self.failure = run.failure;
+        }
+        self.interrupted |= run.interrupted;
     }
 }
 
@@ -343,13 +348,13 @@ fn run_config(
             Geometry::Full => Keep::Failures,
         },
     };
+    let facts = VmFacts {
+        load: vm.loaded.base,
+        counter_khz: vm.counter_khz,
+        first_hypercall,
+    };
     let mut run = {
-        let vm_facts = VmFacts {
-            load: vm.loaded.base,
-            counter_khz: vm.counter_khz,
-            first_hypercall,
-        };
-        let mut checkpoint = |r: &suite::SuiteRun| live.checkpoint(ctx, index, vm_facts, r);
+        let mut checkpoint = |r: &suite::SuiteRun| live.checkpoint(ctx, index, facts, r);
         let mut watch = suite::Watch {
             bar: &pb,
             checkpoint: Some(&mut checkpoint),
@@ -366,9 +371,7 @@ fn run_config(
     Ok(ConfigRun {
         config,
         banner,
-        load: vm.loaded.base,
-        counter_khz: vm.counter_khz,
-        first_hypercall,
+        facts,
         run,
         skipped,
     })
@@ -671,7 +674,7 @@ fn partial_reason(o: &Outcome, error: Option<&Error>) -> Option<String> {
         return Some(crate::interrupt::name().to_string());
     }
     if let Some(e) = error {
-        return Some(e.to_string());
+        return Some(e.partial_reason());
     }
     o.failure
         .as_ref()
@@ -704,19 +707,9 @@ fn outcome(ctx: &Ctx, runs: Vec<Result<ConfigRun>>) -> Result<Outcome> {
             Ok(r) => r,
         };
         ctx.say(&r.banner);
-        o.counter_khz = r.counter_khz;
-        o.first_hypercall = FirstHypercall::earliest(o.first_hypercall, r.first_hypercall);
-        o.loads.insert(r.config.name().into(), json!(r.load));
         o.rows.merge(Rows::of(&r.skipped));
-        o.rows.merge(r.run.rows);
         o.records.extend(r.skipped);
-        o.records.extend(r.run.records);
-        o.checked_bytes += r.run.checked_bytes;
-        o.check_time += r.run.check_time;
-        if o.failure.is_none() {
-            o.failure = r.run.failure;
-        }
-        o.interrupted |= r.run.interrupted;
+        o.add(r.config, r.facts, r.run);
     }
     Ok(o)
 }

@@ -738,7 +738,7 @@ fn record(
 }
 
 /// The outcome of running a plan on one VM.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct SuiteRun {
     /// Every check, or with [`Keep::Failures`] those that did not pass.
     pub records: Vec<CheckRecord>,

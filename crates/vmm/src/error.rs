@@ -161,6 +161,16 @@ impl Error {
         }
     }
 
+    /// Why the work it stopped is partial, as the JSON's `partial_reason`
+    /// and KTAP's `# interrupted:` line say it: the signal's name for a
+    /// stop request ("SIGTERM"), else the message.
+    pub fn partial_reason(&self) -> String {
+        match self {
+            Error::Interrupted => crate::interrupt::name().to_string(),
+            e => e.to_string(),
+        }
+    }
+
     /// Process exit status for this error (an interruption's by its signal).
     pub fn exit_code(&self) -> i32 {
         match self.category() {
