@@ -354,6 +354,33 @@ unsafe impl Send for GuestRam {}
 // views exist only through the unsafe `slice`/`slice_mut` and their contracts.
 unsafe impl Sync for GuestRam {}
 
+/// MADV_POPULATE_WRITE (Linux 5.14, one value on every architecture; the
+/// libc crate does not name it yet).
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Fault in `[host, host + len)` for writing, as MAP_POPULATE would, after
+/// its huge page advice. Kernels before 5.14 refuse the advice (EINVAL):
+/// then each 4 KiB page is written once.
+///
+/// # Safety
+/// The range must be a private anonymous mapping of the caller's that
+/// nothing else uses yet (its zero bytes are written again).
+unsafe fn populate(host: *mut u8, len: usize) -> std::result::Result<(), String> {
+    // SAFETY: the caller's mapping.
+    if unsafe { libc::madvise(host.cast(), len, MADV_POPULATE_WRITE) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EINVAL) {
+        return Err(format!("madvise(MADV_POPULATE_WRITE): {e}"));
+    }
+    for off in (0..len).step_by(4096) {
+        // SAFETY: off < len, inside the caller's mapping; it holds zeros.
+        unsafe { host.add(off).write_volatile(0) };
+    }
+    Ok(())
+}
+
 impl GuestRam {
     pub fn new(base: u64, size: u64, backing: Backing, prefault: bool) -> Result<Self> {
         let err = |detail: String| Error::Memory {
@@ -370,7 +397,11 @@ impl GuestRam {
         } else {
             flags |= libc::MAP_NORESERVE;
         }
-        if prefault {
+        // MAP_POPULATE would fault anon and thp memory in before the
+        // madvise below, in pages of whatever size THP's global setting
+        // gives (4 KiB under `[madvise]`: a thp run on small pages); those
+        // are populated after the advice instead. hugetlb has no advice.
+        if prefault && backing == Backing::Hugetlb {
             flags |= libc::MAP_POPULATE;
         }
         let region: MmapRegion = MmapRegionBuilder::new(len)
@@ -400,6 +431,10 @@ impl GuestRam {
             let rc = unsafe { libc::madvise(host.cast(), len, advice) };
             if rc != 0 {
                 return Err(err(format!("madvise: {}", std::io::Error::last_os_error())));
+            }
+            if prefault {
+                // SAFETY: as above; nothing else maps or reads it yet.
+                unsafe { populate(host, len) }.map_err(err)?;
             }
         }
         let region = GuestRegionMmap::new(region, GuestAddress(base))
@@ -607,6 +642,23 @@ impl crate::arch::RamAccess for GuestRam {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    /// `--prefault` with thp: populated after MADV_HUGEPAGE, so on huge
+    /// pages (MAP_POPULATE before the advice gave 4 KiB pages under THP
+    /// `[madvise]`: 0% where the unpopulated run had 97%); anon stays small.
+    #[test]
+    fn a_prefaulted_thp_region_is_on_huge_pages() {
+        if thp_refused() {
+            eprintln!("SKIP: THP is [never] on this host");
+            return;
+        }
+        let size = 32 << 20;
+        let thp = GuestRam::new(0, size, Backing::Thp, true).unwrap();
+        let share = thp.huge_share().unwrap();
+        assert!(share > 0.5, "thp prefaulted: {share}");
+        let anon = GuestRam::new(0, size, Backing::Anon, true).unwrap();
+        assert_eq!(anon.huge_share(), Some(0.0));
+    }
 
     /// Issue 25 case 10: `ulimit -v 2000000` and a 1 GB bench failed late
     /// with a raw ENOMEM; the check names RLIMIT_AS and what to set.
