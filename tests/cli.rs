@@ -40,6 +40,10 @@ fn usage_errors_exit_2_with_a_fix() {
             vec!["bench", "memset", "-s", "4MB", "--explain", "--no-host"],
             "cannot be used with",
         ),
+        (
+            vec!["bench", "memset", "-s", "4MB", "--explain=some"],
+            "invalid value 'some'",
+        ),
     ] {
         // The footprint check plans the suite for the CPU, read through KVM.
         if args.contains(&"1GB") && !kvm_available("usage error verify --size 1GB") {

@@ -77,9 +77,9 @@ pub(super) fn bench(
         result.partial_reason = Some(crate::interrupt::name().to_string());
     }
     print_results(ktap, a, &ctx, &result);
-    if a.explain && !result.partial {
+    if let Some(scope) = a.explain.filter(|_| !result.partial) {
         // What is explained so far is kept when a later cell fails.
-        let explained = explain(ktap, &ctx, &plan, &specs, &mut result);
+        let explained = explain(ktap, &ctx, (&plan, &specs), scope, &mut result);
         if let Err(e) = explained {
             result.partial_reason = Some(format!("--explain: {e}"));
             write_outputs(&ctx, a, &result)?;
@@ -140,8 +140,8 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
 fn explain(
     ktap: bool,
     ctx: &Ctx,
-    plan: &bench::plan::Plan,
-    specs: &[bench::CellSpec],
+    (plan, specs): (&bench::plan::Plan, &[bench::CellSpec]),
+    scope: bench::explain::Scope,
     result: &mut BenchResult,
 ) -> Result<()> {
     use crate::routines::privilege::{self, CplChoice, ElChoice, Request};
@@ -168,7 +168,10 @@ fn explain(
         privilege: &ctx.privilege,
         other_privilege: other.as_ref(),
         caps: &ctx.caps,
-        opts: ExplainOptions::default(),
+        opts: ExplainOptions {
+            scope,
+            ..ExplainOptions::default()
+        },
     };
     let mut found = Vec::new();
     for (spec, cell) in specs.iter().zip(&result.cells) {

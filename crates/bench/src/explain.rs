@@ -11,7 +11,7 @@ use crate::plan::{CellSpec, Plan, Variants};
 use crate::routines::privilege::PrivilegeChoice;
 use crate::stats::PairedRatio;
 use crate::vmm::memory::Backing;
-use crate::{Cache, Cell};
+use crate::{Cache, Cell, HugeShares};
 use serde::{Deserialize, Serialize};
 
 /// One cause isolated: the cell again with one setting changed.
@@ -114,9 +114,21 @@ pub fn variants(base: Settings, cpl: bool) -> Vec<Variant> {
     out
 }
 
+/// Which cells `--explain` measures again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Scope {
+    /// Those whose guest/host lies outside the band.
+    #[default]
+    Gaps,
+    /// Every cell with a guest/host, in the band or not (what each
+    /// setting does to a ratio that needs no explaining).
+    All,
+}
+
 /// When a ratio needs explaining and when a variant explains it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ExplainOptions {
+    pub scope: Scope,
     /// guest/host inside `[lo, hi]` needs no explanation.
     pub band: (f64, f64),
     /// Smallest change of guest/host (fraction of the base) that counts
@@ -127,6 +139,7 @@ pub struct ExplainOptions {
 impl Default for ExplainOptions {
     fn default() -> ExplainOptions {
         ExplainOptions {
+            scope: Scope::Gaps,
             band: (0.95, 1.05),
             min_delta: 0.02,
         }
@@ -137,6 +150,11 @@ impl ExplainOptions {
     /// Whether `ratio` lies outside the band (a gap to explain).
     pub fn is_gap(&self, ratio: f64) -> bool {
         ratio < self.band.0 || ratio > self.band.1
+    }
+
+    /// Whether a cell whose guest/host is `ratio` is measured again.
+    pub fn wants(&self, ratio: f64) -> bool {
+        self.scope == Scope::All || self.is_gap(ratio)
     }
 }
 
@@ -196,6 +214,9 @@ pub struct Row {
     pub delta_pct: Option<f64>,
     /// Mean KVM page-fault counters (`pf_*`) per measured guest run.
     pub kvm_faults_per_run: Option<f64>,
+    /// The least share of guest RAM and of the host buffer on huge pages
+    /// over the sessions (what the backing granted).
+    pub huge_share: HugeShares,
     pub verdict: Verdict,
     /// Why it was not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -263,6 +284,7 @@ pub fn rows(measured: Vec<Measured>, o: &ExplainOptions) -> Vec<Row> {
                 variant,
                 settings,
                 kvm_faults_per_run: cell.as_ref().ok().and_then(faults_per_run),
+                huge_share: cell.as_ref().map(HugeShares::of).unwrap_or_default(),
                 note: cell.as_ref().err().cloned(),
                 guest_host: r,
                 delta_pct,
@@ -359,6 +381,9 @@ impl ExplainRun<'_> {
         for x in cell.guest.iter_mut().chain(cell.host.iter_mut()) {
             x.session = session;
         }
+        for h in &mut cell.huge_share {
+            h.session = session;
+        }
         Ok(Ok(cell))
     }
 
@@ -388,6 +413,7 @@ impl ExplainRun<'_> {
                     Ok(c) => {
                         cell.guest.extend(c.guest);
                         cell.host.extend(c.host);
+                        cell.huge_share.extend(c.huge_share);
                     }
                     Err(why) => *acc = Err(why),
                 }
@@ -422,7 +448,7 @@ pub fn explain_cell(
     let Some(bench) = cell.guest_host.clone().filter(|_| cell.state.is_measured()) else {
         return Ok(None);
     };
-    if !run.opts.is_gap(bench.estimate) {
+    if !run.opts.wants(bench.estimate) {
         return Ok(None);
     }
     let rows = rows(run.measure(spec, cpl)?, &run.opts);
@@ -450,6 +476,7 @@ pub fn lines(e: &Explanation, o: &ExplainOptions) -> Vec<String> {
         "guest/host [95% CI]",
         "delta vs base",
         "KVM faults/run",
+        "huge pages g/h",
         "verdict",
     ]);
     for r in &e.rows {
@@ -460,6 +487,7 @@ pub fn lines(e: &Explanation, o: &ExplainOptions) -> Vec<String> {
             r.delta_pct.map_or("-".into(), crate::units::format_pct),
             r.kvm_faults_per_run
                 .map_or("-".into(), |f| format!("{f:.0}")),
+            r.huge_share.text(),
             match r.variant {
                 None => "-".into(),
                 Some(_) => r.verdict.text().to_string(),

@@ -342,6 +342,36 @@ pub struct HugeShare {
     pub host: Option<f64>,
 }
 
+/// The least share of guest RAM and host buffer on huge pages over a
+/// cell's sessions (`None`: not known, e.g. no smaps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct HugeShares {
+    pub guest: Option<f64>,
+    pub host: Option<f64>,
+}
+
+impl HugeShares {
+    pub fn of(c: &Cell) -> HugeShares {
+        let least = |side: fn(&crate::HugeShare) -> Option<f64>| {
+            c.huge_share.iter().filter_map(side).min_by(f64::total_cmp)
+        };
+        HugeShares {
+            guest: least(|s| s.guest),
+            host: least(|s| s.host),
+        }
+    }
+
+    /// "97%/100%": guest, then host.
+    pub fn text(self) -> String {
+        format!("{}/{}", share_pct(self.guest), share_pct(self.host))
+    }
+}
+
+/// "97%", or "?" when not known.
+pub(crate) fn share_pct(v: Option<f64>) -> String {
+    v.map_or("?".into(), |v| format!("{:.0}%", v * 100.0))
+}
+
 impl Cell {
     /// A cell with samples and no summaries yet (see [`summarize`]).
     pub(crate) fn new(axes: Axes, guest: Vec<Sample>, host: Vec<Sample>) -> Cell {

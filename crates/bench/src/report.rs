@@ -113,14 +113,12 @@ fn huge_flag(c: &Cell) -> Option<String> {
     if c.axes.backing == crate::vmm::memory::Backing::Anon {
         return None;
     }
-    let least = |side: fn(&crate::HugeShare) -> Option<f64>| {
-        c.huge_share.iter().filter_map(side).min_by(f64::total_cmp)
-    };
-    let (g, h) = (least(|s| s.guest), least(|s| s.host));
+    let least = crate::HugeShares::of(c);
+    let (g, h) = (least.guest, least.host);
     if g.into_iter().chain(h).all(|v| v >= HUGE_SHARE_WANTED) {
         return None;
     }
-    let pct = |v: Option<f64>| v.map_or("?".into(), |v| format!("{:.0}%", v * 100.0));
+    let pct = crate::share_pct;
     Some(format!(
         "{} granted: guest {}, host {} on huge pages (least of {} sessions)",
         c.axes.backing,
