@@ -107,23 +107,31 @@ pub fn guest_host_lines(r: &BenchResult) -> Vec<String> {
 /// got: the page size it names is then not the page size it measured.
 const HUGE_SHARE_WANTED: f64 = 0.9;
 
-/// `"thp granted: guest 12%, host 100% on huge pages (least of 4
-/// sessions)"` when a cell that asked for huge pages got fewer.
+/// `"thp granted: guest 12%, host 100% of resident memory on huge pages
+/// (least of 4 sessions)"` when a cell that asked for huge pages got
+/// fewer; a side without a figure (no host baseline) is left out.
 fn huge_flag(c: &Cell) -> Option<String> {
     if c.axes.backing == crate::vmm::memory::Backing::Anon {
         return None;
     }
     let least = crate::HugeShares::of(c);
-    let (g, h) = (least.guest, least.host);
-    if g.into_iter().chain(h).all(|v| v >= HUGE_SHARE_WANTED) {
+    let sides = [("guest", least.guest), ("host", least.host)];
+    if sides
+        .iter()
+        .filter_map(|s| s.1)
+        .all(|v| v >= HUGE_SHARE_WANTED)
+    {
         return None;
     }
-    let pct = crate::share_pct;
+    let shares: Vec<String> = sides
+        .iter()
+        .filter(|s| s.1.is_some())
+        .map(|(side, v)| format!("{side} {}", crate::share_pct(*v)))
+        .collect();
     Some(format!(
-        "{} granted: guest {}, host {} on huge pages (least of {} sessions)",
+        "{} granted: {} of resident memory on huge pages (least of {} sessions)",
         c.axes.backing,
-        pct(g),
-        pct(h),
+        shares.join(", "),
         c.huge_share.len()
     ))
 }
@@ -768,9 +776,19 @@ mod tests {
         c.axes.backing = Backing::Thp;
         let f = flags(&c);
         assert!(
-            f.contains("thp granted: guest 12%, host 100% on huge pages (least of 2 sessions)"),
+            f.contains(
+                "thp granted: guest 12%, host 100% of resident memory on huge pages \
+                 (least of 2 sessions)"
+            ),
             "{f}"
         );
+        // No host baseline: the guest alone.
+        let no_host = |mut c: Cell| {
+            c.huge_share.iter_mut().for_each(|s| s.host = None);
+            flags(&c)
+        };
+        let f = no_host(c.clone());
+        assert!(f.contains("granted: guest 12% of resident"), "{f}");
         c.huge_share[1].guest = Some(0.95);
         assert!(!flags(&c).contains("granted"), "{}", flags(&c));
         // anon asks for none: nothing to say.

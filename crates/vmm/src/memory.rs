@@ -54,15 +54,15 @@ pub fn thp_refused() -> bool {
         .is_ok_and(|s| s.contains("[never]"))
 }
 
-/// kB of `[start, start + len)` that `smaps` (the text of
-/// /proc/self/smaps) says sit on huge pages: THP's `AnonHugePages` plus
-/// hugetlb's `Private_Hugetlb` and `Shared_Hugetlb`, over every mapping
+/// What `smaps` (the text of /proc/self/smaps) says of `[start, start +
+/// len)`, in kB: resident (`Rss`, plus hugetlb's `Private_Hugetlb` and
+/// `Shared_Hugetlb`, which Rss leaves out) and of that on huge pages
+/// (THP's `AnonHugePages` plus the hugetlb fields), over every mapping
 /// that overlaps the range (the kernel splits and merges them), a mapping
 /// reaching outside it counted pro rata. `None` when none overlaps.
-fn smaps_huge_kb(smaps: &str, start: u64, len: u64) -> Option<u64> {
-    let fields = ["AnonHugePages:", "Private_Hugetlb:", "Shared_Hugetlb:"];
+fn smaps_residency(smaps: &str, start: u64, len: u64) -> Option<Residency> {
     let end = start.saturating_add(len);
-    let mut total: Option<f64> = None;
+    let mut total: Option<Residency> = None;
     let mut cur: Option<f64> = None; // overlap share of the current mapping
     for l in smaps.lines() {
         let first = l.split_whitespace().next().unwrap_or("");
@@ -72,20 +72,39 @@ fn smaps_huge_kb(smaps: &str, start: u64, len: u64) -> Option<u64> {
             let overlap = hi.min(end).saturating_sub(lo.max(start));
             cur = (overlap > 0 && hi > lo).then(|| overlap as f64 / (hi - lo) as f64);
             if cur.is_some() {
-                total.get_or_insert(0.0);
+                total.get_or_insert_default();
             }
             continue;
         }
-        if let (Some(share), true) = (cur, fields.iter().any(|f| l.starts_with(f)))
-            && let Some(kb) = l
-                .split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<f64>().ok())
-        {
-            *total.get_or_insert(0.0) += kb * share;
+        let (Some(share), Some(t)) = (cur, total.as_mut()) else {
+            continue;
+        };
+        let Some(kb) = l
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        let kb = kb * share;
+        match first {
+            "Rss:" => t.resident_kb += kb,
+            "AnonHugePages:" => t.huge_kb += kb,
+            "Private_Hugetlb:" | "Shared_Hugetlb:" => {
+                t.resident_kb += kb;
+                t.huge_kb += kb;
+            }
+            _ => {}
         }
     }
-    total.map(|t| t.round() as u64)
+    total
+}
+
+/// Resident memory of a range and how much of it is on huge pages, kB.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Residency {
+    resident_kb: f64,
+    huge_kb: f64,
 }
 
 /// Address space a run maps beyond the guest RAM and buffers it names
@@ -336,14 +355,15 @@ pub struct GuestRam {
 }
 
 impl GuestRam {
-    /// Share of this mapping on huge pages now (0..=1), from
-    /// /proc/self/smaps: what the kernel granted, where `backing` is what
-    /// was asked. `None` when smaps cannot be read or lists no such
-    /// mapping.
+    /// Share of this mapping's resident memory on huge pages now (0..=1),
+    /// from /proc/self/smaps: what the kernel granted where the run
+    /// touched, where `backing` is what was asked (pages never touched
+    /// are no page size at all). `None` when smaps cannot be read, lists
+    /// no such mapping, or nothing of it is resident.
     pub fn huge_share(&self) -> Option<f64> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-        let kb = smaps_huge_kb(&smaps, self.host as u64, self.size)?;
-        Some(((kb << 10) as f64 / self.size as f64).min(1.0))
+        let r = smaps_residency(&smaps, self.host as u64, self.size)?;
+        (r.resident_kb > 0.0).then(|| (r.huge_kb / r.resident_kb).min(1.0))
     }
 }
 
@@ -725,29 +745,41 @@ mod tests {
     }
 
     #[test]
-    fn smaps_huge_kb_sums_the_mappings_over_the_range() {
+    fn smaps_residency_sums_the_mappings_over_the_range() {
         let smaps = "\
 7f0000000000-7f0040000000 rw-p 00000000 00:00 0
 Size:            1048576 kB
+Rss:              524288 kB
 AnonHugePages:    522240 kB
 Private_Hugetlb:       0 kB
 VmFlags: rd wr mr mw me ac hg
 7f0040000000-7f0040200000 rw-p 00000000 00:00 0
 Size:               2048 kB
+Rss:                2048 kB
 AnonHugePages:      2048 kB
 VmFlags: rd wr
+7f0040200000-7f0040600000 rw-p 00000000 00:00 0
+Size:               4096 kB
+Rss:                   0 kB
+Private_Hugetlb:    2048 kB
+Shared_Hugetlb:        0 kB
+VmFlags: rd wr ht
 ";
-        // Both mappings: the kernel split one region in two.
-        assert_eq!(
-            smaps_huge_kb(smaps, 0x7f00_0000_0000, (1 << 30) + (2 << 20)),
-            Some(524_288)
-        );
-        assert_eq!(smaps_huge_kb(smaps, 0x7f00_4000_0000, 2 << 20), Some(2048));
-        // Half of the first mapping: half its huge pages, pro rata.
-        assert_eq!(
-            smaps_huge_kb(smaps, 0x7f00_0000_0000, 1 << 29),
-            Some(261_120)
-        );
-        assert_eq!(smaps_huge_kb(smaps, 0x7e00_0000_0000, 4096), None);
+        let r = |start, len| smaps_residency(smaps, start, len);
+        let kb = |resident_kb, huge_kb| {
+            Some(Residency {
+                resident_kb,
+                huge_kb,
+            })
+        };
+        // Both THP mappings: the kernel split one region in two.
+        let both = (1 << 30) + (2 << 20);
+        assert_eq!(r(0x7f00_0000_0000, both), kb(526_336.0, 524_288.0));
+        assert_eq!(r(0x7f00_4000_0000, 2 << 20), kb(2048.0, 2048.0));
+        // Half of the first mapping: half of each figure, pro rata.
+        assert_eq!(r(0x7f00_0000_0000, 1 << 29), kb(262_144.0, 261_120.0));
+        // hugetlb: resident only in its own fields, all of it huge.
+        assert_eq!(r(0x7f00_4020_0000, 4 << 20), kb(2048.0, 2048.0));
+        assert_eq!(r(0x7e00_0000_0000, 4096), None);
     }
 }
