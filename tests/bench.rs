@@ -382,6 +382,12 @@ fn explain_all_measures_each_variant_under_its_setting() {
     let e = j["explain"].as_array().unwrap();
     assert_eq!(e.len(), 1, "the one cell, in the band or not: {out}");
     assert!(out.contains("explain clear_pages erms"), "{out}");
+    let est = e[0]["bench_guest_host"]["estimate"].as_f64().unwrap();
+    let place = match (0.95..=1.05).contains(&est) {
+        true => "is inside (--explain=all) 0.95-1.05",
+        false => "is outside 0.95-1.05",
+    };
+    assert!(out.contains(place), "{est}: {out}");
     let rows = e[0]["rows"].as_array().unwrap();
     let base = &rows[0];
     assert!(base["variant"].is_null(), "{base}");

@@ -494,14 +494,17 @@ pub fn lines(e: &Explanation, o: &ExplainOptions) -> Vec<String> {
             },
         ]);
     }
+    let (lo, hi) = o.band;
+    let place = match o.is_gap(e.bench_guest_host.estimate) {
+        true => "outside",
+        false => "inside (--explain=all)",
+    };
     let mut out = vec![format!(
-        "explain {} [{}]: guest/host {} is outside {:.2}-{:.2}; the cell again with one setting \
-         changed, the base beside it, sessions interleaved:",
+        "explain {} [{}]: guest/host {} is {place} {lo:.2}-{hi:.2}; the cell again with one \
+         setting changed, the base beside it, sessions interleaved:",
         e.cell,
         e.side,
         e.bench_guest_host.text(),
-        o.band.0,
-        o.band.1
     )];
     out.extend(t.to_string().lines().map(String::from));
     for r in &e.rows {
