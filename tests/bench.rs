@@ -307,7 +307,6 @@ fn precision_adds_sessions_in_pairs_up_to_the_cap() {
         return;
     }
     let run = |name: &str, pct: &str| {
-        let json = tmp_json(name);
         let args = [
             "bench",
             "memset",
@@ -327,12 +326,8 @@ fn precision_adds_sessions_in_pairs_up_to_the_cap() {
             pct,
             "--max-sessions",
             "6",
-            "--json",
-            json.to_str().unwrap(),
         ];
-        let out = hypclear(&args);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-        (read_json(&json), text(&out))
+        run_json(name, &args)
     };
     // +-0.0001%: unreachable, so the cap.
     let (j, out) = run("precision-cap", "0.0001");
@@ -361,24 +356,22 @@ fn explain_all_measures_each_variant_under_its_setting() {
     if !kvm_available("bench --explain") {
         return;
     }
-    let json = tmp_json("explain-all");
-    let out = hypclear(&[
-        "bench",
-        "clear_pages",
-        "-f",
-        "erms",
-        "-s",
-        "1MB",
-        "--config",
-        "vanilla",
-        "--sessions",
-        "2",
-        "--explain=all",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let (j, out) = (read_json(&json), text(&out));
+    let (j, out) = run_json(
+        "explain-all",
+        &[
+            "bench",
+            "clear_pages",
+            "-f",
+            "erms",
+            "-s",
+            "1MB",
+            "--config",
+            "vanilla",
+            "--sessions",
+            "2",
+            "--explain=all",
+        ],
+    );
     let e = j["explain"].as_array().unwrap();
     assert_eq!(e.len(), 1, "the one cell, in the band or not: {out}");
     assert!(out.contains("explain clear_pages erms"), "{out}");

@@ -20,8 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// 4 MB passes (~0.15 ms) fit between the time slices of a busy
 /// machine; 8 sessions give the interval some width to trust.
 fn bench(name: &str) -> serde_json::Value {
-    let json = tmp_json(name);
-    let out = hypclear(&[
+    let args = [
         "bench",
         "clear_pages",
         "-f",
@@ -36,11 +35,8 @@ fn bench(name: &str) -> serde_json::Value {
         "8",
         "--seed",
         "1",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    read_json(&json)
+    ];
+    run_json(name, &args).0
 }
 
 /// A thread spinning until dropped.

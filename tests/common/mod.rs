@@ -65,6 +65,17 @@ pub(crate) fn read_json(p: &PathBuf) -> serde_json::Value {
     serde_json::from_str(&s).expect("JSON file does not parse")
 }
 
+/// `hypclear ARGS --json FILE`, which must exit 0: the JSON it wrote
+/// and its output.
+pub(crate) fn run_json(name: &str, args: &[&str]) -> (serde_json::Value, String) {
+    let json = tmp_json(name);
+    let mut all = args.to_vec();
+    all.extend(["--json", json.to_str().expect("temp path is UTF-8")]);
+    let out = hypclear(&all);
+    assert_eq!(out.status.code(), Some(0), "{all:?}: {}", text(&out));
+    (read_json(&json), text(&out))
+}
+
 pub(crate) fn hypclear_env(args: &[&str], key: &str, value: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hypclear"))
         .args(args)
