@@ -214,8 +214,8 @@ pub struct Row {
     pub delta_pct: Option<f64>,
     /// Mean KVM page-fault counters (`pf_*`) per measured guest run.
     pub kvm_faults_per_run: Option<f64>,
-    /// The least share of guest RAM and of the host buffer on huge pages
-    /// over the sessions (what the backing granted).
+    /// The least share of the resident guest RAM and host buffer on huge
+    /// pages over the sessions (what the backing granted).
     pub huge_share: HugeShares,
     pub verdict: Verdict,
     /// Why it was not measured.

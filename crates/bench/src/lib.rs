@@ -342,8 +342,9 @@ pub struct HugeShare {
     pub host: Option<f64>,
 }
 
-/// The least share of guest RAM and host buffer on huge pages over a
-/// cell's sessions (`None`: not known, e.g. no smaps).
+/// The least share of the resident guest RAM and host buffer on huge
+/// pages over a cell's sessions (`None`: not known, e.g. no smaps or no
+/// host baseline).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct HugeShares {
     pub guest: Option<f64>,
@@ -351,7 +352,7 @@ pub struct HugeShares {
 }
 
 impl HugeShares {
-    pub fn of(c: &Cell) -> HugeShares {
+    pub(crate) fn of(c: &Cell) -> HugeShares {
         let least = |side: fn(&crate::HugeShare) -> Option<f64>| {
             c.huge_share.iter().filter_map(side).min_by(f64::total_cmp)
         };
@@ -362,7 +363,7 @@ impl HugeShares {
     }
 
     /// "97%/100%": guest, then host.
-    pub fn text(self) -> String {
+    pub(crate) fn text(self) -> String {
         format!("{}/{}", share_pct(self.guest), share_pct(self.host))
     }
 }
