@@ -242,8 +242,7 @@ impl<'a> Live<'a> {
             return;
         };
         let mut run = run.clone();
-        relabel(side, &mut run.records);
-        run.rows = relabel_rows(side, std::mem::take(&mut run.rows));
+        relabel_run(side, &mut run);
         let snap = Snapshot {
             config: side.config(),
             facts,
@@ -362,9 +361,8 @@ fn run_config(
         suite::run(&mut vm, &specs, pats, &opts, &mut watch)?
     };
     pb.finish_and_clear();
-    relabel(side, &mut run.records);
+    relabel_run(side, &mut run);
     relabel(side, &mut skipped);
-    run.rows = relabel_rows(side, std::mem::take(&mut run.rows));
     if run.failure.is_none() && !run.interrupted {
         vm.vcpu(0)?.exit(ctx.timeout)?;
     }
@@ -415,6 +413,12 @@ fn relabel_rows(side: &Side, rows: suite::Rows) -> suite::Rows {
         (k, t)
     });
     suite::Rows(renamed.collect())
+}
+
+/// [`relabel`] for a run's records and per-row counts.
+fn relabel_run(side: &Side, run: &mut suite::SuiteRun) {
+    relabel(side, &mut run.records);
+    run.rows = relabel_rows(side, std::mem::take(&mut run.rows));
 }
 
 /// The kernel alternatives loads the guest CPU cannot run, with the
