@@ -67,6 +67,9 @@ SECTIONS
 		/* What the hyp does not need from a kernel tree's objects. */
 		*(.export_symbol) *(__ex_table) *(__ksymtab*) *(___ksymtab*)
 		*(.orc_unwind*) *(.orc_header) *(.discard*) *(.debug*)
+		/* objtool's lists for the kernel's own boot-time patching
+		 * (call depth thunks, IBT sealing, retpolines): no hyp uses them. */
+		*(.call_sites) *(.ibt_endbr_seal) *(.retpoline_sites)
 #endif
 	}
 }

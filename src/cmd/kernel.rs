@@ -178,7 +178,7 @@ fn external(l: Loaded, source: Source, short: String) -> Result<External> {
     Ok(External {
         blob,
         source,
-        variants: routines::variants(m.arch),
+        variants: routines::variants(m.arch, m.clear_page),
         report,
         paths: l.paths,
         label,
@@ -186,6 +186,7 @@ fn external(l: Loaded, source: Source, short: String) -> Result<External> {
         kernelversion: m.tree.kernelversion.clone(),
         features: l.features,
         arch: m.arch,
+        clear_page: m.clear_page,
         file: l.path,
         load: l.load,
     })
@@ -318,8 +319,11 @@ fn path_sides(
         guest,
     };
     let all = paths::enumerate(&p.img, &decisions).map_err(KernelBlobError::from)?;
-    let clear_page_pick =
-        (e.arch == Arch::X86_64 && e.blob.config == LinkConfig::Vanilla).then(|| {
+    let out_of_line = e.clear_page == tree::ClearPageShape::OutOfLine;
+    let clear_page_pick = (e.arch == Arch::X86_64
+        && e.blob.config == LinkConfig::Vanilla
+        && out_of_line)
+        .then(|| {
             let f = alternatives::x86_clear_page_pick(&host);
             f.strip_prefix("clear_page_").unwrap_or(f)
         });

@@ -36,8 +36,14 @@ pub const LARGE_SIZES: &[u64] = &[(8 << 20) + 1, 32 << 20];
 pub(crate) const LARGE_DST_OFFSETS: &[u64] = &[0, 1, 31, 63];
 /// Source misalignments for memcpy.
 pub(crate) const SRC_OFFSETS: &[u64] = &[0, 1, 8, 33, 63];
-/// clear_pages page counts.
+/// clear_pages page counts: a page, odd extents, a 2 MiB folio.
 pub(crate) const CLEAR_PAGES_N: &[u64] = &[1, 2, 3, 512];
+/// clear_pages extents the kernel's clear_contig_highpages() hands one call
+/// (Linux 7.x), checked at offset 0 only: its 32 MiB non-preemptible batch
+/// (PROCESS_PAGES_NON_PREEMPT_BATCH); `--geometry full` adds a 1 GiB folio
+/// (SKIP with the reason where the arena is smaller).
+pub(crate) const CLEAR_PAGES_EXTENTS: &[u64] = &[8192];
+pub(crate) const FULL_CLEAR_PAGES_EXTENTS: &[u64] = &[262_144];
 /// `--geometry full`: every size up to this, at every destination offset
 /// below 64 (lib/tests/memcpy_kunit.c's 1..1024 sizes, every alignment).
 pub(crate) const FULL_MAX: u64 = 1024;
@@ -536,6 +542,12 @@ fn page_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
                 for &off in offs {
                     out.push((n * PAGE_SIZE, 1, off, None, Fill::Zero));
                 }
+            }
+            if filter.sizes.is_empty() {
+                let big = CLEAR_PAGES_EXTENTS
+                    .iter()
+                    .chain(FULL_CLEAR_PAGES_EXTENTS.iter().filter(|_| full));
+                out.extend(big.map(|n| (n * PAGE_SIZE, 1, 0, None, Fill::Zero)));
             }
         }
         Routine::Memset | Routine::Memcpy => {}
@@ -1604,9 +1616,18 @@ mod tests {
         let mut seen = BTreeSet::new();
         assert!(copies.iter().all(|c| seen.insert(*c)), "no check twice");
         let pages = shapes(Routine::ClearPages, &full);
-        for n in CLEAR_PAGES_N.iter().chain(FULL_CLEAR_PAGES_N) {
+        for n in CLEAR_PAGES_N
+            .iter()
+            .chain(FULL_CLEAR_PAGES_N)
+            .chain(CLEAR_PAGES_EXTENTS)
+            .chain(FULL_CLEAR_PAGES_EXTENTS)
+        {
             assert!(pages.contains(&(n * PAGE_SIZE, 1, 0, None, Fill::Zero)));
         }
+        // quick has the 32 MiB batch, not the 1 GiB folio.
+        let quick_pages = shapes(Routine::ClearPages, &quick);
+        assert!(quick_pages.contains(&(32 << 20, 1, 0, None, Fill::Zero)));
+        assert!(!quick_pages.iter().any(|p| p.0 == 1 << 30));
         // An explicit size keeps the suite's source offsets.
         let sized = Filter {
             sizes: vec![100],

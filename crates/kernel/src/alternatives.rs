@@ -828,7 +828,8 @@ impl Image {
         Ok(report)
     }
 
-    /// The function an x86 `jmp` at `at` goes to (e.g. `memset_orig`).
+    /// The function an x86 `jmp` or `call` at `at` goes to (e.g.
+    /// `memset_orig`, 7.x clear_pages' `__clear_pages_unrolled`).
     fn jump_target(&self, at: u64, len: u8) -> Option<&str> {
         if self.machine != object::elf::EM_X86_64 {
             return None;
@@ -838,7 +839,7 @@ impl Image {
             0xeb if len >= 2 => at
                 .wrapping_add(2)
                 .wrapping_add(self.bytes[i + 1] as i8 as i64 as u64),
-            0xe9 if len >= 5 => at
+            0xe8 | 0xe9 if len >= 5 => at
                 .wrapping_add(5)
                 .wrapping_add(self.read32(at + 1)? as i32 as i64 as u64),
             _ => return None,

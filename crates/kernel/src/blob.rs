@@ -18,7 +18,7 @@ use super::guest_src;
 use super::kbuild::{self, ConfigSource, KbuildError, Request, Step, StepEvent};
 use super::paths;
 use super::routines;
-use super::tree::{Arch, Identity, KernelTree, LinkConfig, TreeError};
+use super::tree::{Arch, ClearPageShape, Identity, KernelTree, LinkConfig, TreeError};
 use hypclear_link::hyprel;
 use hypclear_link::link::{self, Alias, LinkError, LinkSpec, SYMBOL_PREFIX, Toolchain};
 use object::{Object, ObjectSection};
@@ -49,6 +49,10 @@ pub struct Meta {
     pub config_hash: String,
     pub link_config: LinkConfig,
     pub link_reason: String,
+    /// Where the tree's clear_page lives (absent in files from before
+    /// x86 7.x trees: out of line).
+    #[serde(default)]
+    pub clear_page: ClearPageShape,
     /// The kernel's hyp alias list (`alias -> target`).
     pub aliases: Vec<(String, String)>,
     /// Alias-table rows (`row name -> kernel symbol`).
@@ -93,6 +97,17 @@ pub enum KernelBlobError {
         path: PathBuf,
         blob: Arch,
         host: Arch,
+    },
+    #[error(
+        "the kernel tree's objects define no `{symbol}` (the alias-table row `{row}` calls it): \
+         looked in {objects}; the tree renames, removes or inlines it, which this hypclear does \
+         not know (the objects' symbols: {defined})"
+    )]
+    MissingSymbol {
+        symbol: String,
+        row: String,
+        objects: String,
+        defined: String,
     },
     #[error("alternatives: {0}")]
     Alternatives(#[from] AltError),
@@ -198,8 +213,13 @@ pub fn make(
         config_hash: built.config_hash.clone(),
         link_config: detected.config,
         link_reason: detected.reason.clone(),
+        clear_page: detected.clear_page,
         aliases: pairs(&routines::kernel_aliases(arch, detected.config)),
-        rows: pairs(&routines::table_rows(arch, detected.config)),
+        rows: pairs(&routines::table_rows(
+            arch,
+            detected.config,
+            detected.clear_page,
+        )),
         features: names.names.clone(),
         hypclear: env!("CARGO_PKG_VERSION").to_string(),
     };
@@ -238,8 +258,9 @@ fn link_blob(
     let work = built.build_dir.join("hypclear-blob");
     let _ = std::fs::remove_dir_all(&work);
     guest_src::write(arch, &work).map_err(io(&work))?;
-    let rows = routines::table_rows(arch, meta.link_config);
+    let rows = routines::table_rows(arch, meta.link_config, meta.clear_page);
     let kernel_aliases = routines::kernel_aliases(arch, meta.link_config);
+    check_defined(&built.objects, &kernel_aliases, &rows)?;
     let glue = compile_glue(tc, &work, &rows)?;
     let mut objects = glue.objects;
     objects.extend(built.objects.iter().map(|o| o.path.clone()));
@@ -260,6 +281,47 @@ fn link_blob(
     write_meta(&meta_file, meta)?;
     let blob = add_meta_section(tc, &meta_file, &linked_elf, &work.join("kernel.blob"))?;
     Ok((blob, objects.len()))
+}
+
+/// Every symbol the alias list and the table rows name must be a global
+/// the tree's objects define: the error names it, its row and the files
+/// read, where the link would only print an undefined reference.
+fn check_defined(
+    objects: &[kbuild::BuiltObject],
+    kernel_aliases: &[routines::AliasPair],
+    rows: &[routines::AliasPair],
+) -> Result<(), KernelBlobError> {
+    use object::{Object, ObjectSymbol};
+    let mut defined = BTreeSet::new();
+    for o in objects {
+        let bytes = std::fs::read(&o.path).map_err(io(&o.path))?;
+        let file = object::File::parse(&*bytes)
+            .map_err(|e| bad(&o.path, format!("kbuild's object is not ELF: {e}")))?;
+        defined.extend(
+            file.symbols()
+                .filter(|s| s.is_definition() && s.is_global())
+                .filter_map(|s| s.name().ok().map(str::to_string)),
+        );
+    }
+    let missing = kernel_aliases
+        .iter()
+        .chain(rows)
+        .find(|(_, target)| !defined.contains(*target));
+    let Some((row, symbol)) = missing else {
+        return Ok(());
+    };
+    let list = |v: Vec<String>| v.join(", ");
+    Err(KernelBlobError::MissingSymbol {
+        symbol: symbol.to_string(),
+        row: row.to_string(),
+        objects: list(
+            objects
+                .iter()
+                .map(|o| o.path.display().to_string())
+                .collect(),
+        ),
+        defined: list(defined.into_iter().collect()),
+    })
 }
 
 /// kbuild's steps, each reported to `progress` and timed into `timings`.
@@ -670,7 +732,7 @@ pub fn read_meta(path: &Path, elf: &[u8]) -> Result<Meta, KernelBlobError> {
         .ok_or_else(|| bad(path, format!("no valid {} section", hyprel::RELOC_SECTION)))?;
     let policed = hyprel::police(elf).map_err(|e| bad(path, e.to_string()))?;
     check_relocs(path, &stored, &policed)?;
-    let expected = routines::table_rows(meta.arch, meta.link_config);
+    let expected = routines::table_rows(meta.arch, meta.link_config, meta.clear_page);
     let rows: Vec<(&str, &str)> = meta
         .rows
         .iter()
@@ -744,7 +806,10 @@ fn patch_sections(elf: &mut [u8], img: &Image) -> Result<(), String> {
 /// One line per routine: which path it takes.
 fn describe(meta: &Meta, applied: &[Applied], present: &BTreeSet<String>) -> Vec<String> {
     let mut out: Vec<String> = applied.iter().map(|a| a.summary.clone()).collect();
-    if meta.arch == Arch::X86_64 && meta.link_config == LinkConfig::Vanilla {
+    if meta.arch == Arch::X86_64
+        && meta.link_config == LinkConfig::Vanilla
+        && meta.clear_page == ClearPageShape::OutOfLine
+    {
         let pick = alternatives::x86_clear_page_pick(present);
         out.push(format!(
             "clear_page: the kernel picks {pick} (alternative_call_2: erms > rep_good > orig); variants erms, rep, orig offered"
@@ -815,6 +880,61 @@ mod tests {
         let elf = std::fs::read(std::env::current_exe().unwrap()).unwrap();
         let e = read_meta(Path::new("x.blob"), &elf).unwrap_err();
         assert!(e.to_string().contains(META_SECTION), "{e}");
+    }
+
+    /// An object defining `names` (globals in .text).
+    fn object_defining(names: &[&str]) -> Vec<u8> {
+        use object::write::{Object as W, Symbol, SymbolSection};
+        use object::{Architecture, BinaryFormat, Endianness, SymbolFlags, SymbolKind};
+        use object::{SymbolScope, write::StandardSection};
+        let mut o = W::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+        let text = o.section_id(StandardSection::Text);
+        o.append_section_data(text, &[0xc3; 16], 16);
+        for (i, n) in names.iter().enumerate() {
+            o.add_symbol(Symbol {
+                name: n.as_bytes().to_vec(),
+                value: i as u64,
+                size: 1,
+                kind: SymbolKind::Text,
+                scope: SymbolScope::Linkage,
+                weak: false,
+                section: SymbolSection::Section(text),
+                flags: SymbolFlags::None,
+            });
+        }
+        o.write().unwrap()
+    }
+
+    /// A routine the tree no longer defines (renamed, inlined) is named
+    /// with its row and the objects read, before any link.
+    #[test]
+    fn a_symbol_no_object_defines_is_named_before_the_link() {
+        let d = std::env::temp_dir().join(format!("hypclear-defined-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let obj = d.join("memset_64.o");
+        std::fs::write(&obj, object_defining(&["__memset", "memset"])).unwrap();
+        let objects = [kbuild::BuiltObject {
+            name: "memset_64".into(),
+            path: obj.clone(),
+        }];
+        let aliases = [("memset", "__memset")];
+        assert!(check_defined(&objects, &aliases, &[("memset_kernel", "memset")]).is_ok());
+        let rows = [
+            ("memset_kernel", "memset"),
+            ("clear_page_erms", "clear_page_erms"),
+        ];
+        let e = check_defined(&objects, &aliases, &rows).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            matches!(&e, KernelBlobError::MissingSymbol { symbol, row, .. }
+                if symbol == "clear_page_erms" && row == "clear_page_erms"),
+            "{m}"
+        );
+        assert!(
+            m.contains(&obj.display().to_string()) && m.contains("__memset"),
+            "{m}"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

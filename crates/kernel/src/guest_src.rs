@@ -42,6 +42,19 @@ pub fn files(arch: Arch) -> Vec<(&'static str, &'static str)> {
     ]
 }
 
+/// hypclear's shim around an x86 tree's inline clear_page()/clear_pages()
+/// (Linux 7.x): (file name, contents) of its external-module directory.
+pub(crate) const X86_INLINE_CLEAR_PAGES: [(&str, &str); 2] = [
+    (
+        "clear_pages.c",
+        include_str!("../../../guest/x86_64/kernel/clear_pages.c"),
+    ),
+    (
+        "Kbuild",
+        include_str!("../../../guest/x86_64/kernel/Kbuild"),
+    ),
+];
+
 /// Write [`files`] under `dir`.
 pub fn write(arch: Arch, dir: &Path) -> std::io::Result<()> {
     for (rel, text) in files(arch) {

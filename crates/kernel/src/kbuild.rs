@@ -5,7 +5,8 @@
 //! Steps: configure (`defconfig`, or the given .config + `olddefconfig`),
 //! `prepare`, then the objects as single targets with `-j1` (kbuild runs
 //! each AS twice in single-target mode; parallel jobs race on the output).
-use super::tree::{Arch, KernelTree, TreeError};
+use super::guest_src;
+use super::tree::{Arch, ClearPageShape, KernelTree, TreeError};
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -297,6 +298,33 @@ pub(crate) fn object_targets(
 }
 
 /// `make` arguments shared by every step.
+/// hypclear's shim around an inline clear_page (x86 7.x), an external
+/// module directory inside the build directory, and its object.
+const SHIM_DIR: &str = "hypclear-shim";
+const SHIM_OBJECT: &str = "clear_pages.o";
+
+/// The shim directory `tree` needs for `arch` under `dir`, its sources
+/// written (only when they differ, so an unchanged shim is not rebuilt);
+/// `None` where the tree's clear_page is an object of its own.
+fn shim_dir(tree: &KernelTree, arch: Arch, dir: &Path) -> Result<Option<PathBuf>, KbuildError> {
+    if arch != Arch::X86_64 || tree.link_config(arch)?.clear_page != ClearPageShape::Inline {
+        return Ok(None);
+    }
+    let shim = dir.join(SHIM_DIR);
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| KbuildError::BuildDir { path, source }
+    };
+    fs::create_dir_all(&shim).map_err(err(&shim))?;
+    for (name, text) in guest_src::X86_INLINE_CLEAR_PAGES {
+        let p = shim.join(name);
+        if fs::read(&p).ok().as_deref() != Some(text.as_bytes()) {
+            fs::write(&p, text).map_err(err(&p))?;
+        }
+    }
+    Ok(Some(shim))
+}
+
 fn make_base(tree: &KernelTree, arch: Arch, out: &Path, in_tree: bool) -> Command {
     let mut cmd = Command::new("make");
     cmd.arg("-C").arg(tree.root());
@@ -575,13 +603,20 @@ pub fn build(
     }
     // 2. prepare, 3. the objects
     let targets = object_targets(tree, arch)?;
-    let objects: Vec<BuiltObject> = targets
+    let shim = shim_dir(tree, arch, &dir)?;
+    let mut objects: Vec<BuiltObject> = targets
         .iter()
         .map(|(name, t)| BuiltObject {
             name: name.clone(),
             path: dir.join(t),
         })
         .collect();
+    if let Some(shim) = &shim {
+        objects.push(BuiltObject {
+            name: "clear_pages_inline".into(),
+            path: shim.join(SHIM_OBJECT),
+        });
+    }
     let all_current = objects
         .iter()
         .all(|o| up_to_date(&o.path, tree.root(), &dir));
@@ -590,7 +625,7 @@ pub fn build(
         steps.up_to_date(Step::Objects);
     } else {
         steps.prepare(&mut stamp)?;
-        steps.objects(&targets)?;
+        steps.objects(&targets, shim.as_deref())?;
     }
     let timings = steps.timings;
     if let Some(o) = objects.iter().find(|o| !o.path.is_file()) {
@@ -718,8 +753,13 @@ impl<P: FnMut(Step, StepEvent)> Steps<'_, P> {
         })
     }
 
-    /// 3. the objects, single targets, -j1.
-    fn objects(&mut self, targets: &[(String, String)]) -> Result<(), KbuildError> {
+    /// 3. the objects, single targets, -j1; then the shim's, as an
+    /// external module object (`M=`).
+    fn objects(
+        &mut self,
+        targets: &[(String, String)],
+        shim: Option<&Path>,
+    ) -> Result<(), KbuildError> {
         self.timed(Step::Objects, |s| {
             if s.arch == Arch::Aarch64 {
                 // The `..` in the nvhe targets is resolved by the file system.
@@ -729,7 +769,13 @@ impl<P: FnMut(Step, StepEvent)> Steps<'_, P> {
             }
             let mut cmd = s.make();
             cmd.arg("-j1").args(targets.iter().map(|(_, t)| t));
-            run_step(Step::Objects, cmd, &s.dir.join("hypclear-objects.log"))
+            run_step(Step::Objects, cmd, &s.dir.join("hypclear-objects.log"))?;
+            let Some(shim) = shim else { return Ok(()) };
+            let mut cmd = s.make();
+            cmd.arg("-j1")
+                .arg(format!("M={}", shim.display()))
+                .arg(SHIM_OBJECT);
+            run_step(Step::Objects, cmd, &s.dir.join("hypclear-shim.log"))
         })
     }
 }

@@ -48,10 +48,16 @@ pub struct AltPath {
 
 /// The family a kernel function belongs to: its name, or its name plus a
 /// suffix (`memset_orig`, `copy_page_regs`, `clear_page_erms`), leading
-/// underscores and arm64's `__pi_` dropped.
+/// underscores and arm64's `__pi_` dropped; `clear_pages` (x86 7.x's
+/// `__clear_pages_unrolled`, the inline shim's `clear_pages_inline`) is
+/// clear_page's family, whose variants it shares.
 pub fn family_of(function: &str) -> Option<Family> {
     let f = function.trim_start_matches('_');
     let f = f.strip_prefix("pi_").unwrap_or(f);
+    let pages = f
+        .strip_prefix("clear_pages")
+        .map(|rest| format!("clear_page{rest}"));
+    let f = pages.as_deref().unwrap_or(f);
     FAMILIES
         .into_iter()
         .filter(|fam| {
@@ -180,7 +186,15 @@ fn label(img: &Image, applied: &[Applied], sites: &[usize]) -> String {
             None => parts.push(first),
         }
     }
-    parts.join("; ")
+    // Places patched alike (x86 7.x: clear_page's and clear_pages' copies
+    // of the inline site) are named once.
+    let mut unique: Vec<String> = Vec::new();
+    for p in parts {
+        if !unique.contains(&p) {
+            unique.push(p);
+        }
+    }
+    unique.join("; ")
 }
 
 /// The subsets of `feats` in order of size, then of their members.
@@ -388,6 +402,9 @@ mod tests {
             ("memcpy_orig", Some(Family::Memcpy)),
             ("copy_page_regs", Some(Family::CopyPage)),
             ("clear_page_erms", Some(Family::ClearPage)),
+            ("__clear_pages_unrolled", Some(Family::ClearPage)),
+            ("clear_pages_inline", Some(Family::ClearPage)),
+            ("clear_pagesx", None),
             ("rep_stos_alternative", None),
             ("memmove", None),
             ("memsetx", None),

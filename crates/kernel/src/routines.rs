@@ -3,7 +3,7 @@
 //! `__memset`/`__memcpy` names on x86) and the alias-table rows the
 //! dispatcher calls through (`<family>_<variant>`, as for the built-ins,
 //! see `routines/lower.rs`).
-use super::tree::{Arch, LinkConfig};
+use super::tree::{Arch, ClearPageShape, LinkConfig};
 use crate::arch::{Family, KernelVersion, VariantDef};
 
 /// One alias: `alias` reaches `target` (no prefix).
@@ -29,15 +29,25 @@ pub(crate) fn kernel_aliases(arch: Arch, config: LinkConfig) -> Vec<AliasPair> {
 
 /// Alias-table rows: (row name = `<family>_<variant>`, kernel symbol).
 /// In the `memset` configuration there is no clear_page row: clear_page
-/// runs as memset(p, 0, n * 4096), as the patched page.h does.
-pub(crate) fn table_rows(arch: Arch, config: LinkConfig) -> Vec<AliasPair> {
-    let mut v = match arch {
-        Arch::X86_64 => vec![
+/// runs as memset(p, 0, n * 4096), as the patched page.h does. An x86
+/// tree whose clear_pages() is inline (7.x) has hypclear's shim around it,
+/// with a page-count entry (`clear_pages_kernel`) beside clear_page's.
+pub(crate) fn table_rows(
+    arch: Arch,
+    config: LinkConfig,
+    clear_page: ClearPageShape,
+) -> Vec<AliasPair> {
+    let mut v = match (arch, clear_page) {
+        (Arch::X86_64, ClearPageShape::Inline) => vec![
+            ("clear_page_kernel", "clear_page_inline"),
+            ("clear_pages_kernel", "clear_pages_inline"),
+        ],
+        (Arch::X86_64, ClearPageShape::OutOfLine) => vec![
             ("clear_page_erms", "clear_page_erms"),
             ("clear_page_rep", "clear_page_rep"),
             ("clear_page_orig", "clear_page_orig"),
         ],
-        Arch::Aarch64 => vec![("clear_page_kernel", "clear_page")],
+        (Arch::Aarch64, _) => vec![("clear_page_kernel", "clear_page")],
     };
     if config == LinkConfig::Memset {
         v.clear();
@@ -61,10 +71,17 @@ const fn v(family: Family, name: &'static str) -> VariantDef {
     }
 }
 
-/// The variants of a kernel blob: the kernel's routines. x86 clear_page
-/// has the three routines the kernel chooses from in C (the pick is
-/// reported, see `alternatives::x86_clear_page_pick`).
-pub fn variants(arch: Arch) -> &'static [VariantDef] {
+/// The variants of a kernel blob: the kernel's routines. x86 6.x
+/// clear_page has the three routines the kernel chooses from in C (the
+/// pick is reported, see `alternatives::x86_clear_page_pick`); 7.x's
+/// inline clear_page is one routine whose alternatives are its paths.
+pub fn variants(arch: Arch, clear_page: ClearPageShape) -> &'static [VariantDef] {
+    const X86_INLINE: &[VariantDef] = &[
+        v(Family::ClearPage, "kernel"),
+        v(Family::Memset, "kernel"),
+        v(Family::Memcpy, "kernel"),
+        v(Family::CopyPage, "kernel"),
+    ];
     const X86: &[VariantDef] = &[
         v(Family::ClearPage, "erms"),
         v(Family::ClearPage, "rep"),
@@ -83,9 +100,10 @@ pub fn variants(arch: Arch) -> &'static [VariantDef] {
         },
         v(Family::CopyPage, "kernel"),
     ];
-    match arch {
-        Arch::X86_64 => X86,
-        Arch::Aarch64 => ARM64,
+    match (arch, clear_page) {
+        (Arch::X86_64, ClearPageShape::Inline) => X86_INLINE,
+        (Arch::X86_64, ClearPageShape::OutOfLine) => X86,
+        (Arch::Aarch64, _) => ARM64,
     }
 }
 
@@ -177,13 +195,22 @@ mod tests {
 
     #[test]
     fn every_variant_has_a_row_and_memset_config_has_no_clear_page() {
-        for arch in [Arch::X86_64, Arch::Aarch64] {
-            let rows = table_rows(arch, LinkConfig::Vanilla);
-            for d in variants(arch) {
+        let shapes = [ClearPageShape::OutOfLine, ClearPageShape::Inline];
+        for (arch, shape) in [Arch::X86_64, Arch::Aarch64]
+            .into_iter()
+            .flat_map(|a| shapes.map(|s| (a, s)))
+        {
+            let rows = table_rows(arch, LinkConfig::Vanilla, shape);
+            for d in variants(arch, shape) {
                 let name = format!("{}_{}", d.family, d.name);
                 assert!(rows.iter().any(|r| r.0 == name), "{arch}: {name}");
             }
-            let m = table_rows(arch, LinkConfig::Memset);
+            // The inline shim has clear_pages' page-count entry too.
+            assert_eq!(
+                rows.iter().any(|r| r.0 == "clear_pages_kernel"),
+                arch == Arch::X86_64 && shape == ClearPageShape::Inline
+            );
+            let m = table_rows(arch, LinkConfig::Memset, shape);
             assert!(!m.iter().any(|r| r.0.starts_with("clear_page")));
             assert!(
                 !kernel_aliases(arch, LinkConfig::Memset)

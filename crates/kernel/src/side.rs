@@ -32,6 +32,8 @@ pub struct External {
     /// The features its alternatives were decided with (`--alternatives`).
     pub features: BTreeSet<String>,
     pub arch: crate::tree::Arch,
+    /// Where its clear_page came from (x86 6.x routines or 7.x's inline).
+    pub clear_page: crate::tree::ClearPageShape,
     /// The blob file (to load it again with other alternatives).
     pub file: std::path::PathBuf,
     /// The alternatives paths this load verifies (`None`: one

@@ -74,10 +74,28 @@ impl fmt::Display for LinkConfig {
     }
 }
 
+/// Where a tree defines the `clear_page()` its kernel calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClearPageShape {
+    /// Out-of-line routines of arch/*/lib (arm64 clear_page.S; x86 6.x
+    /// clear_page_orig/rep/erms, chosen in C by asm/page_64.h's
+    /// alternative_call_2), or none at all (the memset configuration).
+    #[default]
+    OutOfLine,
+    /// x86 7.x: `clear_pages()` is inline asm in asm/page_64.h (an
+    /// ALTERNATIVE_2 of `call __clear_pages_unrolled`, `rep stosq` on
+    /// REP_GOOD and `rep stosb` on ERMS) and `clear_page()` is
+    /// `clear_pages(addr, 1)`: hypclear compiles both out of line from its
+    /// C shim with the tree's headers and kbuild flags.
+    Inline,
+}
+
 /// The detected link configuration and the evidence for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkDetection {
     pub config: LinkConfig,
+    pub clear_page: ClearPageShape,
     pub reason: String,
 }
 
@@ -129,6 +147,16 @@ pub enum TreeError {
          clear_page as an out-of-line routine with a hyp alias, or as memset()"
     )]
     UnknownLink { path: PathBuf, why: String },
+    #[error(
+        "cannot find the clear_page of the kernel tree {path}: looked for {looked_for} in {files}; \
+         hypclear knows x86 clear_page as clear_page_orig/rep/erms of arch/x86/lib/clear_page_64.S \
+         (Linux 6.x) or as the inline clear_pages() of arch/x86/include/asm/page_64.h (7.x)"
+    )]
+    NoClearPage {
+        path: PathBuf,
+        looked_for: String,
+        files: String,
+    },
     #[error(
         "`make -s kernelversion` in {path} failed: {detail}; install make (Debian package make)"
     )]
@@ -326,25 +354,56 @@ impl KernelTree {
     /// Detect the link configuration for `arch` and say why.
     pub fn link_config(&self, arch: Arch) -> Result<LinkDetection, TreeError> {
         match arch {
-            Arch::X86_64 => {
-                let s = self.root.join("arch/x86/lib/clear_page_64.S");
-                if s.is_file() {
-                    Ok(LinkDetection {
-                        config: LinkConfig::Vanilla,
-                        reason:
-                            "arch/x86/lib/clear_page_64.S is present (clear_page_orig/rep/erms \
-                                 out of line)"
-                                .into(),
-                    })
-                } else {
-                    Err(TreeError::UnknownLink {
-                        path: self.root.clone(),
-                        why: "arch/x86/lib/clear_page_64.S is missing".into(),
-                    })
-                }
-            }
+            Arch::X86_64 => self.x86_link_config(),
             Arch::Aarch64 => self.arm64_link_config(),
         }
+    }
+
+    /// x86 has no hyp alias: the configuration is vanilla, and what
+    /// differs between trees is where clear_page lives.
+    fn x86_link_config(&self) -> Result<LinkDetection, TreeError> {
+        const S: &str = "arch/x86/lib/clear_page_64.S";
+        const H: &str = "arch/x86/include/asm/page_64.h";
+        const OUT_OF_LINE: [&str; 3] = ["clear_page_orig", "clear_page_rep", "clear_page_erms"];
+        // A missing file defines nothing; the error names both.
+        let s = fs::read_to_string(self.root.join(S)).unwrap_or_default();
+        let h = fs::read_to_string(self.root.join(H)).unwrap_or_default();
+        let (clear_page, reason) = if OUT_OF_LINE.iter().all(|f| asm_defines(&s, f)) {
+            (
+                ClearPageShape::OutOfLine,
+                format!(
+                    "{S} defines clear_page_orig, clear_page_rep and clear_page_erms (out of \
+                     line; asm/page_64.h picks one with alternative_call_2)"
+                ),
+            )
+        } else if c_defines_inline(&h, "clear_pages") && c_defines_inline(&h, "clear_page") {
+            (
+                ClearPageShape::Inline,
+                format!(
+                    "{H} defines clear_pages() and clear_page() inline (clear_page_64.S has {}); \
+                     compiled out of line from hypclear's shim",
+                    if asm_defines(&s, "__clear_pages_unrolled") {
+                        "__clear_pages_unrolled"
+                    } else {
+                        "no __clear_pages_unrolled"
+                    }
+                ),
+            )
+        } else {
+            return Err(TreeError::NoClearPage {
+                path: self.root.clone(),
+                looked_for: format!(
+                    "{} (out of line) and inline clear_pages()/clear_page()",
+                    OUT_OF_LINE.join(", ")
+                ),
+                files: format!("{S} and {H}"),
+            });
+        };
+        Ok(LinkDetection {
+            config: LinkConfig::Vanilla,
+            clear_page,
+            reason,
+        })
     }
 
     fn arm64_link_config(&self) -> Result<LinkDetection, TreeError> {
@@ -373,10 +432,12 @@ impl KernelTree {
         match (source, alias, in_nvhe, inline_memset) {
             (true, true, true, false) => Ok(LinkDetection {
                 config: LinkConfig::Vanilla,
+                clear_page: ClearPageShape::OutOfLine,
                 reason: facts,
             }),
             (false, false, false, true) => Ok(LinkDetection {
                 config: LinkConfig::Memset,
+                clear_page: ClearPageShape::OutOfLine,
                 reason: facts,
             }),
             _ => Err(TreeError::UnknownLink {
@@ -411,6 +472,36 @@ pub(crate) fn parse_lib_objs(makefile: &str) -> Vec<String> {
         }
     }
     objs
+}
+
+/// Whether assembly source `s` starts function `name` (SYM_FUNC_START and
+/// its typed / local forms).
+pub(crate) fn asm_defines(s: &str, name: &str) -> bool {
+    s.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("SYM_")
+            && l.contains("FUNC_START")
+            && l.split_once('(').is_some_and(|(_, rest)| {
+                rest.trim_start().starts_with(name) && {
+                    let after = rest.trim_start()[name.len()..].trim_start();
+                    after.starts_with(')') || after.starts_with(',')
+                }
+            })
+    })
+}
+
+/// Whether C header `h` defines `name` as an inline function with a body
+/// (`static inline void name(...)` followed by `{`), not a prototype.
+pub(crate) fn c_defines_inline(h: &str, name: &str) -> bool {
+    let head = format!("inline void {name}(");
+    h.match_indices(&head).any(|(at, _)| {
+        let rest = &h[at + head.len()..];
+        let close = rest.find(')').unwrap_or(rest.len());
+        rest[close..]
+            .trim_start_matches(')')
+            .trim_start()
+            .starts_with('{')
+    })
 }
 
 /// Whether asm/page.h defines clear_page() as a call to memset() (an inline
@@ -479,7 +570,11 @@ mod tests {
             fs::write(p, s).unwrap();
         };
         w("Makefile", "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 7\n");
-        w("arch/x86/lib/clear_page_64.S", "");
+        w(
+            "arch/x86/lib/clear_page_64.S",
+            "SYM_FUNC_START(clear_page_rep)\nSYM_FUNC_START(clear_page_orig)\n\
+             SYM_FUNC_START(clear_page_erms)\n",
+        );
         if patched {
             w(
                 "arch/arm64/kvm/hyp/nvhe/Makefile",
@@ -553,6 +648,73 @@ mod tests {
         ));
         fs::remove_dir_all(&d).unwrap();
         fs::remove_dir_all(&d2).unwrap();
+    }
+
+    /// 6.x: three out-of-line routines; 7.x: the inline clear_pages() of
+    /// asm/page_64.h; neither: an error naming what was looked for where.
+    #[test]
+    fn x86_clear_page_is_found_where_the_tree_defines_it() {
+        let d = tmpdir("x86-shapes");
+        fake_tree(&d, false);
+        let t = KernelTree::open(&d).unwrap();
+        let six = t.link_config(Arch::X86_64).unwrap();
+        assert_eq!(
+            (six.config, six.clear_page),
+            (LinkConfig::Vanilla, ClearPageShape::OutOfLine)
+        );
+        // 7.3's shape: only __clear_pages_unrolled out of line.
+        let w = |p: &str, s: &str| fs::write(d.join(p), s).unwrap();
+        w(
+            "arch/x86/lib/clear_page_64.S",
+            "SYM_TYPED_FUNC_START(__clear_pages_unrolled)\n\tshrq $6, %rcx\n",
+        );
+        fs::create_dir_all(d.join("arch/x86/include/asm")).unwrap();
+        w(
+            "arch/x86/include/asm/page_64.h",
+            "void __clear_pages_unrolled(void *page);\n\
+             static inline void clear_pages(void *addr, unsigned int npages)\n{\n\
+             \tasm volatile(ALTERNATIVE_2(\"call __clear_pages_unrolled\", ...));\n}\n\
+             static inline void clear_page(void *addr)\n{\n\tclear_pages(addr, 1);\n}\n",
+        );
+        let seven = t.link_config(Arch::X86_64).unwrap();
+        assert_eq!(seven.clear_page, ClearPageShape::Inline);
+        assert!(
+            seven.reason.contains("__clear_pages_unrolled"),
+            "{}",
+            seven.reason
+        );
+        // A prototype is not a definition.
+        w(
+            "arch/x86/include/asm/page_64.h",
+            "void clear_pages(void *addr, unsigned int npages);\nvoid clear_page(void *addr);\n",
+        );
+        let e = t.link_config(Arch::X86_64).unwrap_err().to_string();
+        assert!(
+            e.contains("clear_page_erms")
+                && e.contains("arch/x86/lib/clear_page_64.S")
+                && e.contains("asm/page_64.h"),
+            "{e}"
+        );
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn asm_and_c_definitions() {
+        assert!(asm_defines("SYM_FUNC_START(memset)\n", "memset"));
+        assert!(asm_defines(
+            "  SYM_FUNC_START_LOCAL(memset_orig)",
+            "memset_orig"
+        ));
+        assert!(!asm_defines("SYM_FUNC_START(memset_orig)", "memset"));
+        assert!(!asm_defines("\tcall memset\n", "memset"));
+        assert!(c_defines_inline(
+            "static inline void clear_page(void *p)\n{ }",
+            "clear_page"
+        ));
+        assert!(!c_defines_inline(
+            "static inline void clear_pages(void *p, int n);",
+            "clear_pages"
+        ));
     }
 
     #[test]
