@@ -753,7 +753,7 @@ impl<P: FnMut(Step, StepEvent)> Steps<'_, P> {
         })
     }
 
-    /// 3. the objects, single targets, -j1; then the shim's, as an
+    /// Step 3: the objects, single targets, -j1; then the shim's, as an
     /// external module object (`M=`).
     fn objects(
         &mut self,
