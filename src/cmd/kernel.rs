@@ -167,6 +167,7 @@ fn external(l: Loaded, source: Source, short: String) -> Result<External> {
         "config_hash": m.config_hash,
         "link_config": m.link_config,
         "link_reason": m.link_reason,
+        "clear_page": m.clear_page,
         "aliases": m.aliases,
         "alternatives": l.alternatives,
         "features_present": l.features,
