@@ -25,10 +25,13 @@ fn x86_kvm(test: &str) -> bool {
     common::kvm_available(test)
 }
 
+/// A file of the tree and how to rewrite it.
+type Edit<'a> = (&'a str, &'a dyn Fn(&str) -> String);
+
 /// A copy of `tree` (hard links) in the test's temporary directory `name`
 /// whose files `edits` are rewritten (each a new file, so the original
 /// tree keeps its inodes).
-fn mutant(tree: &Path, name: &str, edits: &[(&str, &dyn Fn(&str) -> String)]) -> PathBuf {
+fn mutant(tree: &Path, name: &str, edits: &[Edit]) -> PathBuf {
     let copy = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     if copy.exists() {
         std::fs::remove_dir_all(&copy).expect("remove the old copy");
