@@ -4,7 +4,8 @@
 #   2. on x86_64, clippy the aarch64 code (cross), then run the test suite
 #      with HYPCLEAR_REQUIRE_KVM=1 (the README's test command),
 #   3. run `hypclear run --json` (quick and --geometry full), `hypclear run --kernel-tree` on the kernel
-#      tree (HYPCLEAR_KERNEL_TREE) and `hypclear selftest --json`, keeping the
+#      tree (HYPCLEAR_KERNEL_TREE, 6.12) and on a 7.x tree (HYPCLEAR_KERNEL_TREE_7,
+#      7.3; x86: with a short bench of its clear_pages paths) and `hypclear selftest --json`, keeping the
 #      JSON under $HYPCLEAR_ARTIFACTS (default: artifacts/).
 # .ci/run uses this same script.
 set -euo pipefail
@@ -37,6 +38,15 @@ if [[ -z "${HYPCLEAR_KERNEL_TREE:-}" ]]; then
 fi
 export HYPCLEAR_KERNEL_TREE
 echo "HYPCLEAR_KERNEL_TREE=$HYPCLEAR_KERNEL_TREE"
+# Today's kernel beside it: x86 7.x has clear_pages() inline in asm/page_64.h
+# (trixie-backports' linux-source-7.3 through a private apt state).
+if [[ -z "${HYPCLEAR_KERNEL_TREE_7:-}" ]]; then
+    t_k7=$SECONDS
+    HYPCLEAR_KERNEL_TREE_7=$(bash ci/kernel-source.sh 7.3 | tail -n1)
+    echo "linux-source-7.3 ready in $((SECONDS - t_k7)) s"
+fi
+export HYPCLEAR_KERNEL_TREE_7
+echo "HYPCLEAR_KERNEL_TREE_7=$HYPCLEAR_KERNEL_TREE_7"
 
 if [[ $(uname -m) == x86_64 ]]; then
     # The aarch64 code under clippy (~20 s on a warm cache, 55 s on a loaded
@@ -62,6 +72,15 @@ echo "run --geometry full took $((SECONDS - t1)) s"
 
 stage "hypclear run --kernel-tree $HYPCLEAR_KERNEL_TREE --json $artifacts/run-kernel.json"
 cargo run --release --quiet -- run --kernel-tree "$HYPCLEAR_KERNEL_TREE" --json "$artifacts/run-kernel.json"
+
+if [[ $(uname -m) == x86_64 ]]; then
+    stage "hypclear run --kernel-tree $HYPCLEAR_KERNEL_TREE_7 (7.x: the inline clear_pages() on every path), then a short bench of its paths"
+    t_k7=$SECONDS
+    cargo run --release --quiet -- run --kernel-tree "$HYPCLEAR_KERNEL_TREE_7" --json "$artifacts/run-kernel-7.json"
+    cargo run --release --quiet -- bench clear_pages --kernel-tree "$HYPCLEAR_KERNEL_TREE_7" --every-path \
+        -k 4KB,2MB -s 16MB --sessions 2 --repeats 2 --json "$artifacts/bench-kernel-7.json"
+    echo "7.x run and bench took $((SECONDS - t_k7)) s"
+fi
 
 stage "hypclear selftest --json $artifacts/selftest.json"
 cargo run --release --quiet -- selftest --json "$artifacts/selftest.json"
