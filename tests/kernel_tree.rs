@@ -100,9 +100,16 @@ fn parse_and_apply_the_objects(tree: &KernelTree, arch: Arch, out: &kbuild::Outp
     }
     if arch == Arch::X86_64 {
         assert!(total > 0, "x86 memset/memcpy/copy_page carry alternatives");
+        // 6.x: the tree's C chooses among clear_page_{orig,rep,erms}.
+        let detected = tree.link_config(arch).expect("link configuration");
+        let choice = detected
+            .clear_page_choice
+            .expect("the tree's alternative_call_2 in asm/page_64.h is read");
+        assert_eq!(choice.default, "clear_page_orig", "{choice:?}");
+        let (pick, why) = choice.pick(&host);
         println!(
-            "clear_page: {} (alternative_call_2 in C)",
-            hypclear_kernel::alternatives::x86_clear_page_pick(&host)
+            "clear_page: {pick} ({why}, alternative_call_2 in {})",
+            choice.file
         );
     }
 }

@@ -186,6 +186,8 @@ fn external(l: Loaded, source: Source, short: String) -> Result<External> {
         short,
         kernelversion: m.tree.kernelversion.clone(),
         features: l.features,
+        applied: l.applied,
+        clear_page_choice: m.clear_page_choice.clone(),
         arch: m.arch,
         clear_page: m.clear_page,
         file: l.path,
@@ -321,13 +323,14 @@ fn path_sides(
     };
     let all = paths::enumerate(&p.img, &decisions).map_err(KernelBlobError::from)?;
     let out_of_line = e.clear_page == tree::ClearPageShape::OutOfLine;
-    let clear_page_pick = (e.arch == Arch::X86_64
-        && e.blob.config == LinkConfig::Vanilla
-        && out_of_line)
-        .then(|| {
-            let f = alternatives::x86_clear_page_pick(&host);
-            f.strip_prefix("clear_page_").unwrap_or(f)
-        });
+    let clear_page_pick =
+        (e.arch == Arch::X86_64 && e.blob.config == LinkConfig::Vanilla && out_of_line)
+            .then_some(e.clear_page_choice.as_ref())
+            .flatten()
+            .and_then(|c| {
+                let (f, _) = c.pick(&host);
+                crate::kernel::routines::clear_page_variant(f)
+            });
     let always = paths::always(&names);
     let mut out = Vec::new();
     for load in paths::loads(&all, clear_page_pick) {

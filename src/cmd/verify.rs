@@ -945,7 +945,7 @@ fn json_doc<'a>(
                     .and_then(|d| d.states().first().copied()),
                 ..s.clone().into()
             };
-            json!(crate::bench::SideInfo::of(&side, &ctx.caps).kernel_paths)
+            json!(crate::bench::SideInfo::of(&side).kernel_paths)
         }),
         geometry: o.geometry,
         rows: o.rows.0.iter().map(RowJson::of).collect(),

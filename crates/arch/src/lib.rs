@@ -236,20 +236,6 @@ impl KernelVersion {
             KernelVersion::V6_1 => "6.1",
         }
     }
-
-    /// The modelled version a tree's `make kernelversion` output ("6.12.57",
-    /// "6.1.0-rc1") follows: 6.12 from 6.12 on, 6.1 before.
-    pub fn nearest(kernelversion: &str) -> KernelVersion {
-        let mut it = kernelversion
-            .split(|c: char| !c.is_ascii_digit())
-            .map(|p| p.parse::<u32>().unwrap_or(0));
-        let (major, minor) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
-        if (major, minor) >= (6, 12) {
-            KernelVersion::V6_12
-        } else {
-            KernelVersion::V6_1
-        }
-    }
 }
 
 impl std::fmt::Display for KernelVersion {

@@ -638,22 +638,22 @@ pub struct SideInfo {
 }
 
 impl SideInfo {
-    /// The record of `side`; a kernel side's paths are decided with `caps`
-    /// as its guest sees them (arm64 DC ZVA) and the features its
-    /// alternatives took.
-    pub fn of(side: &PlanSide, caps: &CpuCaps) -> SideInfo {
-        let caps = &side.caps(caps);
+    /// The record of `side`; a kernel side's paths are the built-ins that
+    /// run what its alternatives took (arm64 DC ZVA is decided inside the
+    /// routine on both sides alike).
+    pub fn of(side: &PlanSide) -> SideInfo {
         let mut kernel_paths = BTreeMap::new();
         if let Some(e) = side.external() {
             for fam in crate::kernel::routines::FAMILIES {
-                if let Some((v, _)) = crate::kernel::routines::builtin_equivalent(
+                let p = crate::kernel::picks::equivalent(
                     e.arch,
                     fam,
-                    &e.kernelversion,
+                    &e.applied,
+                    e.clear_page_choice.as_ref(),
                     &e.features,
-                    caps,
-                ) {
-                    kernel_paths.insert(fam.to_string(), v.to_string());
+                );
+                if let crate::kernel::picks::Equivalent::Builtin { variant, .. } = p {
+                    kernel_paths.insert(fam.to_string(), variant.to_string());
                 }
             }
         }
@@ -749,10 +749,14 @@ pub struct BenchResult {
     pub explain: Vec<explain::Explanation>,
 }
 
-/// A kernel side's paths from a file before sides: its features and
-/// version, as [`SideInfo::of`] decides them (x86; arm64 needs the CPU's
-/// DC ZVA state, which such files do not record).
+/// A kernel side's paths from a file before sides, as [`SideInfo::of`]
+/// decides them from its `applied` sites (x86; arm64 files of that age
+/// lack what its paths need). Such files have no site address or jump
+/// target: a routine is one site, and the target is read from the
+/// summary that file wrote (`fallback memset_orig (no FSRS)`,
+/// `ERMS alternative (memset_erms)`).
 fn old_kernel_paths(k: &serde_json::Value) -> BTreeMap<String, String> {
+    use crate::kernel::{alternatives::Applied, picks};
     let arch = match k["arch"].as_str() {
         Some("X86_64") | Some("x86_64") => crate::kernel::tree::Arch::X86_64,
         _ => return BTreeMap::new(),
@@ -765,19 +769,43 @@ fn old_kernel_paths(k: &serde_json::Value) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default();
-    let version = k["tree"]["kernelversion"].as_str().unwrap_or("");
+    let mut routines: Vec<String> = Vec::new();
+    let applied: Vec<Applied> = k["applied"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| {
+            let routine = a["routine"].as_str()?.to_string();
+            let summary = a["summary"].as_str().unwrap_or("").to_string();
+            let target = summary
+                .split_once("fallback ")
+                .map(|(_, t)| t)
+                .or_else(|| summary.split_once("alternative (").map(|(_, t)| t))
+                .and_then(|t| t.split([' ', ')']).next())
+                .map(str::to_string);
+            if !routines.contains(&routine) {
+                routines.push(routine.clone());
+            }
+            Some(Applied {
+                site: routines.iter().position(|r| *r == routine)? as u64,
+                routine,
+                feature: a["feature"].as_str()?.to_string(),
+                taken: a["taken"].as_bool()?,
+                target,
+                summary,
+            })
+        })
+        .collect();
     crate::kernel::routines::FAMILIES
         .iter()
-        .filter_map(|&fam| {
-            crate::kernel::routines::builtin_equivalent(
-                arch,
-                fam,
-                version,
-                &present,
-                &CpuCaps::default(),
-            )
-            .map(|(v, _)| (fam.to_string(), v.to_string()))
-        })
+        .filter_map(
+            |&fam| match picks::equivalent(arch, fam, &applied, None, &present) {
+                picks::Equivalent::Builtin { variant, .. } => {
+                    Some((fam.to_string(), variant.to_string()))
+                }
+                picks::Equivalent::Unknown { .. } => None,
+            },
+        )
         .collect()
 }
 
@@ -1014,7 +1042,7 @@ fn snapshot(
         cache: Some(plan.cache),
         max_warmup: plan.max_warmup,
         session_setup_seconds: stats::mean(setup),
-        sides: plan.sides.iter().map(|s| SideInfo::of(s, caps)).collect(),
+        sides: plan.sides.iter().map(SideInfo::of).collect(),
         kernel: plan
             .sides
             .iter()

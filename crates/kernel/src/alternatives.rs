@@ -680,27 +680,18 @@ pub(crate) fn cpuinfo_flags(cpuinfo: &str) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// x86 `clear_page()` is chosen in C (asm/page_64.h, alternative_call_2):
-/// `clear_page_erms` with ERMS, else `clear_page_rep` with REP_GOOD, else
-/// `clear_page_orig`. The three are separate routines of clear_page_64.o;
-/// this names the kernel's pick for the given features.
-pub fn x86_clear_page_pick(present: &BTreeSet<String>) -> &'static str {
-    if present.contains("erms") {
-        "clear_page_erms"
-    } else if present.contains("rep_good") {
-        "clear_page_rep"
-    } else {
-        "clear_page_orig"
-    }
-}
-
 /// What happened at one site.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Applied {
     /// The routine containing the site.
     pub routine: String,
+    /// The site's address (ALTERNATIVE_2's entries share it).
+    pub site: u64,
     pub feature: String,
     pub taken: bool,
+    /// The function the site jumps to or calls as this load leaves it
+    /// (`memset_orig`), `None` where it runs inline code.
+    pub target: Option<String>,
     /// Human-readable: "memset: FSRS alternative" / "memset: fallback memset_orig (no FSRS)".
     pub summary: String,
 }
@@ -780,12 +771,9 @@ impl Image {
     ) -> Result<Vec<Applied>, AltError> {
         // Describe the original code before anything is patched.
         let sites = self.sites.clone();
-        let fallbacks: Vec<String> = sites
+        let originals: Vec<Option<String>> = sites
             .iter()
-            .map(|s| match self.jump_target(s.orig, s.orig_len) {
-                Some(name) => format!("fallback {name}"),
-                None => "original instructions".into(),
-            })
+            .map(|s| self.jump_target(s.orig, s.orig_len).map(str::to_string))
             .collect();
         let mut report: Vec<Applied> = Vec::new();
         for (k, site) in sites.iter().enumerate() {
@@ -798,6 +786,7 @@ impl Image {
             } else {
                 fname.to_uppercase()
             };
+            let mut target = originals[k].clone();
             let summary = if site.callback {
                 format!("{routine}: {shown} callback alternative not applied (needs kernel code)")
             } else if take {
@@ -811,17 +800,25 @@ impl Image {
                             .push_str(&format!(" (superseded by {shown})"));
                     }
                 }
-                match self.jump_target(site.orig, site.orig_len) {
+                target = self
+                    .jump_target(site.orig, site.orig_len)
+                    .map(str::to_string);
+                match &target {
                     Some(name) => format!("{routine}: {shown} alternative ({name})"),
                     None => format!("{routine}: {shown} alternative"),
                 }
             } else {
-                format!("{routine}: {} (no {shown})", fallbacks[k])
+                match &originals[k] {
+                    Some(name) => format!("{routine}: fallback {name} (no {shown})"),
+                    None => format!("{routine}: original instructions (no {shown})"),
+                }
             };
             report.push(Applied {
                 routine,
+                site: site.orig,
                 feature: fname,
                 taken: take,
+                target,
                 summary,
             });
         }
@@ -1179,17 +1176,6 @@ pub(crate) mod tests {
             .addr;
         let i = (at - img.base) as usize;
         img.bytes[i..i + 10].to_vec()
-    }
-
-    #[test]
-    fn x86_clear_page_follows_alternative_call_2() {
-        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
-        assert_eq!(
-            x86_clear_page_pick(&set(&["erms", "rep_good"])),
-            "clear_page_erms"
-        );
-        assert_eq!(x86_clear_page_pick(&set(&["rep_good"])), "clear_page_rep");
-        assert_eq!(x86_clear_page_pick(&set(&["fsrm"])), "clear_page_orig");
     }
 
     #[test]

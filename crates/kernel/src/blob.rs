@@ -17,6 +17,7 @@ use super::alternatives::{self, AltError, Applied, FeatureNames, Image};
 use super::guest_src;
 use super::kbuild::{self, ConfigSource, KbuildError, Request, Step, StepEvent};
 use super::paths;
+use super::picks;
 use super::routines;
 use super::tree::{Arch, ClearPageShape, Identity, KernelTree, LinkConfig, TreeError};
 use hypclear_link::hyprel;
@@ -53,6 +54,9 @@ pub struct Meta {
     /// x86 7.x trees: out of line).
     #[serde(default)]
     pub clear_page: ClearPageShape,
+    /// x86 6.x: the tree's C choice among its clear_page routines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear_page_choice: Option<crate::tree::CallChoice>,
     /// The kernel's hyp alias list (`alias -> target`).
     pub aliases: Vec<(String, String)>,
     /// Alias-table rows (`row name -> kernel symbol`).
@@ -214,6 +218,7 @@ pub fn make(
         link_config: detected.config,
         link_reason: detected.reason.clone(),
         clear_page: detected.clear_page,
+        clear_page_choice: detected.clear_page_choice.clone(),
         aliases: pairs(&routines::kernel_aliases(arch, detected.config)),
         rows: pairs(&routines::table_rows(
             arch,
@@ -810,10 +815,16 @@ fn describe(meta: &Meta, applied: &[Applied], present: &BTreeSet<String>) -> Vec
         && meta.link_config == LinkConfig::Vanilla
         && meta.clear_page == ClearPageShape::OutOfLine
     {
-        let pick = alternatives::x86_clear_page_pick(present);
-        out.push(format!(
-            "clear_page: the kernel picks {pick} (alternative_call_2: erms > rep_good > orig); variants erms, rep, orig offered"
-        ));
+        out.push(match &meta.clear_page_choice {
+            Some(c) => {
+                let (pick, why) = c.pick(present);
+                format!(
+                    "clear_page: the kernel picks {pick} ({why}, alternative_call_2 in {}); variants erms, rep, orig offered",
+                    c.file
+                )
+            }
+            None => "clear_page: the kernel's pick is unknown (the tree's alternative_call_2 could not be read); variants erms, rep, orig offered".into(),
+        });
     }
     if meta.link_config == LinkConfig::Memset {
         out.push("clear_page: memset(p, 0, n * 4096) (no clear_page routine or alias)".into());
@@ -821,7 +832,33 @@ fn describe(meta: &Meta, applied: &[Applied], present: &BTreeSet<String>) -> Vec
     if applied.is_empty() {
         out.push("no alternatives in the routines: every routine runs as linked".into());
     }
+    out.push(equivalents_line(meta, applied, present));
     out
+}
+
+/// "built-in equivalents: clear_page erms (ERMS), memset orig (no FSRS), ...":
+/// the built-in that runs each family's path, or `unknown` with the path.
+fn equivalents_line(meta: &Meta, applied: &[Applied], present: &BTreeSet<String>) -> String {
+    let families = routines::FAMILIES.into_iter().filter(|f| {
+        meta.link_config == LinkConfig::Vanilla || *f != crate::arch::Family::ClearPage
+    });
+    let parts: Vec<String> = families
+        .map(|fam| {
+            match picks::equivalent(
+                meta.arch,
+                fam,
+                applied,
+                meta.clear_page_choice.as_ref(),
+                present,
+            ) {
+                picks::Equivalent::Builtin { variant, why } => format!("{fam} {variant} ({why})"),
+                picks::Equivalent::Unknown { path, why } => {
+                    format!("{fam} unknown ({path}, {why}: no built-in lists this path)")
+                }
+            }
+        })
+        .collect();
+    format!("built-in equivalents: {}", parts.join(", "))
 }
 
 /// The guest's feature view from the capabilities KVM offers (names as in

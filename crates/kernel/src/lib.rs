@@ -39,5 +39,6 @@ pub mod blob;
 pub mod guest_src;
 pub mod kbuild;
 pub mod paths;
+pub mod picks;
 pub mod routines;
 pub mod tree;

@@ -4,7 +4,7 @@
 //! dispatcher calls through (`<family>_<variant>`, as for the built-ins,
 //! see `routines/lower.rs`).
 use super::tree::{Arch, ClearPageShape, LinkConfig};
-use crate::arch::{Family, KernelVersion, VariantDef};
+use crate::arch::{Family, VariantDef};
 
 /// One alias: `alias` reaches `target` (no prefix).
 pub(crate) type AliasPair = (&'static str, &'static str);
@@ -67,13 +67,14 @@ const fn v(family: Family, name: &'static str) -> VariantDef {
         requires: None,
         // The tree's own object: what it follows is the tree itself.
         kernel: Some("the kernel tree's own object"),
+        paths: &[],
         memmove: false,
     }
 }
 
 /// The variants of a kernel blob: the kernel's routines. x86 6.x
 /// clear_page has the three routines the kernel chooses from in C (the
-/// pick is reported, see `alternatives::x86_clear_page_pick`); 7.x's
+/// pick is read from the tree's C, see `tree::CallChoice`); 7.x's
 /// inline clear_page is one routine whose alternatives are its paths.
 pub fn variants(arch: Arch, clear_page: ClearPageShape) -> &'static [VariantDef] {
     const X86_INLINE: &[VariantDef] = &[
@@ -107,91 +108,22 @@ pub fn variants(arch: Arch, clear_page: ClearPageShape) -> &'static [VariantDef]
     }
 }
 
+/// The x86 6.x clear_page row of kernel routine `routine`
+/// (`clear_page_erms` -> `erms`), if it is one.
+pub fn clear_page_variant(routine: &str) -> Option<&'static str> {
+    let name = routine.strip_prefix("clear_page_")?;
+    variants(Arch::X86_64, ClearPageShape::OutOfLine)
+        .iter()
+        .find(|v| v.family == Family::ClearPage && v.name == name)
+        .map(|v| v.name)
+}
+
 /// The routine families a kernel blob offers.
 pub const FAMILIES: [Family; 4] = Family::ALL;
-
-/// The built-in variant that follows the same kernel path as a kernel
-/// blob's routine of `family`: the pick of the kernel version nearest to
-/// `kernelversion` (6.1 or 6.12, the versions the built-ins model) with
-/// the features the blob's alternatives were decided with (`present`, the
-/// same `--alternatives` decision), and the feature that decides.
-///
-/// x86 takes the features as the blob's alternatives saw them (no vendor
-/// rule on top: a host without FSRS in `present` runs memset_orig). arm64
-/// has no feature alternatives in these routines except 6.1 copy_page's
-/// NO_HW_PREFETCH; DC ZVA is decided at run time from DCZID_EL0, as the
-/// built-ins' pick in `caps` says.
-pub fn builtin_equivalent(
-    arch: Arch,
-    family: Family,
-    kernelversion: &str,
-    present: &std::collections::BTreeSet<String>,
-    caps: &crate::arch::CpuCaps,
-) -> Option<(&'static str, &'static str)> {
-    let version = KernelVersion::nearest(kernelversion);
-    match arch {
-        Arch::X86_64 => {
-            use crate::arch::x86_64::kernel::{StringFeatures, kernel_pick};
-            let has = |f: &str| present.contains(f);
-            let f = StringFeatures {
-                erms: has("erms"),
-                fsrm: has("fsrm"),
-                fsrs: has("fsrs"),
-                rep_good: has("rep_good"),
-                amd: false,
-            };
-            let p = kernel_pick(family, &f, version);
-            Some((p.variant, p.why))
-        }
-        Arch::Aarch64 => {
-            if family == Family::CopyPage && version == KernelVersion::V6_1 {
-                return Some(if present.contains("has_no_hw_prefetch") {
-                    ("ldp-stnp-prfm", "ARM64_HAS_NO_HW_PREFETCH")
-                } else {
-                    ("ldp-stnp", "no ARM64_HAS_NO_HW_PREFETCH")
-                });
-            }
-            let p = caps.kernel_pick(family, version)?;
-            Some((p.variant, p.why))
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn builtin_equivalent_follows_the_blob_decision() {
-        let caps = crate::arch::CpuCaps::default();
-        let set = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
-        // This EPYC host: erms, fsrm, rep_good; no fsrs.
-        let host = set(&["erms", "fsrm", "rep_good"]);
-        let pick = |fam, v| {
-            builtin_equivalent(Arch::X86_64, fam, v, &host, &caps)
-                .unwrap()
-                .0
-        };
-        assert_eq!(pick(Family::Memset, "6.12.57"), "orig");
-        assert_eq!(pick(Family::Memcpy, "6.12.57"), "fsrm");
-        assert_eq!(pick(Family::ClearPage, "6.12.57"), "erms");
-        assert_eq!(pick(Family::CopyPage, "6.12.57"), "rep");
-        assert_eq!(pick(Family::Memset, "6.1.158"), "erms");
-        // The PVM guest's view: only rep_good.
-        let guest = set(&["rep_good"]);
-        let pick = |fam, v| {
-            builtin_equivalent(Arch::X86_64, fam, v, &guest, &caps)
-                .unwrap()
-                .0
-        };
-        assert_eq!(pick(Family::Memset, "6.12.57"), "orig");
-        assert_eq!(pick(Family::Memset, "6.1.158"), "rep_good");
-        assert_eq!(pick(Family::ClearPage, "6.12.57"), "rep");
-        use KernelVersion::{V6_1, V6_12};
-        assert_eq!(KernelVersion::nearest("6.12.0-rc3"), V6_12);
-        assert_eq!(KernelVersion::nearest("6.1.9"), V6_1);
-        assert_eq!(KernelVersion::nearest("7.0"), V6_12);
-    }
 
     #[test]
     fn every_variant_has_a_row_and_memset_config_has_no_clear_page() {

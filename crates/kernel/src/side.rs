@@ -31,6 +31,10 @@ pub struct External {
     pub kernelversion: String,
     /// The features its alternatives were decided with (`--alternatives`).
     pub features: BTreeSet<String>,
+    /// What its alternative sites did in this load (which path each took).
+    pub applied: Vec<crate::alternatives::Applied>,
+    /// x86 6.x: the tree's C choice among its clear_page routines.
+    pub clear_page_choice: Option<crate::tree::CallChoice>,
     pub arch: crate::tree::Arch,
     /// Where its clear_page came from (x86 6.x routines or 7.x's inline).
     pub clear_page: crate::tree::ClearPageShape,

@@ -96,7 +96,82 @@ pub enum ClearPageShape {
 pub struct LinkDetection {
     pub config: LinkConfig,
     pub clear_page: ClearPageShape,
+    /// x86 6.x: the C that chooses among the out-of-line routines (`None`
+    /// elsewhere, or where the tree's header could not be read).
+    pub clear_page_choice: Option<CallChoice>,
     pub reason: String,
+}
+
+/// A choice written in C as `alternative_call_2(default, f1, FEATURE1,
+/// f2, FEATURE2, ...)` (x86 6.x asm/page_64.h's clear_page()): the routine
+/// of the last alternative whose feature is present, else the default, as
+/// ALTERNATIVE_2 patches them in order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CallChoice {
+    /// The header it was read from.
+    pub file: String,
+    pub default: String,
+    /// `(routine, feature)` in the order the call lists them; features
+    /// named as in /proc/cpuinfo (`rep_good`).
+    pub alternatives: Vec<(String, String)>,
+}
+
+impl CallChoice {
+    /// The `alternative_call`/`alternative_call_2` in the body of C
+    /// function `function` of header `h`; `None` if there is none or its
+    /// arguments are not plain names.
+    pub(crate) fn parse(h: &str, function: &str, file: &str) -> Option<CallChoice> {
+        let start = h.find(&format!("void {function}("))?;
+        let body = &h[start..];
+        let body = &body[..body.find("\n}").unwrap_or(body.len())];
+        let at = body.find("alternative_call")?;
+        let args = &body[at..];
+        let args = &args[args.find('(')? + 1..];
+        // The routine and feature arguments come before the asm constraints.
+        let args = &args[..args.find('"').unwrap_or(args.len())];
+        let names: Vec<&str> = args
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .collect();
+        let ident = |a: &&str| a.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if names.len() < 3 || names.len().is_multiple_of(2) || !names.iter().all(ident) {
+            return None;
+        }
+        let alternatives = names[1..]
+            .chunks(2)
+            .map(|p| {
+                let feature = p[1].strip_prefix("X86_FEATURE_")?;
+                Some((p[0].to_string(), feature.to_ascii_lowercase()))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(CallChoice {
+            file: file.to_string(),
+            default: names[0].to_string(),
+            alternatives,
+        })
+    }
+
+    /// The routine chosen with `present` features, and why: `("clear_page_erms",
+    /// "ERMS")` or `("clear_page_orig", "no REP_GOOD, ERMS")`.
+    pub fn pick(&self, present: &std::collections::BTreeSet<String>) -> (&str, String) {
+        match self
+            .alternatives
+            .iter()
+            .rev()
+            .find(|(_, f)| present.contains(f))
+        {
+            Some((routine, f)) => (routine, f.to_uppercase()),
+            None => {
+                let all: Vec<String> = self
+                    .alternatives
+                    .iter()
+                    .map(|(_, f)| f.to_uppercase())
+                    .collect();
+                (&self.default, format!("no {}", all.join(", ")))
+            }
+        }
+    }
 }
 
 /// What identifies the tree in reports.
@@ -368,28 +443,34 @@ impl KernelTree {
         // A missing file defines nothing; the error names both.
         let s = fs::read_to_string(self.root.join(S)).unwrap_or_default();
         let h = fs::read_to_string(self.root.join(H)).unwrap_or_default();
-        let (clear_page, reason) = if OUT_OF_LINE.iter().all(|f| asm_defines(&s, f)) {
-            (
-                ClearPageShape::OutOfLine,
-                format!(
+        if OUT_OF_LINE.iter().all(|f| asm_defines(&s, f)) {
+            let choice = CallChoice::parse(&h, "clear_page", H);
+            let how = match &choice {
+                Some(c) => format!(
+                    "{H} picks one with alternative_call_2: {}",
+                    c.alternatives
+                        .iter()
+                        .rev()
+                        .map(|(r, f)| format!("{r} on {}", f.to_uppercase()))
+                        .chain([format!("else {}", c.default)])
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => format!(
+                    "{H}'s choice among them could not be read: the kernel's pick is unknown"
+                ),
+            };
+            return Ok(LinkDetection {
+                config: LinkConfig::Vanilla,
+                clear_page: ClearPageShape::OutOfLine,
+                clear_page_choice: choice,
+                reason: format!(
                     "{S} defines clear_page_orig, clear_page_rep and clear_page_erms (out of \
-                     line; asm/page_64.h picks one with alternative_call_2)"
+                     line; {how})"
                 ),
-            )
-        } else if c_defines_inline(&h, "clear_pages") && c_defines_inline(&h, "clear_page") {
-            (
-                ClearPageShape::Inline,
-                format!(
-                    "{H} defines clear_pages() and clear_page() inline (clear_page_64.S has {}); \
-                     compiled out of line from hypclear's shim",
-                    if asm_defines(&s, "__clear_pages_unrolled") {
-                        "__clear_pages_unrolled"
-                    } else {
-                        "no __clear_pages_unrolled"
-                    }
-                ),
-            )
-        } else {
+            });
+        }
+        if !(c_defines_inline(&h, "clear_pages") && c_defines_inline(&h, "clear_page")) {
             return Err(TreeError::NoClearPage {
                 path: self.root.clone(),
                 looked_for: format!(
@@ -398,11 +479,20 @@ impl KernelTree {
                 ),
                 files: format!("{S} and {H}"),
             });
+        }
+        let unrolled = if asm_defines(&s, "__clear_pages_unrolled") {
+            "__clear_pages_unrolled"
+        } else {
+            "no __clear_pages_unrolled"
         };
         Ok(LinkDetection {
             config: LinkConfig::Vanilla,
-            clear_page,
-            reason,
+            clear_page: ClearPageShape::Inline,
+            clear_page_choice: None,
+            reason: format!(
+                "{H} defines clear_pages() and clear_page() inline (clear_page_64.S has \
+                 {unrolled}); compiled out of line from hypclear's shim"
+            ),
         })
     }
 
@@ -433,11 +523,13 @@ impl KernelTree {
             (true, true, true, false) => Ok(LinkDetection {
                 config: LinkConfig::Vanilla,
                 clear_page: ClearPageShape::OutOfLine,
+                clear_page_choice: None,
                 reason: facts,
             }),
             (false, false, false, true) => Ok(LinkDetection {
                 config: LinkConfig::Memset,
                 clear_page: ClearPageShape::OutOfLine,
+                clear_page_choice: None,
                 reason: facts,
             }),
             _ => Err(TreeError::UnknownLink {

@@ -84,6 +84,11 @@ pub struct VariantDef {
     /// The kernel code it follows (file, routine, versions, path taken);
     /// `None`: not kernel code, a hypclear comparison point.
     pub kernel: Option<&'static str>,
+    /// The kernel paths it runs, as a tree's code names them (`Paths:`):
+    /// a function (`memset_orig`) or a function with the alternative it
+    /// takes (`memset+fsrs`), leading `_` and `__pi_` dropped. A kernel
+    /// blob's path is lined up with the built-in that lists it.
+    pub paths: &'static [&'static str],
     /// A memcpy that is memmove too: overlapping copies are checked.
     pub memmove: bool,
 }
@@ -97,6 +102,8 @@ pub struct Header {
     pub requires: Option<String>,
     /// The kernel code it follows, or `None` for `none (...)`.
     pub follows: Option<String>,
+    /// `Paths: memset+fsrs memset_erms` (optional): the kernel paths it runs.
+    pub paths: Vec<String>,
     /// `Overlap: memmove`: overlapping buffers are copied correctly.
     pub memmove: bool,
 }
@@ -186,6 +193,21 @@ pub fn parse_header(text: &str, origin: &str) -> Result<Header, CatalogError> {
     };
     let follows = field("Follows")?;
     let follows = (!follows.starts_with("none")).then_some(follows);
+    let paths: Vec<String> = field("Paths")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    let path_ok = |p: &str| {
+        let (f, feature) = p.split_once('+').unwrap_or((p, "x"));
+        ident(f) && !f.contains('-') && ident(feature) && !feature.contains('-')
+    };
+    if let Some(p) = paths.iter().find(|p| !path_ok(p)) {
+        return Err(err(format!(
+            "`Paths: {p}` is not `<function>` or `<function>+<feature>` (lowercase, `_`)"
+        )));
+    }
+    if !paths.is_empty() && follows.is_none() {
+        return Err(err("`Paths:` without kernel code in `Follows:`".into()));
+    }
     let memmove = match field("Overlap") {
         Ok(v) if v.split_whitespace().next() == Some("memmove") => true,
         Ok(v) => return Err(err(format!("`Overlap: {v}` is not `memmove`"))),
@@ -202,6 +224,7 @@ pub fn parse_header(text: &str, origin: &str) -> Result<Header, CatalogError> {
         name: name.to_string(),
         requires,
         follows,
+        paths,
         memmove,
     })
 }
@@ -257,11 +280,12 @@ pub fn render(variants: &[Header], sources: &str) -> String {
     for v in variants {
         let _ = writeln!(
             s,
-            "    VariantDef {{ family: Family::{:?}, name: {:?}, requires: {}, kernel: {}, memmove: {} }},",
+            "    VariantDef {{ family: Family::{:?}, name: {:?}, requires: {}, kernel: {}, paths: &{:?}, memmove: {} }},",
             v.family,
             v.name,
             opt(&v.requires),
             opt(&v.follows),
+            v.paths,
             v.memmove
         );
     }
@@ -277,6 +301,27 @@ mod tests {
         format!(
             "/* SPDX-License-Identifier: MIT */\n/*\n * Variant:  {variant}\n * Requires: {requires}\n * Follows:  {follows}\n *\n * text\n */\n"
         )
+    }
+
+    #[test]
+    fn paths_name_kernel_functions_and_their_alternatives() {
+        let with = |paths: &str, follows: &str| {
+            let text = file("memset erms", "-", follows)
+                .replace(" *\n * text", &format!(" * Paths:    {paths}\n *\n * text"));
+            parse_header(&text, "m.S")
+        };
+        let h = with("memset+fsrs memset_erms", "arch/x86/lib/memset_64.S").unwrap();
+        assert_eq!(h.paths, ["memset+fsrs", "memset_erms"]);
+        assert!(with("memset+FSRS", "k").is_err(), "features are lowercase");
+        assert!(with("memset+", "k").is_err());
+        assert!(with("memset-erms", "k").is_err());
+        assert!(with("memset_orig", "none (not kernel code)").is_err());
+        assert!(
+            parse_header(&file("memset nt", "-", "k"), "n.S")
+                .unwrap()
+                .paths
+                .is_empty()
+        );
     }
 
     #[test]
@@ -338,6 +383,7 @@ mod tests {
                 name: name.into(),
                 requires: None,
                 follows: None,
+                paths: Vec::new(),
                 memmove: false,
             },
         )
@@ -376,9 +422,10 @@ mod tests {
         let mut v = h("memset", "x").1;
         v.requires = Some("erms".into());
         v.follows = Some("arch/x86/lib/memset_64.S \"q\"".into());
+        v.paths = vec!["memset+fsrs".into(), "memset_erms".into()];
         let s = render(&[v], "guest");
         assert!(s.contains(
-            r#"VariantDef { family: Family::Memset, name: "x", requires: Some("erms"), kernel: Some("arch/x86/lib/memset_64.S \"q\""), memmove: false },"#
+            r#"VariantDef { family: Family::Memset, name: "x", requires: Some("erms"), kernel: Some("arch/x86/lib/memset_64.S \"q\""), paths: &["memset+fsrs", "memset_erms"], memmove: false },"#
         ), "{s}");
     }
 }

@@ -366,6 +366,7 @@ mod tests {
             name: "erms",
             requires: None,
             kernel: None,
+            paths: &[],
             memmove: false,
         };
         let mut c = call(Routine::ClearPages, 3 * 4096);

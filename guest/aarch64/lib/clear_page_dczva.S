@@ -3,6 +3,7 @@
  * Variant:  clear_page dczva
  * Requires: dczva
  * Follows:  arch/arm64/lib/clear_page.S __pi_clear_page, 6.1 and 6.12 (DC ZVA; STNP when DZP = 1)
+ * Paths:    clear_page
  *
  * Clear whole 4 KiB pages with "dc zva", one block of 4 << DCZID_EL0.BS
  * bytes at a time, or with "stnp xzr, xzr" pairs when DCZID_EL0.DZP = 1.

@@ -2,7 +2,8 @@
 /*
  * Variant:  clear_page mops
  * Requires: mops
- * Follows:  none (not kernel code)
+ * Follows:  arch/arm64/lib/clear_page.S __pi_clear_page, 7.x with ARM64_HAS_MOPS (6.x has no MOPS path)
+ * Paths:    clear_page+has_mops
  *
  * Clear whole 4 KiB pages with the FEAT_MOPS non-temporal set sequence
  * SETPN/SETMN/SETEN (consecutive, in that order; EC 0x27 restarts it).
@@ -13,7 +14,7 @@
  * Input:    x0 page-aligned address, x1 page count (clear_pages only)
  * Output:   none
  * Clobbers: x0, x1, NZCV
- * Why:      not kernel code; what a MOPS clear_page would cost. UNDEFINED
+ * Why:      7.x's clear_page on MOPS CPUs; before 7.x, what it would cost. UNDEFINED
  *           without FEAT_MOPS (and at EL0 without SCTLR_EL1.MSCEn).
  */
 #include "linkage.h"

@@ -3,6 +3,7 @@
  * Variant:  copy_page ldp-stnp
  * Requires: -
  * Follows:  arch/arm64/lib/copy_page.S __pi_copy_page, 6.12; 6.1 without NO_HW_PREFETCH
+ * Paths:    copy_page
  *
  * Copy one 4 KiB page with "ldp" and non-temporal "stnp" pairs,
  * software pipelined 128 bytes deep, general-purpose registers only.

@@ -3,6 +3,7 @@
  * Variant:  copy_page ldp-stnp-prfm
  * Requires: -
  * Follows:  arch/arm64/lib/copy_page.S __pi_copy_page, 6.1 with NO_HW_PREFETCH
+ * Paths:    copy_page+has_no_hw_prefetch
  *
  * Copy one 4 KiB page as copy_page_ldp_stnp does, plus "prfm pldl1strm"
  * hints 384 bytes ahead of the loads.

@@ -2,7 +2,8 @@
 /*
  * Variant:  copy_page mops
  * Requires: mops
- * Follows:  none (not kernel code)
+ * Follows:  arch/arm64/lib/copy_page.S __pi_copy_page, 7.x with ARM64_HAS_MOPS (6.x has no MOPS path)
+ * Paths:    copy_page+has_mops
  *
  * Copy one 4 KiB page with the FEAT_MOPS sequence CPYPWN/CPYMWN/CPYEWN
  * (non-temporal writes; consecutive, in that order; EC 0x27 restarts it).
@@ -12,7 +13,7 @@
  * Input:    x0 destination page, x1 source page (page aligned, disjoint)
  * Output:   none
  * Clobbers: x0, x1, x2, NZCV
- * Why:      not kernel code; what a MOPS copy_page would cost. UNDEFINED
+ * Why:      7.x's copy_page on MOPS CPUs; before 7.x, what it would cost. UNDEFINED
  *           without FEAT_MOPS (and at EL0 without SCTLR_EL1.MSCEn).
  */
 #include "linkage.h"

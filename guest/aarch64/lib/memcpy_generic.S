@@ -3,6 +3,7 @@
  * Variant:  memcpy generic
  * Requires: -
  * Follows:  arch/arm64/lib/memcpy.S __pi_memcpy, 6.1 and 6.12 (the only path)
+ * Paths:    memcpy
  * Overlap:  memmove (the kernel's memcpy is also its memmove)
  *
  * memcpy and memmove with general-purpose load/store pairs: size classes

@@ -3,6 +3,7 @@
  * Variant:  memset generic
  * Requires: -
  * Follows:  arch/arm64/lib/memset.S __pi_memset, 6.1 and 6.12 (the only path)
+ * Paths:    memset
  *
  * memset with general-purpose store pairs, and "dc zva" for zero fills
  * from 128 bytes when DZP = 0 and the block is a multiple of 64 bytes.

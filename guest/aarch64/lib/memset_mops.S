@@ -2,7 +2,8 @@
 /*
  * Variant:  memset mops
  * Requires: mops
- * Follows:  none (not kernel code)
+ * Follows:  arch/arm64/lib/memset.S __pi_memset, 7.x with ARM64_HAS_MOPS (6.x has no MOPS path)
+ * Paths:    memset+has_mops
  *
  * memset with the FEAT_MOPS sequence SETP/SETM/SETE (consecutive, in
  * that order; EC 0x27 restarts it).
@@ -12,7 +13,7 @@
  * Input:    x0 dst (any alignment), w1 fill (low byte), x2 count
  * Output:   x0 dst
  * Clobbers: x2, x3, NZCV
- * Why:      not kernel code; what a MOPS memset would cost. UNDEFINED
+ * Why:      7.x's memset on MOPS CPUs; before 7.x, what it would cost. UNDEFINED
  *           without FEAT_MOPS (and at EL0 without SCTLR_EL1.MSCEn).
  */
 #include "linkage.h"

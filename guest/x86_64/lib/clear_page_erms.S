@@ -2,7 +2,8 @@
 /*
  * Variant:  clear_page erms
  * Requires: -
- * Follows:  arch/x86/lib/clear_page_64.S clear_page_erms, 6.1 and 6.12 (ERMS)
+ * Follows:  6.x arch/x86/lib/clear_page_64.S clear_page_erms, 7.x asm/page_64.h clear_pages() (ERMS)
+ * Paths:    clear_page_erms clear_page+erms clear_pages+erms
  *
  * Clear whole 4 KiB pages with one "rep stosb".
  *

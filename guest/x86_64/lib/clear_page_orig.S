@@ -2,7 +2,8 @@
 /*
  * Variant:  clear_page orig
  * Requires: -
- * Follows:  arch/x86/lib/clear_page_64.S clear_page_orig, 6.1 and 6.12 (neither ERMS nor REP_GOOD)
+ * Follows:  arch/x86/lib/clear_page_64.S: 6.x clear_page_orig, 7.x __clear_pages_unrolled (neither ERMS nor REP_GOOD)
+ * Paths:    clear_page_orig clear_pages_unrolled
  *
  * Clear whole 4 KiB pages with an unrolled loop of eight 64-bit stores
  * per line (no string instructions).

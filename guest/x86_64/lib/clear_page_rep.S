@@ -2,7 +2,8 @@
 /*
  * Variant:  clear_page rep
  * Requires: -
- * Follows:  arch/x86/lib/clear_page_64.S clear_page_rep, 6.1 and 6.12 (REP_GOOD without ERMS)
+ * Follows:  6.x arch/x86/lib/clear_page_64.S clear_page_rep, 7.x asm/page_64.h clear_pages() (REP_GOOD without ERMS)
+ * Paths:    clear_page_rep clear_page+rep_good clear_pages+rep_good
  *
  * Clear whole 4 KiB pages with one "rep stosq".
  *

@@ -3,6 +3,7 @@
  * Variant:  copy_page regs
  * Requires: -
  * Follows:  arch/x86/lib/copy_page_64.S copy_page_regs, 6.1 and 6.12 (no REP_GOOD)
+ * Paths:    copy_page_regs
  *
  * Copy one 4 KiB page through eight general-purpose registers, one
  * 64-byte line per iteration, prefetching five lines ahead.

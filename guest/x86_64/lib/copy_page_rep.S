@@ -3,6 +3,7 @@
  * Variant:  copy_page rep
  * Requires: -
  * Follows:  arch/x86/lib/copy_page_64.S copy_page, 6.1 and 6.12 (REP_GOOD)
+ * Paths:    copy_page+rep_good
  *
  * Copy one 4 KiB page with one "rep movsq".
  *

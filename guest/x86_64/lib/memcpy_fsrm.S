@@ -3,6 +3,7 @@
  * Variant:  memcpy fsrm
  * Requires: -
  * Follows:  arch/x86/lib/memcpy_64.S: 6.12 __memcpy (FSRM), 6.1 memcpy_erms (ERMS)
+ * Paths:    memcpy+fsrm memcpy_erms
  *
  * memcpy as one "rep movsb".
  *

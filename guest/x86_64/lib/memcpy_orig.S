@@ -3,6 +3,7 @@
  * Variant:  memcpy orig
  * Requires: -
  * Follows:  arch/x86/lib/memcpy_64.S memcpy_orig, 6.1 and 6.12 (6.12 no FSRM; 6.1 no ERMS/REP_GOOD)
+ * Paths:    memcpy_orig
  *
  * memcpy with plain 64-bit loads and stores, 32 bytes per iteration,
  * copying backwards when the low address bytes suggest a false

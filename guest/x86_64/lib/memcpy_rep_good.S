@@ -3,6 +3,7 @@
  * Variant:  memcpy rep_good
  * Requires: -
  * Follows:  arch/x86/lib/memcpy_64.S __memcpy, 6.1 only (REP_GOOD without ERMS)
+ * Paths:    memcpy+rep_good
  *
  * memcpy as "rep movsq" for the quadwords, then "rep movsb" for the last
  * 0..7 bytes.

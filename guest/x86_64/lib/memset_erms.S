@@ -3,6 +3,7 @@
  * Variant:  memset erms
  * Requires: -
  * Follows:  arch/x86/lib/memset_64.S: 6.12 __memset (FSRS), 6.1 memset_erms (ERMS)
+ * Paths:    memset+fsrs memset_erms
  *
  * memset as one "rep stosb".
  *

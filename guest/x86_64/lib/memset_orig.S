@@ -3,6 +3,7 @@
  * Variant:  memset orig
  * Requires: -
  * Follows:  arch/x86/lib/memset_64.S memset_orig, 6.1 and 6.12 (6.12 no FSRS; 6.1 no ERMS/REP_GOOD)
+ * Paths:    memset_orig
  *
  * memset with plain 64-bit stores: one unaligned quadword to align dst,
  * a 64-byte loop, then quadwords and bytes for the rest.

@@ -3,6 +3,7 @@
  * Variant:  memset rep_good
  * Requires: -
  * Follows:  arch/x86/lib/memset_64.S __memset, 6.1 only (REP_GOOD without ERMS)
+ * Paths:    memset+rep_good
  *
  * memset as "rep stosq" for the quadwords, then "rep stosb" for the last
  * 0..7 bytes (dst is not aligned first).
