@@ -531,10 +531,15 @@ pub(crate) fn recorded_deps(object: &Path, srctree: &Path, objtree: &Path) -> Op
         deps.into_iter()
             .map(|d| {
                 let p = PathBuf::from(&d);
+                // Relative to the output tree, the external module's
+                // directory (the 7.x shim's `make M=`), or the source tree.
+                let own_dir = object.parent().map(|d| d.join(&p));
                 if p.is_absolute() {
                     p
                 } else if objtree.join(&p).exists() {
                     objtree.join(p)
+                } else if let Some(own) = own_dir.filter(|o| o.exists()) {
+                    own
                 } else {
                     srctree.join(p)
                 }
@@ -942,6 +947,23 @@ mod tests {
         fs::write(src.join("lib/h.h"), "y").unwrap();
         assert!(!up_to_date(&obj.join("lib/memset.o"), &src, &obj));
         assert!(!up_to_date(&obj.join("lib/missing.o"), &src, &obj));
+        // `make M=shim`: the module's source is named relative to its own
+        // directory, not to either tree.
+        let m = obj.join("shim");
+        fs::create_dir_all(&m).unwrap();
+        fs::write(m.join("c.c"), "x").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        fs::write(m.join("c.o"), "o").unwrap();
+        fs::write(
+            m.join(".c.o.cmd"),
+            "source_c.o := c.c\n\ndeps_c.o := \\\n  lib/gen.h\n",
+        )
+        .unwrap();
+        assert_eq!(
+            recorded_deps(&m.join("c.o"), &src, &obj).unwrap(),
+            [m.join("c.c"), obj.join("lib/gen.h")]
+        );
+        assert!(up_to_date(&m.join("c.o"), &src, &obj));
         fs::remove_dir_all(&d).unwrap();
     }
 }
