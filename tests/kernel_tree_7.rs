@@ -150,6 +150,32 @@ fn a_7x_tree_checks_every_path_of_its_inline_clear_pages() {
     }
     let doc = common::read_json(&json);
     assert_eq!(doc["kernel"]["clear_page"], "inline", "{}", doc["kernel"]);
+    // The host's path, lined up with the built-in that runs it, read from
+    // the tree's alternative (this host's features decide which).
+    let paths = doc["kernel"]["paths"].to_string();
+    assert!(
+        paths.contains("built-in equivalents: clear_page "),
+        "{paths}"
+    );
+    // The tree is unchanged: kbuild (the shim included) rebuilds nothing.
+    let blob = common::tmp_json("kernel7-blob");
+    let t = tree.display().to_string();
+    let o = common::hypclear(&[
+        "blob",
+        "--kernel-tree",
+        &t,
+        "-o",
+        &blob.display().to_string(),
+    ]);
+    let again = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{again}");
+    for step in ["config", "prepare", "objects"] {
+        assert!(
+            again.contains(&format!("kbuild: {step} up to date")),
+            "{again}"
+        );
+    }
+    let _ = std::fs::remove_file(&blob);
 }
 
 /// Two bugs in one copy, each on paths of its own, each caught by a
