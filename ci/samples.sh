@@ -6,11 +6,15 @@
 # the command line shows a redirection), and "[exit status N]" when the
 # status is not 0.
 #
-#   [HYPCLEAR_KERNEL_TREE=TREE [HYPCLEAR_KERNEL_TREE_B=TREE2]] ci/samples.sh
+#   [HYPCLEAR_KERNEL_TREE=TREE [HYPCLEAR_KERNEL_TREE_B=TREE2]]
+#   [HYPCLEAR_KERNEL_TREE_7=TREE7] ci/samples.sh
 #
 # TREE is e.g. $(bash ci/kernel-source.sh 6.12 | tail -n1); without it the
 # kernel-tree samples are left as they are. With TREE_B (e.g. 6.1) the
-# two-tree bench and compare samples are written too. The kernel trees are
+# two-tree bench and compare samples are written too. With TREE7 (x86, e.g.
+# $(bash ci/kernel-source.sh 7.3 | tail -n1)) its verify and seed 002's
+# clear_pages table (every path at 4KB, 2MB and 1GB chunks beside the
+# built-ins; about two minutes more). The kernel trees are
 # built first, untimed (kbuild takes a minute or two the first time), so
 # the samples show a warm build cache. About a minute after that here.
 # Not part of .ci/run: run it by hand after a change to the output, and
@@ -96,5 +100,16 @@ if [ -n "${HYPCLEAR_KERNEL_TREE:-}" ]; then
         sample compare-trees -- compare trees.json
     fi
     echo "samples.sh: kernel-tree samples took $((SECONDS - t_trees)) s" >&2
+fi
+if [ -n "${HYPCLEAR_KERNEL_TREE_7:-}" ]; then
+    t7=$HYPCLEAR_KERNEL_TREE_7
+    "$bin" info --kernel-tree "$t7" >/dev/null 2>&1
+    t_trees=$SECONDS
+    sample run-kernel-tree-7 -- run --kernel-tree "$t7" --seed 2026
+    # Seed 002's table from the tree's own clear_pages(): each path the CPU
+    # runs, 4 KB / 2 MB / 1 GB chunks, beside the built-in clear_pages.
+    sample bench-clear-pages-7 -- bench clear_pages --kernel-tree "$t7" --every-path --builtin \
+        -f all -k 4KB,2MB,1GB -s 1GB --sessions 2 --repeats 2
+    echo "samples.sh: 7.x samples took $((SECONDS - t_trees)) s" >&2
 fi
 echo "samples.sh: wrote $out in $((SECONDS - t_all)) s" >&2
