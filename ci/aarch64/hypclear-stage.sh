@@ -17,9 +17,9 @@
 #      guests (selftest --hostile), a --no-dc-zva run, and one short bench;
 #      in nVHE the run is --geometry full, then the suite on each 6.12
 #      kernel blob with --blob, and the mutant must fail on its fill-0 and
-#      overlap rows only (ci/aarch64/expect-fail); VHE skips the hostile
-#      guests and the EL0 selftest (nVHE and protected run them), which
-#      pays for step 6
+#      overlap rows only (ci/aarch64/expect-fail); VHE skips the suite, the
+#      hostile guests and the EL0 selftest (nVHE and protected run them;
+#      step 6's EL1 runs have a VHE host), which pays for step 6
 #   6. Debian's 7.x kernel with kvm-arm.mode=nested (run-in-qemu.sh --mode
 #      nested): the 7.3 seed-shape blob's suite with --el auto, which must
 #      pick EL2 ("guest at EL2 (nVHE, E2H=0; --el auto ..."), then at --el 2
@@ -122,7 +122,7 @@ hc_stage_end
 # configurations' VMs share the emulated CPUs: the watchdog's default 5 s of
 # no progress is for hardware, so give one command (32 MiB MOPS memset) 60 s.
 H='HYPCLEAR_PROGRESS=0 hypclear --timeout 60'
-# Every mode: the suite, selftest at EL1 and EL0,
+# Every mode (VHE: a subset, below): the suite, selftest at EL1 and EL0,
 # the hostile guests (at EL1 a zeroed page table wedges the guest, so that
 # case waits the whole --timeout; 20 s is ample for the others: 16 cases
 # took 17 s besides it in nVHE), the DC ZVA-less paths, a short bench.
@@ -136,17 +136,19 @@ common=(
     "$H verify --mem 64MB --no-dc-zva --routine clear_page,clear_pages,memset --config both"
     "$H bench clear_page -s 4MB -k 4KB,2MB -f all --sessions 1 --repeats 2 --config both"
 )
-# VHE: everything but the hostile guests and the EL0 selftest, which are
-# the same code paths in nVHE and protected mode.
+# VHE: neither the hostile guests nor the EL0 selftest, which are the same
+# code paths in nVHE and protected mode, nor the suite: the nested boot's
+# EL1 runs (the 7.3 blobs) are guests of a VHE host (VHE+NV2), and the
+# built-in suite runs in nVHE and protected mode. Pays for step 6.
 vhe_cmds=("${common[0]}" "${common[1]}" "${common[4]}" "${common[5]}")
 modes=" ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected nested} "
 # Every other mode spec (protected, protected:cortex-a57, protected@7, ...)
-# runs the whole list.
+# runs the suite and the whole list.
 for m in $modes; do
     case "$m" in nvhe | nested) continue ;; esac
-    if [ "$m" = vhe ]; then cmds=("${vhe_cmds[@]}"); else cmds=("${common[@]}"); fi
+    if [ "$m" = vhe ]; then cmds=("${vhe_cmds[@]}"); else cmds=("$H run --mem 64MB --seed 1" "${common[@]}"); fi
     HYPCLEAR_AARCH64_MODES="$m" "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
-        --bin "$BIN" -- "$H run --mem 64MB --seed 1" "${cmds[@]}"
+        --bin "$BIN" -- "${cmds[@]}"
 done
 # The mutant (ci/aarch64/mutants.sh) must fail exactly where only the new
 # checks look: memset's fill-0 rows, memcpy's overlap rows.
