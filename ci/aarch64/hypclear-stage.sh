@@ -31,7 +31,7 @@
 #      seed's four-column table (bench --dc-zva both on the
 #      7.3 pair, compare --format rst, ci/aarch64/check-zva-table). Subsets,
 #      as everything is slow in that boot (EL2 under QEMU's NV2 emulation,
-#      and ~10 s per command under the 7.3 kernel even at EL1).
+#      and 5-12 s more per command under the 7.3 kernel even at EL1).
 #   7. Debian's 7.x kernel in protected mode: `hypclear reclaim` (a
 #      protected VM's pages read zero after teardown) and its control
 # Every QEMU run sits under an outer timeout; fails on the first failure.
