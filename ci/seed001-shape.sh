@@ -27,7 +27,13 @@ cp -al "$tree" "$copy" 2>/dev/null || cp -a "$tree" "$copy"
 # Replace a hard link by a real copy before editing it.
 own() { cp --remove-destination "$tree/$1" "$copy/$1"; }
 edit() { local f=$1; shift; own "$f"; sed -i "$@" "$copy/$f"; }
-must_differ() { if cmp -s "$tree/$1" "$copy/$1"; then log "$1: the edit did not apply"; exit 1; fi; }
+# Each edit rewrites or removes exactly one line of the original: none means
+# the tree changed shape, more that the expression caught something else.
+one_line_changed() {
+    local n
+    n=$(diff "$tree/$1" "$copy/$1" | grep -c '^<' || true)
+    [ "$n" -eq 1 ] || { log "$1: the edit changed $n lines of the original, not 1 (the file changed shape)"; exit 1; }
+}
 
 rm "$copy/arch/arm64/lib/clear_page.S"
 edit arch/arm64/lib/Makefile -e 's/\bclear_page\.o //'
@@ -45,7 +51,7 @@ static inline void clear_page(void *addr)\
 	clear_pages(addr, 1);\
 }'
 for f in arch/arm64/lib/Makefile arch/arm64/kvm/hyp/nvhe/Makefile arch/arm64/kernel/image-vars.h arch/arm64/include/asm/page.h; do
-    must_differ "$f"
+    one_line_changed "$f"
 done
 touch "$copy/.seed001-shape"
 log "made $copy"

@@ -8,23 +8,30 @@
 #      background, next to the single-threaded KVM runs)
 #   3. cross-build hypclear (static)
 #   4. kernel blobs cross-built on this host with `hypclear blob --arch aarch64`
-#      from linux-source-6.12, from its seed-001 shape (ci/seed001-shape.sh,
-#      the `memset` link configuration) and from a mutant (ci/aarch64/mutants.sh)
+#      (each one's link configuration checked: vanilla 4 alias rows, the
+#      seed-001 shape `memset` 3): from linux-source-6.12, its seed-001
+#      shape (ci/seed001-shape.sh) and a mutant (ci/aarch64/mutants.sh);
+#      from linux-source-7.3 (the kernel the nested boot runs), its seed-001
+#      shape and a mutant of that shape (mutants.sh --zva-last-block)
 #   5. in each mode: hypclear info, run, selftest (EL1 and EL0), the hostile
 #      guests (selftest --hostile), a --no-dc-zva run, and one short bench;
-#      in nVHE the run is --geometry full, then the suite on each kernel blob
-#      with --blob, and the mutant must fail on its fill-0 and overlap rows
-#      only (ci/aarch64/expect-fail); also in nVHE, the seed's four-column
-#      table (bench --dc-zva both on two blobs, compare --format rst); VHE
-#      skips the hostile guests and the EL0 selftest (nVHE and protected
-#      run them), which pays for step 6
+#      in nVHE the run is --geometry full, then the suite on each 6.12
+#      kernel blob with --blob, and the mutant must fail on its fill-0 and
+#      overlap rows only (ci/aarch64/expect-fail); VHE skips the suite, the
+#      hostile guests and the EL0 selftest (nVHE and protected run them;
+#      step 6's EL1 runs have a VHE host), which pays for step 6
 #   6. Debian's 7.x kernel with kvm-arm.mode=nested (run-in-qemu.sh --mode
-#      nested): the suite of the memset configuration with --el auto, which
-#      must pick EL2 ("guest at EL2 (nVHE, E2H=0; --el auto ..."), then at
-#      --el 2 selftest (memset configuration), the hostile guests that
-#      differ at EL2 (vectors, page tables, doorbell, two vCPUs, spin) and
-#      the kernel blob's suite (the vanilla configuration). Subsets, as the
-#      EL2 runs under QEMU's NV2 emulation are slow.
+#      nested): the 7.3 seed-shape blob's suite with --el auto, which must
+#      pick EL2 ("guest at EL2 (nVHE, E2H=0; --el auto ..."), then at --el 2
+#      selftest (memset configuration), the hostile guests that differ at
+#      EL2 (vectors, page tables, doorbell, two vCPUs, spin), the 7.3
+#      vanilla blob's suite and the 7.3 mutant (fails on its clear_page,
+#      clear_pages and memset fill 0x00 rows of the original instructions
+#      only); at --el 1 the 7.3 vanilla and seed-shape suites and the
+#      seed's four-column table (bench --dc-zva both on the
+#      7.3 pair, compare --format rst, ci/aarch64/check-zva-table). Subsets,
+#      as everything is slow in that boot (EL2 under QEMU's NV2 emulation,
+#      and 5-12 s more per command under the 7.3 kernel even at EL1).
 #   7. Debian's 7.x kernel in protected mode: `hypclear reclaim` (a
 #      protected VM's pages read zero after teardown) and its control
 # Every QEMU run sits under an outer timeout; fails on the first failure.
@@ -74,17 +81,39 @@ hc_stage_end
 hc_stage_begin "kernel blobs for aarch64 (hypclear blob on this host)"
 HOST_BIN="$REPO/target/release/hypclear"
 [ -x "$HOST_BIN" ] || cargo build --release --quiet --bin hypclear
+# Build a blob and check the link configuration hypclear detected in its
+# tree: a seed-001 shape that still links clear_page would make the
+# "patch" column a second vanilla.
+make_blob() {
+    local tree=$1 out=$2 config=$3 rows=$4 line
+    line="$("$HOST_BIN" blob --arch aarch64 --kernel-tree "$tree" -o "$out")"
+    echo "$line" >&2
+    [[ "$line" == *", link configuration $config ("*"), $rows alias rows" ]] ||
+        hc_die "$out: want link configuration $config with $rows alias rows"
+    # run-in-qemu.sh --bin copies executable files to the guest's /bin.
+    chmod +x "$out"
+}
 KTREE="${HYPCLEAR_KERNEL_TREE:-$(bash "$REPO/ci/kernel-source.sh" 6.12 | tail -n1)}"
 SEED_TREE="$(bash "$REPO/ci/seed001-shape.sh" "$KTREE" | tail -n1)"
 MUTANT_TREE="$(bash "$HC_CI_DIR/mutants.sh" "$KTREE" | tail -n1)"
 KBLOB="$HC_CACHE/kernel-arm64.blob"
 SBLOB="$HC_CACHE/seed001-arm64.blob"
 MBLOB="$HC_CACHE/mutant-arm64.blob"
-"$HOST_BIN" blob --arch aarch64 --kernel-tree "$KTREE" -o "$KBLOB"
-"$HOST_BIN" blob --arch aarch64 --kernel-tree "$SEED_TREE" -o "$SBLOB"
-"$HOST_BIN" blob --arch aarch64 --kernel-tree "$MUTANT_TREE" -o "$MBLOB"
-# run-in-qemu.sh --bin copies executable files to the guest's /bin.
-chmod +x "$KBLOB" "$SBLOB" "$MBLOB"
+make_blob "$KTREE" "$KBLOB" vanilla 4
+make_blob "$SEED_TREE" "$SBLOB" memset 3
+make_blob "$MUTANT_TREE" "$MBLOB" vanilla 4
+# The same from a 7.x tree (the kernel the nested boot runs), and a mutant
+# of its seed-001 shape whose clear_page (memset of 4096 bytes) misses its
+# last DC ZVA block.
+KTREE7="${HYPCLEAR_KERNEL_TREE_7:-$(bash "$REPO/ci/kernel-source.sh" 7.3 | tail -n1)}"
+SEED_TREE7="$(bash "$REPO/ci/seed001-shape.sh" "$KTREE7" | tail -n1)"
+MUTANT_TREE7="$(bash "$HC_CI_DIR/mutants.sh" --zva-last-block "$SEED_TREE7" | tail -n1)"
+K7BLOB="$HC_CACHE/kernel7-arm64.blob"
+S7BLOB="$HC_CACHE/seed001-7-arm64.blob"
+M7BLOB="$HC_CACHE/mutant-zva-7-arm64.blob"
+make_blob "$KTREE7" "$K7BLOB" vanilla 4
+make_blob "$SEED_TREE7" "$S7BLOB" memset 3
+make_blob "$MUTANT_TREE7" "$M7BLOB" memset 3
 hc_stage_end
 
 # Small guests: first touch of guest RAM is slow under TCG. The serial
@@ -93,12 +122,12 @@ hc_stage_end
 # configurations' VMs share the emulated CPUs: the watchdog's default 5 s of
 # no progress is for hardware, so give one command (32 MiB MOPS memset) 60 s.
 H='HYPCLEAR_PROGRESS=0 hypclear --timeout 60'
-# Every mode: the suite, selftest at EL1 and EL0, the hostile guests (at
-# EL1 a zeroed page table wedges the guest, so that case waits the whole
-# --timeout; 20 s is ample for the others: 16 cases took 17 s besides it
-# in nVHE), the DC ZVA-less paths, a short bench. nVHE runs the suite in
-# --geometry full instead of quick (full is a superset), then the kernel
-# blobs and the mutant.
+# Every mode (VHE: a subset, below): the suite, selftest at EL1 and EL0,
+# the hostile guests (at EL1 a zeroed page table wedges the guest, so that
+# case waits the whole --timeout; 20 s is ample for the others: 16 cases
+# took 17 s besides it in nVHE), the DC ZVA-less paths, a short bench.
+# nVHE runs the suite in --geometry full instead of quick (full is a
+# superset), then the kernel blobs and the mutant.
 common=(
     "$H info --mem 64MB"
     "$H selftest --mem 64MB"
@@ -107,34 +136,26 @@ common=(
     "$H verify --mem 64MB --no-dc-zva --routine clear_page,clear_pages,memset --config both"
     "$H bench clear_page -s 4MB -k 4KB,2MB -f all --sessions 1 --repeats 2 --config both"
 )
-# VHE: everything but the hostile guests and the EL0 selftest, which are
-# the same code paths in nVHE and protected mode.
+# VHE: neither the hostile guests nor the EL0 selftest, which are the same
+# code paths in nVHE and protected mode, nor the suite: the nested boot's
+# EL1 runs (the 7.3 blobs) are guests of a VHE host (VHE+NV2), and the
+# built-in suite runs in nVHE and protected mode. Pays for step 6.
 vhe_cmds=("${common[0]}" "${common[1]}" "${common[4]}" "${common[5]}")
 modes=" ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected nested} "
 # Every other mode spec (protected, protected:cortex-a57, protected@7, ...)
-# runs the whole list.
+# runs the suite and the whole list.
 for m in $modes; do
     case "$m" in nvhe | nested) continue ;; esac
-    if [ "$m" = vhe ]; then cmds=("${vhe_cmds[@]}"); else cmds=("${common[@]}"); fi
+    if [ "$m" = vhe ]; then cmds=("${vhe_cmds[@]}"); else cmds=("$H run --mem 64MB --seed 1" "${common[@]}"); fi
     HYPCLEAR_AARCH64_MODES="$m" "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
-        --bin "$BIN" -- "$H run --mem 64MB --seed 1" "${cmds[@]}"
+        --bin "$BIN" -- "${cmds[@]}"
 done
-# The seed's review table in one invocation: the two kernel blobs (6.12 and
-# its seed-001 shape) with and without DC ZVA, four sides interleaved, then
-# compare --format rst. Under TCG the figures mean nothing: check-zva-table
-# checks only the table's shape (columns vanilla, patch, stnp, patch_stp in
-# that order, rows, cells) and the syntax of the marks. Run in nVHE below.
-zva_table=(
-    "$H bench clear_page -s 2MB -k 4KB --sessions 2 --repeats 2 --max-warmup 0 --dc-zva both --blob /bin/$(basename "$KBLOB") --blob /bin/$(basename "$SBLOB") --json /tmp/zva.json"
-    "check-zva-table /tmp/zva.json $(basename "$KBLOB" .blob) $(basename "$SBLOB" .blob)"
-)
 # The mutant (ci/aarch64/mutants.sh) must fail exactly where only the new
 # checks look: memset's fill-0 rows, memcpy's overlap rows.
 M="/bin/$(basename "$MBLOB")"
 if [[ "$modes" == *" nvhe "* ]]; then
     HYPCLEAR_AARCH64_MODES=nvhe "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1500}" \
-        --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" --bin "$MBLOB" --bin "$HC_CI_DIR/expect-fail" \
-        --bin "$HC_CI_DIR/check-zva-table" -- "${zva_table[@]}" \
+        --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" --bin "$MBLOB" --bin "$HC_CI_DIR/expect-fail" -- \
         "$H run --mem 64MB --seed 1 --geometry full" "${common[@]}" \
         "$H info --mem 64MB --blob /bin/$(basename "$SBLOB")" \
         "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$KBLOB")" \
@@ -144,17 +165,48 @@ if [[ "$modes" == *" nvhe "* ]]; then
 fi
 
 # The guest at EL2 (nested virtualization, Debian's 7.x kernel): --el auto
-# must pick EL2 there, then the EL2 runs.
+# must pick EL2 there (checked on the 7.3 seed-shape blob's suite, which is
+# also its EL2 run), then selftest and the hostile guests at EL2, and the
+# 7.3 tree's own objects at both levels: vanilla and seed shape, each
+# alternatives path (HAS_MOPS and the original instructions).
 if [[ "$modes" == *" nested "* ]]; then
-    K="/bin/$(basename "$KBLOB")"
+    K7="/bin/$(basename "$K7BLOB")" S7="/bin/$(basename "$S7BLOB")" M7="/bin/$(basename "$M7BLOB")"
+    # The 7.3 mutant (mutants.sh --zva-last-block) misses the last DC ZVA
+    # block of memset's original instructions: clear_page and clear_pages
+    # (memset of whole pages) and memset's fill 0x00 on that path, nothing
+    # on the HAS_MOPS path (SETP/SETM/SETE: no DC ZVA). -r: the other
+    # routines' rows have the same names. At EL2 only, where DC ZVA has no
+    # enable bit (SCTLR_EL2 has no DZE): EL1's DC ZVA tail is what the 6.12
+    # mutant's fill 0x00 rows show in nVHE (the same leaves fail at EL1,
+    # 24 s more).
+    m7_leaves='^kernel: original instructions \(no HAS_MOPS\)( fill 0x00)?$'
+    m7_verify="hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $M7 -r clear_page,clear_pages,memset"
+    # The seed's review table (vanilla, patch, stnp, patch_stp) from the 7.3
+    # pair in one invocation: bench --dc-zva both on the two blobs, four
+    # sides interleaved, then compare --format rst. --alternatives none:
+    # the original instructions, as the HAS_MOPS path (the host pick under
+    # QEMU's -cpu max) has no DC ZVA and would make all four columns SETPN
+    # or SETP. Under TCG the figures mean nothing: check-zva-table checks
+    # only the table's shape (columns in that order, rows, cells) and the
+    # syntax of the marks. EL1: cheaper than EL2, and the table's question
+    # (DC ZVA or not) is the same there.
+    zva7=(
+        "$H bench clear_page -s 2MB -k 4KB --sessions 2 --repeats 2 --max-warmup 0 --el 1 --alternatives none --dc-zva both --blob $K7 --blob $S7 --json /tmp/zva7.json"
+        "check-zva-table /tmp/zva7.json $(basename "$K7BLOB" .blob) $(basename "$S7BLOB" .blob)"
+    )
     NT0="$(hc_now)"
-    "$HC_CI_DIR/run-in-qemu.sh" --mode nested --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1500}" \
-        --bin "$BIN" --bin "$KBLOB" -- \
-        "$H run --mem 64MB --seed 1 --config memset >/tmp/run; rc=\$?; cat /tmp/run; [ \$rc -eq 0 ] && grep -qF 'guest at EL2 (nVHE, E2H=0; --el auto' /tmp/run" \
+    "$HC_CI_DIR/run-in-qemu.sh" --mode nested --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1800}" \
+        --bin "$BIN" --bin "$K7BLOB" --bin "$S7BLOB" --bin "$M7BLOB" \
+        --bin "$HC_CI_DIR/expect-fail" --bin "$HC_CI_DIR/check-zva-table" -- \
+        "$H run --mem 64MB --seed 1 --blob $S7 >/tmp/run; rc=\$?; cat /tmp/run; [ \$rc -eq 0 ] && grep -qF 'guest at EL2 (nVHE, E2H=0; --el auto' /tmp/run" \
         "$H selftest --el 2 --mem 64MB --config memset" \
         "HYPCLEAR_PROGRESS=0 hypclear --timeout 10 selftest --el 2 --hostile --mem 64MB --case vectors,page_tables,doorbell_4,log_race,spin" \
-        "$H run --el 2 --mem 64MB --seed 1 --blob $K"
-    hc_log "nested (EL2) runs took $(hc_elapsed "$NT0")s"
+        "$H run --el 2 --mem 64MB --seed 1 --blob $K7" \
+        "HYPCLEAR_PROGRESS=0 expect-fail '$m7_leaves' $m7_verify --el 2" \
+        "$H run --el 1 --mem 64MB --seed 1 --blob $K7" \
+        "$H run --el 1 --mem 64MB --seed 1 --blob $S7" \
+        "${zva7[@]}"
+    hc_log "nested (7.x) runs took $(hc_elapsed "$NT0")s"
 fi
 # pKVM on Linux 7.x (issue 29): a protected VM's RAM must read zero after
 # its teardown, and the control (the same run as an ordinary VM) must keep

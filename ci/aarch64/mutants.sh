@@ -2,37 +2,64 @@
 # A mutant of an arm64 kernel tree in a cheap copy (hard links; each
 # edited file becomes a real copy), for `hypclear blob --arch aarch64`: the
 # proof, in the aarch64 stage, that the suite catches what it claims to.
-# Two independent bugs, each seen by one kind of check only:
+# No kernel text is stored here: the edits are sed expressions, each checked
+# to change exactly one line of the file.
+#
+# Default: two independent bugs, each seen by one kind of check only:
 #   arch/arm64/lib/memset.S returns after its DC ZVA loop without the tail
 #     (a zeroing memset of n >= 128 bytes that is not a multiple of the
 #     block leaves the tail unwritten): only fill-0 checks can see it;
 #   arch/arm64/lib/memcpy.S copies forward when the buffers overlap with
 #     dst above src (over 128 bytes): only overlapping copies can see it.
-# No kernel text is stored here: the edits are sed expressions.
+# --zva-last-block: one bug, for a tree in the seed-001 shape, whose
+#   clear_page is memset(p, 0, 4096), a multiple of the DC ZVA block that
+#   the default mutant's memset still clears: the DC ZVA loop's condition
+#   b.ge -> b.gt, so when the remaining count reaches exactly 0 the last
+#   block is never zeroed (and the tail after it is 0 bytes, so nothing
+#   else writes it). Every zeroing memset whose DC ZVA part ends on the
+#   end of the buffer misses its last block: clear_page always.
 #
-#   ci/aarch64/mutants.sh TREE [COPY]   COPY default: TREE-mutant; the last
-#                                       line on stdout is the copy's path
+#   ci/aarch64/mutants.sh [--zva-last-block] TREE [COPY]
+#     COPY default: TREE-mutant (--zva-last-block: TREE-mutant-zva); the
+#     last line on stdout is the copy's path
 set -euo pipefail
-tree=${1:?usage: $0 TREE [COPY]}
-copy=${2:-${tree%/}-mutant}
+mode=default
+if [ "${1:-}" = --zva-last-block ]; then mode=zva-last-block; shift; fi
+tree=${1:?usage: $0 [--zva-last-block] TREE [COPY]}
+case $mode in
+    default) copy=${2:-${tree%/}-mutant} ;;
+    *) copy=${2:-${tree%/}-mutant-zva} ;;
+esac
 log() { echo "mutants: $*" >&2; }
-if [ -f "$copy/.mutant" ]; then
-    log "$copy already made"
+if [ -f "$copy/.mutant" ] && [ "$(cat "$copy/.mutant")" = "$mode" ]; then
+    log "$copy already made ($mode)"
     echo "$copy"
     exit 0
 fi
 rm -rf "$copy"
 cp -al "$tree" "$copy" 2>/dev/null || cp -a "$tree" "$copy"
-# Delete one line of FILE matching EXPR, in a real copy of the file.
-drop() {
-    local file=$1 expr=$2 removed
+# Apply sed command CMD to the one line of FILE matching ADDR (a sed
+# regex), in a real copy of the file: ADDR must match exactly one line and
+# the edit must change exactly that line, or remove it (CMD d).
+edit_line() {
+    local file=$1 addr=$2 cmd=$3 matches changed
+    matches=$(sed -n "/$addr/p" "$tree/$file" | wc -l)
+    [ "$matches" -eq 1 ] || { log "$file: /$addr/ matches $matches lines, not 1 (the file changed shape)"; exit 1; }
     cp --remove-destination "$tree/$file" "$copy/$file"
-    sed -i "/$expr/d" "$copy/$file"
-    removed=$(( $(wc -l <"$tree/$file") - $(wc -l <"$copy/$file") ))
-    [ "$removed" -eq 1 ] || { log "$file: the edit removed $removed lines, not 1 (the file changed shape)"; exit 1; }
+    sed -i "/$addr/$cmd" "$copy/$file"
+    # Lines of the original that are gone from the copy (changed or removed).
+    changed=$(diff "$tree/$file" "$copy/$file" | grep -c '^<' || true)
+    [ "$changed" -eq 1 ] || { log "$file: the edit changed $changed lines, not 1"; exit 1; }
 }
-drop arch/arm64/lib/memset.S '^\tb\.ne\t\.Ltail_maybe_long$'
-drop arch/arm64/lib/memcpy.S '^\tb\.lo\tL(copy_long_backwards)$'
-touch "$copy/.mutant"
-log "made $copy"
+case $mode in
+    default)
+        edit_line arch/arm64/lib/memset.S '^\tb\.ne\t\.Ltail_maybe_long$' d
+        edit_line arch/arm64/lib/memcpy.S '^\tb\.lo\tL(copy_long_backwards)$' d
+        ;;
+    zva-last-block)
+        edit_line arch/arm64/lib/memset.S '^\tb\.ge\t3b$' 's/b\.ge/b.gt/'
+        ;;
+esac
+echo "$mode" >"$copy/.mutant"
+log "made $copy ($mode)"
 echo "$copy"
