@@ -322,15 +322,11 @@ fn path_sides(
         guest,
     };
     let all = paths::enumerate(&p.img, &decisions).map_err(KernelBlobError::from)?;
-    let out_of_line = e.clear_page == tree::ClearPageShape::OutOfLine;
-    let clear_page_pick =
-        (e.arch == Arch::X86_64 && e.blob.config == LinkConfig::Vanilla && out_of_line)
-            .then_some(e.clear_page_choice.as_ref())
-            .flatten()
-            .and_then(|c| {
-                let (f, _) = c.pick(&host);
-                crate::kernel::routines::clear_page_variant(f)
-            });
+    // Only x86 6.x trees (vanilla, clear_page out of line) have the C choice.
+    let clear_page_pick = e.clear_page_choice.as_ref().and_then(|c| {
+        let (f, _) = c.pick(&host);
+        crate::kernel::routines::clear_page_variant(f)
+    });
     let always = paths::always(&names);
     let mut out = Vec::new();
     for load in paths::loads(&all, clear_page_pick) {

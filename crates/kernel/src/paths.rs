@@ -46,14 +46,20 @@ pub struct AltPath {
     pub runnable: Runnable,
 }
 
+/// A kernel function's name without its leading underscores and arm64's
+/// `__pi_` (`__memset` -> `memset`, `__pi_clear_page` -> `clear_page`).
+pub(crate) fn bare_name(function: &str) -> &str {
+    let f = function.trim_start_matches('_');
+    f.strip_prefix("pi_").unwrap_or(f)
+}
+
 /// The family a kernel function belongs to: its name, or its name plus a
 /// suffix (`memset_orig`, `copy_page_regs`, `clear_page_erms`), leading
 /// underscores and arm64's `__pi_` dropped; `clear_pages` (x86 7.x's
 /// `__clear_pages_unrolled`, the inline shim's `clear_pages_inline`) is
 /// clear_page's family, whose variants it shares.
 pub fn family_of(function: &str) -> Option<Family> {
-    let f = function.trim_start_matches('_');
-    let f = f.strip_prefix("pi_").unwrap_or(f);
+    let f = bare_name(function);
     let pages = f
         .strip_prefix("clear_pages")
         .map(|rest| format!("clear_page{rest}"));

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use crate::alternatives::Applied;
 use crate::arch::{Family, VariantDef};
-use crate::paths::family_of;
+use crate::paths::{bare_name, family_of};
 use crate::tree::{Arch, CallChoice};
 
 /// The built-in that follows a kernel routine's path, or why none does.
@@ -31,8 +31,7 @@ pub enum Equivalent {
 /// A function as paths name it: leading `_` and arm64's `__pi_` dropped,
 /// and the `_inline` of hypclear's shim for an inline kernel function.
 fn path_name(function: &str) -> String {
-    let f = function.trim_start_matches('_');
-    let f = f.strip_prefix("pi_").unwrap_or(f);
+    let f = bare_name(function);
     f.strip_suffix("_inline").unwrap_or(f).to_string()
 }
 
