@@ -534,3 +534,116 @@ fn bench_every_path_times_each_path() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", common::text(&o));
 }
+
+/// Bugs only the call contract sees, each in one routine of the 6.12
+/// tree, the memory every routine writes still right: memset_orig keeps
+/// dst in the callee-saved %rbx instead of %r10 (clobbering the caller's
+/// %rbx), the FSRS path of `__memset` returns `dst + n` (it reloads %rdi
+/// after `rep stosb` advanced it), and memcpy_orig's 0..3-byte tail
+/// returns with DF set. A default verify fails each routine for its own
+/// breach and nothing else; the unmutated tree passes the same run
+/// (`verify_kernel_tree_end_to_end`).
+#[test]
+fn call_contract_breaches_in_a_tree_are_caught() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        common::skip("the mutations are in arch/x86/lib/mem{set,cpy}_64.S");
+        return;
+    }
+    if !common::kvm_available("call_contract_breaches_in_a_tree_are_caught") {
+        return;
+    }
+    let copy = mutant(
+        &tree,
+        "kernel-mutant-contract",
+        "arch/x86/lib/memset_64.S",
+        |t| {
+            let edits = [
+                ("\tmovq %rdi,%r10\n", "\tmovq %rdi,%rbx\n"),
+                ("\tmovq\t%r10,%rax\n", "\tmovq\t%rbx,%rax\n"),
+                ("\tmovq %r9,%rax\n", "\tmovq %rdi,%rax\n"),
+            ];
+            edits.iter().fold(t.to_string(), |t, (a, b)| {
+                assert_eq!(t.matches(a).count(), 1, "memset_64.S changed shape: {a:?}");
+                t.replace(a, b)
+            })
+        },
+    );
+    let rel = "arch/x86/lib/memcpy_64.S";
+    let text = std::fs::read_to_string(tree.join(rel)).expect("memcpy_64.S");
+    let end = ".Lend:\n\tRET\n";
+    assert_eq!(text.matches(end).count(), 1, "memcpy_64.S changed shape");
+    std::fs::remove_file(copy.join(rel)).unwrap();
+    std::fs::write(copy.join(rel), text.replace(end, ".Lend:\n\tstd\n\tRET\n")).unwrap();
+
+    let json = common::tmp_json("kernel-contract");
+    let (t, j) = (copy.display().to_string(), json.display().to_string());
+    let o = common::hypclear(&[
+        "verify",
+        "--kernel-tree",
+        &t,
+        "-r",
+        "memset,memcpy",
+        "--json",
+        &j,
+    ]);
+    let out = common::text(&o);
+    println!("{out}");
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("callee-saved %rbx changed"), "{out}");
+    assert!(out.contains("returned with DF=1"), "{out}");
+    assert!(out.contains(", want dst 0x"), "{out}");
+    let doc = common::read_json(&json);
+    let checks = doc["checks"].as_array().expect("checks");
+    // The breach kinds of a row's checks, by size (0 for every size).
+    let kinds = |routine: &str, variant: &str| {
+        let mut by_size =
+            std::collections::BTreeMap::<u64, std::collections::BTreeSet<String>>::new();
+        for c in checks.iter().filter(|c| {
+            c["routine"] == routine && c["variant"].as_str().is_some_and(|v| v.contains(variant))
+        }) {
+            assert_eq!(c["bad_bytes"], 0, "the memory is right: {c}");
+            let kind = c["contract"]["kind"].as_str().unwrap_or("none").to_string();
+            by_size
+                .entry(c["size"].as_u64().unwrap())
+                .or_default()
+                .insert(kind);
+        }
+        by_size
+    };
+    let only = |rows: &std::collections::BTreeMap<u64, std::collections::BTreeSet<String>>,
+                sizes: &dyn Fn(u64) -> bool,
+                kind: &str| {
+        assert!(!rows.is_empty());
+        for (size, k) in rows {
+            let want = if sizes(*size) { kind } else { "none" };
+            assert!(
+                k.len() == 1 && k.contains(want),
+                "size {size}: {k:?}, want {want}"
+            );
+        }
+    };
+    // memset_orig (the FSRS row's fallback) at every size; the FSRS path
+    // returns dst + n, right only for n = 0.
+    only(&kinds("memset", "memset_orig"), &|_| true, "callee_saved");
+    only(&kinds("memset", "FSRS alternative"), &|n| n > 0, "return");
+    // memcpy_orig ends at .Lend for 0..3 bytes and for some sizes whose
+    // tail is empty; its other ends keep DF clear.
+    let memcpy = kinds("memcpy", "memcpy_orig");
+    for (size, k) in &memcpy {
+        let flags = k.len() == 1 && k.contains("flags");
+        assert!(
+            flags || *size > 3 && k.len() == 1 && k.contains("none"),
+            "size {size}: {k:?}"
+        );
+    }
+    assert!(memcpy.values().any(|k| k.contains("none")), "{memcpy:?}");
+    for c in checks.iter().filter(|c| c["contract"]["kind"] == "return") {
+        let (got, want) = (
+            c["contract"]["got"].as_u64(),
+            c["contract"]["want"].as_u64(),
+        );
+        assert_eq!(got, want.map(|w| w + c["size"].as_u64().unwrap()), "{c}");
+    }
+    std::fs::remove_dir_all(&copy).ok();
+}

@@ -7,8 +7,10 @@
  * Loop: ring HC_READY; per command call the table row a0/a1-stepped
  * MB_CMD_COUNT times between two TSC reads, ring HC_RESULT (CMD_BATCH: once
  * for all its slots, the current one in MB_BATCH_CUR).
- * Registers in .Lrun_call: rbx routine, r12 a0, r13 a1, r14 calls left,
- * rbp t0, r15 return value (callee-saved, so the routines keep them).
+ * Contract, around every call: rbx rbp r12-r15 hold the MB_CANARIES, DF is
+ * clear; after it the canaries, rsp, DF and (CMDF_RET_A0) rax == a0 are
+ * compared, and the first breach ends the command (MB_RES_BREACH*). The
+ * loop's own state lives in MB_RUN_*, never in a register a routine keeps.
  * Why: the host sees only exits; everything a check needs is in the mailbox.
  */
 #include "hypclear_abi.h"
@@ -34,6 +36,14 @@
 	shl	$32, %rdx
 	or	%rdx, %rax
 .endm
+
+/* Index of each callee-saved register's canary (arch::CALLEE_SAVED). */
+.Lcanary_rbx = 0
+.Lcanary_rbp = 1
+.Lcanary_r12 = 2
+.Lcanary_r13 = 3
+.Lcanary_r14 = 4
+.Lcanary_r15 = 5
 
 	.section .text.entry, "ax"
 	.globl	hyp_entry
@@ -75,6 +85,8 @@ hyp_entry:
 	mov	%gs:\k(%rsi), %rax
 	mov	%rax, %gs:MB_CMD_TABLE + \k
 	.endr
+	mov	%gs:SLOT_FLAGS(%rsi), %rax
+	mov	%rax, %gs:MB_CMD_FLAGS
 	call	.Lrun_call
 	CUR_SLOT
 	mov	%gs:MB_RES_T0, %rax
@@ -83,64 +95,141 @@ hyp_entry:
 	mov	%rax, %gs:SLOT_T1(%rsi)
 	mov	%gs:MB_RES_RET, %rax
 	mov	%rax, %gs:SLOT_RET(%rsi)
+	mov	%gs:MB_RES_BREACH, %rax
+	mov	%rax, %gs:SLOT_BREACH(%rsi)
+	mov	%gs:MB_RES_BREACH_GOT, %rax
+	mov	%rax, %gs:SLOT_BREACH_GOT(%rsi)
+	mov	%gs:MB_RES_BREACH_WANT, %rax
+	mov	%rax, %gs:SLOT_BREACH_WANT(%rsi)
 	incq	%gs:MB_BATCH_CUR
 	jmp	1b
 
 	/*
-	 * Run the command in the MB_CMD_* fields; results in MB_RES_T0/T1/RET.
-	 * The 8-byte pad keeps the routines' entry stack alignment what it is
-	 * for any call from 16-byte aligned code (rsp + 8 aligned).
+	 * Run the command in the MB_CMD_* fields; results in MB_RES_T0/T1/RET
+	 * and MB_RES_BREACH*. The 8-byte pad keeps the routines' entry stack
+	 * alignment what it is for any call from 16-byte aligned code.
 	 */
 .Lrun_call:
 	sub	$8, %rsp
-	/* Pick the table: rbx = first row, rcx = end. */
-	lea	alias_table_start(%rip), %rbx
+	/* Pick the table: rax = the row, rcx = the table's end. */
+	lea	alias_table_start(%rip), %rdx
 	lea	alias_table_end(%rip), %rcx
 	mov	%gs:MB_CMD_TABLE, %rax
 	cmp	$TABLE_ALIAS, %rax
 	je	1f
 	cmp	$TABLE_SELFTEST, %rax
 	jne	.Lbad_command
-	lea	selftest_table_start(%rip), %rbx
+	lea	selftest_table_start(%rip), %rdx
 	lea	selftest_table_end(%rip), %rcx
 1:	mov	%gs:MB_CMD_INDEX, %rax
 	shl	$4, %rax
 	jc	.Lbad_command
-	add	%rax, %rbx
+	add	%rdx, %rax
 	jc	.Lbad_command
-	cmp	%rcx, %rbx
+	cmp	%rcx, %rax
 	jae	.Lbad_command
-	mov	(%rbx), %rbx			/* routine (relocated absolute address) */
-
-	mov	%gs:MB_CMD_A0, %r12
-	mov	%gs:MB_CMD_A1, %r13
-	mov	%gs:MB_CMD_COUNT, %r14
-	xor	%r15d, %r15d
+	mov	(%rax), %rax			/* routine (relocated absolute address) */
+	mov	%rax, %gs:MB_RUN_ROUTINE
+	mov	%gs:MB_CMD_A0, %rax
+	mov	%rax, %gs:MB_RUN_A0
+	mov	%gs:MB_CMD_A1, %rax
+	mov	%rax, %gs:MB_RUN_A1
+	mov	%gs:MB_CMD_COUNT, %rax
+	mov	%rax, %gs:MB_RUN_LEFT
+	xor	%eax, %eax
+	mov	%rax, %gs:MB_RUN_DONE
+	mov	%rax, %gs:MB_RES_RET
+	mov	%rax, %gs:MB_RES_BREACH
+	mov	%rax, %gs:MB_RES_BREACH_GOT
+	mov	%rax, %gs:MB_RES_BREACH_WANT
+	mov	%rsp, %gs:MB_RUN_SP
 
 	lfence
 	READ_TSC
 	lfence
-	mov	%rax, %rbp
-	test	%r14, %r14
-	jz	3f
-2:	mov	%r12, %rdi
-	mov	%r13, %rsi
+	mov	%rax, %gs:MB_RUN_T0
+	cmpq	$0, %gs:MB_RUN_LEFT
+	je	.Lcalls_done
+2:	mov	%gs:MB_RUN_A0, %rdi
+	mov	%gs:MB_RUN_A1, %rsi
 	mov	%gs:MB_CMD_A2, %rdx
-	call	*%rbx
-	mov	%rax, %r15
-	add	%gs:MB_CMD_A0_STEP, %r12
-	add	%gs:MB_CMD_A1_STEP, %r13
-	dec	%r14
+	mov	%gs:MB_CANARIES + 0, %rbx
+	mov	%gs:MB_CANARIES + 8, %rbp
+	mov	%gs:MB_CANARIES + 16, %r12
+	mov	%gs:MB_CANARIES + 24, %r13
+	mov	%gs:MB_CANARIES + 32, %r14
+	mov	%gs:MB_CANARIES + 40, %r15
+	cld
+	call	*%gs:MB_RUN_ROUTINE
+	cmp	%gs:MB_RUN_SP, %rsp
+	jne	.Lbreach_stack
+	.irp	reg, rbx, rbp, r12, r13, r14, r15
+	cmp	%gs:MB_CANARIES + 8 * .Lcanary_\reg, %\reg
+	jne	.Lbreach_\reg
+	.endr
+	pushfq
+	pop	%rcx
+	test	$0x400, %ecx			/* DF */
+	jnz	.Lbreach_flags
+	testq	$CMDF_RET_A0, %gs:MB_CMD_FLAGS
+	jz	3f
+	cmp	%gs:MB_RUN_A0, %rax
+	jne	.Lbreach_return
+3:	mov	%rax, %gs:MB_RES_RET
+	mov	%gs:MB_CMD_A0_STEP, %rcx
+	add	%rcx, %gs:MB_RUN_A0
+	mov	%gs:MB_CMD_A1_STEP, %rcx
+	add	%rcx, %gs:MB_RUN_A1
+	incq	%gs:MB_RUN_DONE
+	decq	%gs:MB_RUN_LEFT
 	jnz	2b
-3:	mfence
+.Lcalls_done:
+	mfence
 	lfence
 	READ_TSC
-
-	mov	%rbp, %gs:MB_RES_T0
+	mov	%gs:MB_RUN_T0, %rcx
+	mov	%rcx, %gs:MB_RES_T0
 	mov	%rax, %gs:MB_RES_T1
-	mov	%r15, %gs:MB_RES_RET
 	add	$8, %rsp
 	ret
+
+	/*
+	 * A breach: %rcx = kind | register << 8, %rdx = the value found,
+	 * %rax = the value wanted. Record it with the failing call's index,
+	 * restore what the harness needs (rsp, DF) and end the command.
+	 */
+	.irp	reg, rbx, rbp, r12, r13, r14, r15
+.Lbreach_\reg:
+	mov	$BREACH_CALLEE_SAVED | (.Lcanary_\reg << 8), %ecx
+	mov	%\reg, %rdx
+	mov	%gs:MB_CANARIES + 8 * .Lcanary_\reg, %rax
+	jmp	.Lbreach
+	.endr
+.Lbreach_stack:
+	mov	$BREACH_STACK, %ecx
+	mov	%rsp, %rdx
+	mov	%gs:MB_RUN_SP, %rax
+	jmp	.Lbreach
+.Lbreach_flags:
+	mov	%rcx, %rdx
+	mov	%rcx, %rax
+	and	$~0x400, %rax
+	mov	$BREACH_FLAGS, %ecx
+	jmp	.Lbreach
+.Lbreach_return:
+	mov	%rax, %rdx
+	mov	%gs:MB_RUN_A0, %rax
+	mov	$BREACH_RETURN, %ecx
+.Lbreach:
+	mov	%gs:MB_RUN_SP, %rsp
+	cld
+	mov	%gs:MB_RUN_DONE, %rsi
+	shl	$32, %rsi
+	or	%rsi, %rcx
+	mov	%rcx, %gs:MB_RES_BREACH
+	mov	%rdx, %gs:MB_RES_BREACH_GOT
+	mov	%rax, %gs:MB_RES_BREACH_WANT
+	jmp	.Lcalls_done
 
 .Lexit:
 	HYPERCALL HC_DONE

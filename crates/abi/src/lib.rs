@@ -24,6 +24,17 @@
 //! `MB_RES_T0/T1/RET` back into the slot), with `MB_BATCH_CUR` naming the
 //! slot running, and rings `HC_RESULT` once at the end: one exit for up to
 //! `BATCH_SLOTS` commands, each still timed on its own.
+//!
+//! The call contract: around every call the guest loads each callee-saved
+//! register with its canary from `MB_CANARIES` (written by the host, seeded,
+//! distinct), enters with the flags the ABI requires (x86_64: DF clear), and
+//! afterwards compares the registers, the stack pointer, the flags and, where
+//! `CMDF_RET_A0` is set, the return value against `a0`. The first breach
+//! ends that command's calls and is reported in `MB_RES_BREACH*` (a slot's
+//! `SLOT_BREACH*`): kind and register in the low bits, the index of the
+//! failing call above them, the value found and the value wanted. The
+//! harness keeps its own state in `MB_RUN_*`, so nothing it needs lives in a
+//! register a routine could break.
 
 /// Size of a page everywhere in the ABI.
 pub const PAGE_SIZE: u64 = 4096;
@@ -87,6 +98,23 @@ pub const FAIL_EXC_EL2: u64 = 0x1_0000;
 /// The command named a table or index that does not exist.
 pub const FAIL_BAD_COMMAND: u64 = 2;
 
+// ---- Command flags (`MB_CMD_FLAGS`, `SLOT_FLAGS`). ----
+/// The routine returns its first argument (memset, memcpy: dst).
+pub const CMDF_RET_A0: u64 = 1;
+
+// ---- Contract breaches (`MB_RES_BREACH`: kind | reg << 8 | call << 32). ----
+/// A callee-saved register changed; bits 8..16 name it (its index in
+/// `MB_CANARIES`, in the architecture's order).
+pub const BREACH_CALLEE_SAVED: u64 = 1;
+/// The stack pointer is not where it was before the call.
+pub const BREACH_STACK: u64 = 2;
+/// x86_64: the routine returned with DF set (got: RFLAGS).
+pub const BREACH_FLAGS: u64 = 3;
+/// The return value is not `a0` (with `CMDF_RET_A0`).
+pub const BREACH_RETURN: u64 = 4;
+/// Callee-saved canaries in the mailbox (x86_64 uses 6, aarch64 12).
+pub const CANARIES: u64 = 12;
+
 // ---- Mailbox layout: byte offsets of 64-bit fields. ----
 /// Magic written by the host, checked by the guest on entry.
 pub const MB_MAGIC: u64 = 0x00;
@@ -112,6 +140,8 @@ pub const MB_CMD_COUNT: u64 = 0x58;
 /// the guest is running (written by the guest before each slot).
 pub const MB_BATCH_N: u64 = 0x60;
 pub const MB_BATCH_CUR: u64 = 0x68;
+/// `CMDF_*` bits of the command (a slot's own in `SLOT_FLAGS`).
+pub const MB_CMD_FLAGS: u64 = 0x70;
 /// Echo of `MB_CMD_ID` for the finished command.
 pub const MB_RES_ID: u64 = 0x80;
 /// Guest timestamp (TSC / CNTVCT) before the first call and after the last.
@@ -119,6 +149,10 @@ pub const MB_RES_T0: u64 = 0x88;
 pub const MB_RES_T1: u64 = 0x90;
 /// Return value of the last call.
 pub const MB_RES_RET: u64 = 0x98;
+/// The first contract breach (0: none), the value found, the value wanted.
+pub const MB_RES_BREACH: u64 = 0xa0;
+pub const MB_RES_BREACH_GOT: u64 = 0xa8;
+pub const MB_RES_BREACH_WANT: u64 = 0xb0;
 /// Fail code and details. For `FAIL_EXCEPTION` on x86_64: D0 vector,
 /// D1 error code, D2 RIP, D3 CR2, D4 RSP, D5 CS. On aarch64: D0 ESR_EL1,
 /// D1 ELR_EL1, D2 FAR_EL1, D3 SPSR_EL1, D4 vector offset, D5 SP (the _EL2
@@ -134,7 +168,7 @@ pub(crate) const MB_FAIL_D5: u64 = 0xf0;
 /// each `SLOT_TABLE`..`SLOT_COUNT` laid out like `MB_CMD_TABLE`..
 /// `MB_CMD_COUNT`, then the slot's results.
 pub const MB_SLOTS: u64 = 0x1000;
-pub const SLOT_SIZE: u64 = 0x60;
+pub const SLOT_SIZE: u64 = 0x78;
 pub const BATCH_SLOTS: u64 = 512;
 pub const SLOT_TABLE: u64 = 0x00;
 pub const SLOT_INDEX: u64 = 0x08;
@@ -147,8 +181,26 @@ pub const SLOT_COUNT: u64 = 0x38;
 pub const SLOT_T0: u64 = 0x40;
 pub const SLOT_T1: u64 = 0x48;
 pub const SLOT_RET: u64 = 0x50;
+pub const SLOT_FLAGS: u64 = 0x58;
+pub const SLOT_BREACH: u64 = 0x60;
+pub const SLOT_BREACH_GOT: u64 = 0x68;
+pub const SLOT_BREACH_WANT: u64 = 0x70;
 /// Length and text of a `HC_LOG` message.
 pub const MB_LOG_LEN: u64 = 0x100;
+/// `CANARIES` callee-saved canaries (host-written, read by the guest).
+pub const MB_CANARIES: u64 = 0x180;
+/// The harness's own state during a command (guest-private; the host
+/// never reads it): routine, current a0 and a1, calls left, calls done,
+/// the stack pointer at the call, the first timestamp.
+pub const MB_RUN_ROUTINE: u64 = 0x200;
+pub const MB_RUN_A0: u64 = 0x208;
+pub const MB_RUN_A1: u64 = 0x210;
+pub const MB_RUN_LEFT: u64 = 0x218;
+pub const MB_RUN_DONE: u64 = 0x220;
+pub const MB_RUN_SP: u64 = 0x228;
+pub const MB_RUN_T0: u64 = 0x230;
+/// aarch64: the link register of the harness across a command.
+pub const MB_RUN_LR: u64 = 0x238;
 pub const MB_LOG_BUF: u64 = 0x800;
 pub const LOG_BUF_SIZE: u64 = 0x800;
 
@@ -163,7 +215,12 @@ const _: () = assert!(SLOT_A0 == MB_CMD_A0 - MB_CMD_TABLE && SLOT_A2 == MB_CMD_A
 const _: () = assert!(SLOT_A0_STEP == MB_CMD_A0_STEP - MB_CMD_TABLE);
 const _: () =
     assert!(SLOT_A1 == MB_CMD_A1 - MB_CMD_TABLE && SLOT_A1_STEP == MB_CMD_A1_STEP - MB_CMD_TABLE);
-const _: () = assert!(SLOT_T0 >= SLOT_COUNT + 8 && SLOT_RET + 8 <= SLOT_SIZE);
+const _: () = assert!(SLOT_T0 >= SLOT_COUNT + 8 && SLOT_BREACH_WANT + 8 <= SLOT_SIZE);
+const _: () = assert!(MB_CMD_FLAGS > MB_BATCH_CUR && MB_CMD_FLAGS < MB_RES_ID);
+const _: () = assert!(MB_RES_BREACH_WANT < MB_FAIL_CODE);
+const _: () =
+    assert!(MB_CANARIES >= MB_LOG_LEN + 8 && MB_CANARIES + 8 * CANARIES <= MB_RUN_ROUTINE);
+const _: () = assert!(MB_RUN_LR + 8 <= MB_LOG_BUF);
 
 /// Every constant above, by name, for generating the guest header.
 pub const ALL: &[(&str, u64)] = &[
@@ -186,6 +243,12 @@ pub const ALL: &[(&str, u64)] = &[
     ("FAIL_EXCEPTION", FAIL_EXCEPTION),
     ("FAIL_EXC_EL2", FAIL_EXC_EL2),
     ("FAIL_BAD_COMMAND", FAIL_BAD_COMMAND),
+    ("CMDF_RET_A0", CMDF_RET_A0),
+    ("BREACH_CALLEE_SAVED", BREACH_CALLEE_SAVED),
+    ("BREACH_STACK", BREACH_STACK),
+    ("BREACH_FLAGS", BREACH_FLAGS),
+    ("BREACH_RETURN", BREACH_RETURN),
+    ("CANARIES", CANARIES),
     ("MB_MAGIC", MB_MAGIC),
     ("MAILBOX_MAGIC", MAILBOX_MAGIC),
     ("MB_VCPU", MB_VCPU),
@@ -201,6 +264,7 @@ pub const ALL: &[(&str, u64)] = &[
     ("MB_CMD_COUNT", MB_CMD_COUNT),
     ("MB_BATCH_N", MB_BATCH_N),
     ("MB_BATCH_CUR", MB_BATCH_CUR),
+    ("MB_CMD_FLAGS", MB_CMD_FLAGS),
     ("MB_SLOTS", MB_SLOTS),
     ("SLOT_SIZE", SLOT_SIZE),
     ("BATCH_SLOTS", BATCH_SLOTS),
@@ -208,10 +272,17 @@ pub const ALL: &[(&str, u64)] = &[
     ("SLOT_T0", SLOT_T0),
     ("SLOT_T1", SLOT_T1),
     ("SLOT_RET", SLOT_RET),
+    ("SLOT_FLAGS", SLOT_FLAGS),
+    ("SLOT_BREACH", SLOT_BREACH),
+    ("SLOT_BREACH_GOT", SLOT_BREACH_GOT),
+    ("SLOT_BREACH_WANT", SLOT_BREACH_WANT),
     ("MB_RES_ID", MB_RES_ID),
     ("MB_RES_T0", MB_RES_T0),
     ("MB_RES_T1", MB_RES_T1),
     ("MB_RES_RET", MB_RES_RET),
+    ("MB_RES_BREACH", MB_RES_BREACH),
+    ("MB_RES_BREACH_GOT", MB_RES_BREACH_GOT),
+    ("MB_RES_BREACH_WANT", MB_RES_BREACH_WANT),
     ("MB_FAIL_CODE", MB_FAIL_CODE),
     ("MB_FAIL_D0", MB_FAIL_D0),
     ("MB_FAIL_D1", MB_FAIL_D1),
@@ -221,5 +292,14 @@ pub const ALL: &[(&str, u64)] = &[
     ("MB_FAIL_D5", MB_FAIL_D5),
     ("MB_LOG_LEN", MB_LOG_LEN),
     ("MB_LOG_BUF", MB_LOG_BUF),
+    ("MB_CANARIES", MB_CANARIES),
+    ("MB_RUN_ROUTINE", MB_RUN_ROUTINE),
+    ("MB_RUN_A0", MB_RUN_A0),
+    ("MB_RUN_A1", MB_RUN_A1),
+    ("MB_RUN_LEFT", MB_RUN_LEFT),
+    ("MB_RUN_DONE", MB_RUN_DONE),
+    ("MB_RUN_SP", MB_RUN_SP),
+    ("MB_RUN_T0", MB_RUN_T0),
+    ("MB_RUN_LR", MB_RUN_LR),
     ("LOG_BUF_SIZE", LOG_BUF_SIZE),
 ];

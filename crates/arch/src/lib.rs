@@ -30,6 +30,7 @@
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
 //! | `Error` (as `HostError`) | the architecture's error type (thiserror), each variant with its [`Category`], and `kvm_errno()` (a failed KVM ioctl's errno, so an ioctl cut short by Ctrl-C reads as an interruption); wrapped by [`Error`] here, which `crate::error::Error::Arch` wraps in turn |
+//! | `CALLEE_SAVED`, `RETURN_FLAGS` | the registers a routine must preserve (their canaries' order in `MB_CANARIES`) and the flags it must return clear |
 //! | `VARIANTS` | the routine variants of `guest/<arch>/lib`, generated from the alias list and each routine's header (`hypclear_link::catalog`): CPU feature required, kernel code followed |
 //! | `FORMER_NAMES` | renamed variants ([`FormerName`]: family, old name, current name), old names still accepted |
 
@@ -300,7 +301,7 @@ pub use self::aarch64::loader::load_image;
 pub use self::aarch64::protected::create_vm;
 pub use self::aarch64::protected::{KvmArmMode, kvm_arm_mode};
 #[cfg(target_arch = "aarch64")]
-pub use self::aarch64::{Error as HostError, FORMER_NAMES, VARIANTS};
+pub use self::aarch64::{CALLEE_SAVED, Error as HostError, FORMER_NAMES, RETURN_FLAGS, VARIANTS};
 
 /// The path a routine takes for a check, where its fill decides it and
 /// the architecture makes it knowable (arm64 memset: DC ZVA for zero).
@@ -334,4 +335,4 @@ pub use self::x86_64::host::{
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::loader::load_image;
 #[cfg(target_arch = "x86_64")]
-pub use self::x86_64::{Error as HostError, FORMER_NAMES, VARIANTS};
+pub use self::x86_64::{CALLEE_SAVED, Error as HostError, FORMER_NAMES, RETURN_FLAGS, VARIANTS};

@@ -46,6 +46,7 @@ fn guest_pass(
         let _rt = sched::Fifo::during(fifo);
         let w = sched::Watch::start();
         let r = vm.vcpu(0)?.call_with_stats(&cmds[0], timeout)?;
+        kept_contract(&r)?;
         return Ok((vec![r], w.stop()));
     }
     let barrier = Barrier::new(vm.vcpus.len());
@@ -77,10 +78,22 @@ fn guest_pass(
     let mut off = sched::Off::default();
     for r in results {
         let (r, o) = r?;
+        kept_contract(&r)?;
         out.push(r);
         off.add(o);
     }
     Ok((out, off))
+}
+
+/// A pass whose routine broke the calling contract measured a wrong
+/// routine (the guest stopped its calls at the breach).
+fn kept_contract(r: &CallResult) -> Result<()> {
+    match r.breach {
+        Some(b) => Err(Error::Verification(format!(
+            "the routine broke the calling contract ({b}); no number is reported for a wrong routine"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Timeout for one pass: the watchdog base plus time for slow first touch.

@@ -232,6 +232,7 @@ fn run_case(
                     count: 1,
                     ..Default::default()
                 },
+                returns: crate::vmm::Returns::Nothing,
             };
             vm.vcpu(0)?
                 .call(&cmd, timeout)
@@ -297,6 +298,7 @@ fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<String> {
                         count: 1,
                         ..Default::default()
                     },
+                    returns: crate::vmm::Returns::Nothing,
                 };
                 let b = &barrier;
                 s.spawn(move || {

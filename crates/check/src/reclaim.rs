@@ -403,6 +403,7 @@ fn run_one(
         table: abi::TABLE_ALIAS,
         index: memset,
         args: pattern.args(fill_gpa, fill_bytes / PAGE),
+        returns: crate::vmm::Returns::Dst,
     };
     let host_pages = [
         ("mailbox page", arch::mailbox_gpa(0)),

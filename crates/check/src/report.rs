@@ -158,6 +158,7 @@ mod tests {
             first_bad_offset: (verdict == Verdict::Fail).then_some(7),
             bad_bytes: u64::from(verdict == Verdict::Fail),
             breakdown: Breakdown::default(),
+            contract: None,
             ticks: 1,
             reason: match verdict {
                 Verdict::Fail => Some("short: 1 bad bytes, first at offset 7".into()),

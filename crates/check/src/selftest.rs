@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::kernel::Side;
 use crate::routines::{self, Routine};
 use crate::suite::{self, CheckSpec, Verdict};
-use crate::vmm::{FailureKind, Vm, VmOptions};
+use crate::vmm::{BreachKind, FailureKind, Vm, VmOptions};
 use hypclear_abi as abi;
 use serde::Serialize;
 use std::time::Duration;
@@ -38,6 +38,15 @@ pub enum Expect {
     /// writes the complement of the source there instead), and at another.
     /// The unwritten last byte is caught both times.
     CopyShort,
+    /// A correct memset that changes a callee-saved register.
+    CalleeSaved,
+    /// A correct memset that returns with the stack pointer moved.
+    StackMoved,
+    /// A correct memset that returns with a flag set the ABI wants clear
+    /// (x86_64: DF); not a case where the ABI has no such flag.
+    FlagSet,
+    /// A correct memset that returns something other than dst.
+    WrongReturn,
 }
 
 /// The injected faults: (selftest table name, expectation).
@@ -49,7 +58,17 @@ pub const CASES: &[(&str, Expect)] = &[
     ("hang", Expect::Timeout),
     ("source", Expect::SourceModified),
     ("copy_short", Expect::CopyShort),
+    ("clobber", Expect::CalleeSaved),
+    ("stack", Expect::StackMoved),
+    ("direction", Expect::FlagSet),
+    ("bad_return", Expect::WrongReturn),
 ];
+
+/// Whether this architecture has case `e` (arm64 has no flag a routine
+/// must return clear).
+fn applies(e: Expect) -> bool {
+    e != Expect::FlagSet || !arch::RETURN_FLAGS.is_empty()
+}
 
 /// Size and destination misalignment the broken routines run at.
 pub(crate) const LEN: u64 = 4096 + 13;
@@ -69,6 +88,7 @@ pub fn run(opts: &VmOptions, side: &Side, timeout: Duration) -> Cases<CaseResult
     Cases::collect(
         CASES
             .iter()
+            .filter(|(_, e)| applies(*e))
             .map(|(name, expected)| run_case(opts, side, name, *expected, timeout)),
     )
 }
@@ -287,13 +307,24 @@ pub fn run_case(
                 Some(r) => format!("verification failed: {r}"),
                 None => "verification passed (nothing detected)".into(),
             };
+            let breach = rec.contract.map(|c| c.kind);
+            // A contract case breaks the contract alone; a memory case
+            // breaks no contract.
+            let only = |want: fn(BreachKind) -> bool| b.total() == 0 && breach.is_some_and(want);
+            let memory = |ok: bool| ok && breach.is_none();
             let detected = match expected {
+                Expect::CalleeSaved => only(|k| matches!(k, BreachKind::CalleeSaved { .. })),
+                Expect::StackMoved => only(|k| k == BreachKind::Stack),
+                Expect::FlagSet => only(|k| matches!(k, BreachKind::Flags { .. })),
+                Expect::WrongReturn => only(|k| k == BreachKind::Return),
                 Expect::Short => {
-                    b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1)
+                    memory(b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1))
                 }
-                Expect::Overrun => b.overrun == 1 && b.total() == 1 && first == Some(LEN as i64),
+                Expect::Overrun => {
+                    memory(b.overrun == 1 && b.total() == 1 && first == Some(LEN as i64))
+                }
                 Expect::WrongValue => {
-                    b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2)
+                    memory(b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2))
                 }
                 Expect::Exception
                 | Expect::Timeout

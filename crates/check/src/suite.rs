@@ -6,7 +6,7 @@ use crate::checker::{
 };
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
-use crate::vmm::{Command, GuestFailure, Vm};
+use crate::vmm::{Breach, CallResult, Command, GuestFailure, Vm};
 use hypclear_abi::{self as abi, PAGE_SIZE};
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -181,6 +181,11 @@ pub struct CheckRecord {
     pub first_bad_offset: Option<i64>,
     pub bad_bytes: u64,
     pub breakdown: Breakdown,
+    /// The call broke the calling contract (a callee-saved register, the
+    /// stack pointer, a flag or the return value); its calls after that
+    /// one did not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contract: Option<Breach>,
     /// Guest counter ticks for the call(s).
     pub ticks: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -744,6 +749,7 @@ fn record(
         first_bad_offset: None,
         bad_bytes: 0,
         breakdown: Breakdown::default(),
+        contract: None,
         ticks: 0,
         reason,
     }
@@ -949,7 +955,7 @@ fn check_one(
         refill,
         kept: known,
     };
-    let done = verify(vm, spec, &p, pats, how, whole, r.ticks())?;
+    let done = verify(vm, spec, &p, pats, how, whole, &r)?;
     if let Some(k) = around.prepared {
         let (lo, hi) = (p.dst, p.dst + p.len);
         *k = match (refill, expect) {
@@ -994,7 +1000,7 @@ fn verify(
     pats: &Patterns,
     how: How,
     whole: Option<&mut checker::Snapshot>,
-    ticks: u64,
+    call: &CallResult,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let t = Instant::now();
     let expect = spec.expect(pats);
@@ -1019,9 +1025,24 @@ fn verify(
     }
     let dt = t.elapsed();
     let mut rec = record(vm.blob.config, spec, pats, Verdict::Pass, None);
-    rec.ticks = ticks;
+    rec.ticks = call.ticks();
     judge(&mut rec, &out);
+    if let Some(b) = call.breach {
+        breached(&mut rec, b);
+    }
     Ok((rec, dt, bytes))
+}
+
+/// A call that broke the contract fails whatever its memory shows; the
+/// breach comes first in the reason (a routine that clobbers a register
+/// may also have written nonsense).
+fn breached(rec: &mut CheckRecord, b: Breach) {
+    rec.verdict = Verdict::Fail;
+    rec.reason = Some(match rec.reason.take() {
+        Some(memory) => format!("{b}; {memory}"),
+        None => b.to_string(),
+    });
+    rec.contract = Some(b);
 }
 
 /// Put a checker outcome into a record: verdict, counts and reason.
@@ -1226,7 +1247,7 @@ fn run_batch(
     let (results, failed) = match vm.vcpu(0)?.call_batch(&cmds, timeout) {
         Ok(r) => (r, None),
         Err(Error::Guest(f)) => {
-            let (cur, done) = vm.vcpu(0)?.batch_progress(chunk.len());
+            let (cur, done) = vm.vcpu(0)?.batch_progress(&cmds);
             (done, Some((cur, f)))
         }
         Err(e) => return Err(e),
@@ -1242,7 +1263,7 @@ fn run_batch(
             source,
             ..How::default()
         };
-        let index = out.add(verify(vm, spec, p, pats, how, None, r.ticks())?);
+        let index = out.add(verify(vm, spec, p, pats, how, None, r)?);
         if copy {
             area.defer(index, spec, p);
         }

@@ -6,7 +6,7 @@ use super::catalog::alias_name;
 use super::{Routine, VariantDef};
 use crate::blob::{Blob, LinkConfig};
 use crate::error::{Error, Result};
-use crate::vmm::{Args, Command};
+use crate::vmm::{Args, Command, Returns};
 use hypclear_abi as abi;
 
 /// One call: `routine(dst, src|fill, len)`, repeated `count` times over
@@ -31,6 +31,8 @@ pub struct Lowered {
     /// Alias-table name, e.g. `clear_pages_erms` or `memset_mops`.
     pub alias: String,
     pub args: Args,
+    /// What the routine behind the alias returns (memset, memcpy: dst).
+    pub returns: Returns,
 }
 
 /// Lower `call` with `variant` in link configuration `config`.
@@ -69,25 +71,35 @@ pub fn lower(config: LinkConfig, variant: &VariantDef, call: &Call) -> Result<Lo
         a2: 0,
         count: call.count,
     };
+    let mut returns = Returns::Nothing;
     match (call.routine, config) {
         (Routine::ClearPage, LinkConfig::Vanilla) => {}
         (Routine::ClearPages, LinkConfig::Vanilla) => a.a1 = call.len / abi::PAGE_SIZE,
-        (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => a.a2 = call.len,
+        (Routine::ClearPage | Routine::ClearPages, LinkConfig::Memset) => {
+            a.a2 = call.len;
+            returns = Returns::Dst;
+        }
         (Routine::Memset, _) => {
             a.a1 = u64::from(call.fill);
             a.a2 = call.len;
+            returns = Returns::Dst;
         }
         (Routine::Memcpy, _) => {
             a.a1 = call.src;
             a.a1_step = step;
             a.a2 = call.len;
+            returns = Returns::Dst;
         }
         (Routine::CopyPage, _) => {
             a.a1 = call.src;
             a.a1_step = step;
         }
     }
-    Ok(Lowered { alias, args: a })
+    Ok(Lowered {
+        alias,
+        args: a,
+        returns,
+    })
 }
 
 /// `clear_pages(addr, n)` where the blob has no clear_pages routine (a
@@ -136,5 +148,6 @@ pub fn command(blob: &Blob, variant: &VariantDef, call: &Call) -> Result<Command
         table: abi::TABLE_ALIAS,
         index,
         args: l.args,
+        returns: l.returns,
     })
 }

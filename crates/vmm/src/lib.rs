@@ -4,6 +4,7 @@
 //! layout, register setup and exception decoding.
 
 pub mod blob;
+pub mod contract;
 pub mod error;
 
 // The crates below, under the names the modules use.
@@ -28,6 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use crate::arch::{Privilege, VmType};
+pub use crate::contract::{Breach, BreachKind, Returns};
 pub use crate::error::{FailureKind, GuestFailure};
 pub use vcpu::{Exit, Vcpu};
 
@@ -180,6 +182,9 @@ pub struct Command {
     pub index: u64,
     #[serde(flatten)]
     pub args: Args,
+    /// What each call must return (the rest of the contract is the same
+    /// for every routine).
+    pub returns: Returns,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -187,6 +192,9 @@ pub struct CallResult {
     pub t0: u64,
     pub t1: u64,
     pub ret: u64,
+    /// The first call that broke the contract, if one did (its calls
+    /// after it did not run).
+    pub breach: Option<Breach>,
     /// KVM binary-stats deltas of this vCPU across the command (empty
     /// unless run with `Vcpu::call_with_stats`).
     pub stats: BTreeMap<String, u64>,
@@ -216,13 +224,16 @@ pub struct Vm {
     pub counter_khz: u64,
 }
 
-/// Clear vCPU `id`'s mailbox page and write its magic and vCPU number;
-/// returns its guest-physical address.
-fn init_mailbox(ram: &GuestRam, id: u64) -> Result<u64> {
+/// Clear vCPU `id`'s mailbox page and write its magic, vCPU number and
+/// the run's callee-saved canaries; returns its guest-physical address.
+fn init_mailbox(ram: &GuestRam, id: u64, seed: u64) -> Result<u64> {
     let mailbox = arch::mailbox_gpa(id);
     ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
     ram.write_u64(mailbox + abi::MB_MAGIC, abi::MAILBOX_MAGIC)?;
     ram.write_u64(mailbox + abi::MB_VCPU, id)?;
+    for (i, c) in contract::canaries(seed ^ id).iter().enumerate() {
+        ram.write_u64(mailbox + abi::MB_CANARIES + 8 * i as u64, *c)?;
+    }
     Ok(mailbox)
 }
 
@@ -265,7 +276,7 @@ impl Vm {
         for id in 0..opts.vcpus {
             let vfd = fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?;
             arch::setup_vcpu(&kvm, &fd, &vfd, id, &loaded, &mem_state, opts.privilege)?;
-            let mailbox = init_mailbox(&ram, id)?;
+            let mailbox = init_mailbox(&ram, id, opts.seed)?;
             let mut vcpu = Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone());
             vcpu.vm_type = opts.vm_type;
             vcpus.push(vcpu);

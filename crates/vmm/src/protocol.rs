@@ -94,6 +94,9 @@ pub struct Timestamps {
     pub t0: u64,
     pub t1: u64,
     pub ret: u64,
+    /// `MB_RES_BREACH`, `_GOT`, `_WANT` as the guest wrote them
+    /// (decoded by `contract::decode`, which knows the command).
+    pub breach: [u64; 3],
 }
 
 /// What the loop does after one exit.
@@ -243,6 +246,11 @@ impl Protocol {
                     t0: mb.u64(abi::MB_RES_T0),
                     t1: mb.u64(abi::MB_RES_T1),
                     ret: mb.u64(abi::MB_RES_RET),
+                    breach: [
+                        mb.u64(abi::MB_RES_BREACH),
+                        mb.u64(abi::MB_RES_BREACH_GOT),
+                        mb.u64(abi::MB_RES_BREACH_WANT),
+                    ],
                 };
                 if t.t0 > t.t1 {
                     return Err(violation(

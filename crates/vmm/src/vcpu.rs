@@ -190,6 +190,7 @@ impl Vcpu {
         self.set_mb(abi::MB_CMD_A1_STEP, cmd.args.a1_step)?;
         self.set_mb(abi::MB_CMD_A2, cmd.args.a2)?;
         self.set_mb(abi::MB_CMD_COUNT, cmd.args.count)?;
+        self.set_mb(abi::MB_CMD_FLAGS, cmd.returns.flags())?;
         self.set_mb(abi::MB_CMD_ID, id)
     }
 
@@ -382,6 +383,7 @@ impl Vcpu {
                 t0: t.t0,
                 t1: t.t1,
                 ret: t.ret,
+                breach: self.breach(t.breach, cmd.args.count)?,
                 stats: kvmstats::delta(&before, &after),
             }),
             other => Err(Error::Internal(format!(
@@ -419,6 +421,7 @@ impl Vcpu {
                 (abi::SLOT_A1_STEP, cmd.args.a1_step),
                 (abi::SLOT_A2, cmd.args.a2),
                 (abi::SLOT_COUNT, cmd.args.count),
+                (abi::SLOT_FLAGS, cmd.returns.flags()),
             ] {
                 let o = off as usize;
                 slot[o..o + 8].copy_from_slice(&v.to_le_bytes());
@@ -432,7 +435,10 @@ impl Vcpu {
         match self.expect(step)? {
             Step::Result(_) => {
                 let slots = self.slots(n)?;
-                (0..n).map(|i| self.slot_result(&slots, i)).collect()
+                cmds.iter()
+                    .enumerate()
+                    .map(|(i, c)| self.slot_result(&slots, i as u64, c.args.count))
+                    .collect()
             }
             other => Err(Error::Internal(format!(
                 "the protocol handed back {other:?} for a batch"
@@ -450,7 +456,7 @@ impl Vcpu {
 
     /// One slot's results (from [`Vcpu::slots`]), validated like a single
     /// command's.
-    fn slot_result(&self, slots: &[u8], i: u64) -> Result<CallResult> {
+    fn slot_result(&self, slots: &[u8], i: u64, count: u64) -> Result<CallResult> {
         let word = |off: u64| {
             let o = (i * abi::SLOT_SIZE + off) as usize;
             slots
@@ -465,26 +471,42 @@ impl Vcpu {
                 format!("batch slot {i}: result timestamps go backwards (T0 {t0:#x} > T1 {t1:#x})"),
             ));
         }
+        let breach = [
+            word(abi::SLOT_BREACH),
+            word(abi::SLOT_BREACH_GOT),
+            word(abi::SLOT_BREACH_WANT),
+        ];
         Ok(CallResult {
             t0,
             t1,
             ret: word(abi::SLOT_RET),
+            breach: self.breach(breach, count)?,
             stats: BTreeMap::new(),
         })
+    }
+
+    /// A command's breach words decoded; words the guest cannot have
+    /// written are a protocol failure.
+    fn breach(&self, [word, got, want]: [u64; 3], count: u64) -> Result<Option<crate::Breach>> {
+        crate::contract::decode(word, got, want, count)
+            .map_err(|e| self.failure(FailureKind::Protocol, e.to_string()))
     }
 
     /// After a batch of `n` failed: the slot that was running (the guest's
     /// word, bounded by `n`; the last slot when the guest's word is out of
     /// range) and the results of the slots before it.
-    pub fn batch_progress(&self, n: usize) -> (usize, Vec<CallResult>) {
+    pub fn batch_progress(&self, cmds: &[Command]) -> (usize, Vec<CallResult>) {
+        let n = cmds.len();
         let (Ok(m), Ok(slots)) = (self.snapshot(), self.slots(n as u64)) else {
             return (0, Vec::new());
         };
         let cur = usize::try_from(m.u64(abi::MB_BATCH_CUR))
             .unwrap_or(usize::MAX)
             .min(n.saturating_sub(1));
-        let done = (0..cur as u64)
-            .map_while(|i| self.slot_result(&slots, i).ok())
+        let done = cmds[..cur]
+            .iter()
+            .enumerate()
+            .map_while(|(i, c)| self.slot_result(&slots, i as u64, c.args.count).ok())
             .collect::<Vec<_>>();
         (done.len(), done)
     }
@@ -516,6 +538,7 @@ mod tests {
                 count: 1,
                 ..Default::default()
             },
+            returns: crate::Returns::Nothing,
         };
         let s = lost_registers(
             "shutdown (triple fault)",

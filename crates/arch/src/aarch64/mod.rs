@@ -23,6 +23,15 @@ pub use error::Error;
 /// header of each `guest/aarch64/lib/*.S` (see `routines::catalog`).
 /// `requires` names a feature of `CpuCaps`: "mops" (ID_AA64ISAR2_EL1.MOPS)
 /// or "dczva" (DCZID_EL0.DZP == 0).
+/// The callee-saved registers the harness guards with canaries, in
+/// `MB_CANARIES` order (guest/aarch64/entry.S): x19-x29 and x18, which the
+/// kernel reserves (-ffixed-x18: the shadow call stack pointer). arm64's
+/// calling convention has no flag a routine must restore.
+pub const CALLEE_SAVED: &[&str] = &[
+    "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x29",
+];
+pub const RETURN_FLAGS: &str = "";
+
 pub const VARIANTS: &[super::VariantDef] = hypclear_guest::AARCH64_VARIANTS;
 
 /// Former variant names still accepted on the command line (none renamed

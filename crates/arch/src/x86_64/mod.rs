@@ -18,6 +18,12 @@ pub use error::Error;
 /// `guest/x86_64/aliases.h` and the `Variant:` / `Requires:` / `Follows:`
 /// header of each `guest/x86_64/lib/*.S` (see `routines::catalog`).
 /// `requires` names a feature of `CpuCaps` ("clzero").
+/// The callee-saved registers the harness guards with canaries, in
+/// `MB_CANARIES` order (guest/x86_64/entry.S), and the flag the ABI wants
+/// clear on return.
+pub const CALLEE_SAVED: &[&str] = &["%rbx", "%rbp", "%r12", "%r13", "%r14", "%r15"];
+pub const RETURN_FLAGS: &str = "DF";
+
 pub const VARIANTS: &[super::VariantDef] = hypclear_guest::X86_64_VARIANTS;
 
 /// Former variant names still accepted on the command line:
