@@ -647,3 +647,64 @@ fn call_contract_breaches_in_a_tree_are_caught() {
     }
     std::fs::remove_dir_all(&copy).ok();
 }
+
+/// A routine that writes one byte 64 KiB past the end of its target (in
+/// the 6.12 tree's memset_orig, after its last store): beyond every guard,
+/// so only the dirty-page log sees it. A default verify fails every
+/// memset_orig check for exactly that byte, located ("stray write: 1 bytes
+/// at ..., 65536 bytes past the target end"), also where the batch packed
+/// another check's window there: the batch is re-run check by check, so
+/// the neighbour (the FSRS path's checks) is never blamed.
+#[test]
+fn a_stray_write_far_past_the_target_is_caught_and_located() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        common::skip("the mutation is in arch/x86/lib/memset_64.S");
+        return;
+    }
+    if !common::kvm_available("a_stray_write_far_past_the_target_is_caught_and_located") {
+        return;
+    }
+    let end = ".Lende:\n\tmovq\t%r10,%rax\n";
+    let copy = mutant(
+        &tree,
+        "kernel-mutant-stray",
+        "arch/x86/lib/memset_64.S",
+        |t| {
+            assert_eq!(t.matches(end).count(), 1, "memset_64.S changed shape");
+            t.replace(
+                end,
+                ".Lende:\n\tmovb %al,0x10000(%rdi)\n\tmovq\t%r10,%rax\n",
+            )
+        },
+    );
+    let json = common::tmp_json("kernel-stray");
+    let (t, j) = (copy.display().to_string(), json.display().to_string());
+    let o = common::hypclear(&["verify", "--kernel-tree", &t, "-r", "memset", "--json", &j]);
+    let out = common::text(&o);
+    println!("{out}");
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let doc = common::read_json(&json);
+    let checks = doc["checks"].as_array().expect("checks");
+    let (mut orig, mut fsrs) = (0, 0);
+    for c in checks {
+        let variant = c["variant"].as_str().unwrap_or_default();
+        if variant.contains("memset_orig") {
+            orig += 1;
+            assert_eq!(c["verdict"], "fail", "{c}");
+            assert_eq!(c["breakdown"]["outside"], 1, "{c}");
+            assert_eq!(c["bad_bytes"], 1, "{c}");
+            let reason = c["reason"].as_str().unwrap_or_default();
+            assert!(reason.starts_with("stray write: 1 bytes at 0x"), "{c}");
+            assert!(reason.contains("(65536 bytes past the target end)"), "{c}");
+        } else if variant.contains("FSRS alternative") {
+            fsrs += 1;
+            assert_eq!(c["verdict"], "pass", "a neighbour was blamed: {c}");
+        }
+    }
+    assert!(
+        orig > 1000 && fsrs > 1000,
+        "{orig} memset_orig, {fsrs} FSRS checks"
+    );
+    std::fs::remove_dir_all(&copy).ok();
+}

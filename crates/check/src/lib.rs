@@ -13,4 +13,5 @@ pub mod checker;
 pub mod hostile;
 pub mod reclaim;
 pub mod selftest;
+mod stray;
 pub mod suite;

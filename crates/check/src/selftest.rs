@@ -47,6 +47,9 @@ pub enum Expect {
     FlagSet,
     /// A correct memset that returns something other than dst.
     WrongReturn,
+    /// A correct memset that also writes one byte 8 MiB past its end (the
+    /// hostile guest's routine), seen by the dirty-page log and located.
+    StrayWrite,
 }
 
 /// The injected faults: (selftest table name, expectation).
@@ -62,6 +65,7 @@ pub const CASES: &[(&str, Expect)] = &[
     ("stack", Expect::StackMoved),
     ("direction", Expect::FlagSet),
     ("bad_return", Expect::WrongReturn),
+    ("hostile_stray_write", Expect::StrayWrite),
 ];
 
 /// Whether this architecture has case `e` (arm64 has no flag a routine
@@ -317,6 +321,15 @@ pub fn run_case(
                 Expect::StackMoved => only(|k| k == BreachKind::Stack),
                 Expect::FlagSet => only(|k| matches!(k, BreachKind::Flags { .. })),
                 Expect::WrongReturn => only(|k| k == BreachKind::Return),
+                Expect::StrayWrite => memory(
+                    b.outside == 1
+                        && b.total() == 1
+                        && first == Some(LEN as i64 + (8 << 20))
+                        && rec
+                            .reason
+                            .as_deref()
+                            .is_some_and(|r| r.contains("stray write: 1 bytes")),
+                ),
                 Expect::Short => {
                     memory(b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1))
                 }

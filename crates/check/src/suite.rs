@@ -6,6 +6,7 @@ use crate::checker::{
 };
 use crate::error::{Error, Result};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
+use crate::stray;
 use crate::vmm::{Breach, CallResult, Command, GuestFailure, Vm};
 use hypclear_abi::{self as abi, PAGE_SIZE};
 use serde::Serialize;
@@ -413,6 +414,11 @@ impl Layout {
                 .max()
                 .unwrap_or(0),
         }
+    }
+
+    /// The shared source area as `[start, end)`.
+    fn src_range(&self) -> (u64, u64) {
+        (self.src_base, self.src_base + self.src_len)
     }
 
     /// Whether `p`'s destination window (with its guards) overlaps the
@@ -851,6 +857,9 @@ pub(crate) fn run_check(
     whole: Option<&mut checker::Snapshot>,
 ) -> Result<(CheckRecord, Duration, u64)> {
     let layout = Layout::of(std::slice::from_ref(spec));
+    if whole.is_none() {
+        vm.log_dirty_pages()?;
+    }
     check_one(vm, spec, &layout, pats, timeout, Around::alone(), whole)
 }
 
@@ -871,6 +880,9 @@ struct Around<'a> {
     /// The check that runs next at the usual place, if known: where it
     /// goes and what it must leave.
     next: Option<(Placement, Expect)>,
+    /// Where the check runs, if not at its usual place (a batch's check
+    /// run again on its own, at the place the batch gave it).
+    at: Option<Placement>,
 }
 
 impl Around<'_> {
@@ -879,6 +891,7 @@ impl Around<'_> {
             source: SourceCheck::Now,
             prepared: None,
             next: None,
+            at: None,
         }
     }
 }
@@ -925,7 +938,7 @@ fn check_one(
     mut around: Around<'_>,
     mut whole: Option<&mut checker::Snapshot>,
 ) -> Result<(CheckRecord, Duration, u64)> {
-    let p = placement(spec, layout);
+    let p = around.at.unwrap_or_else(|| placement(spec, layout));
     let expect = spec.expect(pats);
     let known = around
         .prepared
@@ -934,7 +947,8 @@ fn check_one(
         .flatten()
         .filter(|k| k.serves(expect, &p));
     checker::prepare_target_except(&vm.ram, &p, pats, expect, known)?;
-    if around.source == SourceCheck::Now && !p.moved {
+    let own_source = around.source == SourceCheck::Now && !p.moved;
+    if own_source {
         checker::prepare_source(&vm.ram, &p, pats)?;
     }
     if let Some(snap) = whole.as_deref_mut() {
@@ -945,9 +959,11 @@ fn check_one(
         *k = None;
     }
     let cmd = command(vm, spec, &p, pats)?;
+    stray::watch(vm, [p.window(), source_span(&p), layout.src_range()])?;
     let r = vm.vcpu(0)?.call(&cmd, timeout)?;
+    let strays = stray::after(vm)?;
     let refill = match (&around.prepared, &whole) {
-        (Some(_), None) => refill_for(&p, expect, around.next),
+        (Some(_), None) if strays.is_empty() => refill_for(&p, expect, around.next),
         _ => Refill::No,
     };
     let how = How {
@@ -955,7 +971,17 @@ fn check_one(
         refill,
         kept: known,
     };
-    let done = verify(vm, spec, &p, pats, how, whole, &r)?;
+    let mut done = verify(vm, spec, &p, pats, how, whole, &r)?;
+    if !strays.is_empty() {
+        let again = Again {
+            p: &p,
+            own_source,
+            cmd: &cmd,
+            keep: layout.src_range(),
+            timeout,
+        };
+        locate_strays(vm, spec, pats, again, &strays, &mut done.0)?;
+    }
     if let Some(k) = around.prepared {
         let (lo, hi) = (p.dst, p.dst + p.len);
         *k = match (refill, expect) {
@@ -971,6 +997,50 @@ fn check_one(
         };
     }
     Ok(done)
+}
+
+/// Where a check reads its source (empty for none): its writes there are
+/// the source comparison's to judge, byte by byte, not a stray write.
+fn source_span(p: &Placement) -> (u64, u64) {
+    p.src.map_or((0, 0), |s| (s, s + p.len))
+}
+
+/// How to run a check's call again: where, whether it has its own source
+/// to write first, the command, what not to refill (the shared source).
+struct Again<'a> {
+    p: &'a Placement,
+    own_source: bool,
+    cmd: &'a Command,
+    keep: (u64, u64),
+    timeout: Duration,
+}
+
+/// The check wrote `strays` outside its window: run it again over a known
+/// pattern there to find the bytes, and fail its record with them. The
+/// arena then holds nothing a later check may count on (the caller drops
+/// what it knew).
+fn locate_strays(
+    vm: &mut Vm,
+    spec: &CheckSpec,
+    pats: &Patterns,
+    a: Again<'_>,
+    strays: &[u64],
+    rec: &mut CheckRecord,
+) -> Result<()> {
+    let expect = spec.expect(pats);
+    let runs = stray::locate(vm, strays, &[a.keep], pats, &mut |vm| {
+        checker::prepare_target(&vm.ram, a.p, pats, expect)?;
+        if a.own_source {
+            checker::prepare_source(&vm.ram, a.p, pats)?;
+        }
+        vm.vcpu(0)?.call(a.cmd, a.timeout)?;
+        Ok(())
+    })?;
+    // What the second run wrote is accounted for, so the next check's
+    // watch protects it again.
+    stray::after(vm)?;
+    stray::judge(rec, a.p, strays, &runs);
+    Ok(())
 }
 
 /// The command that runs `spec` on `p`.
@@ -1201,6 +1271,7 @@ fn settle_source(
             source: SourceCheck::Now,
             prepared: Some(&mut area.prepared),
             next: None,
+            at: None,
         };
         match check_one(vm, &spec, &layout, pats, timeout, around, None) {
             Ok((again, dt, bytes)) => {
@@ -1244,6 +1315,8 @@ fn run_batch(
         checker::prepare_target(&vm.ram, p, pats, s.expect(pats))?;
         cmds.push(command(vm, s, p, pats)?);
     }
+    let windows = places.iter().map(Placement::window);
+    stray::watch(vm, windows.chain([area.layout.src_range()]))?;
     let (results, failed) = match vm.vcpu(0)?.call_batch(&cmds, timeout) {
         Ok(r) => (r, None),
         Err(Error::Guest(f)) => {
@@ -1252,19 +1325,22 @@ fn run_batch(
         }
         Err(e) => return Err(e),
     };
+    let strays = stray::after(vm)?;
+    let mut done = Vec::with_capacity(results.len());
     for ((spec, p), r) in chunk.iter().zip(places).zip(&results) {
-        let copy = spec.shares_source();
-        let source = if copy {
-            SourceCheck::Deferred
-        } else {
-            SourceCheck::Now
-        };
         let how = How {
-            source,
+            source: source_of(spec),
             ..How::default()
         };
-        let index = out.add(verify(vm, spec, p, pats, how, None, r)?);
-        if copy {
+        done.push(verify(vm, spec, p, pats, how, None, r)?);
+    }
+    let failed_check = done.iter().any(|d| d.0.verdict == Verdict::Fail);
+    if failed.is_none() && (failed_check || !strays.is_empty()) {
+        return run_alone(vm, chunk, places, area, pats, timeout, out);
+    }
+    for ((spec, p), d) in chunk.iter().zip(places).zip(done) {
+        let index = out.add(d);
+        if spec.shares_source() {
             area.defer(index, spec, p);
         }
     }
@@ -1274,6 +1350,60 @@ fn run_batch(
             None => out.failure = Some(*f),
         }
         settle_source(vm, area, pats, timeout, false, out)?;
+    }
+    Ok(())
+}
+
+/// A copy of the plan's shared source area compares it later; any other
+/// check writes and compares its own.
+fn source_of(spec: &CheckSpec) -> SourceCheck {
+    if spec.shares_source() {
+        SourceCheck::Deferred
+    } else {
+        SourceCheck::Now
+    }
+}
+
+/// A batch in which a check failed or the guest wrote outside every
+/// window: each check runs again on its own at the place the batch gave
+/// it, with only its own window allowed, so what went wrong is blamed on
+/// the check that did it (a write into a neighbour's window fails the
+/// writer, not the neighbour); the batch's own records are dropped.
+fn run_alone(
+    vm: &mut Vm,
+    chunk: &[CheckSpec],
+    places: &[Placement],
+    area: &mut Arena,
+    pats: &Patterns,
+    timeout: Duration,
+    out: &mut SuiteRun,
+) -> Result<()> {
+    if chunk.iter().any(CheckSpec::shares_source) {
+        // The batch may have written into it.
+        area.written = false;
+        area.ensure(vm, pats)?;
+    }
+    let layout = area.layout;
+    for (spec, p) in chunk.iter().zip(places) {
+        let around = Around {
+            source: source_of(spec),
+            prepared: None,
+            next: None,
+            at: Some(*p),
+        };
+        match check_one(vm, spec, &layout, pats, timeout, around, None) {
+            Ok(done) => {
+                let index = out.add(done);
+                if spec.shares_source() {
+                    area.defer(index, spec, p);
+                }
+            }
+            Err(Error::Guest(f)) => {
+                out.guest_failed(vm, spec, pats, *f);
+                return settle_source(vm, area, pats, timeout, false, out);
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }
@@ -1309,6 +1439,11 @@ pub fn run(
         checker::Scope::Whole => Some(checker::Snapshot::take(&vm.ram)?),
         checker::Scope::Target => None,
     };
+    // Stray writes: every page the guest writes is accounted for (the
+    // whole scope compares every byte instead).
+    if snap.is_none() {
+        vm.log_dirty_pages()?;
+    }
     let mut area = Arena::new(Layout::of(specs));
     let mut i = 0;
     let mut folded = 0;
@@ -1440,6 +1575,7 @@ fn run_single(
         },
         prepared: tracked.then_some(&mut area.prepared),
         next: next.map(|n| (placement(n, &layout), n.expect(pats))),
+        at: None,
     };
     match check_one(vm, spec, &layout, pats, timeout, around, snap) {
         Ok(done) => {
@@ -1458,10 +1594,16 @@ fn run_single(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::blob::LinkConfig;
     use crate::kernel::Side;
+
+    /// A passed memset record, for tests of what judges records.
+    pub(crate) fn record_for_tests() -> CheckRecord {
+        let s = spec(Routine::Memset, 100, 0, None);
+        record(LinkConfig::Vanilla, &s, &Patterns::new(1, 0), Verdict::Pass, None)
+    }
 
     fn spec(routine: Routine, len: u64, dst_offset: u64, src_offset: Option<u64>) -> CheckSpec {
         let side: Side = LinkConfig::Vanilla.into();

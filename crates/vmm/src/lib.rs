@@ -5,6 +5,7 @@
 
 pub mod blob;
 pub mod contract;
+mod dirty;
 pub mod error;
 
 // The crates below, under the names the modules use.
@@ -222,6 +223,8 @@ pub struct Vm {
     pub vm_state: arch::VmState,
     pub vcpus: Vec<Vcpu>,
     pub counter_khz: u64,
+    /// KVM's dirty-page log, once [`Vm::log_dirty_pages`] turned it on.
+    dirty: Option<dirty::DirtyLog>,
 }
 
 /// Clear vCPU `id`'s mailbox page and write its magic, vCPU number and
@@ -297,6 +300,7 @@ impl Vm {
             vm_state,
             vcpus,
             counter_khz,
+            dirty: None,
         })
     }
 
@@ -317,6 +321,62 @@ impl Vm {
         self.vcpus
             .get_mut(i)
             .ok_or_else(|| Error::Internal(format!("no vCPU {i}")))
+    }
+
+    /// Turn on KVM's dirty-page log for guest RAM, with manual
+    /// re-protection (see `dirty`): from here on [`Vm::writes_outside`]
+    /// names every page the guest wrote outside what the last
+    /// [`Vm::watch_writes`] allowed. The host's own writes through its
+    /// mapping are not logged. Where KVM lacks manual re-protection
+    /// (before Linux 5.8) nothing is logged, and this returns false.
+    pub fn log_dirty_pages(&mut self) -> Result<bool> {
+        if self.dirty.is_some() {
+            return Ok(true);
+        }
+        if !dirty::enable_manual_protect(&self.fd)? {
+            errln!(
+                "hypclear: note: KVM offers no manual dirty-log protection \
+                 (KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2): stray writes outside the checks' windows \
+                 are not looked for (--check whole compares all of RAM)"
+            );
+            return Ok(false);
+        }
+        let region = kvm_userspace_memory_region {
+            slot: 0,
+            flags: kvm_bindings::KVM_MEM_LOG_DIRTY_PAGES,
+            guest_phys_addr: self.ram.base(),
+            memory_size: self.ram.size(),
+            userspace_addr: self.ram.host_addr(),
+        };
+        // SAFETY: the same live mapping `Vm::new` registered, owned by
+        // `self.ram` for as long as the VM fd exists.
+        unsafe { self.fd.set_user_memory_region(region) }.map_err(Error::kvm(
+            "KVM_SET_USER_MEMORY_REGION (KVM_MEM_LOG_DIRTY_PAGES)",
+        ))?;
+        self.dirty = Some(dirty::DirtyLog::new(self.ram.base(), self.ram.size()));
+        Ok(true)
+    }
+
+    /// Whether guest writes are logged ([`Vm::log_dirty_pages`]).
+    pub fn logs_dirty_pages(&self) -> bool {
+        self.dirty.is_some()
+    }
+
+    /// Before a command: the guest may write `allowed` (`[start, end)`
+    /// ranges, page granular); every other page is watched.
+    pub fn watch_writes(&mut self, allowed: &[(u64, u64)]) -> Result<()> {
+        match self.dirty.as_mut() {
+            Some(d) => d.watch(&self.fd, allowed),
+            None => Ok(()),
+        }
+    }
+
+    /// After it: the watched pages the guest wrote (empty without a log).
+    pub fn writes_outside(&mut self) -> Result<Vec<u64>> {
+        match self.dirty.as_mut() {
+            Some(d) => d.written(&self.fd),
+            None => Ok(Vec::new()),
+        }
     }
 }
 

@@ -13,7 +13,8 @@ use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
 pub use super::layout::{
-    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE, mailbox_gpa,
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE, harness_areas,
+    mailbox_gpa,
 };
 
 /// Alignment of the randomized blob load address.

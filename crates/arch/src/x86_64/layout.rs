@@ -53,6 +53,19 @@ pub fn mailbox_gpa(vcpu: u64) -> u64 {
     MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
 }
 
+/// What the harness itself writes while vCPU `vcpu` runs a command (its
+/// mailbox, its stacks, and the page tables: the CPU's accessed/dirty bits), as
+/// `[start, end)` ranges: a page the guest dirtied outside these and the
+/// checks' windows is a stray write.
+pub fn harness_areas(vcpu: u64) -> [(u64, u64); 3] {
+    let stacks = STACKS_BASE + vcpu * (STACK_SIZE + EXC_STACK_SIZE);
+    [
+        (mailbox_gpa(vcpu), mailbox_gpa(vcpu) + abi::MAILBOX_SIZE),
+        (stacks, stacks + STACK_SIZE + EXC_STACK_SIZE),
+        (PAGE_TABLES_GPA, PAGE_TABLES_END),
+    ]
+}
+
 pub(crate) fn tss_gpa(vcpu: u64) -> u64 {
     TSS_GPA + vcpu * TSS_SIZE
 }
