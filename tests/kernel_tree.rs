@@ -708,3 +708,59 @@ fn a_stray_write_far_past_the_target_is_caught_and_located() {
     );
     std::fs::remove_dir_all(&copy).ok();
 }
+
+/// memcpy_orig's 4..7-byte path loading its last word 8 bytes wide (the
+/// store stays 4 bytes, so every copy is right): it reads up to 4 bytes past
+/// the end of its source, which one big mapping never notices and the
+/// hyp's sparse mappings turn into a panic. The default geometry puts a
+/// copy's source end on the unmapped page at every residue mod 64: the
+/// sizes 4..7 there fault ("over-read: faulted 0 bytes past the source
+/// end"), every other check passes.
+#[test]
+fn an_over_read_past_the_source_faults_at_the_edge() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        common::skip("the mutation is in arch/x86/lib/memcpy_64.S");
+        return;
+    }
+    if !common::kvm_available("an_over_read_past_the_source_faults_at_the_edge") {
+        return;
+    }
+    let load = "\tmovl -4(%rsi, %rdx), %r8d\n";
+    let copy = mutant(
+        &tree,
+        "kernel-mutant-overread",
+        "arch/x86/lib/memcpy_64.S",
+        |t| {
+            assert_eq!(t.matches(load).count(), 1, "memcpy_64.S changed shape");
+            t.replace(load, "\tmovq -4(%rsi, %rdx), %r8\n")
+        },
+    );
+    let json = common::tmp_json("kernel-overread");
+    let (t, j) = (copy.display().to_string(), json.display().to_string());
+    let o = common::hypclear(&["verify", "--kernel-tree", &t, "-r", "memcpy", "--json", &j]);
+    let out = common::text(&o);
+    println!("{out}");
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let doc = common::read_json(&json);
+    let mut faulted = std::collections::BTreeSet::new();
+    for c in doc["checks"].as_array().expect("checks") {
+        let orig = c["variant"]
+            .as_str()
+            .is_some_and(|v| v.contains("memcpy_orig"));
+        if c["verdict"] == "pass" {
+            continue;
+        }
+        assert!(orig, "only memcpy_orig reads past its source: {c}");
+        assert_eq!(c["edge"], "source_end", "{c}");
+        assert_eq!(c["contract"]["kind"], "fault", "{c}");
+        let reason = c["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.starts_with("over-read: faulted 0 bytes past the source end"),
+            "{c}"
+        );
+        faulted.insert(c["size"].as_u64().unwrap());
+    }
+    assert_eq!(faulted, (4..8).collect(), "{out}");
+    std::fs::remove_dir_all(&copy).ok();
+}

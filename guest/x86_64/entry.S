@@ -9,7 +9,8 @@
  * for all its slots, the current one in MB_BATCH_CUR).
  * Contract, around every call: rbx rbp r12-r15 hold the MB_CANARIES, DF is
  * clear; after it the canaries, rsp, DF and (CMDF_RET_A0) rax == a0 are
- * compared, and the first breach ends the command (MB_RES_BREACH*). The
+ * compared, and the first breach ends the command (MB_RES_BREACH*), as
+ * does a page fault in MB_HOLE's page (an edge check's over-access). The
  * loop's own state lives in MB_RUN_*, never in a register a routine keeps.
  * Why: the host sees only exits; everything a check needs is in the mailbox.
  */
@@ -190,6 +191,7 @@ hyp_entry:
 	mov	%gs:MB_RUN_T0, %rcx
 	mov	%rcx, %gs:MB_RES_T0
 	mov	%rax, %gs:MB_RES_T1
+	movq	$0, %gs:MB_RUN_SP		/* no call running */
 	add	$8, %rsp
 	ret
 
@@ -229,6 +231,9 @@ hyp_entry:
 	mov	%rcx, %gs:MB_RES_BREACH
 	mov	%rdx, %gs:MB_RES_BREACH_GOT
 	mov	%rax, %gs:MB_RES_BREACH_WANT
+	jmp	.Lcalls_done
+	/* Where the vectors resume a call that faulted in MB_HOLE's page. */
+.Lfault_resume:
 	jmp	.Lcalls_done
 
 .Lexit:
@@ -271,6 +276,39 @@ hyp_vectors:
 
 .Lexception:
 	/* Frame: vector, error code, RIP, CS, RFLAGS, RSP, SS. */
+	/*
+	 * A page fault in MB_HOLE's page during a call is that call's fault
+	 * (an edge check's over-read or over-write): record it as a breach
+	 * and resume the harness where its calls end, at the caller's
+	 * privilege, on its stack, with DF clear.
+	 */
+	cmpq	$14, 0(%rsp)
+	jne	.Lreport
+	cmpq	$0, %gs:MB_RUN_SP
+	je	.Lreport
+	mov	%cr2, %rax
+	mov	%gs:MB_HOLE, %rcx
+	test	%rcx, %rcx
+	jz	.Lreport
+	sub	%rcx, %rax
+	cmp	$PAGE_SIZE, %rax
+	jae	.Lreport
+	mov	%gs:MB_RUN_DONE, %rax
+	shl	$32, %rax
+	or	$BREACH_FAULT, %rax
+	mov	%rax, %gs:MB_RES_BREACH
+	mov	%cr2, %rax
+	mov	%rax, %gs:MB_RES_BREACH_GOT
+	mov	16(%rsp), %rax
+	mov	%rax, %gs:MB_RES_BREACH_WANT
+	lea	.Lfault_resume(%rip), %rax
+	mov	%rax, 16(%rsp)
+	mov	%gs:MB_RUN_SP, %rax
+	mov	%rax, 40(%rsp)
+	andq	$~0x400, 32(%rsp)
+	add	$16, %rsp
+	iretq
+.Lreport:
 	movq	$FAIL_EXCEPTION, %gs:MB_FAIL_CODE
 	mov	0(%rsp), %rax
 	mov	%rax, %gs:MB_FAIL_D0

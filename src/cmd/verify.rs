@@ -17,8 +17,10 @@ use hypclear_abi::PAGE_SIZE;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
+/// Bytes the ordinary checks may use: from the arena's base to the edge
+/// region at the top of RAM (the edge checks' own).
 fn arena(mem: u64) -> u64 {
-    (arch::RAM_BASE + mem).saturating_sub(arch::ARENA_BASE)
+    (arch::RAM_BASE + mem).saturating_sub(arch::ARENA_BASE + arch::EDGE_REGION)
 }
 
 /// Usage errors in the variant filter, found before any VM is created.

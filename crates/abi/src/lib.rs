@@ -112,6 +112,9 @@ pub const BREACH_STACK: u64 = 2;
 pub const BREACH_FLAGS: u64 = 3;
 /// The return value is not `a0` (with `CMDF_RET_A0`).
 pub const BREACH_RETURN: u64 = 4;
+/// The routine touched `MB_HOLE`'s page (got: the faulting address, want:
+/// the faulting pc): the call ends there, the guest goes on.
+pub const BREACH_FAULT: u64 = 5;
 /// Callee-saved canaries in the mailbox (x86_64 uses 6, aarch64 12).
 pub const CANARIES: u64 = 12;
 
@@ -201,6 +204,9 @@ pub const MB_RUN_SP: u64 = 0x228;
 pub const MB_RUN_T0: u64 = 0x230;
 /// aarch64: the link register of the harness across a command.
 pub const MB_RUN_LR: u64 = 0x238;
+/// Host-written: the guest-virtual page the host left unmapped for the
+/// edge checks (a buffer ending or starting against it), 0 for none.
+pub const MB_HOLE: u64 = 0x240;
 pub const MB_LOG_BUF: u64 = 0x800;
 pub const LOG_BUF_SIZE: u64 = 0x800;
 
@@ -220,7 +226,7 @@ const _: () = assert!(MB_CMD_FLAGS > MB_BATCH_CUR && MB_CMD_FLAGS < MB_RES_ID);
 const _: () = assert!(MB_RES_BREACH_WANT < MB_FAIL_CODE);
 const _: () =
     assert!(MB_CANARIES >= MB_LOG_LEN + 8 && MB_CANARIES + 8 * CANARIES <= MB_RUN_ROUTINE);
-const _: () = assert!(MB_RUN_LR + 8 <= MB_LOG_BUF);
+const _: () = assert!(MB_HOLE + 8 <= MB_LOG_BUF);
 
 /// Every constant above, by name, for generating the guest header.
 pub const ALL: &[(&str, u64)] = &[
@@ -248,6 +254,7 @@ pub const ALL: &[(&str, u64)] = &[
     ("BREACH_STACK", BREACH_STACK),
     ("BREACH_FLAGS", BREACH_FLAGS),
     ("BREACH_RETURN", BREACH_RETURN),
+    ("BREACH_FAULT", BREACH_FAULT),
     ("CANARIES", CANARIES),
     ("MB_MAGIC", MB_MAGIC),
     ("MAILBOX_MAGIC", MAILBOX_MAGIC),
@@ -301,5 +308,6 @@ pub const ALL: &[(&str, u64)] = &[
     ("MB_RUN_SP", MB_RUN_SP),
     ("MB_RUN_T0", MB_RUN_T0),
     ("MB_RUN_LR", MB_RUN_LR),
+    ("MB_HOLE", MB_HOLE),
     ("LOG_BUF_SIZE", LOG_BUF_SIZE),
 ];

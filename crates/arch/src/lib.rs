@@ -18,6 +18,7 @@
 //! |---|---|
 //! | `RAM_BASE`, `MIN_RAM`, `MAX_RAM`, `RAM_ALIGN` | guest RAM placement and size limits |
 //! | `ARENA_BASE` | first guest-physical byte the checks may use |
+//! | `EDGE_REGION`, `edge_hole(ram_size)` | the top of RAM ordinary checks leave alone, and the unmapped page in it that edge checks' buffers end or start against (none where the paging has no 4 KiB pages there) |
 //! | `BLOB_WINDOW`, `BLOB_WINDOW_END`, `LOAD_ALIGN` | where the blob may be loaded |
 //! | `mailbox_gpa(vcpu)`, `harness_areas(vcpu)` | each vCPU's mailbox page; what the harness itself writes (mailbox, stacks, page tables) |
 //! | `COUNTER_NAME`, `counter_khz(vcpu)` | the guest timestamp counter |
@@ -289,11 +290,11 @@ impl CpuCaps {
 pub use self::aarch64::cache::evict;
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::host::{
-    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
-    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState, corruptible_areas,
-    counter_khz, cpu_caps, cpu_details, describe_exception, finish_vm, harness_areas, hyp_support,
-    kvm_flavour, kvm_paging, mailbox_gpa, prepare_memory, privilege_name, registers, reinitialised,
-    setup_vcpu, setup_vm,
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, EDGE_REGION, LOAD_ALIGN, MAX_RAM,
+    MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
+    corruptible_areas, counter_khz, cpu_caps, cpu_details, describe_exception, edge_hole,
+    finish_vm, harness_areas, hyp_support, kvm_flavour, kvm_paging, mailbox_gpa, prepare_memory,
+    privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::loader::load_image;
@@ -326,11 +327,11 @@ pub use self::x86_64::cache::evict;
 pub use self::x86_64::host::create_vm;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::host::{
-    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, LOAD_ALIGN, MAX_RAM, MIN_RAM,
-    MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState, corruptible_areas,
-    counter_khz, cpu_caps, cpu_details, describe_exception, finish_vm, harness_areas, hyp_support,
-    kvm_flavour, kvm_paging, mailbox_gpa, prepare_memory, privilege_name, registers, reinitialised,
-    setup_vcpu, setup_vm,
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, EDGE_REGION, LOAD_ALIGN, MAX_RAM,
+    MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
+    corruptible_areas, counter_khz, cpu_caps, cpu_details, describe_exception, edge_hole,
+    finish_vm, harness_areas, hyp_support, kvm_flavour, kvm_paging, mailbox_gpa, prepare_memory,
+    privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::loader::load_image;

@@ -347,6 +347,7 @@ fn memset_case(
         fill: suite::Fill::Seeded,
         overlap: None,
         table: Some((abi::TABLE_SELFTEST, index)),
+        edge: None,
     };
     let pats = Patterns::new(seed, 0);
     let mut snap = Snapshot::take(&vm.ram)?;

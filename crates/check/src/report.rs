@@ -159,6 +159,7 @@ mod tests {
             bad_bytes: u64::from(verdict == Verdict::Fail),
             breakdown: Breakdown::default(),
             contract: None,
+            edge: None,
             ticks: 1,
             reason: match verdict {
                 Verdict::Fail => Some("short: 1 bad bytes, first at offset 7".into()),

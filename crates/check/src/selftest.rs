@@ -47,6 +47,9 @@ pub enum Expect {
     FlagSet,
     /// A correct memset that returns something other than dst.
     WrongReturn,
+    /// The one-byte overrun again, its target ending on the unmapped page
+    /// (an edge check): the store faults there, as in the hyp.
+    EdgeOverrun,
     /// A correct memset that also writes one byte 8 MiB past its end (the
     /// hostile guest's routine), seen by the dirty-page log and located.
     StrayWrite,
@@ -66,12 +69,17 @@ pub const CASES: &[(&str, Expect)] = &[
     ("direction", Expect::FlagSet),
     ("bad_return", Expect::WrongReturn),
     ("hostile_stray_write", Expect::StrayWrite),
+    ("overrun", Expect::EdgeOverrun),
 ];
 
 /// Whether this architecture has case `e` (arm64 has no flag a routine
 /// must return clear).
 fn applies(e: Expect) -> bool {
-    e != Expect::FlagSet || !arch::RETURN_FLAGS.is_empty()
+    match e {
+        Expect::FlagSet => !arch::RETURN_FLAGS.is_empty(),
+        Expect::EdgeOverrun => arch::EDGE_REGION > 0,
+        _ => true,
+    }
 }
 
 /// Size and destination misalignment the broken routines run at.
@@ -171,6 +179,7 @@ fn run_copies(
             fill: suite::Fill::Zero,
             overlap: None,
             table: broken.then_some((abi::TABLE_SELFTEST, index)),
+            edge: None,
         })
         .collect();
     let opts = suite::RunOptions {
@@ -295,6 +304,7 @@ pub fn run_case(
         fill: suite::Fill::Seeded,
         overlap: None,
         table: Some((abi::TABLE_SELFTEST, index)),
+        edge: (expected == Expect::EdgeOverrun).then_some(suite::Edge::TargetEnd),
     };
     // A hang is expected here: do not wait the full --timeout for it.
     let t = if expected == Expect::Timeout {
@@ -321,6 +331,12 @@ pub fn run_case(
                 Expect::StackMoved => only(|k| k == BreachKind::Stack),
                 Expect::FlagSet => only(|k| matches!(k, BreachKind::Flags { .. })),
                 Expect::WrongReturn => only(|k| k == BreachKind::Return),
+                Expect::EdgeOverrun => {
+                    breach == Some(BreachKind::Fault)
+                        && rec.reason.as_deref().is_some_and(|r| {
+                            r.starts_with("over-write: faulted 0 bytes past the target end")
+                        })
+                }
                 Expect::StrayWrite => memory(
                     b.outside == 1
                         && b.total() == 1

@@ -62,6 +62,27 @@ pub(crate) const OVERLAP_DST_OFFSETS: &[u64] = &[0, 1, 63];
 /// allocator zeroes (`memset(addr, 0, PAGE_SIZE << order)`).
 pub(crate) const FULL_MAX_ORDER: u32 = 9;
 
+/// Edge checks (see [`Edge`]): target ends at a spread of size classes.
+pub(crate) const EDGE_SIZES: &[u64] = &[1, 7, 63, 64, 4095, 4097, (64 << 10) + 1, (2 << 20) + 3];
+/// Source starts against the hole (the source lies above it, where the
+/// edge region has a little under 1 MiB).
+pub(crate) const EDGE_START_SIZES: &[u64] = &[1, 63, 4095, 4097];
+
+/// Where an edge check puts a buffer against the page the host left
+/// unmapped (`arch::edge_hole`), so that an access past it faults as it
+/// would in the hyp's sparse mappings (the rest of the arena is one big
+/// mapping, where an over-read never faults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Edge {
+    /// The target ends where the hole begins.
+    TargetEnd,
+    /// The source ends where the hole begins.
+    SourceEnd,
+    /// The source starts right above the hole.
+    SourceStart,
+}
+
 /// How much of each routine's argument space the suite covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -125,6 +146,8 @@ pub struct CheckSpec {
     /// Call this (table, index) entry instead of the variant's alias (the
     /// selftest's deliberately broken routines).
     pub table: Option<(u64, u64)>,
+    /// An edge check: a buffer against the unmapped page.
+    pub edge: Option<Edge>,
 }
 
 impl CheckSpec {
@@ -150,7 +173,7 @@ impl CheckSpec {
 
     /// A copy reading the plan's shared source area (not its own).
     fn shares_source(&self) -> bool {
-        self.routine.kind() == Kind::Copy && self.overlap.is_none()
+        self.routine.kind() == Kind::Copy && self.overlap.is_none() && self.edge.is_none()
     }
 }
 
@@ -187,6 +210,9 @@ pub struct CheckRecord {
     /// one did not run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contract: Option<Breach>,
+    /// An edge check: which buffer lay against the unmapped page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge: Option<Edge>,
     /// Guest counter ticks for the call(s).
     pub ticks: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -356,7 +382,7 @@ const _: () =
     assert!(GUARD + (PAGE_SIZE + SLOT_GUARD + BATCH_MAX + SLOT_GUARD + 64) + GUARD <= BATCH_AREA);
 
 fn batchable(spec: &CheckSpec) -> bool {
-    spec.total() <= BATCH_MAX && spec.table.is_none()
+    spec.total() <= BATCH_MAX && spec.table.is_none() && spec.edge.is_none()
 }
 
 /// How far above its usual place a check may go (the end of the batch
@@ -392,9 +418,19 @@ pub struct Layout {
     pub src_base: u64,
     /// Bytes of the area the plan's copies read.
     pub src_len: u64,
+    /// The page edge checks' buffers lie against (`arch::edge_hole`).
+    pub hole: Option<u64>,
 }
 
 impl Layout {
+    /// The layout of `specs` on a VM with `ram_size` bytes of RAM.
+    pub fn on(specs: &[CheckSpec], ram_size: u64) -> Layout {
+        Layout {
+            hole: arch::edge_hole(ram_size),
+            ..Layout::of(specs)
+        }
+    }
+
     pub fn of(specs: &[CheckSpec]) -> Layout {
         let copies = || specs.iter().filter(|s| s.shares_source());
         if copies().next().is_none() {
@@ -413,6 +449,7 @@ impl Layout {
                 .map(|s| s.src_offset.unwrap_or(0) + s.total())
                 .max()
                 .unwrap_or(0),
+            hole: None,
         }
     }
 
@@ -432,7 +469,23 @@ impl Layout {
 /// Where a check goes in the arena (the same place for every check, so
 /// the memory stays warm); copies read from `layout`'s source area.
 pub fn placement(spec: &CheckSpec, layout: &Layout) -> Placement {
-    placement_at(spec, layout, dst_address(spec))
+    match (spec.edge, layout.hole) {
+        (Some(edge), Some(hole)) => edge_placement(spec, edge, hole),
+        _ => placement_at(spec, layout, dst_address(spec)),
+    }
+}
+
+/// An edge check's buffers: the one the edge names against `hole`, the
+/// other (a copy's) at the usual target place.
+fn edge_placement(spec: &CheckSpec, edge: Edge, hole: u64) -> Placement {
+    let (len, usual) = (spec.total(), dst_address(spec));
+    let copy = spec.routine.kind() == Kind::Copy;
+    let (dst, src) = match edge {
+        Edge::TargetEnd => (hole - len, copy.then_some(usual)),
+        Edge::SourceEnd => (usual, Some(hole - len)),
+        Edge::SourceStart => (usual, Some(hole + PAGE_SIZE)),
+    };
+    Placement::new(dst, len, src, 0)
 }
 
 fn placement_at(spec: &CheckSpec, layout: &Layout, dst: u64) -> Placement {
@@ -497,6 +550,79 @@ fn pack(chunk: &[CheckSpec], layout: &Layout) -> Vec<Placement> {
 /// The (size, count, destination offset, source offset, fill) of every
 /// check of `routine` in `filter`'s geometry, in order and without repeats.
 type Shape = (u64, u64, u64, Option<u64>, Fill);
+
+/// The edge checks of `routine`: (edge, bytes per call, calls, fill). A
+/// copy's source end covers every residue mod 64 (sizes 0..63 and
+/// 4096..4159, so the tail of every length ends on the hole); targets end
+/// on it at a spread of size classes, sources start right above it at a
+/// few. With `-s`, targets and sources end there at those sizes.
+fn edge_shapes(routine: Routine, filter: &Filter) -> Vec<(Edge, u64, u64, Fill)> {
+    let fills = match routine {
+        Routine::Memset => Fill::of(filter.geometry),
+        _ => &[Fill::Zero],
+    };
+    let given = !filter.sizes.is_empty();
+    let target_sizes: Vec<u64> = if given {
+        filter.sizes.clone()
+    } else {
+        EDGE_SIZES.to_vec()
+    };
+    let mut out = Vec::new();
+    match routine {
+        Routine::Memset | Routine::Memcpy => {
+            for &len in &target_sizes {
+                out.extend(fills.iter().map(|&f| (Edge::TargetEnd, len, 1, f)));
+            }
+        }
+        Routine::ClearPage | Routine::CopyPage => {
+            out.push((Edge::TargetEnd, PAGE_SIZE, 1, Fill::Zero))
+        }
+        Routine::ClearPages => out.push((Edge::TargetEnd, 3 * PAGE_SIZE, 1, Fill::Zero)),
+    }
+    match routine {
+        Routine::Memcpy => {
+            let ends: Vec<u64> = if given {
+                filter.sizes.clone()
+            } else {
+                (0..64).chain(4096..4096 + 64).collect()
+            };
+            out.extend(
+                ends.into_iter()
+                    .map(|len| (Edge::SourceEnd, len, 1, Fill::Zero)),
+            );
+            if !given {
+                out.extend(
+                    EDGE_START_SIZES
+                        .iter()
+                        .map(|&len| (Edge::SourceStart, len, 1, Fill::Zero)),
+                );
+            }
+        }
+        Routine::CopyPage => {
+            out.push((Edge::SourceEnd, PAGE_SIZE, 1, Fill::Zero));
+            out.push((Edge::SourceStart, PAGE_SIZE, 1, Fill::Zero));
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Whether an edge check fits an arena of `arena` bytes (the hole lies
+/// `EDGE_REGION / 2` above its end): the buffer against the hole must not
+/// reach the usual target's window, and a source above the hole must fit
+/// below the top of RAM.
+fn edge_fits(spec: &CheckSpec, arena: u64) -> bool {
+    let total = spec.total();
+    let usual_end = dst_address(spec) - arch::ARENA_BASE + total + GUARD;
+    let hole = arena.saturating_add(arch::EDGE_REGION / 2);
+    match spec.edge {
+        Some(Edge::TargetEnd | Edge::SourceEnd) => usual_end + total + GUARD + PAGE_SIZE <= hole,
+        Some(Edge::SourceStart) => {
+            usual_end <= hole && total + PAGE_SIZE + GUARD <= arch::EDGE_REGION / 2
+        }
+        None => true,
+    }
+}
 
 fn shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
     match routine {
@@ -677,6 +803,7 @@ pub fn plan(
                     fill,
                     overlap: None,
                     table: None,
+                    edge: None,
                 });
             let memmove = routine == Routine::Memcpy && v.memmove;
             let moved = moves
@@ -692,10 +819,31 @@ pub fn plan(
                     fill: Fill::Zero,
                     overlap: Some(delta),
                     table: None,
+                    edge: None,
                 });
-            for spec in plain.chain(moved) {
+            let edges = edge_shapes(routine, filter)
+                .into_iter()
+                .filter(|_| arch::EDGE_REGION > 0)
+                .map(|(edge, len, count, fill)| CheckSpec {
+                    routine,
+                    variant: v,
+                    len,
+                    count,
+                    dst_offset: 0,
+                    src_offset: (routine.kind() == Kind::Copy).then_some(0),
+                    fill,
+                    overlap: None,
+                    table: None,
+                    edge: Some(edge),
+                });
+            for spec in plain.chain(moved).chain(edges) {
                 let reason = if let Some(f) = v.requires.filter(|f| !caps.has(f)) {
                     Some(format!("the CPU does not have {f}"))
+                } else if spec.edge.is_some() && !edge_fits(&spec, arena) {
+                    Some(
+                        "the edge check's buffers do not fit below the edge region; raise --mem"
+                            .into(),
+                    )
                 } else if footprint(&spec) > arena {
                     Some(format!(
                         "needs {} of arena; raise --mem",
@@ -756,6 +904,7 @@ fn record(
         bad_bytes: 0,
         breakdown: Breakdown::default(),
         contract: None,
+        edge: s.edge,
         ticks: 0,
         reason,
     }
@@ -856,7 +1005,7 @@ pub(crate) fn run_check(
     timeout: Duration,
     whole: Option<&mut checker::Snapshot>,
 ) -> Result<(CheckRecord, Duration, u64)> {
-    let layout = Layout::of(std::slice::from_ref(spec));
+    let layout = Layout::on(std::slice::from_ref(spec), vm.ram.size());
     if whole.is_none() {
         vm.log_dirty_pages()?;
     }
@@ -1098,21 +1247,47 @@ fn verify(
     rec.ticks = call.ticks();
     judge(&mut rec, &out);
     if let Some(b) = call.breach {
-        breached(&mut rec, b);
+        breached(&mut rec, b, p);
     }
     Ok((rec, dt, bytes))
 }
 
 /// A call that broke the contract fails whatever its memory shows; the
 /// breach comes first in the reason (a routine that clobbers a register
-/// may also have written nonsense).
-fn breached(rec: &mut CheckRecord, b: Breach) {
+/// may also have written nonsense, and one that faulted stopped midway).
+fn breached(rec: &mut CheckRecord, b: Breach, p: &Placement) {
     rec.verdict = Verdict::Fail;
+    let what = match (b.kind, rec.edge) {
+        (crate::vmm::BreachKind::Fault, Some(edge)) => edge_fault(edge, b, p),
+        _ => b.to_string(),
+    };
     rec.reason = Some(match rec.reason.take() {
-        Some(memory) => format!("{b}; {memory}"),
-        None => b.to_string(),
+        Some(memory) => format!("{what}; {memory}"),
+        None => what,
     });
     rec.contract = Some(b);
+}
+
+/// An edge check's fault, said against the buffer at the hole: the access
+/// that reached into it began at or before the faulting address, so the
+/// distance is how far past (or before) the buffer it got at least.
+fn edge_fault(edge: Edge, b: Breach, p: &Placement) -> String {
+    let (addr, pc) = (b.got, b.want);
+    let src = p.src.unwrap_or(p.dst);
+    match edge {
+        Edge::TargetEnd => format!(
+            "over-write: faulted {} bytes past the target end (pc {pc:#x})",
+            addr.wrapping_sub(p.dst + p.len)
+        ),
+        Edge::SourceEnd => format!(
+            "over-read: faulted {} bytes past the source end (pc {pc:#x})",
+            addr.wrapping_sub(src + p.len)
+        ),
+        Edge::SourceStart => format!(
+            "under-read: faulted {} bytes before the source start (pc {pc:#x})",
+            src.wrapping_sub(addr)
+        ),
+    }
 }
 
 /// Put a checker outcome into a record: verdict, counts and reason.
@@ -1444,7 +1619,7 @@ pub fn run(
     if snap.is_none() {
         vm.log_dirty_pages()?;
     }
-    let mut area = Arena::new(Layout::of(specs));
+    let mut area = Arena::new(Layout::on(specs, vm.ram.size()));
     let mut i = 0;
     let mut folded = 0;
     while i < specs.len() {
@@ -1602,7 +1777,13 @@ pub(crate) mod tests {
     /// A passed memset record, for tests of what judges records.
     pub(crate) fn record_for_tests() -> CheckRecord {
         let s = spec(Routine::Memset, 100, 0, None);
-        record(LinkConfig::Vanilla, &s, &Patterns::new(1, 0), Verdict::Pass, None)
+        record(
+            LinkConfig::Vanilla,
+            &s,
+            &Patterns::new(1, 0),
+            Verdict::Pass,
+            None,
+        )
     }
 
     fn spec(routine: Routine, len: u64, dst_offset: u64, src_offset: Option<u64>) -> CheckSpec {
@@ -1617,6 +1798,7 @@ pub(crate) mod tests {
             fill: Fill::Seeded,
             overlap: None,
             table: None,
+            edge: None,
         }
     }
 

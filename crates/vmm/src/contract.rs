@@ -39,6 +39,9 @@ pub enum BreachKind {
     Flags { flag: &'static str },
     /// The return value is not `dst`.
     Return,
+    /// A page fault in the page the host left unmapped next to an edge
+    /// check's buffer (got: the faulting address, want: the pc).
+    Fault,
 }
 
 /// The first contract breach of a command: what, in which of its calls
@@ -66,6 +69,7 @@ impl fmt::Display for Breach {
             ),
             BreachKind::Flags { flag } => write!(f, "returned with {flag}=1 (flags {got:#x})"),
             BreachKind::Return => write!(f, "returned {got:#x}, want dst {want:#x}"),
+            BreachKind::Fault => write!(f, "page fault at {got:#x} (pc {want:#x})"),
         }?;
         if self.call > 0 {
             write!(f, " in call {}", self.call)?;
@@ -109,6 +113,7 @@ pub fn decode(word: u64, got: u64, want: u64, count: u64) -> Result<Option<Breac
             flag: arch::RETURN_FLAGS,
         },
         abi::BREACH_RETURN => BreachKind::Return,
+        abi::BREACH_FAULT => BreachKind::Fault,
         _ => return Err(bad("unknown kind")),
     };
     if reg != 0 && !matches!(kind, BreachKind::CalleeSaved { .. }) {

@@ -227,11 +227,14 @@ pub struct Vm {
     dirty: Option<dirty::DirtyLog>,
 }
 
-/// Clear vCPU `id`'s mailbox page and write its magic, vCPU number and
-/// the run's callee-saved canaries; returns its guest-physical address.
+/// Clear vCPU `id`'s mailbox page and write its magic, vCPU number, the
+/// run's callee-saved canaries and the edge checks' hole; returns its
+/// guest-physical address.
 fn init_mailbox(ram: &GuestRam, id: u64, seed: u64) -> Result<u64> {
     let mailbox = arch::mailbox_gpa(id);
     ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
+    let hole = arch::edge_hole(ram.size()).unwrap_or(0);
+    ram.write_u64(mailbox + abi::MB_HOLE, hole)?;
     ram.write_u64(mailbox + abi::MB_MAGIC, abi::MAILBOX_MAGIC)?;
     ram.write_u64(mailbox + abi::MB_VCPU, id)?;
     for (i, c) in contract::canaries(seed ^ id).iter().enumerate() {

@@ -30,8 +30,8 @@ use kvm_ioctls::{DeviceFd, Kvm, VcpuFd, VmFd};
 /// Image boot protocol, enforced by linux-loader's PE loader).
 pub use super::layout::BLOB_ALIGN as LOAD_ALIGN;
 pub use super::layout::{
-    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE, harness_areas,
-    mailbox_gpa,
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, EDGE_REGION, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE,
+    edge_hole, harness_areas, mailbox_gpa,
 };
 
 /// Name of the guest timestamp counter.

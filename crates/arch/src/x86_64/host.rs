@@ -13,8 +13,8 @@ use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
 pub use super::layout::{
-    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE, harness_areas,
-    mailbox_gpa,
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, EDGE_REGION, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE,
+    edge_hole, harness_areas, mailbox_gpa,
 };
 
 /// Alignment of the randomized blob load address.
@@ -105,6 +105,7 @@ pub fn prepare_memory(ram: &impl RamAccess, vcpus: u64, loaded: &Loaded) -> Resu
         abi::DOORBELL_GPA,
         PAGE_TABLES_GPA,
         PAGE_TABLES_END,
+        edge_hole(ram.size()),
     )
     .map_err(Error::PageTables)?;
     for (gpa, table) in pt.tables() {

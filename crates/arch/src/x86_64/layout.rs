@@ -35,9 +35,10 @@ pub const RAM_ALIGN: u64 = 2 << 20;
 pub const MIN_RAM: u64 = 32 << 20;
 /// The identity map covers at most this much RAM: one page directory per
 /// GiB must fit the page-table area next to the root, the low PDPT and 4 KiB
-/// table, and the doorbell's PDPT, PD and PT (6 tables); the test in
-/// `paging.rs` builds the map at this size and one 2 MiB step above it.
-pub const MAX_RAM: u64 = ((PAGE_TABLES_END - PAGE_TABLES_GPA) / abi::PAGE_SIZE - 6) << 30;
+/// table, the edge region's 4 KiB table and the doorbell's PDPT, PD and PT
+/// (7 tables); the test in `paging.rs` builds the map at this size and one
+/// 2 MiB step above it.
+pub const MAX_RAM: u64 = ((PAGE_TABLES_END - PAGE_TABLES_GPA) / abi::PAGE_SIZE - 7) << 30;
 
 // GDT selectors (Linux-like: user data 0x2b, user code 0x33).
 pub(crate) const SEL_KERNEL_CODE: u16 = 0x08;
@@ -51,6 +52,18 @@ pub(crate) const VECTOR_STUB_SIZE: u64 = 32;
 
 pub fn mailbox_gpa(vcpu: u64) -> u64 {
     MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
+}
+
+/// The top of RAM the checks leave alone: 4 KiB pages with one hole (see
+/// [`edge_hole`]), so an edge check's buffer can end or start against a
+/// page that faults, as the hyp's sparse mappings do.
+pub const EDGE_REGION: u64 = 2 << 20;
+
+/// The unmapped page of a guest with `ram_size` bytes of RAM: 1 MiB below
+/// the top, with mapped 4 KiB pages on both sides (a buffer may end
+/// against it from below or start right above it).
+pub fn edge_hole(ram_size: u64) -> Option<u64> {
+    Some(RAM_BASE + ram_size - EDGE_REGION / 2)
 }
 
 /// What the harness itself writes while vCPU `vcpu` runs a command (its

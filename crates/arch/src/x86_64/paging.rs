@@ -1,8 +1,9 @@
 //! x86_64 4-level page tables for the identity-mapped guest.
 //!
 //! RAM is mapped with 2 MiB pages, except the first 2 MiB, which uses 4 KiB
-//! pages so that page 0 can stay not-present. The doorbell page is mapped on
-//! its own with a 4 KiB page. Every entry has the U/S bit so the same tables
+//! pages so that page 0 can stay not-present, and the last 2 MiB (the edge
+//! region), 4 KiB pages with the edge checks' hole left not present. The
+//! doorbell page is mapped on its own with a 4 KiB page. Every entry has the U/S bit so the same tables
 //! serve CPL 3 and CPL 0.
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -110,13 +111,15 @@ fn idx(va: u64, shift: u32) -> usize {
     ((va >> shift) & 0x1ff) as usize
 }
 
-/// Identity-map `[0, ram_size)` (page 0 left not present) and `doorbell`.
+/// Identity-map `[0, ram_size)` (page 0 and `hole` left not present) and
+/// `doorbell`. The 2 MiB page holding `hole` is mapped with 4 KiB pages.
 /// Tables are allocated from `[area, area_end)`.
 pub(crate) fn identity_map(
     ram_size: u64,
     doorbell: u64,
     area: u64,
     area_end: u64,
+    hole: Option<u64>,
 ) -> Result<PageTables, PagingError> {
     if !ram_size.is_multiple_of(2 << 20) {
         return Err(PagingError::Unaligned(ram_size));
@@ -130,8 +133,17 @@ pub(crate) fn identity_map(
     for page in (0x1000..(2u64 << 20).min(ram_size)).step_by(4096) {
         pt.map_4k(page, page)?;
     }
+    let split = hole.map(|h| h & !0x1f_ffff);
     for page in ((2u64 << 20)..ram_size).step_by(2 << 20) {
-        pt.map_2m(page, page)?;
+        if Some(page) != split {
+            pt.map_2m(page, page)?;
+            continue;
+        }
+        for small in (page..page + (2 << 20)).step_by(4096) {
+            if Some(small) != hole {
+                pt.map_4k(small, small)?;
+            }
+        }
     }
     pt.map_4k(doorbell, doorbell)?;
     Ok(pt)
@@ -149,6 +161,7 @@ mod tests {
                 hypclear_abi::DOORBELL_GPA,
                 layout::PAGE_TABLES_GPA,
                 layout::PAGE_TABLES_END,
+                layout::edge_hole(ram),
             )
         };
         assert!(map(layout::MAX_RAM).is_ok());
@@ -163,7 +176,7 @@ mod tests {
 
     #[test]
     fn identity_map_translates_ram_and_doorbell() {
-        let pt = identity_map(64 << 20, DOORBELL_GPA, 0x10000, 0x100000).unwrap();
+        let pt = identity_map(64 << 20, DOORBELL_GPA, 0x10000, 0x100000, None).unwrap();
         assert_eq!(pt.translate(0), None, "page 0 must not be present");
         assert_eq!(pt.translate(0xfff), None);
         assert_eq!(pt.translate(0x1000), Some(0x1000));
@@ -181,8 +194,26 @@ mod tests {
     }
 
     #[test]
+    fn the_edge_hole_alone_is_not_present() {
+        let ram = 64 << 20;
+        let hole = layout::edge_hole(ram).unwrap();
+        let pt = identity_map(ram, DOORBELL_GPA, 0x10000, 0x100000, Some(hole)).unwrap();
+        assert_eq!(pt.translate(hole), None);
+        assert_eq!(pt.translate(hole + 0xfff), None);
+        assert_eq!(pt.translate(hole - 1), Some(hole - 1));
+        assert_eq!(pt.translate(hole + 0x1000), Some(hole + 0x1000));
+        assert_eq!(pt.translate(ram - 1), Some(ram - 1));
+        assert_eq!(pt.translate(ram - (2 << 20) - 1), Some(ram - (2 << 20) - 1));
+        assert_eq!(
+            pt.tables().count(),
+            8,
+            "one more page table: the edge region's"
+        );
+    }
+
+    #[test]
     fn large_ram_uses_one_pd_per_gib() {
-        let pt = identity_map(3 << 30, DOORBELL_GPA, 0x10000, 0x100000).unwrap();
+        let pt = identity_map(3 << 30, DOORBELL_GPA, 0x10000, 0x100000, None).unwrap();
         assert_eq!(pt.translate((3 << 30) - 1), Some((3 << 30) - 1));
         assert_eq!(pt.tables().count(), 4 + 2 + 3);
     }
@@ -190,11 +221,11 @@ mod tests {
     #[test]
     fn errors() {
         assert_eq!(
-            identity_map(3 << 20, DOORBELL_GPA, 0x10000, 0x100000).unwrap_err(),
+            identity_map(3 << 20, DOORBELL_GPA, 0x10000, 0x100000, None).unwrap_err(),
             PagingError::Unaligned(3 << 20)
         );
         assert!(matches!(
-            identity_map(64 << 30, DOORBELL_GPA, 0x10000, 0x14000),
+            identity_map(64 << 30, DOORBELL_GPA, 0x10000, 0x14000, None),
             Err(PagingError::OutOfTables { .. })
         ));
     }
