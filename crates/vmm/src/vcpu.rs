@@ -277,7 +277,7 @@ impl Vcpu {
         loop {
             super::interrupt::check()?;
             let exit = self.next_exit()?;
-            let fired = self.watchdog.as_ref().is_some_and(|(_, w)| w.fired());
+            let fired = self.watchdog.as_mut().is_some_and(|(_, w)| w.fired());
             let step = proto.step(&exit, fired, timeout.as_secs_f64(), &|| {
                 self.snapshot().unwrap_or_else(|_| Mailbox::zeroed())
             });

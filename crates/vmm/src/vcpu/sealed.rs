@@ -181,7 +181,7 @@ impl Vcpu {
                 }
                 other => other?,
             };
-            if self.watchdog.as_ref().is_some_and(|(_, w)| w.fired()) {
+            if self.watchdog.as_mut().is_some_and(|(_, w)| w.fired()) {
                 return Err(self.failure(
                     FailureKind::Timeout,
                     format!(
