@@ -111,8 +111,10 @@ pub(crate) struct Common {
     /// aarch64: the same as --dc-zva off
     #[arg(long, conflicts_with = "dc_zva", global = true)]
     pub no_dc_zva: bool,
-    /// Watchdog: seconds one command (or the boot) may take before the guest is
-    /// declared stuck; logs do not extend it (0 < s <= 86400)
+    /// Watchdog: seconds of vCPU CPU time one command (or the boot) may take
+    /// before the guest is declared stuck (a vCPU asleep in KVM_RUN: as long
+    /// asleep); time stopped or waiting for a CPU does not count, nor do logs
+    /// extend it (0 < s <= 86400)
     #[arg(long, default_value_t = 5.0, global = true)]
     pub timeout: f64,
     /// What a check verifies: the target and its guards, or all guest RAM

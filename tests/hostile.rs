@@ -28,7 +28,11 @@ const CASES: &[(&str, Option<&str>, &str)] = &[
     ("stray_write", None, "stray write: 1 bad bytes"),
     ("page_tables", Some("shutdown"), "triple fault"),
     ("vectors", Some("shutdown"), "triple fault"),
-    ("spin", Some("timeout"), "no progress for 2.0 s"),
+    (
+        "spin",
+        Some("timeout"),
+        "no progress for 2.0 s of vCPU CPU time",
+    ),
 ];
 
 fn assert_clean_terminal_text(name: &str, s: &str) {

@@ -8,6 +8,7 @@
 //! command (count and bytes; more is a "log flood").
 use super::Exit;
 use crate::error::FailureKind;
+use crate::watchdog::Expired;
 use hypclear_abi as abi;
 
 /// Most `HC_LOG`s one command (or the boot, or the exit) may ring.
@@ -147,20 +148,19 @@ impl Protocol {
         }
     }
 
-    /// One exit. `fired`: the watchdog deadline for this wait has passed.
+    /// One exit. `expired`: what the watchdog found this wait ran out of.
     /// `mb` is read only for doorbell exits.
     pub fn step(
         &mut self,
         exit: &Exit,
-        fired: bool,
-        timeout_s: f64,
+        expired: Option<Expired>,
         mb: &dyn Fn() -> Mailbox,
     ) -> Result<Step, Violation> {
-        if fired {
+        if let Some(e) = expired {
             return Err(violation(
                 FailureKind::Timeout,
                 format!(
-                    "no progress for {timeout_s:.1} s (waiting for {}): the guest did not \
+                    "no progress for {e} (waiting for {}): the guest did not \
                      complete the command (raise --timeout if the work is just slow)",
                     self.expected()
                 ),
@@ -293,6 +293,12 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn cpu(secs: f64) -> Expired {
+        Expired::Cpu {
+            timeout: std::time::Duration::from_secs_f64(secs),
+        }
+    }
+
     fn mb_with(fields: &[(u64, u64)], log: &[u8]) -> Mailbox {
         let mut m = Mailbox::zeroed();
         for (off, v) in fields {
@@ -323,12 +329,9 @@ mod tests {
     fn protocol_order_ids_timestamps_and_doorbell_width_are_checked() {
         let m = Mailbox::zeroed;
         let mut p = Protocol::new(Waiting::Ready);
-        assert_eq!(
-            p.step(&bell(abi::HC_READY), false, 1.0, &m),
-            Ok(Step::Ready)
-        );
+        assert_eq!(p.step(&bell(abi::HC_READY), None, &m), Ok(Step::Ready));
         let mut p = Protocol::new(Waiting::Ready);
-        let e = p.step(&bell(abi::HC_DONE), false, 1.0, &m).unwrap_err();
+        let e = p.step(&bell(abi::HC_DONE), None, &m).unwrap_err();
         assert_eq!(e.kind, FailureKind::Protocol);
         let mut p = Protocol::new(Waiting::Result { id: 3 });
         let good = || {
@@ -342,7 +345,7 @@ mod tests {
             )
         };
         assert!(matches!(
-            p.step(&bell(abi::HC_RESULT), false, 1.0, &good),
+            p.step(&bell(abi::HC_RESULT), None, &good),
             Ok(Step::Result(Timestamps { t0: 5, t1: 9, .. }))
         ));
         let back = || {
@@ -355,21 +358,26 @@ mod tests {
                 b"",
             )
         };
-        let e = p
-            .step(&bell(abi::HC_RESULT), false, 1.0, &back)
-            .unwrap_err();
+        let e = p.step(&bell(abi::HC_RESULT), None, &back).unwrap_err();
         assert!(e.detail.contains("backwards"), "{e:?}");
         let narrow = Exit::Store {
             addr: abi::DOORBELL_GPA,
             len: 4,
             value: abi::HC_RESULT,
         };
-        let e = p.step(&narrow, false, 1.0, &good).unwrap_err();
+        let e = p.step(&narrow, None, &good).unwrap_err();
         assert!(e.detail.contains("4-byte"), "{e:?}");
-        let e = p.step(&bell(7), false, 1.0, &good).unwrap_err();
+        let e = p.step(&bell(7), None, &good).unwrap_err();
         assert_eq!(e.kind, FailureKind::UnknownHypercall);
-        let e = p.step(&Exit::Interrupted, true, 1.0, &good).unwrap_err();
+        let e = p
+            .step(&Exit::Interrupted, Some(cpu(1.0)), &good)
+            .unwrap_err();
         assert_eq!(e.kind, FailureKind::Timeout);
+        assert!(
+            e.detail
+                .starts_with("no progress for 1.0 s of vCPU CPU time (waiting for HC_RESULT)"),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -378,11 +386,11 @@ mod tests {
         let m = || mb_with(&[(abi::MB_LOG_LEN, 10)], b"0123456789abc");
         for _ in 0..MAX_LOGS_PER_COMMAND {
             assert_eq!(
-                p.step(&bell(abi::HC_LOG), false, 1.0, &m),
+                p.step(&bell(abi::HC_LOG), None, &m),
                 Ok(Step::Log("0123456789".into()))
             );
         }
-        let e = p.step(&bell(abi::HC_LOG), false, 1.0, &m).unwrap_err();
+        let e = p.step(&bell(abi::HC_LOG), None, &m).unwrap_err();
         assert!(e.detail.starts_with("log flood"), "{e:?}");
     }
 
@@ -444,7 +452,7 @@ mod tests {
             let snap = || m.clone();
             let mut p = Protocol::new(waiting);
             for (exit, fired) in &exits {
-                match p.step(exit, *fired, 1.0, &snap) {
+                match p.step(exit, fired.then(|| cpu(1.0)), &snap) {
                     Ok(Step::Log(s)) => {
                         prop_assert!(!s.chars().any(char::is_control));
                         prop_assert!(s.len() <= 4 * 4 * abi::LOG_BUF_SIZE as usize);

@@ -248,7 +248,7 @@ impl Vcpu {
     /// whole wait, so logs or spurious exits do not extend it, and logs are
     /// bounded per wait (see `protocol`).
     fn run(&mut self, waiting: Waiting, timeout: Duration) -> Result<Step> {
-        self.watched(timeout, |v| v.run_armed(waiting, timeout))
+        self.watched(timeout, |v| v.run_armed(waiting))
     }
 
     /// Run `f` with this thread's watchdog armed for `timeout`.
@@ -273,13 +273,13 @@ impl Vcpu {
         r
     }
 
-    fn run_armed(&mut self, waiting: Waiting, timeout: Duration) -> Result<Step> {
+    fn run_armed(&mut self, waiting: Waiting) -> Result<Step> {
         let mut proto = Protocol::new(waiting);
         loop {
             super::interrupt::check()?;
             let exit = self.next_exit()?;
-            let fired = self.watchdog.as_ref().is_some_and(|(_, w)| w.fired());
-            let step = proto.step(&exit, fired, timeout.as_secs_f64(), &|| {
+            let expired = self.watchdog.as_mut().and_then(|(_, w)| w.expired());
+            let step = proto.step(&exit, expired, &|| {
                 self.snapshot().unwrap_or_else(|_| Mailbox::zeroed())
             });
             match step {

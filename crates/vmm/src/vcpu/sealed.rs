@@ -157,10 +157,10 @@ impl Vcpu {
         self.given = Given::Call { id, cmd: *cmd };
         // Before the first entry the pages are still the host's.
         self.write_command(abi::CMD_SEALED, cmd, id)?;
-        self.watched(timeout, |v| v.sealed_loop(timeout))
+        self.watched(timeout, |v| v.sealed_loop())
     }
 
-    fn sealed_loop(&mut self, timeout: Duration) -> Result<Sealed> {
+    fn sealed_loop(&mut self) -> Result<Sealed> {
         let mut track = Track::default();
         loop {
             crate::interrupt::check()?;
@@ -181,13 +181,12 @@ impl Vcpu {
                 }
                 other => other?,
             };
-            if self.watchdog.as_ref().is_some_and(|(_, w)| w.fired()) {
+            if let Some(e) = self.watchdog.as_mut().and_then(|(_, w)| w.expired()) {
                 return Err(self.failure(
                     FailureKind::Timeout,
                     format!(
-                        "no power-off within {:.1} s of the sealed command (raise --timeout if \
-                         the work is just slow)",
-                        timeout.as_secs_f64()
+                        "the sealed command did not power off within {e} (raise --timeout if \
+                         the work is just slow)"
                     ),
                 ));
             }
