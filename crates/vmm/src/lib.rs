@@ -336,13 +336,27 @@ impl Vm {
         if self.dirty.is_some() {
             return Ok(true);
         }
-        if !dirty::enable_manual_protect(&self.fd)? {
+        // A protected VM's pages are the hypervisor's: it logs none.
+        if self.vcpus.iter().any(|v| v.vm_type == VmType::Protected) {
+            return Ok(false);
+        }
+        if let Err(why) = self.start_dirty_log() {
             errln!(
-                "hypclear: note: KVM offers no manual dirty-log protection \
-                 (KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2): stray writes outside the checks' windows \
-                 are not looked for (--check whole compares all of RAM)"
+                "hypclear: note: no dirty-page log ({why}): stray writes outside the checks' \
+                 windows are not looked for (--check whole compares all of RAM)"
             );
             return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// [`Vm::log_dirty_pages`]'s KVM part.
+    fn start_dirty_log(&mut self) -> Result<()> {
+        if !dirty::enable_manual_protect(&self.fd)? {
+            return Err(Error::Unsupported {
+                what: "KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2".into(),
+                detail: "KVM cannot leave logged pages writable (Linux 5.8+)".into(),
+            });
         }
         let region = kvm_userspace_memory_region {
             slot: 0,
@@ -357,7 +371,7 @@ impl Vm {
             "KVM_SET_USER_MEMORY_REGION (KVM_MEM_LOG_DIRTY_PAGES)",
         ))?;
         self.dirty = Some(dirty::DirtyLog::new(self.ram.base(), self.ram.size()));
-        Ok(true)
+        Ok(())
     }
 
     /// Whether guest writes are logged ([`Vm::log_dirty_pages`]).
