@@ -65,15 +65,15 @@ pub(crate) const FULL_MAX_ORDER: u32 = 9;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Geometry {
-    /// The built-in sizes and offsets; memset with the zero and the seeded
-    /// fill byte.
+    /// The built-in sizes and offsets; memset with 0, 0xff and the seeded
+    /// fill byte (above 16 KiB, 0 and one of the others).
     #[default]
     Quick,
     /// Parity with the kernel's memcpy kunit test: memset and memcpy at
     /// every size 0..=1024 and every destination offset 0..63 (memcpy at
-    /// every source offset too), memset with 0, 0xff and the seeded byte,
-    /// the hypervisor's page-order sizes, odd clear_pages extents, plus
-    /// everything quick checks.
+    /// every source offset too), the hypervisor's page-order sizes, odd
+    /// clear_pages extents, plus everything quick checks, memset with
+    /// every fill at every size.
     Full,
 }
 
@@ -97,11 +97,25 @@ impl Fill {
         }
     }
 
-    /// The fills memset is verified with in `geometry`.
-    fn of(geometry: Geometry) -> &'static [Fill] {
+    /// The fills memset is verified with, in every geometry: zero (its own
+    /// path on arm64: DC ZVA), 0xff (top bit set: a sign-extending byte
+    /// expansion gets it wrong whatever the seed) and the seeded byte
+    /// (never 0 or 0xff, see [`Patterns::new`]).
+    pub(crate) const ALL: [Fill; 3] = [Fill::Zero, Fill::Ones, Fill::Seeded];
+
+    /// The fills a memset of `len` bytes at `dst_offset` is verified with:
+    /// every one in full and up to [`BATCH_MAX`] (batched: cheap); above
+    /// it, quick pairs zero with 0xff or the seeded byte in turn (by the
+    /// parity of size plus offset), so a large size still meets every
+    /// offset at zero and at a non-zero byte, and both non-zero bytes,
+    /// at two passes over the target instead of three.
+    fn at(geometry: Geometry, len: u64, dst_offset: u64) -> &'static [Fill] {
         match geometry {
-            Geometry::Quick => &[Fill::Zero, Fill::Seeded],
-            Geometry::Full => &[Fill::Zero, Fill::Ones, Fill::Seeded],
+            Geometry::Quick if len > BATCH_MAX => match (len + dst_offset) % 2 {
+                0 => &[Fill::Zero, Fill::Ones],
+                _ => &[Fill::Zero, Fill::Seeded],
+            },
+            Geometry::Quick | Geometry::Full => &Fill::ALL,
         }
     }
 }
@@ -597,13 +611,13 @@ fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
     bytes.retain(|b| seen.insert(*b));
     // Fills innermost: a passed memset's constant is the next one's
     // pre-image (see `refill_for`).
-    let fills: &[Fill] = if copy {
-        &[Fill::Zero]
-    } else {
-        Fill::of(filter.geometry)
-    };
-    let mut out = Vec::with_capacity(bytes.len() * fills.len());
+    let mut out = Vec::with_capacity(bytes.len() * Fill::ALL.len());
     for &(len, d, s) in &bytes {
+        let fills = if copy {
+            &[Fill::Zero][..]
+        } else {
+            Fill::at(filter.geometry, len, d)
+        };
         out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
     }
     out
@@ -1589,9 +1603,33 @@ mod tests {
             geometry: Geometry::Full,
             ..Filter::default()
         };
-        // quick: today's memset set once per fill (zero and seeded).
+        // quick: every fill up to BATCH_MAX; above it zero and one of
+        // 0xff and the seeded byte, in turn.
         let per_fill = SIZES.len() * 64 + LARGE_SIZES.len() * LARGE_DST_OFFSETS.len();
-        assert_eq!(count(&quick, Routine::Memset), 2 * per_fill);
+        let small = SIZES.iter().filter(|&&s| s <= BATCH_MAX).count() * 64;
+        assert_eq!(
+            count(&quick, Routine::Memset),
+            3 * small + 2 * (per_fill - small)
+        );
+        let memset = shapes(Routine::Memset, &quick);
+        for fill in Fill::ALL {
+            for len in SIZES.iter().filter(|&&s| s <= BATCH_MAX) {
+                for d in 0..64 {
+                    assert!(memset.contains(&(*len, 1, d, None, fill)), "{len} {d}");
+                }
+            }
+        }
+        for &len in SIZES.iter().chain(LARGE_SIZES).filter(|&&s| s > BATCH_MAX) {
+            let at = |f| memset.iter().filter(|s| s.0 == len && s.4 == f).count();
+            assert!(at(Fill::Ones) > 0 && at(Fill::Seeded) > 0, "{len}");
+            assert_eq!(at(Fill::Zero), at(Fill::Ones) + at(Fill::Seeded), "{len}");
+        }
+        // The seeded byte is neither 0 nor 0xff for any seed.
+        for seed in 0..256 {
+            let pats = Patterns::new(seed, 0);
+            let bytes: BTreeSet<u8> = Fill::ALL.iter().map(|f| f.byte(&pats)).collect();
+            assert_eq!(bytes.len(), 3, "seed {seed}");
+        }
         assert_eq!(count(&quick, Routine::Memcpy), per_fill * SRC_OFFSETS.len());
         // full: every (size <= 1024, dst offset) at every fill; memcpy at
         // every dst offset and every src offset too.
