@@ -34,6 +34,33 @@ pub(crate) const SIZES: &[u64] = &[
 /// Larger sizes, checked at a few destination offsets only.
 pub const LARGE_SIZES: &[u64] = &[(8 << 20) + 1, 32 << 20];
 pub(crate) const LARGE_DST_OFFSETS: &[u64] = &[0, 1, 31, 63];
+/// Above [`FULL_MAX`], every residue mod 64 at each of these magnitudes
+/// (`base + r`, r in 0..64): a routine's tail handling picks its path by
+/// the length mod 8, 16, 32 or 64, so no residue may go untested.
+pub(crate) const RESIDUE_BASES: &[u64] = &[1 << 10, 4 << 10, 64 << 10, 2 << 20];
+/// Each residue size runs at dst+0 (src+0): no head alignment shifts the
+/// residue its tail sees. Those up to this size also run at a spread
+/// placement (every destination offset once per magnitude).
+const RESIDUE_SPREAD_MAX: u64 = (64 << 10) + 63;
+/// Above 32 MiB, in every geometry: past the kernel's 32 MiB batch
+/// (PROCESS_PAGES_NON_PREEMPT_BATCH) by a page and an odd residue, one
+/// check per variant at a misaligned destination and source. Just past
+/// it rather than at 64 MiB: a copy there would double the guest RAM the
+/// suite touches (target and source) for one check. SKIP with the
+/// `--mem` it needs where guest RAM is smaller.
+pub const HUGE_SIZES: &[u64] = &[(32 << 20) + 4096 + 37];
+/// `--geometry full`: above 4 GiB, where a 32-bit count wraps (SKIP with
+/// the `--mem` it needs: the default guest RAM is far smaller).
+pub const FULL_HUGE_SIZES: &[u64] = &[(4 << 30) + 37];
+/// The (destination, source) offsets of [`HUGE_SIZES`] and
+/// [`FULL_HUGE_SIZES`].
+const HUGE_OFFSETS: (u64, u64) = (63, 1);
+/// Random sizes each run, drawn from the seed ([`random_sizes`]).
+pub const RANDOM_SIZES: usize = 16;
+/// The range random sizes are drawn from (log-uniform: every magnitude
+/// alike).
+const RANDOM_MIN: u64 = FULL_MAX + 1;
+const RANDOM_MAX: u64 = 8 << 20;
 /// Source misalignments for memcpy.
 pub(crate) const SRC_OFFSETS: &[u64] = &[0, 1, 8, 33, 63];
 /// clear_pages page counts: a page, odd extents, a 2 MiB folio.
@@ -65,15 +92,17 @@ pub(crate) const FULL_MAX_ORDER: u32 = 9;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Geometry {
-    /// The built-in sizes and offsets; memset with 0, 0xff and the seeded
-    /// fill byte (above 16 KiB, 0 and one of the others).
+    /// The built-in sizes and offsets, every residue mod 64 at 1 KiB,
+    /// 4 KiB, 64 KiB and 2 MiB, the seed's random sizes, one size above
+    /// 32 MiB; memset with 0, 0xff and the seeded fill byte (above 16 KiB,
+    /// 0 and one of the others).
     #[default]
     Quick,
     /// Parity with the kernel's memcpy kunit test: memset and memcpy at
     /// every size 0..=1024 and every destination offset 0..63 (memcpy at
     /// every source offset too), the hypervisor's page-order sizes, odd
-    /// clear_pages extents, plus everything quick checks, memset with
-    /// every fill at every size.
+    /// clear_pages extents, a size above 4 GiB (where --mem allows), plus
+    /// everything quick checks, memset with every fill at every size.
     Full,
 }
 
@@ -118,6 +147,38 @@ impl Fill {
             Geometry::Quick | Geometry::Full => &Fill::ALL,
         }
     }
+}
+
+/// One of a run's random memset/memcpy checks: a size and where it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RandomSize {
+    pub size: u64,
+    pub dst_offset: u64,
+    /// The source offset of the memcpy checks.
+    pub src_offset: u64,
+}
+
+/// The run's [`RANDOM_SIZES`] random sizes, by size: a function of the
+/// seed alone, so `--seed` reproduces them. Log-uniform in
+/// [`RANDOM_MIN`]..[`RANDOM_MAX`] at random offsets 0..63.
+pub fn random_sizes(seed: u64) -> Vec<RandomSize> {
+    use rand_core::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7369_7a65);
+    let (lo, hi) = (RANDOM_MIN.ilog2(), RANDOM_MAX.ilog2());
+    let mut out: Vec<RandomSize> = (0..RANDOM_SIZES)
+        .map(|_| {
+            // An octave below RANDOM_MAX, then a size uniform within it.
+            let bits = lo + rng.next_u32() % (hi - lo);
+            let size = (1u64 << bits) + rng.next_u64() % (1u64 << bits);
+            RandomSize {
+                size: size.clamp(RANDOM_MIN, RANDOM_MAX),
+                dst_offset: rng.next_u64() % 64,
+                src_offset: rng.next_u64() % 64,
+            }
+        })
+        .collect();
+    out.sort_unstable();
+    out
 }
 
 /// One planned check.
@@ -329,9 +390,29 @@ pub struct Filter {
     /// Sizes to check instead of the built-in lists (total bytes per check).
     pub sizes: Vec<u64>,
     pub geometry: Geometry,
+    /// The run's seed: it draws the random sizes ([`random_sizes`]).
+    pub seed: u64,
 }
 
 impl Filter {
+    /// The run's random memset/memcpy sizes: none with `--size`.
+    pub fn random_sizes(&self) -> Vec<RandomSize> {
+        if self.sizes.is_empty() {
+            random_sizes(self.seed)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Whether any memset or memcpy is selected.
+    pub fn has_byte_routines(&self) -> bool {
+        self.routines.is_empty()
+            || self
+                .routines
+                .iter()
+                .any(|r| matches!(r, Routine::Memset | Routine::Memcpy))
+    }
+
     fn wants(&self, r: Routine, v: &routines::VariantDef) -> bool {
         (self.routines.is_empty() || self.routines.contains(&r))
             && (self.variants.is_empty() || self.variants.iter().any(|x| routines::is_named(v, x)))
@@ -341,13 +422,81 @@ impl Filter {
 /// Arena bytes a check needs: guards, target (anywhere in the batch area
 /// when batched), and a separate source.
 pub fn footprint(spec: &CheckSpec) -> u64 {
-    let dst_window = GUARD.next_multiple_of(PAGE_SIZE) + 64 + reach(spec) + spec.total() + GUARD;
-    let src = if spec.routine.kind() == Kind::Copy {
-        PAGE_SIZE + spec.total() + 64 + PAGE_SIZE
+    footprint_of(spec.routine.kind(), spec.total(), batchable(spec))
+}
+
+/// [`footprint`] of a check of `kind` over `total` bytes (`batched`: one
+/// [`batchable`]).
+fn footprint_of(kind: Kind, total: u64, batched: bool) -> u64 {
+    let reach = if batched || kind == Kind::Copy {
+        BATCH_AREA
+    } else {
+        0
+    };
+    let dst_window = GUARD.next_multiple_of(PAGE_SIZE) + 64 + reach + total + GUARD;
+    let src = if kind == Kind::Copy {
+        PAGE_SIZE + total + 64 + PAGE_SIZE
     } else {
         0
     };
     dst_window.next_multiple_of(PAGE_SIZE) + src + PAGE_SIZE
+}
+
+/// The smallest `--mem` (rounded up to 64 MiB: a figure to type) whose
+/// arena holds `footprint` bytes.
+pub fn mem_for(footprint: u64) -> u64 {
+    (arch::ARENA_BASE - arch::RAM_BASE + footprint).next_multiple_of(64 << 20)
+}
+
+/// The largest memset/memcpy size `filter` checks in an arena of `arena`
+/// bytes (its `--size` list, else the geometry's sizes that fit), and
+/// the largest copy among them: what the host's copy source must cover.
+pub fn largest_sizes(filter: &Filter, arena: u64) -> (u64, u64) {
+    let mut largest = (0, 0);
+    for routine in [Routine::Memset, Routine::Memcpy] {
+        if !(filter.routines.is_empty() || filter.routines.contains(&routine)) {
+            continue;
+        }
+        let kind = routine.kind();
+        let fits = |len: &u64| {
+            !filter.sizes.is_empty() || footprint_of(kind, *len, *len <= BATCH_MAX) <= arena
+        };
+        let top = byte_sizes(filter)
+            .into_iter()
+            .filter(fits)
+            .max()
+            .unwrap_or(0);
+        largest.0 = largest.0.max(top);
+        if kind == Kind::Copy {
+            largest.1 = top;
+        }
+    }
+    largest
+}
+
+/// Every memset/memcpy size of `filter` (some more than once), without
+/// building its checks ([`byte_shapes`] of `--geometry full` are
+/// hundreds of thousands).
+fn byte_sizes(filter: &Filter) -> Vec<u64> {
+    if !filter.sizes.is_empty() {
+        return filter.sizes.clone();
+    }
+    let full = filter.geometry == Geometry::Full;
+    let residues = RESIDUE_BASES.iter().map(|b| b + 63);
+    let orders = (0..=FULL_MAX_ORDER)
+        .map(|o| PAGE_SIZE << o)
+        .filter(|_| full);
+    let huge = FULL_HUGE_SIZES.iter().filter(|_| full);
+    SIZES
+        .iter()
+        .chain(LARGE_SIZES)
+        .chain(HUGE_SIZES)
+        .chain(huge)
+        .copied()
+        .chain(residues)
+        .chain(orders)
+        .chain(filter.random_sizes().iter().map(|r| r.size))
+        .collect()
 }
 
 /// Checks this small run in batches: up to `abi::BATCH_SLOTS` with one
@@ -569,11 +718,49 @@ fn page_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
     out
 }
 
+/// A memset/memcpy check before its fill: (size, destination offset,
+/// source offset (memcpy)).
+type Bytes = (u64, u64, Option<u64>);
+
 /// [`shapes`] of memset and memcpy: sizes and (dst, src) offsets, then
-/// each with every fill of the geometry (memset).
+/// each with every fill (memset).
 fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
-    let mut bytes: Vec<(u64, u64, Option<u64>)> = Vec::new();
     let copy = routine == Routine::Memcpy;
+    let mut bytes = listed_sizes(copy, filter);
+    if filter.sizes.is_empty() {
+        bytes.extend(residue_sizes(copy));
+        bytes.extend(filter.random_sizes().iter().map(|r| {
+            let src = copy.then_some(r.src_offset);
+            (r.size, r.dst_offset, src)
+        }));
+        let full = filter.geometry == Geometry::Full;
+        let huge = HUGE_SIZES
+            .iter()
+            .chain(FULL_HUGE_SIZES.iter().filter(|_| full));
+        let (d, s) = HUGE_OFFSETS;
+        bytes.extend(huge.map(|&len| (len, d, copy.then_some(s))));
+    }
+    let mut seen = BTreeSet::new();
+    bytes.retain(|b| seen.insert(*b));
+    // Fills innermost: a passed memset's constant is the next one's
+    // pre-image (see `refill_for`).
+    let mut out = Vec::with_capacity(bytes.len() * Fill::ALL.len());
+    for &(len, d, s) in &bytes {
+        let fills = if copy {
+            &[Fill::Zero][..]
+        } else {
+            Fill::at(filter.geometry, len, d)
+        };
+        out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
+    }
+    out
+}
+
+/// The listed sizes ([`SIZES`] and [`LARGE_SIZES`], or `--size`) at their
+/// offsets, and `--geometry full`'s every size up to [`FULL_MAX`] and the
+/// hypervisor's page orders.
+fn listed_sizes(copy: bool, filter: &Filter) -> Vec<Bytes> {
+    let mut bytes: Vec<Bytes> = Vec::new();
     let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
     let mut at = |len: u64, dsts: &[u64], srcs: &[u64]| {
         for &d in dsts {
@@ -607,18 +794,26 @@ fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
             at(PAGE_SIZE << order, LARGE_DST_OFFSETS, &[0]);
         }
     }
-    let mut seen = BTreeSet::new();
-    bytes.retain(|b| seen.insert(*b));
-    // Fills innermost: a passed memset's constant is the next one's
-    // pre-image (see `refill_for`).
-    let mut out = Vec::with_capacity(bytes.len() * Fill::ALL.len());
-    for &(len, d, s) in &bytes {
-        let fills = if copy {
-            &[Fill::Zero][..]
-        } else {
-            Fill::at(filter.geometry, len, d)
-        };
-        out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
+    bytes
+}
+
+/// Every residue 0..63 at each of [`RESIDUE_BASES`]: at dst+0 (src+0),
+/// and up to [`RESIDUE_SPREAD_MAX`] also at a spread placement, where
+/// each residue of a magnitude gets another destination offset (and
+/// source offset).
+fn residue_sizes(copy: bool) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    for (m, &base) in (0u64..).zip(RESIDUE_BASES) {
+        for r in 0..64 {
+            let len = base + r;
+            out.push((len, 0, copy.then_some(0)));
+            if len <= RESIDUE_SPREAD_MAX {
+                // Odd multipliers: r -> offset is a permutation of 0..63.
+                let d = (r * 23 + 7 * m + 1) % 64;
+                let s = (r * 41 + 13 * m + 5) % 64;
+                out.push((len, d, copy.then_some(s)));
+            }
+        }
     }
     out
 }
@@ -700,9 +895,11 @@ pub fn plan(
                 let reason = if let Some(f) = v.requires.filter(|f| !caps.has(f)) {
                     Some(format!("the CPU does not have {f}"))
                 } else if footprint(&spec) > arena {
+                    let need = footprint(&spec);
                     Some(format!(
-                        "needs {} of arena; raise --mem",
-                        crate::units::format_size(footprint(&spec))
+                        "needs --mem {} or more ({} of arena)",
+                        crate::units::format_size(mem_for(need)),
+                        crate::units::format_size(need.next_multiple_of(1 << 20))
                     ))
                 } else {
                     None
@@ -1592,10 +1789,6 @@ mod tests {
         assert!(!shapes.iter().any(|&(len, _, d)| len <= d.unsigned_abs()));
     }
 
-    fn count(f: &Filter, r: Routine) -> usize {
-        shapes(r, f).len()
-    }
-
     #[test]
     fn geometries_cover_what_they_promise() {
         let quick = Filter::default();
@@ -1603,37 +1796,78 @@ mod tests {
             geometry: Geometry::Full,
             ..Filter::default()
         };
-        // quick: every fill up to BATCH_MAX; above it zero and one of
-        // 0xff and the seeded byte, in turn.
-        let per_fill = SIZES.len() * 64 + LARGE_SIZES.len() * LARGE_DST_OFFSETS.len();
-        let small = SIZES.iter().filter(|&&s| s <= BATCH_MAX).count() * 64;
-        assert_eq!(
-            count(&quick, Routine::Memset),
-            3 * small + 2 * (per_fill - small)
-        );
-        let memset = shapes(Routine::Memset, &quick);
-        for fill in Fill::ALL {
-            for len in SIZES.iter().filter(|&&s| s <= BATCH_MAX) {
-                for d in 0..64 {
-                    assert!(memset.contains(&(*len, 1, d, None, fill)), "{len} {d}");
+        // quick: the listed sizes at their offsets, memcpy at every
+        // source offset; memset with every fill up to BATCH_MAX, above it
+        // with zero and one of the others.
+        for routine in [Routine::Memset, Routine::Memcpy] {
+            let got: BTreeSet<Shape> = shapes(routine, &quick).into_iter().collect();
+            let copy = routine == Routine::Memcpy;
+            let has = |len, d, s: u64| {
+                let fills: Vec<Fill> = Fill::ALL
+                    .into_iter()
+                    .filter(|&f| got.contains(&(len, 1, d, copy.then_some(s), f)))
+                    .collect();
+                match (copy, len <= BATCH_MAX) {
+                    (true, _) => fills == [Fill::Zero],
+                    (false, true) => fills == Fill::ALL,
+                    (false, false) => fills.len() == 2 && fills[0] == Fill::Zero,
+                }
+            };
+            let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
+            for &len in SIZES.iter().chain(LARGE_SIZES) {
+                let dsts = if len <= (2 << 20) + 1 {
+                    (0..64).collect()
+                } else {
+                    LARGE_DST_OFFSETS.to_vec()
+                };
+                for d in dsts {
+                    assert!(srcs.iter().all(|&s| has(len, d, s)), "{routine} {len} {d}");
                 }
             }
+            // No hiding place in size: every residue mod 64 at each
+            // magnitude, at dst+0 (src+0), where no head alignment moves it.
+            for base in [1 << 10, 4 << 10, 64 << 10, 2 << 20] {
+                for r in 0..64 {
+                    assert!(has(base + r, 0, 0), "{routine} {base}+{r}");
+                }
+            }
+            // And up to 64 KiB at a spread placement: every dst offset.
+            for base in [1 << 10, 4 << 10, 64 << 10] {
+                let offsets: BTreeSet<u64> = got
+                    .iter()
+                    .filter(|s| (base..base + 64).contains(&s.0))
+                    .map(|s| s.2)
+                    .collect();
+                assert_eq!(offsets.len(), 64, "{routine} {base}");
+            }
+            // Above 32 MiB by default; above 4 GiB in full only.
+            assert!(got.iter().any(|s| s.0 > 32 << 20 && s.0 < 1 << 30));
+            assert!(!got.iter().any(|s| s.0 > 4 << 30));
+            let full_got = shapes(routine, &full);
+            assert!(full_got.iter().any(|s| s.0 > 4 << 30), "{routine}");
+            // The seed's random sizes, at their offsets.
+            for r in quick.random_sizes() {
+                assert!(has(r.size, r.dst_offset, r.src_offset), "{routine} {r:?}");
+            }
+            let mut seen = BTreeSet::new();
+            assert!(shapes(routine, &quick).iter().all(|c| seen.insert(*c)));
         }
-        for &len in SIZES.iter().chain(LARGE_SIZES).filter(|&&s| s > BATCH_MAX) {
-            let at = |f| memset.iter().filter(|s| s.0 == len && s.4 == f).count();
-            assert!(at(Fill::Ones) > 0 && at(Fill::Seeded) > 0, "{len}");
-            assert_eq!(at(Fill::Zero), at(Fill::Ones) + at(Fill::Seeded), "{len}");
-        }
-        // The seeded byte is neither 0 nor 0xff for any seed.
+        // The default fills: 0x00, 0xff (top bit set) and the seeded byte,
+        // which is neither for any seed.
+        let fills: BTreeSet<Fill> = shapes(Routine::Memset, &quick)
+            .iter()
+            .map(|s| s.4)
+            .collect();
+        assert_eq!(fills.into_iter().collect::<Vec<_>>(), Fill::ALL);
         for seed in 0..256 {
             let pats = Patterns::new(seed, 0);
             let bytes: BTreeSet<u8> = Fill::ALL.iter().map(|f| f.byte(&pats)).collect();
             assert_eq!(bytes.len(), 3, "seed {seed}");
+            assert!(bytes.contains(&0) && bytes.contains(&0xff));
         }
-        assert_eq!(count(&quick, Routine::Memcpy), per_fill * SRC_OFFSETS.len());
         // full: every (size <= 1024, dst offset) at every fill; memcpy at
         // every dst offset and every src offset too.
-        let shapes_full = shapes(Routine::Memset, &full);
+        let shapes_full: BTreeSet<Shape> = shapes(Routine::Memset, &full).into_iter().collect();
         for fill in [Fill::Zero, Fill::Ones, Fill::Seeded] {
             for len in 0..=FULL_MAX {
                 for d in 0..64 {
@@ -1645,10 +1879,11 @@ mod tests {
             }
         }
         let copies = shapes(Routine::Memcpy, &full);
+        let copy_set: BTreeSet<Shape> = copies.iter().copied().collect();
         for len in 0..=FULL_MAX {
             for o in 0..64 {
-                assert!(copies.contains(&(len, 1, o, Some(0), Fill::Zero)));
-                assert!(copies.contains(&(len, 1, 0, Some(o), Fill::Zero)));
+                assert!(copy_set.contains(&(len, 1, o, Some(0), Fill::Zero)));
+                assert!(copy_set.contains(&(len, 1, 0, Some(o), Fill::Zero)));
             }
         }
         let mut seen = BTreeSet::new();
@@ -1674,5 +1909,73 @@ mod tests {
         let c = shapes(Routine::Memcpy, &sized);
         assert_eq!(c.len(), 64 * SRC_OFFSETS.len());
         assert!(c.contains(&(100, 1, 5, Some(33), Fill::Zero)));
+        assert!(sized.random_sizes().is_empty());
+    }
+
+    #[test]
+    fn random_sizes_come_from_the_seed() {
+        let a = random_sizes(7);
+        assert_eq!(a, random_sizes(7), "--seed reproduces them");
+        assert_eq!(a.len(), RANDOM_SIZES);
+        assert_ne!(a, random_sizes(8));
+        let with = |seed| Filter {
+            seed,
+            ..Filter::default()
+        };
+        assert_ne!(
+            shapes(Routine::Memcpy, &with(7)),
+            shapes(Routine::Memcpy, &with(8))
+        );
+        assert_eq!(
+            shapes(Routine::Memset, &with(7)),
+            shapes(Routine::Memset, &with(7))
+        );
+        // Spread over the magnitudes above FULL_MAX.
+        let mut octaves = BTreeSet::new();
+        for seed in 0..64 {
+            for r in random_sizes(seed) {
+                assert!((RANDOM_MIN..RANDOM_MAX).contains(&r.size), "{r:?}");
+                assert!(r.dst_offset < 64 && r.src_offset < 64);
+                octaves.insert(r.size.ilog2());
+            }
+        }
+        assert_eq!(
+            octaves.len(),
+            (RANDOM_MAX.ilog2() - RANDOM_MIN.ilog2()) as usize
+        );
+    }
+
+    #[test]
+    fn a_size_larger_than_guest_ram_is_skipped_naming_the_mem_it_needs() {
+        let side: Side = LinkConfig::Vanilla.into();
+        let caps = arch::CpuCaps::default();
+        let full = Filter {
+            routines: vec![Routine::Memset, Routine::Memcpy],
+            geometry: Geometry::Full,
+            ..Filter::default()
+        };
+        let pats = Patterns::new(1, 0);
+        // The default --mem (256 MiB) holds the quick huge size, not 4 GiB.
+        let arena = (256 << 20) - (arch::ARENA_BASE - arch::RAM_BASE);
+        let (specs, skipped) = plan(&side, &caps, &full, arena, &pats);
+        assert!(specs.iter().any(|s| s.len == HUGE_SIZES[0]));
+        let huge: Vec<&CheckRecord> = skipped
+            .iter()
+            .filter(|r| r.size == FULL_HUGE_SIZES[0])
+            .collect();
+        assert!(!huge.is_empty());
+        for r in huge {
+            let reason = r.reason.as_deref().unwrap_or_default();
+            let want = match r.routine {
+                Routine::Memset => "needs --mem 4160MB or more (4097MB of arena)",
+                _ => "needs --mem 8256MB or more (8197MB of arena)",
+            };
+            assert!(reason.starts_with(want), "{reason}");
+        }
+        // Only copies above 4 GiB would need a source that long.
+        let (largest, copy) = largest_sizes(&full, arena);
+        assert_eq!((largest, copy), (HUGE_SIZES[0], HUGE_SIZES[0]));
+        let (largest, _) = largest_sizes(&full, 5 << 30);
+        assert_eq!(largest, FULL_HUGE_SIZES[0]);
     }
 }
