@@ -38,9 +38,9 @@ pub(crate) const LARGE_DST_OFFSETS: &[u64] = &[0, 1, 31, 63];
 /// (`base + r`, r in 0..64): a routine's tail handling picks its path by
 /// the length mod 8, 16, 32 or 64, so no residue may go untested.
 pub(crate) const RESIDUE_BASES: &[u64] = &[1 << 10, 4 << 10, 64 << 10, 2 << 20];
-/// Each residue size runs at dst+0 (src+0): no head alignment shifts the
-/// residue its tail sees. Those up to this size also run at a spread
-/// placement (every destination offset once per magnitude).
+/// Each residue size runs at dst+0 ([`residue_sizes`]): no head alignment
+/// shifts the residue its tail sees. Those up to this size also run at a
+/// spread placement (every destination offset once per magnitude).
 const RESIDUE_SPREAD_MAX: u64 = (64 << 10) + 63;
 /// Above 32 MiB, in every geometry: past the kernel's 32 MiB batch
 /// (PROCESS_PAGES_NON_PREEMPT_BATCH) by a page and an odd residue, one
@@ -726,33 +726,44 @@ type Bytes = (u64, u64, Option<u64>);
 /// each with every fill (memset).
 fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
     let copy = routine == Routine::Memcpy;
-    let mut bytes = listed_sizes(copy, filter);
+    // Fills innermost: a passed memset's constant is the next one's
+    // pre-image (see `refill_for`).
+    let with_fills = |bytes: Vec<Bytes>| {
+        let mut out = Vec::with_capacity(bytes.len() * Fill::ALL.len());
+        for (len, d, s) in bytes {
+            let fills = match copy {
+                true => &[Fill::Zero][..],
+                false => Fill::at(filter.geometry, len, d),
+            };
+            out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
+        }
+        out
+    };
+    let mut out = with_fills(listed_sizes(copy, filter));
     if filter.sizes.is_empty() {
-        bytes.extend(residue_sizes(copy));
-        bytes.extend(filter.random_sizes().iter().map(|r| {
-            let src = copy.then_some(r.src_offset);
-            (r.size, r.dst_offset, src)
-        }));
+        // A listed placement keeps its own fills.
+        let listed: BTreeSet<Bytes> = out.iter().map(|x| (x.0, x.2, x.3)).collect();
+        let residues = residue_sizes(copy, filter.geometry);
+        out.extend(
+            residues
+                .into_iter()
+                .filter(|x| !listed.contains(&(x.0, x.2, x.3))),
+        );
+        let mut more: Vec<Bytes> = filter
+            .random_sizes()
+            .iter()
+            .map(|r| (r.size, r.dst_offset, copy.then_some(r.src_offset)))
+            .collect();
         let full = filter.geometry == Geometry::Full;
         let huge = HUGE_SIZES
             .iter()
             .chain(FULL_HUGE_SIZES.iter().filter(|_| full));
         let (d, s) = HUGE_OFFSETS;
-        bytes.extend(huge.map(|&len| (len, d, copy.then_some(s))));
+        more.extend(huge.map(|&len| (len, d, copy.then_some(s))));
+        out.extend(with_fills(more));
     }
     let mut seen = BTreeSet::new();
-    bytes.retain(|b| seen.insert(*b));
-    // Fills innermost: a passed memset's constant is the next one's
-    // pre-image (see `refill_for`).
-    let mut out = Vec::with_capacity(bytes.len() * Fill::ALL.len());
-    for &(len, d, s) in &bytes {
-        let fills = if copy {
-            &[Fill::Zero][..]
-        } else {
-            Fill::at(filter.geometry, len, d)
-        };
-        out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
-    }
+    out.retain(|s| seen.insert(*s));
     out
 }
 
@@ -797,21 +808,34 @@ fn listed_sizes(copy: bool, filter: &Filter) -> Vec<Bytes> {
     bytes
 }
 
-/// Every residue 0..63 at each of [`RESIDUE_BASES`]: at dst+0 (src+0),
-/// and up to [`RESIDUE_SPREAD_MAX`] also at a spread placement, where
-/// each residue of a magnitude gets another destination offset (and
-/// source offset).
-fn residue_sizes(copy: bool) -> Vec<Bytes> {
+/// Every residue 0..63 at each of [`RESIDUE_BASES`], with its fills: at
+/// dst+0, where no head alignment moves the residue the tail sees (memcpy
+/// at src+0 and src+32 in turn: both 32-byte aligned, and each copy's
+/// result a pre-image of the next, see `Known::Copy`); up to
+/// [`RESIDUE_SPREAD_MAX`] also at a spread placement, where each residue
+/// of a magnitude gets another destination offset (and source offset).
+/// quick checks a memset at the 2 MiB magnitude with one fill per residue
+/// in turn (64 KiB has every residue at zero and a non-zero byte).
+fn residue_sizes(copy: bool, geometry: Geometry) -> Vec<Shape> {
     let mut out = Vec::new();
     for (m, &base) in (0u64..).zip(RESIDUE_BASES) {
         for r in 0..64 {
             let len = base + r;
-            out.push((len, 0, copy.then_some(0)));
+            let mut at = |d: u64, s: u64, fills: &[Fill]| match copy {
+                true => out.push((len, 1, d, Some(s), Fill::Zero)),
+                false => out.extend(fills.iter().map(|&f| (len, 1, d, None, f))),
+            };
+            let one = [Fill::ALL[(r % 3) as usize]];
+            let fills = match geometry {
+                Geometry::Quick if len > RESIDUE_SPREAD_MAX => &one[..],
+                _ => Fill::at(geometry, len, 0),
+            };
+            at(0, 32 * (r % 2), fills);
             if len <= RESIDUE_SPREAD_MAX {
                 // Odd multipliers: r -> offset is a permutation of 0..63.
                 let d = (r * 23 + 7 * m + 1) % 64;
                 let s = (r * 41 + 13 * m + 5) % 64;
-                out.push((len, d, copy.then_some(s)));
+                at(d, s, Fill::at(geometry, len, d));
             }
         }
     }
@@ -1825,11 +1849,32 @@ mod tests {
                 }
             }
             // No hiding place in size: every residue mod 64 at each
-            // magnitude, at dst+0 (src+0), where no head alignment moves it.
+            // magnitude, at dst+0 (src+0 or +32), where no head alignment
+            // moves it; memset at 2 MiB with one fill each, all three in
+            // turn.
             for base in [1 << 10, 4 << 10, 64 << 10, 2 << 20] {
                 for r in 0..64 {
-                    assert!(has(base + r, 0, 0), "{routine} {base}+{r}");
+                    let (len, s) = (base + r, copy.then_some(32 * (r % 2)));
+                    let fills: Vec<Fill> = got
+                        .iter()
+                        .filter(|x| (x.0, x.2, x.3) == (len, 0, s))
+                        .map(|x| x.4)
+                        .collect();
+                    let ok = match (copy, base) {
+                        (true, _) => fills == [Fill::Zero],
+                        // 2 MiB and 2 MiB+1 are listed sizes, with their fills.
+                        (false, 0x20_0000) => fills.len() == 1 || (r < 2 && has(len, 0, 0)),
+                        (false, _) => has(len, 0, 0),
+                    };
+                    assert!(ok, "{routine} {base}+{r}: {fills:?}");
                 }
+            }
+            if !copy {
+                let at_2m = |f| {
+                    got.iter()
+                        .filter(move |x| x.0 >> 21 == 1 && x.2 == 0 && x.4 == f)
+                };
+                assert!(Fill::ALL.iter().all(|&f| at_2m(f).count() >= 21));
             }
             // And up to 64 KiB at a spread placement: every dst offset.
             for base in [1 << 10, 4 << 10, 64 << 10] {
