@@ -61,6 +61,11 @@ pub const RANDOM_SIZES: usize = 16;
 /// alike).
 const RANDOM_MIN: u64 = FULL_MAX + 1;
 const RANDOM_MAX: u64 = 8 << 20;
+/// The built-in memcpy sizes up to this cross every destination offset
+/// with every source offset; the larger one (32 MiB: each such copy costs
+/// as much as 16 at 2 MiB) pairs each destination offset with source 0
+/// and one other in turn, so it still meets every offset of either side.
+const PAIRED_MAX: u64 = (8 << 20) + 1;
 /// Source misalignments for memcpy.
 pub(crate) const SRC_OFFSETS: &[u64] = &[0, 1, 8, 33, 63];
 /// clear_pages page counts: a page, odd extents, a 2 MiB folio.
@@ -792,7 +797,16 @@ fn listed_sizes(copy: bool, filter: &Filter) -> Vec<Bytes> {
         } else {
             LARGE_DST_OFFSETS
         };
-        at(len, dsts, srcs);
+        if copy && filter.sizes.is_empty() && len > PAIRED_MAX {
+            // Every dst offset from src+0 and from one misaligned source
+            // in turn: each offset of either side, not each pair.
+            for (i, &d) in dsts.iter().enumerate() {
+                let other = SRC_OFFSETS[1 + i % (SRC_OFFSETS.len() - 1)];
+                at(len, &[d], &[0, other]);
+            }
+        } else {
+            at(len, dsts, srcs);
+        }
     }
     if filter.geometry == Geometry::Full && filter.sizes.is_empty() {
         for len in 0..=FULL_MAX {
@@ -1838,7 +1852,11 @@ mod tests {
                 }
             };
             let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
-            for &len in SIZES.iter().chain(LARGE_SIZES) {
+            for &len in SIZES
+                .iter()
+                .chain(LARGE_SIZES)
+                .filter(|&&l| l <= PAIRED_MAX)
+            {
                 let dsts = if len <= (2 << 20) + 1 {
                     (0..64).collect()
                 } else {
@@ -1847,6 +1865,17 @@ mod tests {
                 for d in dsts {
                     assert!(srcs.iter().all(|&s| has(len, d, s)), "{routine} {len} {d}");
                 }
+            }
+            // 32 MiB: every dst offset from src+0, every src offset.
+            let big: Vec<&Shape> = got.iter().filter(|x| x.0 == 32 << 20).collect();
+            for &d in LARGE_DST_OFFSETS {
+                assert!(has(32 << 20, d, 0), "{routine} 32 MiB dst+{d}");
+            }
+            for &s in srcs {
+                assert!(
+                    big.iter().any(|x| x.3 == copy.then_some(s)),
+                    "{routine} src+{s}"
+                );
             }
             // No hiding place in size: every residue mod 64 at each
             // magnitude, at dst+0 (src+0 or +32), where no head alignment
