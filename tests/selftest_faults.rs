@@ -81,6 +81,11 @@ fn short_copy_caught_where_a_copy_left_its_result() {
 }
 
 #[test]
+fn tail_residue_caught_by_the_default_geometry() {
+    case("tail_37", Expect::TailResidue);
+}
+
+#[test]
 fn cli_reports_all_detected() {
     if !kvm_available("selftest cli") {
         return;
@@ -88,7 +93,7 @@ fn cli_reports_all_detected() {
     let out = hypclear(&["selftest", "--config", "vanilla", "--timeout", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("7/7 injected faults detected"), "{stdout}");
+    assert!(stdout.contains("8/8 injected faults detected"), "{stdout}");
 }
 
 #[test]

@@ -772,6 +772,19 @@ fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
     out
 }
 
+/// The distinct (size, destination offset) of `filter`'s memset checks
+/// up to `max` bytes, in suite order (the selftest's tail-residue case
+/// runs a broken memset over them).
+pub(crate) fn memset_placements(filter: &Filter, max: u64) -> Vec<(u64, u64)> {
+    let mut seen = BTreeSet::new();
+    byte_shapes(Routine::Memset, filter)
+        .into_iter()
+        .map(|s| (s.0, s.2))
+        .filter(|&(len, _)| len <= max)
+        .filter(|p| seen.insert(*p))
+        .collect()
+}
+
 /// The listed sizes ([`SIZES`] and [`LARGE_SIZES`], or `--size`) at their
 /// offsets, and `--geometry full`'s every size up to [`FULL_MAX`] and the
 /// hypervisor's page orders.
