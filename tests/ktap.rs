@@ -110,7 +110,7 @@ fn verify_and_selftest_ktap_parse_with_kunit() {
     let o = hypclear(&["selftest", "--format", "ktap", "--config", "vanilla"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let ktap = String::from_utf8_lossy(&o.stdout).to_string();
-    assert_eq!(totals(&ktap), (7, 0, 0), "{ktap}");
+    assert_eq!(totals(&ktap), (8, 0, 0), "{ktap}");
     assert!(
         ktap.contains("# vanilla/fault: expected Exception"),
         "{ktap}"
