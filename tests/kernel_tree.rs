@@ -559,30 +559,7 @@ fn default_geometry_catches_a_tail_residue_and_a_sign_extended_fill() {
     let seed = (1..)
         .find(|&s| hypclear_check::checker::Patterns::new(s, 0).fill < 0x80)
         .unwrap();
-    let tail = "\tmovl\t%edx,%ecx\n\tandl    $63&(~7),%ecx\n";
-    let short = mutant(
-        &tree,
-        "kernel-mutant-tail37",
-        "arch/x86/lib/memset_64.S",
-        |t| {
-            assert_eq!(t.matches(tail).count(), 1, "memset_64.S changed shape");
-            // rdx: the bytes left after the head; one fewer when 37 mod 64
-            // and more than 1024.
-            let bug = "\tmovl\t%edx,%ecx\n\tandl\t$63,%ecx\n\tcmpl\t$37,%ecx\n\tjne\t1f\n\
-                   \tcmpq\t$1024,%rdx\n\tjbe\t1f\n\tdecq\t%rdx\n1:\n";
-            t.replace(tail, &format!("{bug}{tail}"))
-        },
-    );
-    let zext = "\tmovzbl %sil,%ecx\n";
-    let signed = mutant(
-        &tree,
-        "kernel-mutant-sext",
-        "arch/x86/lib/memset_64.S",
-        |t| {
-            assert_eq!(t.matches(zext).count(), 1, "memset_64.S changed shape");
-            t.replace(zext, "\tmovsbq %sil,%rcx\n")
-        },
-    );
+    let (short, signed) = memset_orig_mutants(&tree);
     let json = common::tmp_json("kernel-geometry-mutants");
     let verify = |t: &PathBuf| {
         let (t, j, s) = (
@@ -603,20 +580,6 @@ fn default_geometry_catches_a_tail_residue_and_a_sign_extended_fill() {
         ]);
         (o, common::read_json(&json))
     };
-    let failures = |doc: &serde_json::Value| -> Vec<serde_json::Value> {
-        let checks = doc["checks"].as_array().expect("checks");
-        checks
-            .iter()
-            .filter(|c| c["verdict"] == "fail")
-            .cloned()
-            .collect()
-    };
-    let on_orig = |c: &serde_json::Value| {
-        c["variant"]
-            .as_str()
-            .is_some_and(|v| v.contains("memset_orig"))
-    };
-
     let (o, doc) = verify(&short);
     let out = common::text(&o);
     println!("{out}");
@@ -656,4 +619,44 @@ fn default_geometry_catches_a_tail_residue_and_a_sign_extended_fill() {
     assert_eq!(doc["summary"]["failed"], 0);
     std::fs::remove_dir_all(&short).ok();
     std::fs::remove_dir_all(&signed).ok();
+}
+
+/// Two copies of `tree` whose memset_orig (arch/x86/lib/memset_64.S) has
+/// a tail one byte short when the bytes left after the head alignment
+/// (rdx at .Lhandle_tail) are 37 mod 64 and more than 1024, and a fill
+/// byte sign-extended (movsbq) before the 0x0101010101010101 multiply.
+fn memset_orig_mutants(tree: &PathBuf) -> (PathBuf, PathBuf) {
+    const FILE: &str = "arch/x86/lib/memset_64.S";
+    let tail = "\tmovl\t%edx,%ecx\n\tandl    $63&(~7),%ecx\n";
+    let short = mutant(tree, "kernel-mutant-tail37", FILE, |t| {
+        assert_eq!(t.matches(tail).count(), 1, "memset_64.S changed shape");
+        // rdx: the bytes left after the head; one fewer when 37 mod 64
+        // and more than 1024.
+        let bug = "\tmovl\t%edx,%ecx\n\tandl\t$63,%ecx\n\tcmpl\t$37,%ecx\n\tjne\t1f\n\
+                   \tcmpq\t$1024,%rdx\n\tjbe\t1f\n\tdecq\t%rdx\n1:\n";
+        t.replace(tail, &format!("{bug}{tail}"))
+    });
+    let zext = "\tmovzbl %sil,%ecx\n";
+    let signed = mutant(tree, "kernel-mutant-sext", FILE, |t| {
+        assert_eq!(t.matches(zext).count(), 1, "memset_64.S changed shape");
+        t.replace(zext, "\tmovsbq %sil,%rcx\n")
+    });
+    (short, signed)
+}
+
+/// The failed checks of a run's JSON.
+fn failures(doc: &serde_json::Value) -> Vec<serde_json::Value> {
+    let checks = doc["checks"].as_array().expect("checks");
+    checks
+        .iter()
+        .filter(|c| c["verdict"] == "fail")
+        .cloned()
+        .collect()
+}
+
+/// Whether a check ran the tree's memset_orig path.
+fn on_orig(c: &serde_json::Value) -> bool {
+    c["variant"]
+        .as_str()
+        .is_some_and(|v| v.contains("memset_orig"))
 }

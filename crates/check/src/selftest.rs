@@ -353,11 +353,22 @@ pub fn run_case(
     timeout: Duration,
 ) -> Result<CaseResult> {
     match expected {
-        Expect::SourceModified => return run_source_case(opts, side, name, timeout),
-        Expect::CopyShort => return run_copy_short_case(opts, side, name, timeout),
-        Expect::TailResidue => return run_tail_case(opts, side, name, timeout),
-        _ => {}
+        Expect::SourceModified => run_source_case(opts, side, name, timeout),
+        Expect::CopyShort => run_copy_short_case(opts, side, name, timeout),
+        Expect::TailResidue => run_tail_case(opts, side, name, timeout),
+        _ => run_memset_case(opts, side, name, expected, timeout),
     }
+}
+
+/// One check of a broken memset at [`LEN`] and [`DST_OFFSET`], judged by
+/// what `expected` says it must be caught as.
+fn run_memset_case(
+    opts: &VmOptions,
+    side: &Side,
+    name: &str,
+    expected: Expect,
+    timeout: Duration,
+) -> Result<CaseResult> {
     let (mut vm, memset, index) = boot(opts, side, Routine::Memset, name)?;
     let pats = Patterns::new(opts.seed, 0);
     let spec = CheckSpec {

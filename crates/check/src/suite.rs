@@ -1847,104 +1847,122 @@ mod tests {
             geometry: Geometry::Full,
             ..Filter::default()
         };
-        // quick: the listed sizes at their offsets, memcpy at every
-        // source offset; memset with every fill up to BATCH_MAX, above it
-        // with zero and one of the others.
         for routine in [Routine::Memset, Routine::Memcpy] {
-            let got: BTreeSet<Shape> = shapes(routine, &quick).into_iter().collect();
-            let copy = routine == Routine::Memcpy;
-            let has = |len, d, s: u64| {
-                let fills: Vec<Fill> = Fill::ALL
-                    .into_iter()
-                    .filter(|&f| got.contains(&(len, 1, d, copy.then_some(s), f)))
-                    .collect();
-                match (copy, len <= BATCH_MAX) {
-                    (true, _) => fills == [Fill::Zero],
-                    (false, true) => fills == Fill::ALL,
-                    (false, false) => fills.len() == 2 && fills[0] == Fill::Zero,
-                }
-            };
-            let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
-            for &len in SIZES
-                .iter()
-                .chain(LARGE_SIZES)
-                .filter(|&&l| l <= PAIRED_MAX)
-            {
-                let dsts = if len <= (2 << 20) + 1 {
-                    (0..64).collect()
-                } else {
-                    LARGE_DST_OFFSETS.to_vec()
-                };
-                for d in dsts {
-                    assert!(srcs.iter().all(|&s| has(len, d, s)), "{routine} {len} {d}");
-                }
-            }
-            // 32 MiB: every dst offset from src+0, every src offset.
-            let big: Vec<&Shape> = got.iter().filter(|x| x.0 == 32 << 20).collect();
-            for &d in LARGE_DST_OFFSETS {
-                assert!(has(32 << 20, d, 0), "{routine} 32 MiB dst+{d}");
-            }
-            for &s in srcs {
-                assert!(
-                    big.iter().any(|x| x.3 == copy.then_some(s)),
-                    "{routine} src+{s}"
-                );
-            }
-            // No hiding place in size: every residue mod 64 at each
-            // magnitude, at dst+0 (src+0 or +32), where no head alignment
-            // moves it; memset at 2 MiB with one fill each, all three in
-            // turn.
-            for base in [1 << 10, 4 << 10, 64 << 10, 2 << 20] {
-                for r in 0..64 {
-                    let (len, s) = (base + r, copy.then_some(32 * (r % 2)));
-                    let fills: Vec<Fill> = got
-                        .iter()
-                        .filter(|x| (x.0, x.2, x.3) == (len, 0, s))
-                        .map(|x| x.4)
-                        .collect();
-                    let ok = match (copy, base) {
-                        (true, _) => fills == [Fill::Zero],
-                        // 2 MiB and 2 MiB+1 are listed sizes, with their fills.
-                        (false, 0x20_0000) => fills.len() == 1 || (r < 2 && has(len, 0, 0)),
-                        (false, _) => has(len, 0, 0),
-                    };
-                    assert!(ok, "{routine} {base}+{r}: {fills:?}");
-                }
-            }
-            if !copy {
-                let at_2m = |f| {
-                    got.iter()
-                        .filter(move |x| x.0 >> 21 == 1 && x.2 == 0 && x.4 == f)
-                };
-                assert!(Fill::ALL.iter().all(|&f| at_2m(f).count() >= 21));
-            }
-            // And up to 64 KiB at a spread placement: every dst offset.
-            for base in [1 << 10, 4 << 10, 64 << 10] {
-                let offsets: BTreeSet<u64> = got
-                    .iter()
-                    .filter(|s| (base..base + 64).contains(&s.0))
-                    .map(|s| s.2)
-                    .collect();
-                assert_eq!(offsets.len(), 64, "{routine} {base}");
-            }
-            // Above 32 MiB by default; above 4 GiB in full only.
-            assert!(got.iter().any(|s| s.0 > 32 << 20 && s.0 < 1 << 30));
-            assert!(!got.iter().any(|s| s.0 > 4 << 30));
-            let full_got = shapes(routine, &full);
-            assert!(full_got.iter().any(|s| s.0 > 4 << 30), "{routine}");
-            // The seed's random sizes, at their offsets.
-            for r in quick.random_sizes() {
-                assert!(has(r.size, r.dst_offset, r.src_offset), "{routine} {r:?}");
-            }
-            let mut seen = BTreeSet::new();
-            assert!(shapes(routine, &quick).iter().all(|c| seen.insert(*c)));
+            quick_covers(routine, &quick, &full);
         }
-        // The default fills: 0x00, 0xff (top bit set) and the seeded byte,
-        // which is neither for any seed.
-        let fills: BTreeSet<Fill> = shapes(Routine::Memset, &quick)
+        default_fills(&quick);
+        full_covers(&full);
+    }
+
+    /// quick's memset or memcpy checks: the listed sizes at their offsets,
+    /// memcpy at every source offset; memset with every fill up to
+    /// BATCH_MAX, above it with zero and one of the others; every residue
+    /// at each magnitude; a size above 32 MiB; the random sizes.
+    fn quick_covers(routine: Routine, quick: &Filter, full: &Filter) {
+        let got: BTreeSet<Shape> = shapes(routine, quick).into_iter().collect();
+        let copy = routine == Routine::Memcpy;
+        let has = |len, d, s| has_placement(&got, copy, (len, d, s));
+        let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
+        for &len in SIZES
             .iter()
-            .map(|s| s.4)
+            .chain(LARGE_SIZES)
+            .filter(|&&l| l <= PAIRED_MAX)
+        {
+            let dsts = if len <= (2 << 20) + 1 {
+                (0..64).collect()
+            } else {
+                LARGE_DST_OFFSETS.to_vec()
+            };
+            for d in dsts {
+                assert!(srcs.iter().all(|&s| has(len, d, s)), "{routine} {len} {d}");
+            }
+        }
+        // 32 MiB: every dst offset from src+0, every src offset.
+        let big: Vec<&Shape> = got.iter().filter(|x| x.0 == 32 << 20).collect();
+        for &d in LARGE_DST_OFFSETS {
+            assert!(has(32 << 20, d, 0), "{routine} 32 MiB dst+{d}");
+        }
+        for &s in srcs {
+            assert!(
+                big.iter().any(|x| x.3 == copy.then_some(s)),
+                "{routine} src+{s}"
+            );
+        }
+        residues_covered(routine, &got);
+        // Above 32 MiB by default; above 4 GiB in full only.
+        assert!(got.iter().any(|s| s.0 > 32 << 20 && s.0 < 1 << 30));
+        assert!(!got.iter().any(|s| s.0 > 4 << 30));
+        let full_got = shapes(routine, full);
+        assert!(full_got.iter().any(|s| s.0 > 4 << 30), "{routine}");
+        // The seed's random sizes, at their offsets.
+        for r in quick.random_sizes() {
+            assert!(has(r.size, r.dst_offset, r.src_offset), "{routine} {r:?}");
+        }
+        let mut seen = BTreeSet::new();
+        assert!(shapes(routine, quick).iter().all(|c| seen.insert(*c)));
+    }
+
+    /// Whether `got` has the (size, dst, src) placement with the fills it
+    /// should: a copy once, a memset with every fill up to BATCH_MAX,
+    /// above it with zero and one other.
+    fn has_placement(got: &BTreeSet<Shape>, copy: bool, (len, d, s): (u64, u64, u64)) -> bool {
+        let fills: Vec<Fill> = Fill::ALL
+            .into_iter()
+            .filter(|&f| got.contains(&(len, 1, d, copy.then_some(s), f)))
             .collect();
+        match (copy, len <= BATCH_MAX) {
+            (true, _) => fills == [Fill::Zero],
+            (false, true) => fills == Fill::ALL,
+            (false, false) => fills.len() == 2 && fills[0] == Fill::Zero,
+        }
+    }
+
+    /// No hiding place in size: every residue mod 64 at each magnitude,
+    /// at dst+0 (src+0 or +32), where no head alignment moves it; memset
+    /// at 2 MiB with one fill each, all three in turn; up to 64 KiB also
+    /// at every dst offset.
+    fn residues_covered(routine: Routine, got: &BTreeSet<Shape>) {
+        let copy = routine == Routine::Memcpy;
+        let has = |len, d, s| has_placement(got, copy, (len, d, s));
+        for base in [1 << 10, 4 << 10, 64 << 10, 2 << 20] {
+            for r in 0..64 {
+                let (len, s) = (base + r, copy.then_some(32 * (r % 2)));
+                let fills: Vec<Fill> = got
+                    .iter()
+                    .filter(|x| (x.0, x.2, x.3) == (len, 0, s))
+                    .map(|x| x.4)
+                    .collect();
+                let ok = match (copy, base) {
+                    (true, _) => fills == [Fill::Zero],
+                    // 2 MiB and 2 MiB+1 are listed sizes, with their fills.
+                    (false, 0x20_0000) => fills.len() == 1 || (r < 2 && has(len, 0, 0)),
+                    (false, _) => has(len, 0, 0),
+                };
+                assert!(ok, "{routine} {base}+{r}: {fills:?}");
+            }
+        }
+        if !copy {
+            let at_2m = |f| {
+                got.iter()
+                    .filter(move |x| x.0 >> 21 == 1 && x.2 == 0 && x.4 == f)
+            };
+            assert!(Fill::ALL.iter().all(|&f| at_2m(f).count() >= 21));
+        }
+        // And up to 64 KiB at a spread placement: every dst offset.
+        for base in [1 << 10, 4 << 10, 64 << 10] {
+            let offsets: BTreeSet<u64> = got
+                .iter()
+                .filter(|s| (base..base + 64).contains(&s.0))
+                .map(|s| s.2)
+                .collect();
+            assert_eq!(offsets.len(), 64, "{routine} {base}");
+        }
+    }
+
+    /// The default fills: 0x00, 0xff (top bit set) and the seeded byte,
+    /// which is neither for any seed.
+    fn default_fills(quick: &Filter) {
+        let fills: BTreeSet<Fill> = shapes(Routine::Memset, quick).iter().map(|s| s.4).collect();
         assert_eq!(fills.into_iter().collect::<Vec<_>>(), Fill::ALL);
         for seed in 0..256 {
             let pats = Patterns::new(seed, 0);
@@ -1952,9 +1970,14 @@ mod tests {
             assert_eq!(bytes.len(), 3, "seed {seed}");
             assert!(bytes.contains(&0) && bytes.contains(&0xff));
         }
-        // full: every (size <= 1024, dst offset) at every fill; memcpy at
+    }
+
+    /// full: every (size <= 1024, dst offset) at every fill; memcpy at
+    /// every dst offset and every src offset too; the clear_pages extents.
+    fn full_covers(full: &Filter) {
+        let quick = Filter::default();
         // every dst offset and every src offset too.
-        let shapes_full: BTreeSet<Shape> = shapes(Routine::Memset, &full).into_iter().collect();
+        let shapes_full: BTreeSet<Shape> = shapes(Routine::Memset, full).into_iter().collect();
         for fill in [Fill::Zero, Fill::Ones, Fill::Seeded] {
             for len in 0..=FULL_MAX {
                 for d in 0..64 {
@@ -1965,7 +1988,7 @@ mod tests {
                 assert!(shapes_full.contains(&(PAGE_SIZE << order, 1, 0, None, fill)));
             }
         }
-        let copies = shapes(Routine::Memcpy, &full);
+        let copies = shapes(Routine::Memcpy, full);
         let copy_set: BTreeSet<Shape> = copies.iter().copied().collect();
         for len in 0..=FULL_MAX {
             for o in 0..64 {
@@ -1975,7 +1998,7 @@ mod tests {
         }
         let mut seen = BTreeSet::new();
         assert!(copies.iter().all(|c| seen.insert(*c)), "no check twice");
-        let pages = shapes(Routine::ClearPages, &full);
+        let pages = shapes(Routine::ClearPages, full);
         for n in CLEAR_PAGES_N
             .iter()
             .chain(FULL_CLEAR_PAGES_N)
