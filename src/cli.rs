@@ -610,10 +610,13 @@ pub(crate) struct VerifyArgs {
 /// `run`'s own options (verify takes them too).
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct RunArgs {
-    /// quick: the built-in sizes and offsets, memset with 0 and a seeded
-    /// byte. full: also every size 0..1024 at every offset 0..63 (memcpy:
-    /// every source offset too), memset with 0, 0xff and the seeded byte,
-    /// the hypervisor's page-order sizes, odd clear_pages extents
+    /// quick: the built-in sizes and offsets, every residue mod 64 at
+    /// 1KB, 4KB, 64KB and 2MB, 16 random sizes from the seed (printed), one
+    /// size above 32MB; memset with 0, 0xff and a seeded byte (above 16KB:
+    /// 0 and one of the others). full: also every size 0..1024 at every
+    /// offset 0..63 (memcpy: every source offset too), the hypervisor's
+    /// page-order sizes, odd clear_pages extents, a size above 4GB (SKIP
+    /// below the --mem it needs), every fill at every size
     #[arg(long, value_enum, default_value_t)]
     pub geometry: crate::check::suite::Geometry,
 }

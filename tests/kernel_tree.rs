@@ -764,3 +764,129 @@ fn an_over_read_past_the_source_faults_at_the_edge() {
     assert_eq!(faulted, (4..8).collect(), "{out}");
     std::fs::remove_dir_all(&copy).ok();
 }
+
+/// The memset_orig path of the kernel's `__memset` with a tail one byte
+/// short when the length left after its 8-byte head alignment is 37 mod 64
+/// and above 1024 bytes, then with its fill byte sign-extended before the
+/// 0x0101010101010101 multiplication: default `verify --kernel-tree`
+/// (its geometry alone: every residue mod 64 from 1 KiB, 0xff among the
+/// fills) fails each on that path only, at a seed whose own fill byte has
+/// its top bit clear; the unmodified tree passes the same run. Before the
+/// residues and 0xff were in the default geometry, both passed (sizes
+/// above 1024 had residues 0, 1 and 63 only; the fills were 0 and the
+/// seed's).
+#[test]
+fn default_geometry_catches_a_tail_residue_and_a_sign_extended_fill() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        common::skip("the mutations are in arch/x86/lib/memset_64.S");
+        return;
+    }
+    if !common::kvm_available("default_geometry_catches_a_tail_residue_and_a_sign_extended_fill") {
+        return;
+    }
+    // A seed whose fill byte alone cannot show a sign extension.
+    let seed = (1..)
+        .find(|&s| hypclear_check::checker::Patterns::new(s, 0).fill < 0x80)
+        .unwrap();
+    let (short, signed) = memset_orig_mutants(&tree);
+    let json = common::tmp_json("kernel-geometry-mutants");
+    let verify = |t: &PathBuf| {
+        let (t, j, s) = (
+            t.display().to_string(),
+            json.display().to_string(),
+            seed.to_string(),
+        );
+        let o = common::hypclear(&[
+            "verify",
+            "--kernel-tree",
+            &t,
+            "-r",
+            "memset",
+            "--seed",
+            &s,
+            "--json",
+            &j,
+        ]);
+        (o, common::read_json(&json))
+    };
+    let (o, doc) = verify(&short);
+    let out = common::text(&o);
+    println!("{out}");
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let bad = failures(&doc);
+    assert!(!bad.is_empty(), "{out}");
+    for c in &bad {
+        let (size, d) = (
+            c["size"].as_u64().unwrap(),
+            c["dst_offset"].as_u64().unwrap(),
+        );
+        let head = (8 - d % 8) % 8;
+        assert!(on_orig(c), "{c}");
+        assert!(size > 1024 && (size - head) % 64 == 37, "{c}");
+        assert_eq!(c["first_bad_offset"].as_u64(), Some(size - 1), "{c}");
+        assert_eq!(c["breakdown"]["not_written"], 1, "{c}");
+    }
+    // Every magnitude's residue 37 at dst+0, whatever the seed.
+    for base in [1024u64, 4096, 65536, 2 << 20] {
+        assert!(
+            bad.iter()
+                .any(|c| c["size"] == base + 37 && c["dst_offset"] == 0),
+            "{base}+37: {out}"
+        );
+    }
+
+    let (o, doc) = verify(&signed);
+    let out = common::text(&o);
+    println!("{out}");
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let bad = failures(&doc);
+    assert!(bad.len() > 100, "{out}");
+    assert!(bad.iter().all(|c| on_orig(c) && c["fill"] == 0xff), "{out}");
+
+    let (o, doc) = verify(&tree);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    assert_eq!(doc["summary"]["failed"], 0);
+    std::fs::remove_dir_all(&short).ok();
+    std::fs::remove_dir_all(&signed).ok();
+}
+
+/// Two copies of `tree` whose memset_orig (arch/x86/lib/memset_64.S) has
+/// a tail one byte short when the bytes left after the head alignment
+/// (rdx at .Lhandle_tail) are 37 mod 64 and more than 1024, and a fill
+/// byte sign-extended (movsbq) before the 0x0101010101010101 multiply.
+fn memset_orig_mutants(tree: &PathBuf) -> (PathBuf, PathBuf) {
+    const FILE: &str = "arch/x86/lib/memset_64.S";
+    let tail = "\tmovl\t%edx,%ecx\n\tandl    $63&(~7),%ecx\n";
+    let short = mutant(tree, "kernel-mutant-tail37", FILE, |t| {
+        assert_eq!(t.matches(tail).count(), 1, "memset_64.S changed shape");
+        // rdx: the bytes left after the head; one fewer when 37 mod 64
+        // and more than 1024.
+        let bug = "\tmovl\t%edx,%ecx\n\tandl\t$63,%ecx\n\tcmpl\t$37,%ecx\n\tjne\t1f\n\
+                   \tcmpq\t$1024,%rdx\n\tjbe\t1f\n\tdecq\t%rdx\n1:\n";
+        t.replace(tail, &format!("{bug}{tail}"))
+    });
+    let zext = "\tmovzbl %sil,%ecx\n";
+    let signed = mutant(tree, "kernel-mutant-sext", FILE, |t| {
+        assert_eq!(t.matches(zext).count(), 1, "memset_64.S changed shape");
+        t.replace(zext, "\tmovsbq %sil,%rcx\n")
+    });
+    (short, signed)
+}
+
+/// The failed checks of a run's JSON.
+fn failures(doc: &serde_json::Value) -> Vec<serde_json::Value> {
+    let checks = doc["checks"].as_array().expect("checks");
+    checks
+        .iter()
+        .filter(|c| c["verdict"] == "fail")
+        .cloned()
+        .collect()
+}
+
+/// Whether a check ran the tree's memset_orig path.
+fn on_orig(c: &serde_json::Value) -> bool {
+    c["variant"]
+        .as_str()
+        .is_some_and(|v| v.contains("memset_orig"))
+}

@@ -97,6 +97,11 @@ fn a_stray_write_far_away_is_caught_and_located() {
 }
 
 #[test]
+fn tail_residue_caught_by_the_default_geometry() {
+    case("tail_37", Expect::TailResidue);
+}
+
+#[test]
 fn cli_reports_all_detected() {
     if !kvm_available("selftest cli") {
         return;
@@ -104,7 +109,7 @@ fn cli_reports_all_detected() {
     let out = hypclear(&["selftest", "--config", "vanilla", "--timeout", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let n = if cfg!(target_arch = "x86_64") { 13 } else { 11 };
+    let n = if cfg!(target_arch = "x86_64") { 14 } else { 12 };
     assert!(
         stdout.contains(&format!("{n}/{n} injected faults detected")),
         "{stdout}"

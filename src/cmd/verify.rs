@@ -4,7 +4,9 @@ use super::{Ctx, Early, progress};
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::check::checker::Patterns;
-use crate::check::suite::{self, CheckRecord, Filter, Geometry, Keep, Rows, RunOptions};
+use crate::check::suite::{
+    self, CheckRecord, Filter, Geometry, Keep, RandomSize, Rows, RunOptions,
+};
 use crate::cli::{Common, Format, VerifyArgs};
 use crate::error::{EXIT_FAILED, Error, Result, RunError};
 use crate::kernel::Side;
@@ -109,6 +111,8 @@ struct Outcome {
     /// Every check, counted per table row.
     rows: Rows,
     geometry: Geometry,
+    /// The run's random memset/memcpy sizes (drawn from the seed).
+    random_sizes: Vec<RandomSize>,
     failure: Option<GuestFailure>,
     loads: serde_json::Map<String, serde_json::Value>,
     first_hypercall: Option<FirstHypercall>,
@@ -189,6 +193,7 @@ const IN_PROGRESS: &str = "in progress: written while the run went on; a file th
 struct Live<'a> {
     command: &'a str,
     configs: &'a [Side],
+    random_sizes: &'a [RandomSize],
     state: std::sync::Mutex<LiveState>,
 }
 
@@ -215,7 +220,7 @@ struct Snapshot {
 }
 
 impl<'a> Live<'a> {
-    fn new(command: &'a str, configs: &'a [Side]) -> Self {
+    fn new(command: &'a str, configs: &'a [Side], random_sizes: &'a [RandomSize]) -> Self {
         let runs = configs.iter().map(|_| None).collect();
         let state = std::sync::Mutex::new(LiveState {
             written: None,
@@ -224,6 +229,7 @@ impl<'a> Live<'a> {
         Live {
             command,
             configs,
+            random_sizes,
             state,
         }
     }
@@ -253,7 +259,8 @@ impl<'a> Live<'a> {
         if let Some(slot) = st.runs.get_mut(index) {
             *slot = Some(snap);
         }
-        let o = st.outcome();
+        let mut o = st.outcome();
+        o.random_sizes = self.random_sizes.to_vec();
         let mut doc = json_doc(
             ctx,
             self.command,
@@ -504,7 +511,7 @@ fn boot_and_run(
     let Some((first, rest)) = configs.split_first() else {
         return Err(RunError::Internal("no link configuration to run".into()).into());
     };
-    let (_, pattern) = sizes(filter);
+    let (_, pattern) = sizes(filter, early.mem);
     // The copy source (tens of MB) is made when the first copy needs it.
     let pats = &Patterns::new(early.seed, pattern as usize);
     let bars = &super::progress_group();
@@ -571,32 +578,18 @@ fn boot_and_run(
         .ok_or_else(|| RunError::Internal("the run context was never set".into()))?;
     Ok((ctx, runs))
 }
-/// The largest check and the copy source pattern (host) the suite needs.
-fn sizes(filter: &Filter) -> (u64, u64) {
-    let largest = suite::LARGE_SIZES
-        .iter()
-        .chain(filter.sizes.iter())
-        .copied()
-        .max()
-        .unwrap_or(0);
-    let copies = filter.routines.is_empty()
-        || filter
-            .routines
-            .iter()
-            .any(|r| r.kind() == crate::routines::Kind::Copy);
-    let pattern = if copies {
-        largest.max(4 << 20)
-    } else {
-        4 << 20
-    };
-    (largest, pattern)
+/// The largest check and the copy source pattern (host) the suite needs
+/// in `mem` bytes of guest RAM.
+fn sizes(filter: &Filter, mem: u64) -> (u64, u64) {
+    let (largest, copy) = suite::largest_sizes(filter, arena(mem));
+    (largest, copy.max(4 << 20))
 }
 
 /// Check, before any check runs, that the host can hold what the run
 /// touches: the largest target and its copy source in guest RAM, plus the
 /// host pattern (per link configuration: they may run side by side).
 fn check_memory(ctx: &Ctx, configs: &[Side], side_by_side: bool, filter: &Filter) -> Result<()> {
-    let (largest, pattern) = sizes(filter);
+    let (largest, pattern) = sizes(filter, ctx.mem);
     let guest = (arch::ARENA_BASE - arch::RAM_BASE + 2 * largest + (4 << 20)).min(ctx.mem);
     let vms = if side_by_side {
         configs.len() as u64
@@ -622,15 +615,21 @@ pub(super) fn verify(
     // From the start: a Ctrl-C while the CPU is probed or a VM boots is a
     // request to stop too, never a silent kill.
     crate::interrupt::install()?;
-    let filter = Filter {
+    let mut filter = Filter {
         routines: args.routine.clone(),
         variants: args.variant.clone(),
         sizes: args.size.clone(),
         geometry: args.run.geometry,
+        seed: 0,
     };
     check_filter(&sides, &filter)?;
     let (sides, unrunnable) = split_runnable(super::kernel::every_path(common, sides)?, &filter);
     let early = Early::resolve(common, start, common.mem())?;
+    filter.seed = early.seed;
+    let random_sizes = match filter.has_byte_routines() {
+        true => filter.random_sizes(),
+        false => Vec::new(),
+    };
     let configs = sides.clone();
     // Everything else is resolved and checked while the VMs boot; no
     // check runs before it has passed.
@@ -653,12 +652,16 @@ pub(super) fn verify(
         for line in super::kernel::summary_lines(&ctx.sides) {
             ctx.say(line);
         }
+        if let Some(line) = random_line(ctx.seed, &random_sizes) {
+            ctx.say(line);
+        }
         Ok((ctx, side_by_side))
     };
-    let live = Live::new(command, &configs);
+    let live = Live::new(command, &configs, &random_sizes);
     let (ctx, runs) = boot_and_run(common, &early, &live, &filter, prepare)?;
     let mut o = outcome(&ctx, runs)?;
     o.geometry = filter.geometry;
+    o.random_sizes = random_sizes.clone();
     let skip = unrunnable_rows(&ctx, &unrunnable, &filter);
     o.rows.merge(suite::Rows::of(&skip));
     o.records.extend(skip);
@@ -670,6 +673,13 @@ pub(super) fn verify(
     let error = o.error.take();
     let code = report_outcome(&ctx, &configs, &o, error.as_ref(), command)?;
     error.map_or(Ok(code), Err)
+}
+
+/// "random sizes (seed S): 1234, 70001, ...": what `--seed S` repeats
+/// (none: no line).
+fn random_line(seed: u64, sizes: &[RandomSize]) -> Option<String> {
+    let list: Vec<String> = sizes.iter().map(|r| r.size.to_string()).collect();
+    (!list.is_empty()).then(|| format!("random sizes (seed {seed}): {}", list.join(", ")))
 }
 
 /// Why the results are partial (the JSON's `partial_reason`, KTAP's
@@ -899,6 +909,9 @@ struct JsonDoc<'a> {
     /// `checks` holds every check (`quick`) or those that did not pass
     /// (`full`); `rows` counts every check either way.
     geometry: Geometry,
+    /// The run's random memset/memcpy sizes and their offsets (`--seed`
+    /// repeats them).
+    random_sizes: &'a [RandomSize],
     rows: Vec<RowJson<'a>>,
     /// Every kernel alternatives path verified (run/verify without
     /// `--alternatives`), as the loads that carried them.
@@ -950,6 +963,7 @@ fn json_doc<'a>(
             json!(crate::bench::SideInfo::of(&side).kernel_paths)
         }),
         geometry: o.geometry,
+        random_sizes: &o.random_sizes,
         rows: o.rows.0.iter().map(RowJson::of).collect(),
         alternatives_loads: &o.alternatives_loads,
         checks: &o.records,

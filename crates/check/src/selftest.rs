@@ -53,6 +53,13 @@ pub enum Expect {
     /// A correct memset that also writes one byte 8 MiB past its end (the
     /// hostile guest's routine), seen by the dirty-page log and located.
     StrayWrite,
+    /// A memset one byte short only at sizes above 1024 that are 37 mod
+    /// 64, run over the default geometry's memset placements up to
+    /// 64 KiB plus 63 with the seeded byte: exactly those checks fail,
+    /// each by its last byte, 1 KiB, 4 KiB and 64 KiB plus 37 among them
+    /// (no hiding place in size: a geometry of residues 0, 1 and 63
+    /// passed it).
+    TailResidue,
 }
 
 /// The injected faults: (selftest table name, expectation).
@@ -70,6 +77,7 @@ pub const CASES: &[(&str, Expect)] = &[
     ("bad_return", Expect::WrongReturn),
     ("hostile_stray_write", Expect::StrayWrite),
     ("overrun", Expect::EdgeOverrun),
+    ("tail_37", Expect::TailResidue),
 ];
 
 /// Whether this architecture has case `e` (arm64 has no flag a routine
@@ -279,6 +287,96 @@ fn run_copy_short_case(
     })
 }
 
+/// The largest size [`run_tail_case`] runs (the suite's 64 KiB residues).
+const TAIL_MAX: u64 = (64 << 10) + 63;
+
+/// Whether `selftest_tail_37` must leave the last byte of `len` unwritten.
+fn tail_short(len: u64) -> bool {
+    len > 1024 && len % 64 == 37
+}
+
+/// The tail-residue routine over the default geometry's memset
+/// placements up to [`TAIL_MAX`] (the seeded fill, each placement once),
+/// as the suite runs them: exactly the checks at a size it shortens fail,
+/// one byte short at the end, and 1 KiB, 4 KiB and 64 KiB + 37 are among
+/// them.
+fn run_tail_case(
+    opts: &VmOptions,
+    side: &Side,
+    name: &str,
+    timeout: Duration,
+) -> Result<CaseResult> {
+    let (mut vm, memset, index) = boot(opts, side, Routine::Memset, name)?;
+    let pats = Patterns::new(opts.seed, 0);
+    let filter = suite::Filter {
+        routines: vec![Routine::Memset],
+        seed: opts.seed,
+        ..suite::Filter::default()
+    };
+    let specs: Vec<CheckSpec> = suite::memset_placements(&filter, TAIL_MAX)
+        .into_iter()
+        .map(|(len, dst_offset)| CheckSpec {
+            routine: Routine::Memset,
+            variant: memset,
+            len,
+            count: 1,
+            dst_offset,
+            src_offset: None,
+            fill: suite::Fill::Seeded,
+            overlap: None,
+            table: Some((abi::TABLE_SELFTEST, index)),
+        })
+        .collect();
+    let opts = suite::RunOptions {
+        timeout,
+        scope: checker::Scope::Target,
+        keep: suite::Keep::All,
+    };
+    let bar = indicatif::ProgressBar::hidden();
+    let mut watch = suite::Watch {
+        bar: &bar,
+        checkpoint: None,
+    };
+    let run = suite::run(&mut vm, &specs, &pats, &opts, &mut watch)?;
+    let judged = |r: &suite::CheckRecord| match tail_short(r.size) {
+        true => {
+            r.breakdown.not_written == 1
+                && r.breakdown.total() == 1
+                && r.first_bad_offset == Some(r.size as i64 - 1)
+        }
+        false => r.verdict == Verdict::Pass,
+    };
+    let mut failed: Vec<u64> = run
+        .records
+        .iter()
+        .filter(|r| r.verdict == Verdict::Fail)
+        .map(|r| r.size)
+        .collect();
+    failed.sort_unstable();
+    failed.dedup();
+    let detected = run.failure.is_none()
+        && run.records.len() == specs.len()
+        && run.records.iter().all(judged)
+        && [1 << 10, 4 << 10, 64 << 10]
+            .iter()
+            .all(|b| failed.contains(&(b + 37)));
+    let names: Vec<String> = failed.iter().map(u64::to_string).collect();
+    Ok(CaseResult {
+        name: name.to_string(),
+        expected: Expect::TailResidue,
+        detected,
+        observed: format!(
+            "{} memset checks up to {TAIL_MAX} B: {} failed, at sizes {}; the rest passed",
+            run.records.len(),
+            run.records
+                .iter()
+                .filter(|r| r.verdict == Verdict::Fail)
+                .count(),
+            names.join(", ")
+        ),
+    })
+}
+
 /// Run one broken routine in a fresh VM and judge what was observed.
 pub fn run_case(
     opts: &VmOptions,
@@ -288,10 +386,22 @@ pub fn run_case(
     timeout: Duration,
 ) -> Result<CaseResult> {
     match expected {
-        Expect::SourceModified => return run_source_case(opts, side, name, timeout),
-        Expect::CopyShort => return run_copy_short_case(opts, side, name, timeout),
-        _ => {}
+        Expect::SourceModified => run_source_case(opts, side, name, timeout),
+        Expect::CopyShort => run_copy_short_case(opts, side, name, timeout),
+        Expect::TailResidue => run_tail_case(opts, side, name, timeout),
+        _ => run_memset_case(opts, side, name, expected, timeout),
     }
+}
+
+/// One check of a broken memset at [`LEN`] and [`DST_OFFSET`], judged by
+/// what `expected` says it must be caught as.
+fn run_memset_case(
+    opts: &VmOptions,
+    side: &Side,
+    name: &str,
+    expected: Expect,
+    timeout: Duration,
+) -> Result<CaseResult> {
     let (mut vm, memset, index) = boot(opts, side, Routine::Memset, name)?;
     let pats = Patterns::new(opts.seed, 0);
     let spec = CheckSpec {
@@ -358,7 +468,8 @@ pub fn run_case(
                 Expect::Exception
                 | Expect::Timeout
                 | Expect::SourceModified
-                | Expect::CopyShort => false,
+                | Expect::CopyShort
+                | Expect::TailResidue => false,
             };
             (detected, observed)
         }

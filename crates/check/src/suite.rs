@@ -35,6 +35,38 @@ pub(crate) const SIZES: &[u64] = &[
 /// Larger sizes, checked at a few destination offsets only.
 pub const LARGE_SIZES: &[u64] = &[(8 << 20) + 1, 32 << 20];
 pub(crate) const LARGE_DST_OFFSETS: &[u64] = &[0, 1, 31, 63];
+/// Above [`FULL_MAX`], every residue mod 64 at each of these magnitudes
+/// (`base + r`, r in 0..64): a routine's tail handling picks its path by
+/// the length mod 8, 16, 32 or 64, so no residue may go untested.
+pub(crate) const RESIDUE_BASES: &[u64] = &[1 << 10, 4 << 10, 64 << 10, 2 << 20];
+/// Each residue size runs at dst+0 ([`residue_sizes`]): no head alignment
+/// shifts the residue its tail sees. Those up to this size also run at a
+/// spread placement (every destination offset once per magnitude).
+const RESIDUE_SPREAD_MAX: u64 = (64 << 10) + 63;
+/// Above 32 MiB, in every geometry: past the kernel's 32 MiB batch
+/// (PROCESS_PAGES_NON_PREEMPT_BATCH) by a page and an odd residue, one
+/// check per variant at a misaligned destination and source. Just past
+/// it rather than at 64 MiB: a copy there would double the guest RAM the
+/// suite touches (target and source) for one check. SKIP with the
+/// `--mem` it needs where guest RAM is smaller.
+pub const HUGE_SIZES: &[u64] = &[(32 << 20) + 4096 + 37];
+/// `--geometry full`: above 4 GiB, where a 32-bit count wraps (SKIP with
+/// the `--mem` it needs: the default guest RAM is far smaller).
+pub const FULL_HUGE_SIZES: &[u64] = &[(4 << 30) + 37];
+/// The (destination, source) offsets of [`HUGE_SIZES`] and
+/// [`FULL_HUGE_SIZES`].
+const HUGE_OFFSETS: (u64, u64) = (63, 1);
+/// Random sizes each run, drawn from the seed ([`random_sizes`]).
+pub const RANDOM_SIZES: usize = 16;
+/// The range random sizes are drawn from (log-uniform: every magnitude
+/// alike).
+const RANDOM_MIN: u64 = FULL_MAX + 1;
+const RANDOM_MAX: u64 = 8 << 20;
+/// The built-in memcpy sizes up to this cross every destination offset
+/// with every source offset; the larger one (32 MiB: each such copy costs
+/// as much as 16 at 2 MiB) pairs each destination offset with source 0
+/// and one other in turn, so it still meets every offset of either side.
+const PAIRED_MAX: u64 = (8 << 20) + 1;
 /// Source misalignments for memcpy.
 pub(crate) const SRC_OFFSETS: &[u64] = &[0, 1, 8, 33, 63];
 /// clear_pages page counts: a page, odd extents, a 2 MiB folio.
@@ -87,15 +119,17 @@ pub enum Edge {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Geometry {
-    /// The built-in sizes and offsets; memset with the zero and the seeded
-    /// fill byte.
+    /// The built-in sizes and offsets, every residue mod 64 at 1 KiB,
+    /// 4 KiB, 64 KiB and 2 MiB, the seed's random sizes, one size above
+    /// 32 MiB; memset with 0, 0xff and the seeded fill byte (above 16 KiB,
+    /// 0 and one of the others).
     #[default]
     Quick,
     /// Parity with the kernel's memcpy kunit test: memset and memcpy at
     /// every size 0..=1024 and every destination offset 0..63 (memcpy at
-    /// every source offset too), memset with 0, 0xff and the seeded byte,
-    /// the hypervisor's page-order sizes, odd clear_pages extents, plus
-    /// everything quick checks.
+    /// every source offset too), the hypervisor's page-order sizes, odd
+    /// clear_pages extents, a size above 4 GiB (where --mem allows), plus
+    /// everything quick checks, memset with every fill at every size.
     Full,
 }
 
@@ -119,13 +153,59 @@ impl Fill {
         }
     }
 
-    /// The fills memset is verified with in `geometry`.
-    fn of(geometry: Geometry) -> &'static [Fill] {
+    /// The fills memset is verified with, in every geometry: zero (its own
+    /// path on arm64: DC ZVA), 0xff (top bit set: a sign-extending byte
+    /// expansion gets it wrong whatever the seed) and the seeded byte
+    /// (never 0 or 0xff, see [`Patterns::new`]).
+    pub(crate) const ALL: [Fill; 3] = [Fill::Zero, Fill::Ones, Fill::Seeded];
+
+    /// The fills a memset of `len` bytes at `dst_offset` is verified with:
+    /// every one in full and up to [`BATCH_MAX`] (batched: cheap); above
+    /// it, quick pairs zero with 0xff or the seeded byte in turn (by the
+    /// parity of size plus offset), so a large size still meets every
+    /// offset at zero and at a non-zero byte, and both non-zero bytes,
+    /// at two passes over the target instead of three.
+    fn at(geometry: Geometry, len: u64, dst_offset: u64) -> &'static [Fill] {
         match geometry {
-            Geometry::Quick => &[Fill::Zero, Fill::Seeded],
-            Geometry::Full => &[Fill::Zero, Fill::Ones, Fill::Seeded],
+            Geometry::Quick if len > BATCH_MAX => match (len + dst_offset) % 2 {
+                0 => &[Fill::Zero, Fill::Ones],
+                _ => &[Fill::Zero, Fill::Seeded],
+            },
+            Geometry::Quick | Geometry::Full => &Fill::ALL,
         }
     }
+}
+
+/// One of a run's random memset/memcpy checks: a size and where it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RandomSize {
+    pub size: u64,
+    pub dst_offset: u64,
+    /// The source offset of the memcpy checks.
+    pub src_offset: u64,
+}
+
+/// The run's [`RANDOM_SIZES`] random sizes, by size: a function of the
+/// seed alone, so `--seed` reproduces them. Log-uniform in
+/// [`RANDOM_MIN`]..[`RANDOM_MAX`] at random offsets 0..63.
+pub fn random_sizes(seed: u64) -> Vec<RandomSize> {
+    use rand_core::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7369_7a65);
+    let (lo, hi) = (RANDOM_MIN.ilog2(), RANDOM_MAX.ilog2());
+    let mut out: Vec<RandomSize> = (0..RANDOM_SIZES)
+        .map(|_| {
+            // An octave below RANDOM_MAX, then a size uniform within it.
+            let bits = lo + rng.next_u32() % (hi - lo);
+            let size = (1u64 << bits) + rng.next_u64() % (1u64 << bits);
+            RandomSize {
+                size: size.clamp(RANDOM_MIN, RANDOM_MAX),
+                dst_offset: rng.next_u64() % 64,
+                src_offset: rng.next_u64() % 64,
+            }
+        })
+        .collect();
+    out.sort_unstable();
+    out
 }
 
 /// One planned check.
@@ -347,9 +427,29 @@ pub struct Filter {
     /// Sizes to check instead of the built-in lists (total bytes per check).
     pub sizes: Vec<u64>,
     pub geometry: Geometry,
+    /// The run's seed: it draws the random sizes ([`random_sizes`]).
+    pub seed: u64,
 }
 
 impl Filter {
+    /// The run's random memset/memcpy sizes: none with `--size`.
+    pub fn random_sizes(&self) -> Vec<RandomSize> {
+        if self.sizes.is_empty() {
+            random_sizes(self.seed)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Whether any memset or memcpy is selected.
+    pub fn has_byte_routines(&self) -> bool {
+        self.routines.is_empty()
+            || self
+                .routines
+                .iter()
+                .any(|r| matches!(r, Routine::Memset | Routine::Memcpy))
+    }
+
     fn wants(&self, r: Routine, v: &routines::VariantDef) -> bool {
         (self.routines.is_empty() || self.routines.contains(&r))
             && (self.variants.is_empty() || self.variants.iter().any(|x| routines::is_named(v, x)))
@@ -359,13 +459,81 @@ impl Filter {
 /// Arena bytes a check needs: guards, target (anywhere in the batch area
 /// when batched), and a separate source.
 pub fn footprint(spec: &CheckSpec) -> u64 {
-    let dst_window = GUARD.next_multiple_of(PAGE_SIZE) + 64 + reach(spec) + spec.total() + GUARD;
-    let src = if spec.routine.kind() == Kind::Copy {
-        PAGE_SIZE + spec.total() + 64 + PAGE_SIZE
+    footprint_of(spec.routine.kind(), spec.total(), batchable(spec))
+}
+
+/// [`footprint`] of a check of `kind` over `total` bytes (`batched`: one
+/// [`batchable`]).
+fn footprint_of(kind: Kind, total: u64, batched: bool) -> u64 {
+    let reach = if batched || kind == Kind::Copy {
+        BATCH_AREA
+    } else {
+        0
+    };
+    let dst_window = GUARD.next_multiple_of(PAGE_SIZE) + 64 + reach + total + GUARD;
+    let src = if kind == Kind::Copy {
+        PAGE_SIZE + total + 64 + PAGE_SIZE
     } else {
         0
     };
     dst_window.next_multiple_of(PAGE_SIZE) + src + PAGE_SIZE
+}
+
+/// The smallest `--mem` (rounded up to 64 MiB: a figure to type) whose
+/// arena holds `footprint` bytes.
+pub fn mem_for(footprint: u64) -> u64 {
+    (arch::ARENA_BASE - arch::RAM_BASE + footprint).next_multiple_of(64 << 20)
+}
+
+/// The largest memset/memcpy size `filter` checks in an arena of `arena`
+/// bytes (its `--size` list, else the geometry's sizes that fit), and
+/// the largest copy among them: what the host's copy source must cover.
+pub fn largest_sizes(filter: &Filter, arena: u64) -> (u64, u64) {
+    let mut largest = (0, 0);
+    for routine in [Routine::Memset, Routine::Memcpy] {
+        if !(filter.routines.is_empty() || filter.routines.contains(&routine)) {
+            continue;
+        }
+        let kind = routine.kind();
+        let fits = |len: &u64| {
+            !filter.sizes.is_empty() || footprint_of(kind, *len, *len <= BATCH_MAX) <= arena
+        };
+        let top = byte_sizes(filter)
+            .into_iter()
+            .filter(fits)
+            .max()
+            .unwrap_or(0);
+        largest.0 = largest.0.max(top);
+        if kind == Kind::Copy {
+            largest.1 = top;
+        }
+    }
+    largest
+}
+
+/// Every memset/memcpy size of `filter` (some more than once), without
+/// building its checks ([`byte_shapes`] of `--geometry full` are
+/// hundreds of thousands).
+fn byte_sizes(filter: &Filter) -> Vec<u64> {
+    if !filter.sizes.is_empty() {
+        return filter.sizes.clone();
+    }
+    let full = filter.geometry == Geometry::Full;
+    let residues = RESIDUE_BASES.iter().map(|b| b + 63);
+    let orders = (0..=FULL_MAX_ORDER)
+        .map(|o| PAGE_SIZE << o)
+        .filter(|_| full);
+    let huge = FULL_HUGE_SIZES.iter().filter(|_| full);
+    SIZES
+        .iter()
+        .chain(LARGE_SIZES)
+        .chain(HUGE_SIZES)
+        .chain(huge)
+        .copied()
+        .chain(residues)
+        .chain(orders)
+        .chain(filter.random_sizes().iter().map(|r| r.size))
+        .collect()
 }
 
 /// Checks this small run in batches: up to `abi::BATCH_SLOTS` with one
@@ -692,11 +860,73 @@ fn page_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
     out
 }
 
+/// A memset/memcpy check before its fill: (size, destination offset,
+/// source offset (memcpy)).
+type Bytes = (u64, u64, Option<u64>);
+
 /// [`shapes`] of memset and memcpy: sizes and (dst, src) offsets, then
-/// each with every fill of the geometry (memset).
+/// each with every fill (memset).
 fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
-    let mut bytes: Vec<(u64, u64, Option<u64>)> = Vec::new();
     let copy = routine == Routine::Memcpy;
+    // Fills innermost: a passed memset's constant is the next one's
+    // pre-image (see `refill_for`).
+    let with_fills = |bytes: Vec<Bytes>| {
+        let mut out = Vec::with_capacity(bytes.len() * Fill::ALL.len());
+        for (len, d, s) in bytes {
+            let fills = match copy {
+                true => &[Fill::Zero][..],
+                false => Fill::at(filter.geometry, len, d),
+            };
+            out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
+        }
+        out
+    };
+    let mut out = with_fills(listed_sizes(copy, filter));
+    if filter.sizes.is_empty() {
+        // A listed placement keeps its own fills.
+        let listed: BTreeSet<Bytes> = out.iter().map(|x| (x.0, x.2, x.3)).collect();
+        let residues = residue_sizes(copy, filter.geometry);
+        out.extend(
+            residues
+                .into_iter()
+                .filter(|x| !listed.contains(&(x.0, x.2, x.3))),
+        );
+        let mut more: Vec<Bytes> = filter
+            .random_sizes()
+            .iter()
+            .map(|r| (r.size, r.dst_offset, copy.then_some(r.src_offset)))
+            .collect();
+        let full = filter.geometry == Geometry::Full;
+        let huge = HUGE_SIZES
+            .iter()
+            .chain(FULL_HUGE_SIZES.iter().filter(|_| full));
+        let (d, s) = HUGE_OFFSETS;
+        more.extend(huge.map(|&len| (len, d, copy.then_some(s))));
+        out.extend(with_fills(more));
+    }
+    let mut seen = BTreeSet::new();
+    out.retain(|s| seen.insert(*s));
+    out
+}
+
+/// The distinct (size, destination offset) of `filter`'s memset checks
+/// up to `max` bytes, in suite order (the selftest's tail-residue case
+/// runs a broken memset over them).
+pub(crate) fn memset_placements(filter: &Filter, max: u64) -> Vec<(u64, u64)> {
+    let mut seen = BTreeSet::new();
+    byte_shapes(Routine::Memset, filter)
+        .into_iter()
+        .map(|s| (s.0, s.2))
+        .filter(|&(len, _)| len <= max)
+        .filter(|p| seen.insert(*p))
+        .collect()
+}
+
+/// The listed sizes ([`SIZES`] and [`LARGE_SIZES`], or `--size`) at their
+/// offsets, and `--geometry full`'s every size up to [`FULL_MAX`] and the
+/// hypervisor's page orders.
+fn listed_sizes(copy: bool, filter: &Filter) -> Vec<Bytes> {
+    let mut bytes: Vec<Bytes> = Vec::new();
     let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
     let mut at = |len: u64, dsts: &[u64], srcs: &[u64]| {
         for &d in dsts {
@@ -717,7 +947,16 @@ fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
         } else {
             LARGE_DST_OFFSETS
         };
-        at(len, dsts, srcs);
+        if copy && filter.sizes.is_empty() && len > PAIRED_MAX {
+            // Every dst offset from src+0 and from one misaligned source
+            // in turn: each offset of either side, not each pair.
+            for (i, &d) in dsts.iter().enumerate() {
+                let other = SRC_OFFSETS[1 + i % (SRC_OFFSETS.len() - 1)];
+                at(len, &[d], &[0, other]);
+            }
+        } else {
+            at(len, dsts, srcs);
+        }
     }
     if filter.geometry == Geometry::Full && filter.sizes.is_empty() {
         for len in 0..=FULL_MAX {
@@ -730,18 +969,39 @@ fn byte_shapes(routine: Routine, filter: &Filter) -> Vec<Shape> {
             at(PAGE_SIZE << order, LARGE_DST_OFFSETS, &[0]);
         }
     }
-    let mut seen = BTreeSet::new();
-    bytes.retain(|b| seen.insert(*b));
-    // Fills innermost: a passed memset's constant is the next one's
-    // pre-image (see `refill_for`).
-    let fills: &[Fill] = if copy {
-        &[Fill::Zero]
-    } else {
-        Fill::of(filter.geometry)
-    };
-    let mut out = Vec::with_capacity(bytes.len() * fills.len());
-    for &(len, d, s) in &bytes {
-        out.extend(fills.iter().map(|&fill| (len, 1, d, s, fill)));
+    bytes
+}
+
+/// Every residue 0..63 at each of [`RESIDUE_BASES`], with its fills: at
+/// dst+0, where no head alignment moves the residue the tail sees (memcpy
+/// at src+0 and src+32 in turn: both 32-byte aligned, and each copy's
+/// result a pre-image of the next, see `Known::Copy`); up to
+/// [`RESIDUE_SPREAD_MAX`] also at a spread placement, where each residue
+/// of a magnitude gets another destination offset (and source offset).
+/// quick checks a memset at the 2 MiB magnitude with one fill per residue
+/// in turn (64 KiB has every residue at zero and a non-zero byte).
+fn residue_sizes(copy: bool, geometry: Geometry) -> Vec<Shape> {
+    let mut out = Vec::new();
+    for (m, &base) in (0u64..).zip(RESIDUE_BASES) {
+        for r in 0..64 {
+            let len = base + r;
+            let mut at = |d: u64, s: u64, fills: &[Fill]| match copy {
+                true => out.push((len, 1, d, Some(s), Fill::Zero)),
+                false => out.extend(fills.iter().map(|&f| (len, 1, d, None, f))),
+            };
+            let one = [Fill::ALL[(r % 3) as usize]];
+            let fills = match geometry {
+                Geometry::Quick if len > RESIDUE_SPREAD_MAX => &one[..],
+                _ => Fill::at(geometry, len, 0),
+            };
+            at(0, 32 * (r % 2), fills);
+            if len <= RESIDUE_SPREAD_MAX {
+                // Odd multipliers: r -> offset is a permutation of 0..63.
+                let d = (r * 23 + 7 * m + 1) % 64;
+                let s = (r * 41 + 13 * m + 5) % 64;
+                at(d, s, Fill::at(geometry, len, d));
+            }
+        }
     }
     out
 }
@@ -845,9 +1105,11 @@ pub fn plan(
                             .into(),
                     )
                 } else if footprint(&spec) > arena {
+                    let need = footprint(&spec);
                     Some(format!(
-                        "needs {} of arena; raise --mem",
-                        crate::units::format_size(footprint(&spec))
+                        "needs --mem {} or more ({} of arena)",
+                        crate::units::format_size(mem_for(need)),
+                        crate::units::format_size(need.next_multiple_of(1 << 20))
                     ))
                 } else {
                     None
@@ -1923,10 +2185,6 @@ pub(crate) mod tests {
         assert!(!shapes.iter().any(|&(len, _, d)| len <= d.unsigned_abs()));
     }
 
-    fn count(f: &Filter, r: Routine) -> usize {
-        shapes(r, f).len()
-    }
-
     #[test]
     fn geometries_cover_what_they_promise() {
         let quick = Filter::default();
@@ -1934,13 +2192,137 @@ pub(crate) mod tests {
             geometry: Geometry::Full,
             ..Filter::default()
         };
-        // quick: today's memset set once per fill (zero and seeded).
-        let per_fill = SIZES.len() * 64 + LARGE_SIZES.len() * LARGE_DST_OFFSETS.len();
-        assert_eq!(count(&quick, Routine::Memset), 2 * per_fill);
-        assert_eq!(count(&quick, Routine::Memcpy), per_fill * SRC_OFFSETS.len());
-        // full: every (size <= 1024, dst offset) at every fill; memcpy at
+        for routine in [Routine::Memset, Routine::Memcpy] {
+            quick_covers(routine, &quick, &full);
+        }
+        default_fills(&quick);
+        full_covers(&full);
+    }
+
+    /// quick's memset or memcpy checks: the listed sizes at their offsets,
+    /// memcpy at every source offset; memset with every fill up to
+    /// BATCH_MAX, above it with zero and one of the others; every residue
+    /// at each magnitude; a size above 32 MiB; the random sizes.
+    fn quick_covers(routine: Routine, quick: &Filter, full: &Filter) {
+        let got: BTreeSet<Shape> = shapes(routine, quick).into_iter().collect();
+        let copy = routine == Routine::Memcpy;
+        let has = |len, d, s| has_placement(&got, copy, (len, d, s));
+        let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
+        for &len in SIZES
+            .iter()
+            .chain(LARGE_SIZES)
+            .filter(|&&l| l <= PAIRED_MAX)
+        {
+            let dsts = if len <= (2 << 20) + 1 {
+                (0..64).collect()
+            } else {
+                LARGE_DST_OFFSETS.to_vec()
+            };
+            for d in dsts {
+                assert!(srcs.iter().all(|&s| has(len, d, s)), "{routine} {len} {d}");
+            }
+        }
+        // 32 MiB: every dst offset from src+0, every src offset.
+        let big: Vec<&Shape> = got.iter().filter(|x| x.0 == 32 << 20).collect();
+        for &d in LARGE_DST_OFFSETS {
+            assert!(has(32 << 20, d, 0), "{routine} 32 MiB dst+{d}");
+        }
+        for &s in srcs {
+            assert!(
+                big.iter().any(|x| x.3 == copy.then_some(s)),
+                "{routine} src+{s}"
+            );
+        }
+        residues_covered(routine, &got);
+        // Above 32 MiB by default; above 4 GiB in full only.
+        assert!(got.iter().any(|s| s.0 > 32 << 20 && s.0 < 1 << 30));
+        assert!(!got.iter().any(|s| s.0 > 4 << 30));
+        let full_got = shapes(routine, full);
+        assert!(full_got.iter().any(|s| s.0 > 4 << 30), "{routine}");
+        // The seed's random sizes, at their offsets.
+        for r in quick.random_sizes() {
+            assert!(has(r.size, r.dst_offset, r.src_offset), "{routine} {r:?}");
+        }
+        let mut seen = BTreeSet::new();
+        assert!(shapes(routine, quick).iter().all(|c| seen.insert(*c)));
+    }
+
+    /// Whether `got` has the (size, dst, src) placement with the fills it
+    /// should: a copy once, a memset with every fill up to BATCH_MAX,
+    /// above it with zero and one other.
+    fn has_placement(got: &BTreeSet<Shape>, copy: bool, (len, d, s): (u64, u64, u64)) -> bool {
+        let fills: Vec<Fill> = Fill::ALL
+            .into_iter()
+            .filter(|&f| got.contains(&(len, 1, d, copy.then_some(s), f)))
+            .collect();
+        match (copy, len <= BATCH_MAX) {
+            (true, _) => fills == [Fill::Zero],
+            (false, true) => fills == Fill::ALL,
+            (false, false) => fills.len() == 2 && fills[0] == Fill::Zero,
+        }
+    }
+
+    /// No hiding place in size: every residue mod 64 at each magnitude,
+    /// at dst+0 (src+0 or +32), where no head alignment moves it; memset
+    /// at 2 MiB with one fill each, all three in turn; up to 64 KiB also
+    /// at every dst offset.
+    fn residues_covered(routine: Routine, got: &BTreeSet<Shape>) {
+        let copy = routine == Routine::Memcpy;
+        let has = |len, d, s| has_placement(got, copy, (len, d, s));
+        for base in [1 << 10, 4 << 10, 64 << 10, 2 << 20] {
+            for r in 0..64 {
+                let (len, s) = (base + r, copy.then_some(32 * (r % 2)));
+                let fills: Vec<Fill> = got
+                    .iter()
+                    .filter(|x| (x.0, x.2, x.3) == (len, 0, s))
+                    .map(|x| x.4)
+                    .collect();
+                let ok = match (copy, base) {
+                    (true, _) => fills == [Fill::Zero],
+                    // 2 MiB and 2 MiB+1 are listed sizes, with their fills.
+                    (false, 0x20_0000) => fills.len() == 1 || (r < 2 && has(len, 0, 0)),
+                    (false, _) => has(len, 0, 0),
+                };
+                assert!(ok, "{routine} {base}+{r}: {fills:?}");
+            }
+        }
+        if !copy {
+            let at_2m = |f| {
+                got.iter()
+                    .filter(move |x| x.0 >> 21 == 1 && x.2 == 0 && x.4 == f)
+            };
+            assert!(Fill::ALL.iter().all(|&f| at_2m(f).count() >= 21));
+        }
+        // And up to 64 KiB at a spread placement: every dst offset.
+        for base in [1 << 10, 4 << 10, 64 << 10] {
+            let offsets: BTreeSet<u64> = got
+                .iter()
+                .filter(|s| (base..base + 64).contains(&s.0))
+                .map(|s| s.2)
+                .collect();
+            assert_eq!(offsets.len(), 64, "{routine} {base}");
+        }
+    }
+
+    /// The default fills: 0x00, 0xff (top bit set) and the seeded byte,
+    /// which is neither for any seed.
+    fn default_fills(quick: &Filter) {
+        let fills: BTreeSet<Fill> = shapes(Routine::Memset, quick).iter().map(|s| s.4).collect();
+        assert_eq!(fills.into_iter().collect::<Vec<_>>(), Fill::ALL);
+        for seed in 0..256 {
+            let pats = Patterns::new(seed, 0);
+            let bytes: BTreeSet<u8> = Fill::ALL.iter().map(|f| f.byte(&pats)).collect();
+            assert_eq!(bytes.len(), 3, "seed {seed}");
+            assert!(bytes.contains(&0) && bytes.contains(&0xff));
+        }
+    }
+
+    /// full: every (size <= 1024, dst offset) at every fill; memcpy at
+    /// every dst offset and every src offset too; the clear_pages extents.
+    fn full_covers(full: &Filter) {
+        let quick = Filter::default();
         // every dst offset and every src offset too.
-        let shapes_full = shapes(Routine::Memset, &full);
+        let shapes_full: BTreeSet<Shape> = shapes(Routine::Memset, full).into_iter().collect();
         for fill in [Fill::Zero, Fill::Ones, Fill::Seeded] {
             for len in 0..=FULL_MAX {
                 for d in 0..64 {
@@ -1951,16 +2333,17 @@ pub(crate) mod tests {
                 assert!(shapes_full.contains(&(PAGE_SIZE << order, 1, 0, None, fill)));
             }
         }
-        let copies = shapes(Routine::Memcpy, &full);
+        let copies = shapes(Routine::Memcpy, full);
+        let copy_set: BTreeSet<Shape> = copies.iter().copied().collect();
         for len in 0..=FULL_MAX {
             for o in 0..64 {
-                assert!(copies.contains(&(len, 1, o, Some(0), Fill::Zero)));
-                assert!(copies.contains(&(len, 1, 0, Some(o), Fill::Zero)));
+                assert!(copy_set.contains(&(len, 1, o, Some(0), Fill::Zero)));
+                assert!(copy_set.contains(&(len, 1, 0, Some(o), Fill::Zero)));
             }
         }
         let mut seen = BTreeSet::new();
         assert!(copies.iter().all(|c| seen.insert(*c)), "no check twice");
-        let pages = shapes(Routine::ClearPages, &full);
+        let pages = shapes(Routine::ClearPages, full);
         for n in CLEAR_PAGES_N
             .iter()
             .chain(FULL_CLEAR_PAGES_N)
@@ -1981,5 +2364,73 @@ pub(crate) mod tests {
         let c = shapes(Routine::Memcpy, &sized);
         assert_eq!(c.len(), 64 * SRC_OFFSETS.len());
         assert!(c.contains(&(100, 1, 5, Some(33), Fill::Zero)));
+        assert!(sized.random_sizes().is_empty());
+    }
+
+    #[test]
+    fn random_sizes_come_from_the_seed() {
+        let a = random_sizes(7);
+        assert_eq!(a, random_sizes(7), "--seed reproduces them");
+        assert_eq!(a.len(), RANDOM_SIZES);
+        assert_ne!(a, random_sizes(8));
+        let with = |seed| Filter {
+            seed,
+            ..Filter::default()
+        };
+        assert_ne!(
+            shapes(Routine::Memcpy, &with(7)),
+            shapes(Routine::Memcpy, &with(8))
+        );
+        assert_eq!(
+            shapes(Routine::Memset, &with(7)),
+            shapes(Routine::Memset, &with(7))
+        );
+        // Spread over the magnitudes above FULL_MAX.
+        let mut octaves = BTreeSet::new();
+        for seed in 0..64 {
+            for r in random_sizes(seed) {
+                assert!((RANDOM_MIN..RANDOM_MAX).contains(&r.size), "{r:?}");
+                assert!(r.dst_offset < 64 && r.src_offset < 64);
+                octaves.insert(r.size.ilog2());
+            }
+        }
+        assert_eq!(
+            octaves.len(),
+            (RANDOM_MAX.ilog2() - RANDOM_MIN.ilog2()) as usize
+        );
+    }
+
+    #[test]
+    fn a_size_larger_than_guest_ram_is_skipped_naming_the_mem_it_needs() {
+        let side: Side = LinkConfig::Vanilla.into();
+        let caps = arch::CpuCaps::default();
+        let full = Filter {
+            routines: vec![Routine::Memset, Routine::Memcpy],
+            geometry: Geometry::Full,
+            ..Filter::default()
+        };
+        let pats = Patterns::new(1, 0);
+        // The default --mem (256 MiB) holds the quick huge size, not 4 GiB.
+        let arena = (256 << 20) - (arch::ARENA_BASE - arch::RAM_BASE);
+        let (specs, skipped) = plan(&side, &caps, &full, arena, &pats);
+        assert!(specs.iter().any(|s| s.len == HUGE_SIZES[0]));
+        let huge: Vec<&CheckRecord> = skipped
+            .iter()
+            .filter(|r| r.size == FULL_HUGE_SIZES[0])
+            .collect();
+        assert!(!huge.is_empty());
+        for r in huge {
+            let reason = r.reason.as_deref().unwrap_or_default();
+            let want = match r.routine {
+                Routine::Memset => "needs --mem 4160MB or more (4097MB of arena)",
+                _ => "needs --mem 8256MB or more (8197MB of arena)",
+            };
+            assert!(reason.starts_with(want), "{reason}");
+        }
+        // Only copies above 4 GiB would need a source that long.
+        let (largest, copy) = largest_sizes(&full, arena);
+        assert_eq!((largest, copy), (HUGE_SIZES[0], HUGE_SIZES[0]));
+        let (largest, _) = largest_sizes(&full, 5 << 30);
+        assert_eq!(largest, FULL_HUGE_SIZES[0]);
     }
 }
