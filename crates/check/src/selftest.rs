@@ -325,6 +325,7 @@ fn run_tail_case(
             fill: suite::Fill::Seeded,
             overlap: None,
             table: Some((abi::TABLE_SELFTEST, index)),
+            edge: None,
         })
         .collect();
     let opts = suite::RunOptions {

@@ -725,8 +725,8 @@ type Shape = (u64, u64, u64, Option<u64>, Fill);
 /// on it at a spread of size classes, sources start right above it at a
 /// few. With `-s`, targets and sources end there at those sizes.
 fn edge_shapes(routine: Routine, filter: &Filter) -> Vec<(Edge, u64, u64, Fill)> {
-    let fills = match routine {
-        Routine::Memset => Fill::of(filter.geometry),
+    let fills: &[Fill] = match routine {
+        Routine::Memset => &Fill::ALL,
         _ => &[Fill::Zero],
     };
     let given = !filter.sizes.is_empty();
