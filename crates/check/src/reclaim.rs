@@ -413,6 +413,14 @@ fn run_one(
     let sealed = vm.vcpu(0)?.sealed_call(&cmd, opts.timeout)?;
     let khz = vm.counter_khz.max(1);
     let (ram, took) = vm.destroy();
+    if let Some(b) = sealed.breach {
+        // The fill stopped at that call: what the host reads back would
+        // say nothing about the reclaim.
+        return Err(Error::Verification(format!(
+            "the guest's memset_generic broke the call contract ({b}) while filling the arena, \
+             so the reclaim went unchecked"
+        )));
+    }
     let fill_seconds = sealed.ticks() as f64 / (khz as f64 * 1000.0);
     let arena = scan(&ram, fill_gpa, fill_bytes, pattern)?;
     let host_pages = host_pages
