@@ -12,7 +12,8 @@
 #      seed-001 shape `memset` 3): from linux-source-6.12, its seed-001
 #      shape (ci/seed001-shape.sh) and a mutant (ci/aarch64/mutants.sh);
 #      from linux-source-7.3 (the kernel the nested boot runs), its seed-001
-#      shape and a mutant of that shape (mutants.sh --zva-last-block)
+#      shape, a mutant of that shape (mutants.sh --zva-last-block) and a
+#      contract mutant of the vanilla tree (mutants.sh --contract)
 #   5. in each mode: hypclear info, run, selftest (EL1 and EL0), the hostile
 #      guests (selftest --hostile), a --no-dc-zva run, and one short bench;
 #      in nVHE the run is --geometry full, then the suite on each 6.12
@@ -27,7 +28,10 @@
 #      EL2 (vectors, page tables, doorbell, two vCPUs, spin), the 7.3
 #      vanilla blob's suite and the 7.3 mutant (fails on its clear_page,
 #      clear_pages and memset fill 0x00 rows of the original instructions
-#      only); at --el 1 the 7.3 vanilla and seed-shape suites and the
+#      only); at --el 2 and --el 1 the 7.3 contract mutant (memcpy and
+#      memset fail on their original instructions' rows only, each for its
+#      breach: x19 changed, return value not dst); at --el 1 the 7.3
+#      vanilla and seed-shape suites and the
 #      seed's four-column table (bench --dc-zva both on the
 #      7.3 pair, compare --format rst, ci/aarch64/check-zva-table). Subsets,
 #      as everything is slow in that boot (EL2 under QEMU's NV2 emulation,
@@ -114,6 +118,11 @@ M7BLOB="$HC_CACHE/mutant-zva-7-arm64.blob"
 make_blob "$KTREE7" "$K7BLOB" vanilla 4
 make_blob "$SEED_TREE7" "$S7BLOB" memset 3
 make_blob "$MUTANT_TREE7" "$M7BLOB" memset 3
+# A mutant of the vanilla 7.3 tree with every byte right and two call
+# contract breaches (mutants.sh --contract).
+CONTRACT_TREE7="$(bash "$HC_CI_DIR/mutants.sh" --contract "$KTREE7" | tail -n1)"
+C7BLOB="$HC_CACHE/mutant-contract-7-arm64.blob"
+make_blob "$CONTRACT_TREE7" "$C7BLOB" vanilla 4
 hc_stage_end
 
 # Small guests: first touch of guest RAM is slow under TCG. The serial
@@ -171,6 +180,7 @@ fi
 # alternatives path (HAS_MOPS and the original instructions).
 if [[ "$modes" == *" nested "* ]]; then
     K7="/bin/$(basename "$K7BLOB")" S7="/bin/$(basename "$S7BLOB")" M7="/bin/$(basename "$M7BLOB")"
+    C7="/bin/$(basename "$C7BLOB")"
     # The 7.3 mutant (mutants.sh --zva-last-block) misses the last DC ZVA
     # block of memset's original instructions: clear_page and clear_pages
     # (memset of whole pages) and memset's fill 0x00 on that path, nothing
@@ -181,6 +191,17 @@ if [[ "$modes" == *" nested "* ]]; then
     # 24 s more).
     m7_leaves='^kernel: original instructions \(no HAS_MOPS\)( fill 0x00)?$'
     m7_verify="hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $M7 -r clear_page,clear_pages,memset"
+    # The contract mutant (mutants.sh --contract): memcpy keeps a scratch
+    # value in x19, memset one in x0, both on the original instructions
+    # only; every byte is right, so each failing row must say why. Both
+    # levels: the harness that checks the contract differs (EL1 is a
+    # guest of the VHE host, EL2 runs under NV2). -s: sizes that reach
+    # each bug (memcpy's 1-3 byte and long copies, memset past 15 bytes);
+    # the built-in list costs about 60 s a level here.
+    c7_expect="expect-fail --why '/memcpy/.*: [0-9]+ of [0-9]+ checks failed; first: size [0-9]+ [^:]*: callee-saved x19 changed' \
+--why '/memset/.*: [0-9]+ of [0-9]+ checks failed; first: size [0-9]+ [^:]*: returned 0x[0-9a-f]+, want dst ' \
+'^kernel: original instructions \(no HAS_MOPS\)'"
+    c7_verify="hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $C7 -r memcpy,memset -s 1,255,4KB"
     # The seed's review table (vanilla, patch, stnp, patch_stp) from the 7.3
     # pair in one invocation: bench --dc-zva both on the two blobs, four
     # sides interleaved, then compare --format rst. --alternatives none:
@@ -196,14 +217,16 @@ if [[ "$modes" == *" nested "* ]]; then
     )
     NT0="$(hc_now)"
     "$HC_CI_DIR/run-in-qemu.sh" --mode nested --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1800}" \
-        --bin "$BIN" --bin "$K7BLOB" --bin "$S7BLOB" --bin "$M7BLOB" \
+        --bin "$BIN" --bin "$K7BLOB" --bin "$S7BLOB" --bin "$M7BLOB" --bin "$C7BLOB" \
         --bin "$HC_CI_DIR/expect-fail" --bin "$HC_CI_DIR/check-zva-table" -- \
         "$H run --mem 64MB --seed 1 --blob $S7 >/tmp/run; rc=\$?; cat /tmp/run; [ \$rc -eq 0 ] && grep -qF 'guest at EL2 (nVHE, E2H=0; --el auto' /tmp/run" \
         "$H selftest --el 2 --mem 64MB --config memset" \
         "HYPCLEAR_PROGRESS=0 hypclear --timeout 10 selftest --el 2 --hostile --mem 64MB --case vectors,page_tables,doorbell_4,log_race,spin" \
         "$H run --el 2 --mem 64MB --seed 1 --blob $K7" \
         "HYPCLEAR_PROGRESS=0 expect-fail '$m7_leaves' $m7_verify --el 2" \
+        "HYPCLEAR_PROGRESS=0 $c7_expect $c7_verify --el 2" \
         "$H run --el 1 --mem 64MB --seed 1 --blob $K7" \
+        "HYPCLEAR_PROGRESS=0 $c7_expect $c7_verify --el 1" \
         "$H run --el 1 --mem 64MB --seed 1 --blob $S7" \
         "${zva7[@]}"
     hc_log "nested (7.x) runs took $(hc_elapsed "$NT0")s"

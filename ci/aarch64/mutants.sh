@@ -18,17 +18,30 @@
 #   block is never zeroed (and the tail after it is 0 bytes, so nothing
 #   else writes it). Every zeroing memset whose DC ZVA part ends on the
 #   end of the buffer misses its last block: clear_page always.
+# --contract: two bugs that leave every byte right, so only the call
+#   contract sees them, both in the original instructions (a 7.x tree's
+#   HAS_MOPS paths do not use the edited registers):
+#   arch/arm64/lib/memcpy.S's tmp1 in x19 instead of x14 (a scratch
+#     register that is callee-saved): its 1-3 byte and long copies change
+#     the caller's x19;
+#   arch/arm64/lib/memset.S's tmp2 in x0 instead of x4 (the alignment
+#     scratch in the return value's register): memset of over 15 bytes
+#     returns the alignment arithmetic's result, not dst.
 #
-#   ci/aarch64/mutants.sh [--zva-last-block] TREE [COPY]
-#     COPY default: TREE-mutant (--zva-last-block: TREE-mutant-zva); the
-#     last line on stdout is the copy's path
+#   ci/aarch64/mutants.sh [--zva-last-block | --contract] TREE [COPY]
+#     COPY default: TREE-mutant (--zva-last-block: TREE-mutant-zva,
+#     --contract: TREE-mutant-contract); the last line on stdout is the
+#     copy's path
 set -euo pipefail
 mode=default
-if [ "${1:-}" = --zva-last-block ]; then mode=zva-last-block; shift; fi
-tree=${1:?usage: $0 [--zva-last-block] TREE [COPY]}
+case "${1:-}" in
+    --zva-last-block | --contract) mode=${1#--}; shift ;;
+esac
+tree=${1:?usage: $0 [--zva-last-block | --contract] TREE [COPY]}
 case $mode in
     default) copy=${2:-${tree%/}-mutant} ;;
-    *) copy=${2:-${tree%/}-mutant-zva} ;;
+    zva-last-block) copy=${2:-${tree%/}-mutant-zva} ;;
+    *) copy=${2:-${tree%/}-mutant-contract} ;;
 esac
 log() { echo "mutants: $*" >&2; }
 if [ -f "$copy/.mutant" ] && [ "$(cat "$copy/.mutant")" = "$mode" ]; then
@@ -58,6 +71,10 @@ case $mode in
         ;;
     zva-last-block)
         edit_line arch/arm64/lib/memset.S '^\tb\.ge\t3b$' 's/b\.ge/b.gt/'
+        ;;
+    contract)
+        edit_line arch/arm64/lib/memcpy.S '^#define tmp1\tx14$' 's/x14$/x19/'
+        edit_line arch/arm64/lib/memset.S '^tmp2\t\t\.req\tx4$' 's/x4$/x0/'
         ;;
 esac
 echo "$mode" >"$copy/.mutant"

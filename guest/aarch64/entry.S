@@ -11,10 +11,16 @@
  * into hyp_entry.
  * Loop: ring HC_READY; per command call the table row a0/a1-stepped
  * MB_CMD_COUNT times between two CNTVCT_EL0 reads, ring HC_RESULT
- * (CMD_SEALED: report over the doorbell's value word and power off).
- * Registers: x19 routine, x20/x21 a0/a1, x22 calls left, x23/x24 steps,
- * x25 a2, x26 return value, x27 t0, x28 mailbox (callee-saved, so the
- * routines keep them).
+ * (CMD_BATCH: once for all its slots; CMD_SEALED: report over the
+ * doorbell's value word and power off).
+ * Contract, around every call: x0-x2 hold the arguments and x18-x29 the
+ * MB_CANARIES (x18: the kernel's shadow call stack register); after it
+ * sp (first), the canaries and (CMDF_RET_A0) x0 == a0 are compared, and
+ * the first breach ends the command (MB_RES_BREACH*). The loop's state,
+ * its own LR included, lives in MB_RUN_*, and the mailbox comes back from
+ * TPIDRRO_EL0 (readable at EL0, EL1 and EL2), so no register a routine
+ * must keep holds anything the harness needs; x28 is the mailbox only
+ * outside .Lrun_call's calls.
  * Why: position independent (PC-relative only, 4 KiB aligned load) like hyp
  * code; the table rows are the only absolute words (.hyp.reloc).
  */
@@ -143,6 +149,8 @@ hyp_entry:
 	ldp	x3, x4, [x2, #\k]
 	stp	x3, x4, [x1, #\k]
 	.endr
+	ldr	x3, [x2, #SLOT_FLAGS]
+	str	x3, [x28, #MB_CMD_FLAGS]
 	bl	.Lrun_call
 	CUR_SLOT x1
 	ldr	x2, [x28, #MB_RES_T0]
@@ -151,79 +159,173 @@ hyp_entry:
 	str	x2, [x1, #SLOT_T1]
 	ldr	x2, [x28, #MB_RES_RET]
 	str	x2, [x1, #SLOT_RET]
+	ldr	x2, [x28, #MB_RES_BREACH]
+	str	x2, [x1, #SLOT_BREACH]
+	ldr	x2, [x28, #MB_RES_BREACH_GOT]
+	str	x2, [x1, #SLOT_BREACH_GOT]
+	ldr	x2, [x28, #MB_RES_BREACH_WANT]
+	str	x2, [x1, #SLOT_BREACH_WANT]
 	add	x0, x0, #1
 	str	x0, [x28, #MB_BATCH_CUR]
 	b	5b
 
-	/* Run the command in the MB_CMD_* fields; results in MB_RES_T0/T1/RET. */
+	/*
+	 * Run the command in the MB_CMD_* fields (x28 = mailbox); results in
+	 * MB_RES_T0/T1/RET and MB_RES_BREACH*. Returns with x28 = mailbox
+	 * again; x18-x27 and x29 hold canaries, x0-x17 are clobbered.
+	 */
 .Lrun_call:
-	stp	x29, x30, [sp, #-16]!
-	/* Pick the table: x19 = first row, x1 = end. */
-	ldr	x0, [x28, #MB_CMD_TABLE]
-	cmp	x0, #TABLE_ALIAS
+	str	x30, [x28, #MB_RUN_LR]
+	/* Pick the table: x0 = first row, x1 = end. */
+	ldr	x2, [x28, #MB_CMD_TABLE]
+	cmp	x2, #TABLE_ALIAS
 	b.ne	1f
-	adrp	x19, alias_table_start
-	add	x19, x19, :lo12:alias_table_start
+	adrp	x0, alias_table_start
+	add	x0, x0, :lo12:alias_table_start
 	adrp	x1, alias_table_end
 	add	x1, x1, :lo12:alias_table_end
 	b	2f
-1:	cmp	x0, #TABLE_SELFTEST
+1:	cmp	x2, #TABLE_SELFTEST
 	b.ne	.Lbad_command
-	adrp	x19, selftest_table_start
-	add	x19, x19, :lo12:selftest_table_start
+	adrp	x0, selftest_table_start
+	add	x0, x0, :lo12:selftest_table_start
 	adrp	x1, selftest_table_end
 	add	x1, x1, :lo12:selftest_table_end
-2:	sub	x1, x1, x19
+2:	sub	x1, x1, x0
 	lsr	x1, x1, #4			/* rows in the table */
-	ldr	x0, [x28, #MB_CMD_INDEX]
-	cmp	x0, x1
+	ldr	x2, [x28, #MB_CMD_INDEX]
+	cmp	x2, x1
 	b.hs	.Lbad_command
-	add	x19, x19, x0, lsl #4
-	ldr	x19, [x19]			/* routine (relocated absolute address) */
-
-	ldr	x20, [x28, #MB_CMD_A0]
-	ldr	x21, [x28, #MB_CMD_A1]
-	ldr	x22, [x28, #MB_CMD_COUNT]
-	ldr	x23, [x28, #MB_CMD_A0_STEP]
-	ldr	x24, [x28, #MB_CMD_A1_STEP]
-	ldr	x25, [x28, #MB_CMD_A2]
-	mov	x26, #0
+	add	x0, x0, x2, lsl #4
+	ldr	x0, [x0]			/* routine (relocated absolute address) */
+	str	x0, [x28, #MB_RUN_ROUTINE]
+	ldr	x0, [x28, #MB_CMD_A0]
+	str	x0, [x28, #MB_RUN_A0]
+	ldr	x0, [x28, #MB_CMD_A1]
+	str	x0, [x28, #MB_RUN_A1]
+	ldr	x0, [x28, #MB_CMD_COUNT]
+	str	x0, [x28, #MB_RUN_LEFT]
+	str	xzr, [x28, #MB_RUN_DONE]
+	str	xzr, [x28, #MB_RES_RET]
+	str	xzr, [x28, #MB_RES_BREACH]
+	str	xzr, [x28, #MB_RES_BREACH_GOT]
+	str	xzr, [x28, #MB_RES_BREACH_WANT]
+	mov	x0, sp
+	str	x0, [x28, #MB_RUN_SP]
 
 	dsb	sy
-	READ_CNTVCT x27
-	cbz	x22, 4f
-3:	mov	x0, x20
-	mov	x1, x21
-	mov	x2, x25
-	blr	x19
-	mov	x26, x0
-	add	x20, x20, x23
-	add	x21, x21, x24
-	subs	x22, x22, #1
-	b.ne	3b
-	/* Wait for the stores (incl. non-temporal ones) before the 2nd read. */
-4:	dsb	sy
 	READ_CNTVCT x0
-
-	str	x27, [x28, #MB_RES_T0]
+	str	x0, [x28, #MB_RUN_T0]
+	ldr	x0, [x28, #MB_RUN_LEFT]
+	cbz	x0, .Lcalls_done
+	/* x9 = mailbox: a temporary, re-read from TPIDRRO_EL0 after the call. */
+3:	mrs	x9, tpidrro_el0
+	ldr	x0, [x9, #MB_RUN_A0]
+	ldr	x1, [x9, #MB_RUN_A1]
+	ldr	x2, [x9, #MB_CMD_A2]
+	ldr	x16, [x9, #MB_RUN_ROUTINE]
+	ldp	x18, x19, [x9, #MB_CANARIES + 0]
+	ldp	x20, x21, [x9, #MB_CANARIES + 16]
+	ldp	x22, x23, [x9, #MB_CANARIES + 32]
+	ldp	x24, x25, [x9, #MB_CANARIES + 48]
+	ldp	x26, x27, [x9, #MB_CANARIES + 64]
+	ldp	x28, x29, [x9, #MB_CANARIES + 80]
+	blr	x16
+	mrs	x9, tpidrro_el0
+	/*
+	 * sp first: an unbalanced stack also reloads saved registers from the
+	 * wrong slots, so it is the cause to report when both are off.
+	 */
+	ldr	x10, [x9, #MB_RUN_SP]
+	mov	x11, sp
+	cmp	x11, x10
+	b.ne	.Lbreach_stack
+	.irp	n, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29
+	ldr	x10, [x9, #MB_CANARIES + 8 * (\n - 18)]
+	cmp	x\n, x10
+	b.ne	.Lbreach_x\n
+	.endr
+	ldr	x10, [x9, #MB_CMD_FLAGS]
+	tst	x10, #CMDF_RET_A0
+	b.eq	4f
+	ldr	x10, [x9, #MB_RUN_A0]
+	cmp	x0, x10
+	b.ne	.Lbreach_return
+4:	str	x0, [x9, #MB_RES_RET]
+	ldr	x10, [x9, #MB_RUN_A0]
+	ldr	x11, [x9, #MB_CMD_A0_STEP]
+	add	x10, x10, x11
+	str	x10, [x9, #MB_RUN_A0]
+	ldr	x10, [x9, #MB_RUN_A1]
+	ldr	x11, [x9, #MB_CMD_A1_STEP]
+	add	x10, x10, x11
+	str	x10, [x9, #MB_RUN_A1]
+	ldr	x10, [x9, #MB_RUN_DONE]
+	add	x10, x10, #1
+	str	x10, [x9, #MB_RUN_DONE]
+	ldr	x10, [x9, #MB_RUN_LEFT]
+	subs	x10, x10, #1
+	str	x10, [x9, #MB_RUN_LEFT]
+	b.ne	3b
+.Lcalls_done:
+	mrs	x28, tpidrro_el0
+	/* Wait for the stores (incl. non-temporal ones) before the 2nd read. */
+	dsb	sy
+	READ_CNTVCT x0
+	ldr	x1, [x28, #MB_RUN_T0]
+	str	x1, [x28, #MB_RES_T0]
 	str	x0, [x28, #MB_RES_T1]
-	str	x26, [x28, #MB_RES_RET]
-	ldp	x29, x30, [sp], #16
+	ldr	x30, [x28, #MB_RUN_LR]
 	ret
 
 	/*
+	 * A breach: x11 = kind | register << 8, x12 = the value found, x10 =
+	 * the value wanted, x9 = mailbox. Record it with the failing call's
+	 * index, put sp back and end the command.
+	 */
+	.irp	n, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29
+.Lbreach_x\n:
+	mov	x11, #(BREACH_CALLEE_SAVED | ((\n - 18) << 8))
+	mov	x12, x\n
+	b	.Lbreach
+	.endr
+.Lbreach_stack:
+	mov	x12, x11
+	mov	x11, #BREACH_STACK
+	b	.Lbreach
+.Lbreach_return:
+	mov	x12, x0
+	mov	x11, #BREACH_RETURN
+.Lbreach:
+	ldr	x13, [x9, #MB_RUN_SP]
+	mov	sp, x13
+	ldr	x13, [x9, #MB_RUN_DONE]
+	orr	x11, x11, x13, lsl #32
+	str	x11, [x9, #MB_RES_BREACH]
+	str	x12, [x9, #MB_RES_BREACH_GOT]
+	str	x10, [x9, #MB_RES_BREACH_WANT]
+	b	.Lcalls_done
+
+	/*
 	 * CMD_SEALED (a protected VM: the host may not read this RAM): the
-	 * call, its timestamps through the doorbell's value word, HC_RESULT,
-	 * then PSCI SYSTEM_OFF by HVC (the conduit KVM gives an EL1 guest with
-	 * PSCI 0.2). Should SYSTEM_OFF return, HC_DONE says so.
+	 * call, then over the doorbell's value word its timestamps and its
+	 * breach words (MB_RES_BREACH, _GOT, _WANT), HC_RESULT, then PSCI
+	 * SYSTEM_OFF by HVC (the conduit KVM gives an EL1 guest with PSCI
+	 * 0.2). Should SYSTEM_OFF return, HC_DONE says so.
 	 */
 .Lsealed:
 	bl	.Lrun_call
-	ldr	x0, [x28, #MB_RES_T0]
-	ldr	x1, [x28, #MB_RES_T1]
 	mov_imm	x16, DOORBELL_VALUE
+	ldr	x0, [x28, #MB_RES_T0]
 	str	x0, [x16]
-	str	x1, [x16]
+	ldr	x0, [x28, #MB_RES_T1]
+	str	x0, [x16]
+	ldr	x0, [x28, #MB_RES_BREACH]
+	str	x0, [x16]
+	ldr	x0, [x28, #MB_RES_BREACH_GOT]
+	str	x0, [x16]
+	ldr	x0, [x28, #MB_RES_BREACH_WANT]
+	str	x0, [x16]
 	HYPERCALL HC_RESULT
 	mov_imm	x0, PSCI_0_2_FN_SYSTEM_OFF
 	hvc	#0

@@ -413,6 +413,7 @@ fn run_one(
     let sealed = vm.vcpu(0)?.sealed_call(&cmd, opts.timeout)?;
     let khz = vm.counter_khz.max(1);
     let (ram, took) = vm.destroy();
+    contract_kept(sealed.breach)?;
     let fill_seconds = sealed.ticks() as f64 / (khz as f64 * 1000.0);
     let arena = scan(&ram, fill_gpa, fill_bytes, pattern)?;
     let host_pages = host_pages
@@ -446,6 +447,18 @@ fn run_one(
         arena,
         host_pages,
     })
+}
+
+/// The fill's call contract: a breach stopped the fill at that call, so
+/// what the host reads back would say nothing about the reclaim.
+fn contract_kept(breach: Option<crate::vmm::Breach>) -> Result<()> {
+    match breach {
+        None => Ok(()),
+        Some(b) => Err(Error::Verification(format!(
+            "the guest's memset_generic broke the call contract ({b}) while filling the arena, \
+             so the reclaim went unchecked"
+        ))),
+    }
 }
 
 /// Read `[gpa, gpa + len)` back in 1 MiB pieces.
@@ -574,6 +587,14 @@ mod tests {
         let mut s = Scan::default();
         s.add(&filled(p, 8)[4 * PAGE as usize..], 0x4100_4000, 4, p);
         assert_eq!(s.pattern_pages, 4);
+    }
+
+    #[test]
+    fn a_fill_that_broke_the_contract_judges_no_reclaim() {
+        assert!(contract_kept(None).is_ok());
+        let b = crate::vmm::contract::decode(abi::BREACH_RETURN, 1, 2, 1).unwrap();
+        let e = contract_kept(b).unwrap_err().to_string();
+        assert!(e.contains("returned 0x1, want dst 0x2"), "{e}");
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub const CASES: &[(&str, Expect)] = &[
 fn applies(e: Expect) -> bool {
     match e {
         Expect::FlagSet => !arch::RETURN_FLAGS.is_empty(),
-        Expect::EdgeOverrun => arch::EDGE_REGION > 0,
+        Expect::EdgeOverrun => arch::edge_hole(arch::MIN_RAM).is_some(),
         _ => true,
     }
 }

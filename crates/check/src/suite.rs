@@ -775,6 +775,10 @@ fn edge_shapes(routine: Routine, filter: &Filter) -> Vec<(Edge, u64, u64, Fill)>
     out
 }
 
+fn edge_half() -> u64 {
+    arch::EDGE_REGION / 2
+}
+
 /// Whether an edge check fits an arena of `arena` bytes (the hole lies
 /// `EDGE_REGION / 2` above its end): the buffer against the hole must not
 /// reach the usual target's window, and a source above the hole must fit
@@ -782,12 +786,13 @@ fn edge_shapes(routine: Routine, filter: &Filter) -> Vec<(Edge, u64, u64, Fill)>
 fn edge_fits(spec: &CheckSpec, arena: u64) -> bool {
     let total = spec.total();
     let usual_end = dst_address(spec) - arch::ARENA_BASE + total + GUARD;
-    let hole = arena.saturating_add(arch::EDGE_REGION / 2);
+    // What the edge region holds above the hole (a function, not the
+    // constant: on an architecture without one it is 0).
+    let above = edge_half();
+    let hole = arena.saturating_add(above);
     match spec.edge {
         Some(Edge::TargetEnd | Edge::SourceEnd) => usual_end + total + GUARD + PAGE_SIZE <= hole,
-        Some(Edge::SourceStart) => {
-            usual_end <= hole && total + PAGE_SIZE + GUARD <= arch::EDGE_REGION / 2
-        }
+        Some(Edge::SourceStart) => usual_end <= hole && total + PAGE_SIZE + GUARD <= above,
         None => true,
     }
 }
@@ -1083,7 +1088,7 @@ pub fn plan(
                 });
             let edges = edge_shapes(routine, filter)
                 .into_iter()
-                .filter(|_| arch::EDGE_REGION > 0)
+                .filter(|_| arch::edge_hole(arch::MIN_RAM).is_some())
                 .map(|(edge, len, count, fill)| CheckSpec {
                     routine,
                     variant: v,

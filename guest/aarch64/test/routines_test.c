@@ -47,6 +47,7 @@ extern char __pi_memset_mops[], __pi_memset_generic[];
 extern char __pi_memcpy_mops[], __pi_memcpy_generic[];
 extern char __pi_copy_page_mops[], __pi_copy_page_ldp_stnp[], __pi_copy_page_ldp_stnp_prfm[];
 extern char selftest_short[], selftest_overrun[], selftest_wrong_value[];
+extern char selftest_clobber[], selftest_stack[], selftest_bad_return[];
 
 static int quick;
 // Harness self-check mode: failures are expected, not printed, and a test
@@ -521,6 +522,10 @@ int main(int argc, char **argv)
     test_memset("harness catches short", selftest_short, 0);
     test_memset("harness catches overrun", selftest_overrun, 0);
     test_memset("harness catches wrong value", selftest_wrong_value, 0);
+    // Every byte right, the call contract broken (x18, SP, x0).
+    test_memset("harness catches clobber", selftest_clobber, 0);
+    test_memset("harness catches stack", selftest_stack, 0);
+    test_memset("harness catches bad return", selftest_bad_return, 0);
     expect_failures = 0;
     harness_run = 0;
 

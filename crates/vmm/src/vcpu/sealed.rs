@@ -2,8 +2,10 @@
 //! RAM the host must not read while it lives (a pKVM protected VM: the
 //! host's read of a page the guest owns is killed by SIGSEGV). The host
 //! writes the command before the first entry; from then on it learns only
-//! what exits carry: the doorbell's hypercall numbers, two values stored to
-//! `abi::DOORBELL_VALUE` (T0, T1) and the PSCI SYSTEM_OFF system event.
+//! what exits carry: the doorbell's hypercall numbers, five values stored to
+//! `abi::DOORBELL_VALUE` (T0, T1 and the breach words `MB_RES_BREACH`,
+//! `_GOT`, `_WANT`, so the call contract is checked here too) and the PSCI
+//! SYSTEM_OFF system event.
 use super::{Exit, Given, Vcpu};
 use crate::error::{Error, Result};
 use crate::protocol::Violation;
@@ -12,11 +14,13 @@ use hypclear_abi as abi;
 use std::time::Duration;
 
 /// What a sealed command reports: the guest counter before its first call
-/// and after its last.
+/// and after its last, and the first call that broke the contract (its
+/// calls after it did not run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Sealed {
     pub t0: u64,
     pub t1: u64,
+    pub breach: Option<crate::Breach>,
 }
 
 impl Sealed {
@@ -28,6 +32,10 @@ impl Sealed {
 /// KVM_SYSTEM_EVENT_SHUTDOWN: PSCI SYSTEM_OFF (include/uapi/linux/kvm.h).
 const SYSTEM_EVENT_SHUTDOWN: u32 = 1;
 
+/// The values a sealed command stores before HC_RESULT: T0, T1, the
+/// breach word, the value found, the value wanted.
+const VALUES: usize = 5;
+
 /// One exit's meaning for the sealed protocol.
 #[derive(Debug, PartialEq, Eq)]
 enum SealedStep {
@@ -37,10 +45,12 @@ enum SealedStep {
     Done(Sealed),
 }
 
-/// The sealed protocol's state: the values so far and whether HC_RESULT
-/// came (pure, so every exit order is testable).
-#[derive(Debug, Default)]
+/// The sealed protocol's state: the command's call count (to bound the
+/// breach's call index), the values so far and whether HC_RESULT came
+/// (pure, so every exit order is testable).
+#[derive(Debug)]
 struct Track {
+    count: u64,
     values: Vec<u64>,
     result: bool,
 }
@@ -53,16 +63,26 @@ fn violation(kind: FailureKind, detail: impl Into<String>) -> Violation {
 }
 
 impl Track {
+    fn new(count: u64) -> Track {
+        Track {
+            count,
+            values: Vec::with_capacity(VALUES),
+            result: false,
+        }
+    }
+
     fn step(&mut self, exit: &Exit) -> std::result::Result<SealedStep, Violation> {
         use FailureKind::{Protocol, UnexpectedExit, UnknownHypercall};
         match exit {
             Exit::Interrupted => Ok(SealedStep::Continue),
             Exit::Store { addr, len, value } if *len == 8 && *addr == abi::DOORBELL_VALUE => {
-                if self.result || self.values.len() >= 2 {
+                if self.result || self.values.len() >= VALUES {
                     return Err(violation(
                         Protocol,
                         format!(
-                            "a third value ({value:#x}) on the doorbell's value word, or one after HC_RESULT"
+                            "value {} ({value:#x}) on the doorbell's value word, or one after \
+                             HC_RESULT (a sealed command reports {VALUES})",
+                            self.values.len() + 1
                         ),
                     ));
                 }
@@ -72,19 +92,7 @@ impl Track {
             Exit::Store { addr, len, value } if *len == 8 && *addr == abi::DOORBELL_GPA => {
                 self.hypercall(*value)
             }
-            Exit::SystemEvent { kind } if *kind == SYSTEM_EVENT_SHUTDOWN => {
-                match (self.result, self.values.as_slice()) {
-                    (true, &[t0, t1]) if t0 <= t1 => Ok(SealedStep::Done(Sealed { t0, t1 })),
-                    (true, &[t0, t1]) => Err(violation(
-                        Protocol,
-                        format!("result timestamps go backwards (T0 {t0:#x} > T1 {t1:#x})"),
-                    )),
-                    _ => Err(violation(
-                        Protocol,
-                        "the guest powered off (PSCI SYSTEM_OFF) before reporting its result",
-                    )),
-                }
-            }
+            Exit::SystemEvent { kind } if *kind == SYSTEM_EVENT_SHUTDOWN => self.powered_off(),
             Exit::SystemEvent { kind } => Err(violation(
                 UnexpectedExit,
                 format!(
@@ -111,19 +119,45 @@ impl Track {
         }
     }
 
+    /// PSCI SYSTEM_OFF: the end, if the result came and holds up.
+    fn powered_off(&self) -> std::result::Result<SealedStep, Violation> {
+        let &[t0, t1, word, got, want] = self.values.as_slice() else {
+            return Err(violation(
+                FailureKind::Protocol,
+                "the guest powered off (PSCI SYSTEM_OFF) before reporting its result",
+            ));
+        };
+        if !self.result {
+            return Err(violation(
+                FailureKind::Protocol,
+                "the guest powered off (PSCI SYSTEM_OFF) before HC_RESULT",
+            ));
+        }
+        if t0 > t1 {
+            return Err(violation(
+                FailureKind::Protocol,
+                format!("result timestamps go backwards (T0 {t0:#x} > T1 {t1:#x})"),
+            ));
+        }
+        let breach = crate::contract::decode(word, got, want, self.count)
+            .map_err(|e| violation(FailureKind::Protocol, e.to_string()))?;
+        Ok(SealedStep::Done(Sealed { t0, t1, breach }))
+    }
+
     fn hypercall(&mut self, value: u64) -> std::result::Result<SealedStep, Violation> {
         match value {
             // HC_LOG's text is in the mailbox, which may not be read.
             abi::HC_READY | abi::HC_LOG if !self.result => Ok(SealedStep::Continue),
             abi::HC_FAIL => Ok(SealedStep::Fail),
-            abi::HC_RESULT if !self.result && self.values.len() == 2 => {
+            abi::HC_RESULT if !self.result && self.values.len() == VALUES => {
                 self.result = true;
                 Ok(SealedStep::Continue)
             }
             abi::HC_RESULT => Err(violation(
                 FailureKind::Protocol,
                 format!(
-                    "HC_RESULT after {} values (the sealed command reports exactly T0 and T1 first)",
+                    "HC_RESULT after {} values (the sealed command reports exactly T0, T1 and \
+                     the three breach words first)",
                     self.values.len()
                 ),
             )),
@@ -157,11 +191,11 @@ impl Vcpu {
         self.given = Given::Call { id, cmd: *cmd };
         // Before the first entry the pages are still the host's.
         self.write_command(abi::CMD_SEALED, cmd, id)?;
-        self.watched(timeout, |v| v.sealed_loop())
+        self.watched(timeout, |v| v.sealed_loop(cmd.args.count))
     }
 
-    fn sealed_loop(&mut self) -> Result<Sealed> {
-        let mut track = Track::default();
+    fn sealed_loop(&mut self, count: u64) -> Result<Sealed> {
+        let mut track = Track::new(count);
         loop {
             crate::interrupt::check()?;
             let exit = match self.next_exit() {
@@ -224,7 +258,7 @@ mod tests {
     }
 
     fn run(exits: &[Exit]) -> std::result::Result<SealedStep, Violation> {
-        let mut t = Track::default();
+        let mut t = Track::new(4);
         let mut last = Ok(SealedStep::Continue);
         for e in exits {
             last = t.step(e);
@@ -235,44 +269,55 @@ mod tests {
         last
     }
 
+    /// The five value stores of a result: T0, T1 and the breach words.
+    fn values(v: [u64; 5]) -> Vec<Exit> {
+        v.iter().map(|&x| store(abi::DOORBELL_VALUE, x)).collect()
+    }
+
+    fn result(v: [u64; 5]) -> Vec<Exit> {
+        let mut e = vec![store(abi::DOORBELL_GPA, abi::HC_READY)];
+        e.extend(values(v));
+        e.extend([
+            store(abi::DOORBELL_GPA, abi::HC_RESULT),
+            Exit::Interrupted,
+            Exit::SystemEvent { kind: 1 },
+        ]);
+        e
+    }
+
     #[test]
     fn ready_values_result_and_power_off_complete_it() {
         let off = Exit::SystemEvent { kind: 1 };
-        let good = [
-            store(abi::DOORBELL_GPA, abi::HC_READY),
-            store(abi::DOORBELL_VALUE, 10),
-            store(abi::DOORBELL_VALUE, 25),
-            store(abi::DOORBELL_GPA, abi::HC_RESULT),
-            Exit::Interrupted,
-            off.clone(),
-        ];
-        assert_eq!(run(&good), Ok(SealedStep::Done(Sealed { t0: 10, t1: 25 })));
-        // Power-off before the result, a missing value, a third value,
+        let done = |t0, t1| {
+            Ok(SealedStep::Done(Sealed {
+                t0,
+                t1,
+                breach: None,
+            }))
+        };
+        assert_eq!(run(&result([10, 25, 0, 0, 0])), done(10, 25));
+        // Power-off before the result, a missing value, a sixth value,
         // backwards time, another event, SYSTEM_OFF returning.
         let early = [store(abi::DOORBELL_GPA, abi::HC_READY), off.clone()];
         assert_eq!(run(&early).unwrap_err().kind, FailureKind::Protocol);
-        let one = [
-            store(abi::DOORBELL_VALUE, 1),
-            store(abi::DOORBELL_GPA, abi::HC_RESULT),
-        ];
-        assert_eq!(run(&one).unwrap_err().kind, FailureKind::Protocol);
-        let three = [1, 2, 3].map(|v| store(abi::DOORBELL_VALUE, v));
-        assert_eq!(run(&three).unwrap_err().kind, FailureKind::Protocol);
-        let back = [
-            store(abi::DOORBELL_VALUE, 9),
-            store(abi::DOORBELL_VALUE, 3),
-            store(abi::DOORBELL_GPA, abi::HC_RESULT),
-            off.clone(),
-        ];
-        assert!(run(&back).unwrap_err().detail.contains("backwards"));
+        let mut two = values([1, 2, 0, 0, 0]);
+        two.truncate(2);
+        two.push(store(abi::DOORBELL_GPA, abi::HC_RESULT));
+        assert_eq!(run(&two).unwrap_err().kind, FailureKind::Protocol);
+        let mut six = values([1, 2, 0, 0, 0]);
+        six.push(store(abi::DOORBELL_VALUE, 3));
+        assert_eq!(run(&six).unwrap_err().kind, FailureKind::Protocol);
+        assert!(
+            run(&result([9, 3, 0, 0, 0]))
+                .unwrap_err()
+                .detail
+                .contains("backwards")
+        );
         let reset = [Exit::SystemEvent { kind: 2 }];
         assert_eq!(run(&reset).unwrap_err().kind, FailureKind::UnexpectedExit);
-        let returned = [
-            store(abi::DOORBELL_VALUE, 1),
-            store(abi::DOORBELL_VALUE, 2),
-            store(abi::DOORBELL_GPA, abi::HC_RESULT),
-            store(abi::DOORBELL_GPA, abi::HC_DONE),
-        ];
+        let mut returned = values([1, 2, 0, 0, 0]);
+        returned.push(store(abi::DOORBELL_GPA, abi::HC_RESULT));
+        returned.push(store(abi::DOORBELL_GPA, abi::HC_DONE));
         assert!(
             run(&returned)
                 .unwrap_err()
@@ -289,5 +334,23 @@ mod tests {
             value: 1,
         }];
         assert_eq!(run(&narrow).unwrap_err().kind, FailureKind::UnexpectedExit);
+    }
+
+    #[test]
+    fn a_sealed_breach_is_decoded_and_a_hostile_one_refused() {
+        // x18 (index 0) changed in call 2 of 4.
+        let word = abi::BREACH_CALLEE_SAVED | 2 << 32;
+        let Ok(SealedStep::Done(s)) = run(&result([1, 2, word, 7, 9])) else {
+            panic!("no result");
+        };
+        let b = s.breach.expect("a breach");
+        assert_eq!((b.call, b.got, b.want), (2, 7, 9));
+        assert!(matches!(b.kind, crate::BreachKind::CalleeSaved { .. }));
+        // A call index past the count (4) is the guest's lie.
+        let past = abi::BREACH_RETURN | 4 << 32;
+        assert_eq!(
+            run(&result([1, 2, past, 7, 9])).unwrap_err().kind,
+            FailureKind::Protocol
+        );
     }
 }
