@@ -162,6 +162,27 @@ fn boot(
     Ok((vm, variant, index))
 }
 
+/// `specs` run in order as the suite runs them (every record kept), with
+/// no progress bar: how the cases that need more than one check run them.
+fn run_quietly(
+    vm: &mut Vm,
+    specs: &[CheckSpec],
+    pats: &Patterns,
+    timeout: Duration,
+) -> Result<suite::SuiteRun> {
+    let opts = suite::RunOptions {
+        timeout,
+        scope: checker::Scope::Target,
+        keep: suite::Keep::All,
+    };
+    let bar = indicatif::ProgressBar::hidden();
+    let mut watch = suite::Watch {
+        bar: &bar,
+        checkpoint: None,
+    };
+    suite::run(vm, specs, pats, &opts, &mut watch)
+}
+
 /// Memcpy checks of `LEN` bytes at `DST_OFFSET`, one per `(broken, source
 /// offset)` step: the case's broken routine (selftest table row `index`)
 /// where `broken`, else the correct `memcpy`; run in order as the suite
@@ -190,17 +211,7 @@ fn run_copies(
             edge: None,
         })
         .collect();
-    let opts = suite::RunOptions {
-        timeout,
-        scope: checker::Scope::Target,
-        keep: suite::Keep::All,
-    };
-    let bar = indicatif::ProgressBar::hidden();
-    let mut watch = suite::Watch {
-        bar: &bar,
-        checkpoint: None,
-    };
-    let run = suite::run(vm, &specs, pats, &opts, &mut watch)?;
+    let run = run_quietly(vm, &specs, pats, timeout)?;
     let verdicts = run
         .records
         .iter()
@@ -328,17 +339,7 @@ fn run_tail_case(
             edge: None,
         })
         .collect();
-    let opts = suite::RunOptions {
-        timeout,
-        scope: checker::Scope::Target,
-        keep: suite::Keep::All,
-    };
-    let bar = indicatif::ProgressBar::hidden();
-    let mut watch = suite::Watch {
-        bar: &bar,
-        checkpoint: None,
-    };
-    let run = suite::run(&mut vm, &specs, &pats, &opts, &mut watch)?;
+    let run = run_quietly(&mut vm, &specs, &pats, timeout)?;
     let judged = |r: &suite::CheckRecord| match tail_short(r.size) {
         true => {
             r.breakdown.not_written == 1

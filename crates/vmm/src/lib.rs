@@ -374,11 +374,6 @@ impl Vm {
         Ok(())
     }
 
-    /// Whether guest writes are logged ([`Vm::log_dirty_pages`]).
-    pub fn logs_dirty_pages(&self) -> bool {
-        self.dirty.is_some()
-    }
-
     /// Before a command: the guest may write `allowed` (`[start, end)`
     /// ranges, page granular); every other page is watched.
     pub fn watch_writes(&mut self, allowed: &[(u64, u64)]) -> Result<()> {
