@@ -112,7 +112,7 @@ fn verify_and_selftest_ktap_parse_with_kunit() {
     let ktap = String::from_utf8_lossy(&o.stdout).to_string();
     // The memory cases, the contract's (x86_64 has DF too) and the stray
     // write, and on x86_64 the overrun against the unmapped page.
-    let cases = if cfg!(target_arch = "x86_64") { 14 } else { 12 };
+    let cases = if cfg!(target_arch = "x86_64") { 17 } else { 12 };
     assert_eq!(totals(&ktap), (cases, 0, 0), "{ktap}");
     assert!(
         ktap.contains("# vanilla/fault: expected Exception"),

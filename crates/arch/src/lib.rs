@@ -20,17 +20,19 @@
 //! | `ARENA_BASE` | first guest-physical byte the checks may use |
 //! | `EDGE_REGION`, `edge_hole(ram_size)` | the top of RAM ordinary checks leave alone, and the unmapped page in it that edge checks' buffers end or start against (none where the paging has no 4 KiB pages there) |
 //! | `BLOB_WINDOW`, `BLOB_WINDOW_END`, `LOAD_ALIGN` | where the blob may be loaded |
+//! | `guest_va(gpa)`, `guest_pa(va)` | the guest-virtual address the guest reaches a guest-physical one at (x86_64: blob and arena far above 4 GiB, as the kernel's text and direct map), and back |
 //! | `mailbox_gpa(vcpu)`, `harness_areas(vcpu)` | each vCPU's mailbox page; what the harness itself writes (mailbox, stacks, page tables) |
 //! | `COUNTER_NAME`, `counter_khz(vcpu)` | the guest timestamp counter |
 //! | `UNDEFINED_INSTRUCTION_CLASS` | exception class of an undefined instruction |
 //! | `load_image(ram, image, base)` | copy a [`BlobImage`] to guest RAM with linux-loader (ELF on x86_64, the arm64 Image on aarch64) |
 //! | `setup_vm`, `VmState`, `finish_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup (`finish_vm` after the last vCPU: aarch64 initialises the vGIC an EL2 guest needs) |
 //! | `hyp_support(kvm)` | whether KVM can start the guest at the hypervisor level ([`Privilege::Hyp`]: EL2 on aarch64), and why (not) |
-//! | `registers(vcpu)`, `reinitialised(vcpu)`, `describe_exception` | failure reports (`reinitialised`: KVM reset the vCPU, e.g. kvm_amd on shutdown, so its registers are not the guest's) |
+//! | `registers(vcpu)`, `reinitialised(vcpu)`, `describe_exception`, `fault_address` | failure reports (`reinitialised`: KVM reset the vCPU, e.g. kvm_amd on shutdown, so its registers are not the guest's) |
 //! | `corruptible_areas(loaded, mem, privilege)` | root page table and vectors the guest at `privilege` uses, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
 //! | `Error` (as `HostError`) | the architecture's error type (thiserror), each variant with its [`Category`], and `kvm_errno()` (a failed KVM ioctl's errno, so an ioctl cut short by Ctrl-C reads as an interruption); wrapped by [`Error`] here, which `crate::error::Error::Arch` wraps in turn |
+//! | `WRITE_XOR_EXECUTE` | whether every guest mapping is W^X (blob text read-only, data execute-never) |
 //! | `CALLEE_SAVED`, `RETURN_FLAGS` | the registers a routine must preserve (their canaries' order in `MB_CANARIES`) and the flags it must return clear |
 //! | `VARIANTS` | the routine variants of `guest/<arch>/lib`, generated from the alias list and each routine's header (`hypclear_link::catalog`): CPU feature required, kernel code followed |
 //! | `FORMER_NAMES` | renamed variants ([`FormerName`]: family, old name, current name), old names still accepted |
@@ -150,15 +152,31 @@ pub fn dc_zva_privilege(d: DcZva) -> Option<Privilege> {
     }
 }
 
-/// Where the blob landed in guest RAM (guest-physical = guest-virtual).
+/// Where the blob landed in guest RAM: its guest-physical `base`, the
+/// guest-virtual address `va` the guest runs it at (`guest_va(base)`), and
+/// its entry points there.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Loaded {
     pub base: u64,
+    pub va: u64,
     pub entry: u64,
     pub vectors: u64,
+    /// Its pages by permission, for W^X mappings.
+    pub sections: BlobSections,
     /// The hypervisor-level entry and vectors (aarch64: `hyp_el2_entry`,
     /// `hyp_el2_vectors`), if the blob has them (older blob files do not).
     pub hyp: Option<HypEntry>,
+}
+
+/// A blob's pages by what they may do, as page-aligned byte offsets from
+/// its base: `[0, text_end)` text (read-only, executable), `[text_end,
+/// data_start)` read-only data, `[data_start, end)` writable data and
+/// .bss, never executable (the hyp's W^X).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BlobSections {
+    pub text_end: u64,
+    pub data_start: u64,
+    pub end: u64,
 }
 
 /// Where a guest at [`Privilege::Hyp`] starts and takes its exceptions.
@@ -293,8 +311,9 @@ pub use self::aarch64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, EDGE_REGION, LOAD_ALIGN, MAX_RAM,
     MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
     corruptible_areas, counter_khz, cpu_caps, cpu_details, describe_exception, edge_hole,
-    finish_vm, harness_areas, hyp_support, kvm_flavour, kvm_paging, mailbox_gpa, prepare_memory,
-    privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
+    fault_address, finish_vm, guest_pa, guest_va, harness_areas, hyp_support, kvm_flavour,
+    kvm_paging, mailbox_gpa, prepare_memory, privilege_name, registers, reinitialised, setup_vcpu,
+    setup_vm,
 };
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::loader::load_image;
@@ -302,7 +321,9 @@ pub use self::aarch64::loader::load_image;
 pub use self::aarch64::protected::create_vm;
 pub use self::aarch64::protected::{KvmArmMode, kvm_arm_mode};
 #[cfg(target_arch = "aarch64")]
-pub use self::aarch64::{CALLEE_SAVED, Error as HostError, FORMER_NAMES, RETURN_FLAGS, VARIANTS};
+pub use self::aarch64::{
+    CALLEE_SAVED, Error as HostError, FORMER_NAMES, RETURN_FLAGS, VARIANTS, WRITE_XOR_EXECUTE,
+};
 
 /// The path a routine takes for a check, where its fill decides it and
 /// the architecture makes it knowable (arm64 memset: DC ZVA for zero).
@@ -330,10 +351,13 @@ pub use self::x86_64::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, EDGE_REGION, LOAD_ALIGN, MAX_RAM,
     MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
     corruptible_areas, counter_khz, cpu_caps, cpu_details, describe_exception, edge_hole,
-    finish_vm, harness_areas, hyp_support, kvm_flavour, kvm_paging, mailbox_gpa, prepare_memory,
-    privilege_name, registers, reinitialised, setup_vcpu, setup_vm,
+    fault_address, finish_vm, guest_pa, guest_va, harness_areas, hyp_support, kvm_flavour,
+    kvm_paging, mailbox_gpa, prepare_memory, privilege_name, registers, reinitialised, setup_vcpu,
+    setup_vm,
 };
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::loader::load_image;
 #[cfg(target_arch = "x86_64")]
-pub use self::x86_64::{CALLEE_SAVED, Error as HostError, FORMER_NAMES, RETURN_FLAGS, VARIANTS};
+pub use self::x86_64::{
+    CALLEE_SAVED, Error as HostError, FORMER_NAMES, RETURN_FLAGS, VARIANTS, WRITE_XOR_EXECUTE,
+};

@@ -206,6 +206,7 @@ fn overflow(what: &str) -> crate::error::Error {
         pc_symbol: None,
         registers: None,
         vector: None,
+        fault_address: None,
     }))
 }
 

@@ -221,7 +221,7 @@ fn run_case(
         Args::Scribble(i) => {
             let (_, area, len) =
                 arch::corruptible_areas(&vm.loaded, &vm.mem_state, vm.privilege)[i];
-            let far = vm.ram.end() - abi::PAGE_SIZE;
+            let far = arch::guest_va(vm.ram.end() - abi::PAGE_SIZE);
             let cmd = Command {
                 table: abi::TABLE_SELFTEST,
                 index,

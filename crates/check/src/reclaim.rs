@@ -70,10 +70,10 @@ impl Pattern {
             .wrapping_add((page as u8).wrapping_mul(self.step))
     }
 
-    /// memset(gpa + i * PAGE, byte(i), PAGE) for i in 0..pages.
-    pub(crate) fn args(self, gpa: u64, pages: u64) -> Args {
+    /// memset(va + i * PAGE, byte(i), PAGE) for i in 0..pages.
+    pub(crate) fn args(self, va: u64, pages: u64) -> Args {
         Args {
-            a0: gpa,
+            a0: va,
             a0_step: PAGE,
             a1: u64::from(self.first),
             a1_step: u64::from(self.step),
@@ -402,12 +402,15 @@ fn run_one(
     let cmd = Command {
         table: abi::TABLE_ALIAS,
         index: memset,
-        args: pattern.args(fill_gpa, fill_bytes / PAGE),
+        args: pattern.args(arch::guest_va(fill_gpa), fill_bytes / PAGE),
         returns: crate::vmm::Returns::Dst,
     };
     let host_pages = [
         ("mailbox page", arch::mailbox_gpa(0)),
-        ("blob entry page", vm.loaded.entry & !(PAGE - 1)),
+        (
+            "blob entry page",
+            (vm.loaded.base + (vm.loaded.entry - vm.loaded.va)) & !(PAGE - 1),
+        ),
     ];
     // From here to destroy(): no fork, no thread, no guest RAM access.
     let sealed = vm.vcpu(0)?.sealed_call(&cmd, opts.timeout)?;

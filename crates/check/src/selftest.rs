@@ -53,6 +53,16 @@ pub enum Expect {
     /// A correct memset that also writes one byte 8 MiB past its end (the
     /// hostile guest's routine), seen by the dirty-page log and located.
     StrayWrite,
+    /// A memset that keeps only the low 32 bits of its pointer: where the
+    /// arena lives above 4 GiB (x86_64's direct map), its first store
+    /// faults at the truncated address.
+    TruncatedPointer,
+    /// A memset that writes into its own text: the blob's text is mapped
+    /// read-only (W^X, as the hyp maps its own), so the store faults there.
+    TextWritten,
+    /// A memset that calls into its target after writing a `ret` there:
+    /// data is mapped execute-never, so the fetch faults at dst.
+    DataExecuted,
     /// A memset one byte short only at sizes above 1024 that are 37 mod
     /// 64, run over the default geometry's memset placements up to
     /// 64 KiB plus 63 with the seeded byte: exactly those checks fail,
@@ -78,6 +88,9 @@ pub const CASES: &[(&str, Expect)] = &[
     ("hostile_stray_write", Expect::StrayWrite),
     ("overrun", Expect::EdgeOverrun),
     ("tail_37", Expect::TailResidue),
+    ("truncate", Expect::TruncatedPointer),
+    ("patch_text", Expect::TextWritten),
+    ("exec_data", Expect::DataExecuted),
 ];
 
 /// Whether this architecture has case `e` (arm64 has no flag a routine
@@ -86,6 +99,8 @@ fn applies(e: Expect) -> bool {
     match e {
         Expect::FlagSet => !arch::RETURN_FLAGS.is_empty(),
         Expect::EdgeOverrun => arch::edge_hole(arch::MIN_RAM).is_some(),
+        Expect::TruncatedPointer => arch::guest_va(arch::ARENA_BASE) > u64::from(u32::MAX),
+        Expect::TextWritten | Expect::DataExecuted => arch::WRITE_XOR_EXECUTE,
         _ => true,
     }
 }
@@ -468,6 +483,9 @@ fn run_memset_case(
                     memory(b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2))
                 }
                 Expect::Exception
+                | Expect::TruncatedPointer
+                | Expect::TextWritten
+                | Expect::DataExecuted
                 | Expect::Timeout
                 | Expect::SourceModified
                 | Expect::CopyShort
@@ -483,6 +501,22 @@ fn run_memset_case(
                         && f.pc_symbol
                             .as_deref()
                             .is_some_and(|s| s.starts_with("selftest_fault"))
+                }
+                Expect::TruncatedPointer => {
+                    let truncated = arch::guest_va(suite::dst_address(&spec)) & 0xffff_ffff;
+                    f.kind == FailureKind::Exception && f.fault_address == Some(truncated)
+                }
+                Expect::TextWritten => {
+                    let text = vm.loaded.va..vm.loaded.va + vm.loaded.sections.text_end;
+                    f.kind == FailureKind::Exception
+                        && f.fault_address.is_some_and(|a| text.contains(&a))
+                        && f.pc_symbol
+                            .as_deref()
+                            .is_some_and(|s| s.starts_with("selftest_patch_text"))
+                }
+                Expect::DataExecuted => {
+                    let dst = arch::guest_va(suite::dst_address(&spec));
+                    f.kind == FailureKind::Exception && f.fault_address == Some(dst)
                 }
                 Expect::Timeout => f.kind == FailureKind::Timeout,
                 _ => false,

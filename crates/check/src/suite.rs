@@ -570,7 +570,9 @@ fn dst_window_end(spec: &CheckSpec) -> u64 {
     dst_address(spec) + reach(spec) + spec.total() + GUARD
 }
 
-fn dst_address(spec: &CheckSpec) -> u64 {
+/// The guest-physical address a check's target starts at when it runs
+/// alone.
+pub(crate) fn dst_address(spec: &CheckSpec) -> u64 {
     arch::ARENA_BASE + PAGE_SIZE + GUARD.next_multiple_of(PAGE_SIZE) + spec.dst_offset
 }
 
@@ -1537,14 +1539,16 @@ fn breached(rec: &mut CheckRecord, b: Breach, p: &Placement) {
 
 /// An edge check's fault, said against the buffer at the hole: the access
 /// that reached into it began at or before the faulting address, so the
-/// distance is how far past (or before) the buffer it got at least.
+/// distance is how far past (or before) the buffer it got at least. The
+/// guest reports guest-virtual addresses.
 fn edge_fault(edge: Edge, b: Breach, p: &Placement) -> String {
     let (addr, pc) = (b.got, b.want);
-    let src = p.src.unwrap_or(p.dst);
+    let dst = arch::guest_va(p.dst);
+    let src = arch::guest_va(p.src.unwrap_or(p.dst));
     match edge {
         Edge::TargetEnd => format!(
             "over-write: faulted {} bytes past the target end (pc {pc:#x})",
-            addr.wrapping_sub(p.dst + p.len)
+            addr.wrapping_sub(dst + p.len)
         ),
         Edge::SourceEnd => format!(
             "over-read: faulted {} bytes past the source end (pc {pc:#x})",

@@ -639,9 +639,12 @@ mod tests {
 
     #[test]
     fn an_arm_soon_after_a_reading_bounds_the_cpu_clock_from_it() {
+        // A window far wider than REUSE: on a loaded host the thread may
+        // be off the CPU for longer than REUSE between the readings.
+        let reuse = Duration::from_secs(5);
         let mut c = Clocks::of_current_thread();
         let t0 = Instant::now();
-        let read = c.cpu_since(t0, REUSE).expect("no CPU clock");
+        let read = c.cpu_since(t0, reuse).expect("no CPU clock");
         assert_eq!(c.last, Some((t0, read)));
         let spin = Instant::now();
         while spin.elapsed() < Duration::from_millis(2) {
@@ -649,7 +652,7 @@ mod tests {
         }
         let before = c.cpu().expect("no CPU clock");
         let t1 = Instant::now();
-        let bound = c.cpu_since(t1, REUSE);
+        let bound = c.cpu_since(t1, reuse);
         assert_eq!(
             bound,
             Some(read + (t1 - t0)),
@@ -657,8 +660,8 @@ mod tests {
         );
         assert!(bound >= Some(before), "{bound:?} < {before:?}");
         // Past `reuse`: a new reading.
-        let later = t0 + 2 * REUSE;
-        let again = c.cpu_since(later, REUSE);
+        let later = t0 + 2 * reuse;
+        let again = c.cpu_since(later, reuse);
         assert!(again.is_some() && c.last == again.map(|cpu| (later, cpu)));
     }
 

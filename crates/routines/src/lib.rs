@@ -216,7 +216,9 @@ mod tests {
             m.aliases[c.index as usize].name,
             format!("memset_{}", v.name)
         );
-        assert_eq!((c.args.a0, c.args.a1, c.args.a2), (0x100_0000, 0, 3 * 4096));
+        // The command carries the guest-virtual address of the buffer.
+        let dst = arch::guest_va(0x100_0000);
+        assert_eq!((c.args.a0, c.args.a1, c.args.a2), (dst, 0, 3 * 4096));
     }
 
     #[test]

@@ -129,8 +129,15 @@ pub(crate) fn lower_pages_as_page(variant: &VariantDef, call: &Call) -> Result<L
     Ok(l)
 }
 
-/// The guest dispatcher command for `call` with `variant` in `blob`.
+/// The guest dispatcher command for `call` with `variant` in `blob`;
+/// `call`'s buffers are guest-physical, the command's pointers the
+/// guest-virtual addresses the guest reaches them at.
 pub fn command(blob: &Blob, variant: &VariantDef, call: &Call) -> Result<Command> {
+    let call = &Call {
+        dst: crate::arch::guest_va(call.dst),
+        src: crate::arch::guest_va(call.src),
+        ..*call
+    };
     let mut l = lower(blob.config, variant, call)?;
     if call.routine == Routine::ClearPages
         && blob.config == LinkConfig::Vanilla

@@ -111,6 +111,8 @@ pub struct Blob {
     pub relocs: Vec<u32>,
     /// Bytes from the base to the end of .bss.
     pub size: u64,
+    /// Its pages by permission (text, read-only data, writable data).
+    pub sections: crate::arch::BlobSections,
     /// The linked ELF (after load-time patching for a kernel blob).
     pub elf: BlobBytes,
     /// The flat image from address 0 (what the aarch64 PE loader takes).
@@ -170,6 +172,7 @@ impl Blob {
             selftests,
             relocs,
             size,
+            sections: permissions(&file, size)?,
             elf: bytes,
             image,
         })
@@ -199,7 +202,9 @@ impl Blob {
             .ok_or_else(|| Error::Blob(format!("the blob has no selftest routine `{name}`")))
     }
 
-    /// Load at `base` (page aligned), apply `.hyp.reloc`, return entry points.
+    /// Load at guest-physical `base` (page aligned), apply `.hyp.reloc` for
+    /// the guest-virtual address the guest runs it at (`arch::guest_va`),
+    /// return its entry points there.
     pub fn load(&self, ram: &impl RamAccess, base: u64) -> Result<Loaded> {
         if !base.is_multiple_of(hypclear_abi::PAGE_SIZE) {
             return Err(Error::Load(format!(
@@ -215,6 +220,7 @@ impl Blob {
             },
             base,
         )?;
+        let va = crate::arch::guest_va(base);
         for off in &self.relocs {
             let at = base + u64::from(*off);
             let bad = |e: vm_memory::GuestMemoryError| Error::GuestMemory {
@@ -224,7 +230,7 @@ impl Blob {
             };
             let v: u64 = ram.mem().read_obj(GuestAddress(at)).map_err(bad)?;
             ram.mem()
-                .write_obj(v.wrapping_add(base), GuestAddress(at))
+                .write_obj(v.wrapping_add(va), GuestAddress(at))
                 .map_err(bad)?;
         }
         let hyp = match (
@@ -232,15 +238,17 @@ impl Blob {
             self.symbols.get("hyp_el2_vectors"),
         ) {
             (Some(e), Some(v)) => Some(crate::arch::HypEntry {
-                entry: base + e,
-                vectors: base + v,
+                entry: va + e,
+                vectors: va + v,
             }),
             _ => None,
         };
         Ok(Loaded {
             base,
-            entry: base + self.symbol("hyp_entry")?,
-            vectors: base + self.symbol("hyp_vectors")?,
+            va,
+            entry: va + self.symbol("hyp_entry")?,
+            vectors: va + self.symbol("hyp_vectors")?,
+            sections: self.sections,
             hyp,
         })
     }
@@ -309,6 +317,37 @@ impl<'a> RoutineNames<'a> {
 
 /// The initialized sections' bytes by link-time address (collected once:
 /// the tables are read eight bytes at a time).
+/// The blob's pages by permission, from its sections' flags: text ends
+/// at the page after the last executable section, data starts at the page
+/// of the first writable one. A blob whose text and data share a page (or
+/// interleave) cannot be mapped W^X and is refused.
+fn permissions(file: &object::File<'_>, size: u64) -> Result<crate::arch::BlobSections> {
+    let page = hypclear_abi::PAGE_SIZE;
+    let (mut text_end, mut data_start) = (0u64, size.next_multiple_of(page));
+    use object::SectionKind as K;
+    for s in file.sections().filter(|s| s.size() > 0) {
+        match s.kind() {
+            K::Text => text_end = text_end.max(s.address().saturating_add(s.size())),
+            K::Data | K::UninitializedData | K::Tls | K::UninitializedTls => {
+                data_start = data_start.min(s.address() / page * page);
+            }
+            _ => {}
+        }
+    }
+    let text_end = text_end.next_multiple_of(page);
+    if text_end > data_start {
+        return Err(Error::Blob(format!(
+            "text up to {text_end:#x} and writable data from {data_start:#x} share pages: \
+             the blob cannot be mapped W^X (is it linked with hyp.lds.S?)"
+        )));
+    }
+    Ok(crate::arch::BlobSections {
+        text_end,
+        data_start,
+        end: size.next_multiple_of(page),
+    })
+}
+
 struct Sections<'a>(Vec<(u64, &'a [u8])>);
 
 impl<'a> Sections<'a> {
@@ -344,6 +383,29 @@ impl<'a> Sections<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Text, read-only data and writable data on pages of their own, the
+    /// entry in the text and the tables (relocated at load) in the data.
+    #[test]
+    fn the_blob_splits_into_w_xor_x_pages() {
+        for config in [LinkConfig::Vanilla, LinkConfig::Memset] {
+            let b = Blob::get(config).unwrap();
+            let s = b.sections;
+            assert!(
+                s.text_end > 0 && s.text_end <= s.data_start && s.data_start < s.end,
+                "{s:?}"
+            );
+            assert!(s.text_end.is_multiple_of(4096) && s.data_start.is_multiple_of(4096));
+            assert!(b.symbol("hyp_entry").unwrap() < s.text_end);
+            assert!(b.symbol("alias_table_start").unwrap() >= s.data_start);
+            for off in &b.relocs {
+                assert!(
+                    u64::from(*off) >= s.data_start,
+                    "a relocation in the text at {off:#x}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn vanilla_has_clear_page_aliases_and_memset_has_none() {
@@ -432,11 +494,13 @@ mod aarch64_tests {
             let blob = Blob::get(config).unwrap();
             let base = BLOB_WINDOW + LOAD_ALIGN;
             let loaded = blob.load(&ram, base).unwrap();
-            assert_eq!(loaded.entry, base + blob.symbol("hyp_entry").unwrap());
+            let va = crate::arch::guest_va(base);
+            assert_eq!(loaded.va, va);
+            assert_eq!(loaded.entry, va + blob.symbol("hyp_entry").unwrap());
             let start = base + blob.symbol("alias_table_start").unwrap();
             for (i, row) in blob.aliases.iter().enumerate() {
                 let f = ram.read_u64(start + 16 * i as u64).unwrap();
-                assert_eq!(f, base + row.offset, "{}", row.name);
+                assert_eq!(f, va + row.offset, "{}", row.name);
             }
             let mem = prepare_memory(&ram, 2, &loaded).unwrap();
             assert_eq!(mem.kernel_root, PAGE_TABLES_GPA);

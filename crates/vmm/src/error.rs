@@ -237,6 +237,8 @@ pub struct GuestFailure {
     pub registers: Option<String>,
     /// Exception class: the vector on x86_64, ESR_EL1.EC on aarch64.
     pub vector: Option<u64>,
+    /// The address a page fault / data abort was taken for (CR2, FAR_ELx).
+    pub fault_address: Option<u64>,
 }
 
 impl fmt::Display for GuestFailure {

@@ -233,7 +233,7 @@ pub struct Vm {
 fn init_mailbox(ram: &GuestRam, id: u64, seed: u64) -> Result<u64> {
     let mailbox = arch::mailbox_gpa(id);
     ram.write_bytes(mailbox, &[0u8; abi::PAGE_SIZE as usize])?;
-    let hole = arch::edge_hole(ram.size()).unwrap_or(0);
+    let hole = arch::edge_hole(ram.size()).map_or(0, arch::guest_va);
     ram.write_u64(mailbox + abi::MB_HOLE, hole)?;
     ram.write_u64(mailbox + abi::MB_MAGIC, abi::MAILBOX_MAGIC)?;
     ram.write_u64(mailbox + abi::MB_VCPU, id)?;
@@ -265,7 +265,7 @@ impl Vm {
         let base = load_address(opts.seed, blob.size)?;
         let loaded = blob.load(ram.as_ref(), base)?;
         let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
-        let sym = Arc::new(Symbolizer::new(blob.clone(), base));
+        let sym = Arc::new(Symbolizer::new(blob.clone(), loaded.va));
         if opts.vm_type == VmType::Protected {
             // A fork would copy the pinned pages and so make the
             // hypervisor reclaim them under the running guest.

@@ -164,6 +164,7 @@ impl Vcpu {
                 pc_symbol: None,
                 registers: None,
                 vector: None,
+                fault_address: None,
             }));
         }
         let regs = arch::registers(&self.fd);
@@ -175,6 +176,7 @@ impl Vcpu {
             pc_symbol: regs.as_ref().map(|r| self.sym.name(r.0)),
             registers: regs.map(|r| r.1),
             vector: None,
+            fault_address: None,
         }))
     }
 
@@ -321,6 +323,7 @@ impl Vcpu {
                     pc_symbol: Some(self.sym.name(pc)),
                     registers: regs,
                     vector: Some(class),
+                    fault_address: arch::fault_address(d),
                 }))
             }
             abi::FAIL_BAD_COMMAND => self.failure(

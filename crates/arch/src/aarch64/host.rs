@@ -31,7 +31,7 @@ use kvm_ioctls::{DeviceFd, Kvm, VcpuFd, VmFd};
 pub use super::layout::BLOB_ALIGN as LOAD_ALIGN;
 pub use super::layout::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, EDGE_REGION, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE,
-    edge_hole, harness_areas, mailbox_gpa,
+    edge_hole, guest_pa, guest_va, harness_areas, mailbox_gpa,
 };
 
 /// Name of the guest timestamp counter.
@@ -450,6 +450,13 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
     let x = super::decode::Exception::from_mailbox(d);
     let text = super::decode::describe(&x, &symbolize(x.elr));
     (x.elr, super::decode::ec(x.esr), text)
+}
+
+/// The address a FAIL_EXCEPTION report's data abort was taken for
+/// (FAR_ELx), `None` for other exceptions.
+pub fn fault_address(d: [u64; 6]) -> Option<u64> {
+    let x = super::decode::Exception::from_mailbox(d);
+    matches!(super::decode::ec(x.esr), 0x24 | 0x25).then_some(x.far)
 }
 
 /// ID registers as a vCPU sees them, read with KVM_GET_ONE_REG from a

@@ -129,6 +129,17 @@ pub fn regions(ram_size: u64) -> Vec<(u64, u64, Use)> {
     v
 }
 
+/// The guest-virtual address of guest-physical `gpa`: the same (every
+/// regime's tables identity map RAM).
+pub fn guest_va(gpa: u64) -> u64 {
+    gpa
+}
+
+/// The guest-physical address behind guest-virtual `va`, where it is RAM.
+pub fn guest_pa(va: u64) -> Option<u64> {
+    (RAM_BASE..RAM_BASE + MAX_RAM).contains(&va).then_some(va)
+}
+
 const _: () = {
     assert!(RAM_BASE.is_multiple_of(1 << 30));
     assert!(MAILBOX_END <= STACKS_BASE);

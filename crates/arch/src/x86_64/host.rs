@@ -14,7 +14,7 @@ use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 
 pub use super::layout::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, EDGE_REGION, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE,
-    edge_hole, harness_areas, mailbox_gpa,
+    edge_hole, guest_pa, guest_va, harness_areas, mailbox_gpa,
 };
 
 /// Alignment of the randomized blob load address.
@@ -100,13 +100,13 @@ pub struct MemoryState {
 
 /// Write page tables, GDT, IDT and TSSs for `vcpus` vCPUs.
 pub fn prepare_memory(ram: &impl RamAccess, vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
-    let pt = paging::identity_map(
-        ram.size(),
-        abi::DOORBELL_GPA,
-        PAGE_TABLES_GPA,
-        PAGE_TABLES_END,
-        edge_hole(ram.size()),
-    )
+    let pt = paging::guest_map(&paging::GuestMap {
+        ram_size: ram.size(),
+        doorbell: abi::DOORBELL_GPA,
+        area: (PAGE_TABLES_GPA, PAGE_TABLES_END),
+        hole: edge_hole(ram.size()),
+        blob: (loaded.base, loaded.sections),
+    })
     .map_err(Error::PageTables)?;
     for (gpa, table) in pt.tables() {
         let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
@@ -266,7 +266,7 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
         symbolize(rip),
         cs & 3
     );
-    if vector == 14 {
+    if vector == PAGE_FAULT_VECTOR {
         s.push_str(&format!(
             ", CR2 {cr2:#x} ({} {} from CPL{})",
             if error & 1 != 0 {
@@ -274,16 +274,25 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
             } else {
                 "not-present page"
             },
-            if error & 2 != 0 {
-                "on write"
-            } else {
-                "on read"
+            match error {
+                e if e & 0x10 != 0 => "on instruction fetch",
+                e if e & 2 != 0 => "on write",
+                _ => "on read",
             },
             if error & 4 != 0 { 3 } else { 0 }
         ));
     }
     (rip, vector, s)
 }
+
+/// The address a FAIL_EXCEPTION report's page fault was taken for (CR2),
+/// `None` for other exceptions.
+pub fn fault_address(d: [u64; 6]) -> Option<u64> {
+    (d[0] == PAGE_FAULT_VECTOR).then_some(d[3])
+}
+
+/// The page-fault vector (#PF).
+pub const PAGE_FAULT_VECTOR: u64 = 14;
 
 /// What the guest's CPUID says about the string features, and which
 /// variants the 6.12 and 6.1 kernels would run with it (see `super::kernel`).

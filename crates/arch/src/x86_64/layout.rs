@@ -1,7 +1,10 @@
-//! x86_64 guest-physical memory layout. RAM starts at 0 and is identity
-//! mapped, so guest-virtual == guest-physical everywhere.
+//! x86_64 guest memory layout. RAM starts at guest-physical 0. The harness
+//! (everything below the arena) is identity mapped; the blob and the arena
+//! are mapped where Linux keeps its text and its direct map, far above 4 GiB
+//! and only there, so a routine that truncates a pointer to 32 bits faults.
 //!
 //! ```text
+//! guest-physical (identity mapped up to the arena)
 //! 0x0000_0000  not present (catches NULL dereferences)
 //! 0x0000_1000  GDT (null, kernel code/data, user data/code, one TSS per vCPU)
 //! 0x0000_2000  IDT (32 exception gates)
@@ -11,6 +14,10 @@
 //! 0x0020_0000  stacks: per vCPU a user stack and an exception stack
 //! 0x0040_0000  blob window: the blob is loaded at a random page in here
 //! 0x0100_0000  arena: the memory the routines clear/fill/copy
+//!
+//! guest-virtual, besides the identity map of the harness
+//! 0xffff_8880_0100_0000  the arena at DIRECT_MAP + gpa (Linux's page_offset_base)
+//! 0xffff_ffff_8040_0000  the blob window at TEXT_MAP + gpa (__START_KERNEL_map)
 //! ```
 use hypclear_abi as abi;
 
@@ -29,16 +36,27 @@ pub(crate) const EXC_STACK_SIZE: u64 = 0x4000;
 pub const BLOB_WINDOW: u64 = 0x40_0000;
 pub const BLOB_WINDOW_END: u64 = 0x100_0000;
 pub const ARENA_BASE: u64 = 0x100_0000;
+/// Where the arena is mapped: guest-physical `p` at `DIRECT_MAP + p`, as
+/// Linux's direct map (4-level paging, no KASLR) maps physical memory.
+pub const DIRECT_MAP: u64 = 0xffff_8880_0000_0000;
+/// Where the blob window is mapped: `p` at `TEXT_MAP + p`, as Linux's
+/// kernel text mapping (`__START_KERNEL_map`) maps the kernel image.
+pub const TEXT_MAP: u64 = 0xffff_ffff_8000_0000;
+
 /// RAM is mapped with 2 MiB pages, so its size must be a multiple of this.
 pub const RAM_ALIGN: u64 = 2 << 20;
 /// The smallest useful guest: the fixed areas plus 16 MiB of arena.
 pub const MIN_RAM: u64 = 32 << 20;
-/// The identity map covers at most this much RAM: one page directory per
-/// GiB must fit the page-table area next to the root, the low PDPT and 4 KiB
-/// table, the edge region's 4 KiB table and the doorbell's PDPT, PD and PT
-/// (7 tables); the test in `paging.rs` builds the map at this size and one
-/// 2 MiB step above it.
-pub const MAX_RAM: u64 = ((PAGE_TABLES_END - PAGE_TABLES_GPA) / abi::PAGE_SIZE - 7) << 30;
+/// The direct map covers at most this much RAM: one page directory per
+/// GiB must fit the page-table area next to the root, the harness's PDPT,
+/// PD and 4 KiB table, the direct map's PDPT, the edge region's 4 KiB
+/// table, the text map's PDPT, PD and 4 KiB tables (one per 2 MiB of the
+/// blob window at most) and the doorbell's PDPT, PD and PT; the test in
+/// `paging.rs` builds the map at this size and one 2 MiB step above it.
+pub const MAX_RAM: u64 = ((PAGE_TABLES_END - PAGE_TABLES_GPA) / abi::PAGE_SIZE
+    - 11
+    - (BLOB_WINDOW_END - BLOB_WINDOW) / RAM_ALIGN)
+    << 30;
 
 // GDT selectors (Linux-like: user data 0x2b, user code 0x33).
 pub(crate) const SEL_KERNEL_CODE: u16 = 0x08;
@@ -49,6 +67,38 @@ pub(crate) const SEL_TSS0: u16 = 0x40;
 /// Number of exception vectors in the IDT, and the blob's stub stride.
 pub(crate) const IDT_VECTORS: u64 = 32;
 pub(crate) const VECTOR_STUB_SIZE: u64 = 32;
+
+/// The guest-virtual address the guest reaches guest-physical `gpa` at:
+/// the blob window through the text map, the arena through the direct map,
+/// the harness below them identity mapped.
+pub fn guest_va(gpa: u64) -> u64 {
+    if gpa >= ARENA_BASE {
+        DIRECT_MAP + gpa
+    } else if gpa >= BLOB_WINDOW {
+        TEXT_MAP + gpa
+    } else {
+        gpa
+    }
+}
+
+/// The guest-physical address behind guest-virtual `va` ([`guest_va`]'s
+/// inverse), or `None` where the page tables map nothing of RAM there.
+pub fn guest_pa(va: u64) -> Option<u64> {
+    let (lo, hi) = (ARENA_BASE, BLOB_WINDOW_END);
+    if let Some(p) = va
+        .checked_sub(TEXT_MAP)
+        .filter(|p| (BLOB_WINDOW..hi).contains(p))
+    {
+        Some(p)
+    } else if let Some(p) = va
+        .checked_sub(DIRECT_MAP)
+        .filter(|&p| p >= lo && p < MAX_RAM)
+    {
+        Some(p)
+    } else {
+        (va < ARENA_BASE).then_some(va)
+    }
+}
 
 pub fn mailbox_gpa(vcpu: u64) -> u64 {
     MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
@@ -106,4 +156,40 @@ const _: () = {
     assert!(SEL_TSS0 as u64 + 16 * abi::MAX_VCPUS <= abi::PAGE_SIZE);
     assert!(MAX_RAM <= abi::DOORBELL_GPA);
     assert!(MAX_RAM.is_multiple_of(RAM_ALIGN));
+    // The text map reaches the blob window within its last 2 GiB.
+    assert!(BLOB_WINDOW_END <= 1 << 30);
+    assert!(ARENA_BASE.is_multiple_of(RAM_ALIGN));
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_va_and_guest_pa_are_inverse_and_far_above_4_gib() {
+        for gpa in [
+            0x1000,
+            MAILBOX_BASE + 8,
+            BLOB_WINDOW,
+            BLOB_WINDOW_END - 1,
+            ARENA_BASE,
+            MAX_RAM - 1,
+        ] {
+            assert_eq!(guest_pa(guest_va(gpa)), Some(gpa), "{gpa:#x}");
+        }
+        for gpa in [BLOB_WINDOW, ARENA_BASE, 3 << 30] {
+            assert!(guest_va(gpa) > u64::from(u32::MAX), "{gpa:#x}");
+            assert_eq!(
+                guest_pa(guest_va(gpa) & 0xffff_ffff),
+                None,
+                "truncated {gpa:#x}"
+            );
+        }
+        assert_eq!(
+            guest_pa(DIRECT_MAP + 0x1000),
+            None,
+            "the harness is not in the direct map"
+        );
+        assert_eq!(guest_pa(TEXT_MAP + ARENA_BASE), None);
+    }
+}

@@ -23,6 +23,9 @@ pub use error::Error;
 /// clear on return.
 pub const CALLEE_SAVED: &[&str] = &["%rbx", "%rbp", "%r12", "%r13", "%r14", "%r15"];
 pub const RETURN_FLAGS: &str = "DF";
+/// The guest's mappings are W^X (see `paging`): the blob's text read-only,
+/// everything writable execute-never.
+pub const WRITE_XOR_EXECUTE: bool = true;
 
 pub const VARIANTS: &[super::VariantDef] = hypclear_guest::X86_64_VARIANTS;
 

@@ -1,10 +1,14 @@
-//! x86_64 4-level page tables for the identity-mapped guest.
+//! x86_64 4-level page tables of the guest (see `layout` for the map).
 //!
-//! RAM is mapped with 2 MiB pages, except the first 2 MiB, which uses 4 KiB
-//! pages so that page 0 can stay not-present, and the last 2 MiB (the edge
-//! region), 4 KiB pages with the edge checks' hole left not present. The
-//! doorbell page is mapped on its own with a 4 KiB page. Every entry has the U/S bit so the same tables
-//! serve CPL 3 and CPL 0.
+//! The harness below the blob window is identity mapped, the first 2 MiB
+//! with 4 KiB pages so that page 0 can stay not present; the blob's pages
+//! only in the text map, W^X; the arena only in the direct map, with 2 MiB
+//! pages but for the last 2 MiB of RAM (the edge region): 4 KiB pages with
+//! the edge checks' hole left not present. The doorbell page is mapped on
+//! its own with a 4 KiB page. Nothing is writable and executable; every
+//! entry has the U/S bit so the same tables serve CPL 3 and CPL 0.
+use super::layout::{ARENA_BASE, BLOB_WINDOW, guest_va};
+use crate::BlobSections;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -12,8 +16,42 @@ pub(crate) const PTE_PRESENT: u64 = 1 << 0;
 pub(crate) const PTE_WRITE: u64 = 1 << 1;
 pub(crate) const PTE_USER: u64 = 1 << 2;
 pub(crate) const PTE_HUGE: u64 = 1 << 7;
+pub(crate) const PTE_NX: u64 = 1 << 63;
 const ADDR_MASK: u64 = 0x000f_ffff_ffff_f000;
-const LEAF: u64 = PTE_PRESENT | PTE_WRITE | PTE_USER;
+/// Upper levels allow everything; the leaves decide.
+const TABLE: u64 = PTE_PRESENT | PTE_WRITE | PTE_USER;
+
+/// What a mapped page may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Perm {
+    /// Read and execute (the blob's text).
+    Text,
+    /// Read only (the blob's read-only data).
+    ReadOnly,
+    /// Read and write, never execute (data, stacks, the arena).
+    Data,
+}
+
+impl Perm {
+    fn leaf(self) -> u64 {
+        PTE_PRESENT
+            | PTE_USER
+            | match self {
+                Perm::Text => 0,
+                Perm::ReadOnly => PTE_NX,
+                Perm::Data => PTE_WRITE | PTE_NX,
+            }
+    }
+
+    fn of(entry: u64) -> Perm {
+        match (entry & PTE_WRITE != 0, entry & PTE_NX != 0) {
+            (false, false) => Perm::Text,
+            (false, true) => Perm::ReadOnly,
+            // Writable and executable is never mapped.
+            (true, _) => Perm::Data,
+        }
+    }
+}
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PagingError {
@@ -54,7 +92,7 @@ impl PageTables {
         }
         let next = self.alloc()?;
         if let Some(t) = self.tables.get_mut(&table) {
-            t[idx] = next | LEAF;
+            t[idx] = next | TABLE;
         }
         Ok(next)
     }
@@ -66,24 +104,29 @@ impl PageTables {
     }
 
     /// Map the 4 KiB page at `va` to `pa`.
-    pub fn map_4k(&mut self, va: u64, pa: u64) -> Result<(), PagingError> {
+    pub fn map_4k(&mut self, va: u64, pa: u64, perm: Perm) -> Result<(), PagingError> {
         let pdpt = self.descend(self.root, idx(va, 39))?;
         let pd = self.descend(pdpt, idx(va, 30))?;
         let pt = self.descend(pd, idx(va, 21))?;
-        self.set(pt, idx(va, 12), (pa & ADDR_MASK) | LEAF);
+        self.set(pt, idx(va, 12), (pa & ADDR_MASK) | perm.leaf());
         Ok(())
     }
 
     /// Map the 2 MiB page at `va` to `pa`.
-    pub fn map_2m(&mut self, va: u64, pa: u64) -> Result<(), PagingError> {
+    pub fn map_2m(&mut self, va: u64, pa: u64, perm: Perm) -> Result<(), PagingError> {
         let pdpt = self.descend(self.root, idx(va, 39))?;
         let pd = self.descend(pdpt, idx(va, 30))?;
-        self.set(pd, idx(va, 21), (pa & ADDR_MASK) | LEAF | PTE_HUGE);
+        self.set(pd, idx(va, 21), (pa & ADDR_MASK) | perm.leaf() | PTE_HUGE);
         Ok(())
     }
 
     /// Walk the tables like the MMU: the physical address `va` maps to.
     pub fn translate(&self, va: u64) -> Option<u64> {
+        self.walk(va).map(|(pa, _)| pa)
+    }
+
+    /// The physical address `va` maps to and what the page may do.
+    pub fn walk(&self, va: u64) -> Option<(u64, Perm)> {
         let mut table = self.root;
         for (level, shift) in [39u32, 30, 21, 12].into_iter().enumerate() {
             let e = self.tables.get(&table)?[idx(va, shift)];
@@ -91,11 +134,12 @@ impl PageTables {
                 return None;
             }
             if level == 2 && e & PTE_HUGE != 0 {
-                return Some((e & ADDR_MASK & !0x1f_ffff) | (va & 0x1f_ffff));
+                let pa = (e & ADDR_MASK & !0x1f_ffff) | (va & 0x1f_ffff);
+                return Some((pa, Perm::of(e)));
             }
             table = e & ADDR_MASK;
             if level == 3 {
-                return Some(table | (va & 0xfff));
+                return Some((table | (va & 0xfff), Perm::of(e)));
             }
         }
         None
@@ -111,58 +155,112 @@ fn idx(va: u64, shift: u32) -> usize {
     ((va >> shift) & 0x1ff) as usize
 }
 
-/// Identity-map `[0, ram_size)` (page 0 and `hole` left not present) and
-/// `doorbell`. The 2 MiB page holding `hole` is mapped with 4 KiB pages.
-/// Tables are allocated from `[area, area_end)`.
-pub(crate) fn identity_map(
-    ram_size: u64,
-    doorbell: u64,
-    area: u64,
-    area_end: u64,
-    hole: Option<u64>,
-) -> Result<PageTables, PagingError> {
-    if !ram_size.is_multiple_of(2 << 20) {
-        return Err(PagingError::Unaligned(ram_size));
+/// What [`guest_map`] maps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GuestMap {
+    pub ram_size: u64,
+    pub doorbell: u64,
+    /// Where the tables go: `[start, end)`.
+    pub area: (u64, u64),
+    /// The edge checks' unmapped page.
+    pub hole: Option<u64>,
+    /// The blob: its guest-physical base and its pages by permission.
+    pub blob: (u64, BlobSections),
+}
+
+/// Map guest RAM where [`guest_va`] says, W^X as the hyp maps itself: the
+/// harness below the blob window identity mapped, data (page 0 left not
+/// present); the blob's own pages in the text map, text read-only and
+/// executable, the rest never executable (the rest of the window is not
+/// mapped); the arena in the direct map, data, with 4 KiB pages around
+/// `hole` (left not present); the doorbell, data.
+pub(crate) fn guest_map(m: &GuestMap) -> Result<PageTables, PagingError> {
+    if !m.ram_size.is_multiple_of(2 << 20) {
+        return Err(PagingError::Unaligned(m.ram_size));
     }
     let mut pt = PageTables {
-        next: area,
-        end: area_end,
+        next: m.area.0,
+        end: m.area.1,
         ..Default::default()
     };
     pt.root = pt.alloc()?;
-    for page in (0x1000..(2u64 << 20).min(ram_size)).step_by(4096) {
-        pt.map_4k(page, page)?;
+    let harness_end = BLOB_WINDOW.min(m.ram_size);
+    for page in (0x1000..(2u64 << 20).min(harness_end)).step_by(4096) {
+        pt.map_4k(page, page, Perm::Data)?;
     }
-    let split = hole.map(|h| h & !0x1f_ffff);
-    for page in ((2u64 << 20)..ram_size).step_by(2 << 20) {
+    for page in ((2u64 << 20)..harness_end).step_by(2 << 20) {
+        pt.map_2m(page, page, Perm::Data)?;
+    }
+    let (base, s) = m.blob;
+    for off in (0..s.end).step_by(4096) {
+        let perm = match off {
+            o if o < s.text_end => Perm::Text,
+            o if o < s.data_start => Perm::ReadOnly,
+            _ => Perm::Data,
+        };
+        pt.map_4k(guest_va(base + off), base + off, perm)?;
+    }
+    let split = m.hole.map(|h| h & !0x1f_ffff);
+    for page in (ARENA_BASE.min(m.ram_size)..m.ram_size).step_by(2 << 20) {
         if Some(page) != split {
-            pt.map_2m(page, page)?;
+            pt.map_2m(guest_va(page), page, Perm::Data)?;
             continue;
         }
         for small in (page..page + (2 << 20)).step_by(4096) {
-            if Some(small) != hole {
-                pt.map_4k(small, small)?;
+            if Some(small) != m.hole {
+                pt.map_4k(guest_va(small), small, Perm::Data)?;
             }
         }
     }
-    pt.map_4k(doorbell, doorbell)?;
+    pt.map_4k(m.doorbell, m.doorbell, Perm::Data)?;
     Ok(pt)
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::x86_64::layout;
+    use super::*;
+    use crate::x86_64::layout::{self, BLOB_WINDOW_END, DIRECT_MAP, TEXT_MAP};
+    use hypclear_abi::DOORBELL_GPA;
+
+    /// A blob of 3 text pages, 1 read-only page and 2 data pages.
+    const BLOB: (u64, BlobSections) = (
+        BLOB_WINDOW + 0x5000,
+        BlobSections {
+            text_end: 0x3000,
+            data_start: 0x4000,
+            end: 0x6000,
+        },
+    );
+
+    fn map(ram_size: u64, hole: Option<u64>) -> Result<PageTables, PagingError> {
+        guest_map(&GuestMap {
+            ram_size,
+            doorbell: DOORBELL_GPA,
+            area: (0x10000, 0x100000),
+            hole,
+            blob: BLOB,
+        })
+    }
 
     #[test]
     fn max_ram_is_exactly_what_the_page_table_area_can_map() {
+        // The largest blob: the whole window, over 6 page tables.
+        let window = BLOB_WINDOW_END - BLOB_WINDOW;
         let map = |ram| {
-            identity_map(
-                ram,
-                hypclear_abi::DOORBELL_GPA,
-                layout::PAGE_TABLES_GPA,
-                layout::PAGE_TABLES_END,
-                layout::edge_hole(ram),
-            )
+            guest_map(&GuestMap {
+                ram_size: ram,
+                doorbell: DOORBELL_GPA,
+                area: (layout::PAGE_TABLES_GPA, layout::PAGE_TABLES_END),
+                hole: layout::edge_hole(ram),
+                blob: (
+                    BLOB_WINDOW,
+                    BlobSections {
+                        text_end: window,
+                        data_start: window,
+                        end: window,
+                    },
+                ),
+            })
         };
         assert!(map(layout::MAX_RAM).is_ok());
         assert!(matches!(
@@ -171,25 +269,84 @@ mod tests {
         ));
     }
 
-    use super::*;
-    use hypclear_abi::DOORBELL_GPA;
-
     #[test]
-    fn identity_map_translates_ram_and_doorbell() {
-        let pt = identity_map(64 << 20, DOORBELL_GPA, 0x10000, 0x100000, None).unwrap();
+    fn the_harness_is_identity_mapped_the_blob_and_arena_only_high() {
+        let pt = map(64 << 20, None).unwrap();
         assert_eq!(pt.translate(0), None, "page 0 must not be present");
         assert_eq!(pt.translate(0xfff), None);
         assert_eq!(pt.translate(0x1000), Some(0x1000));
         assert_eq!(pt.translate(0x1f_ffff), Some(0x1f_ffff));
-        assert_eq!(pt.translate(0x20_0000), Some(0x20_0000));
-        assert_eq!(pt.translate(0x3ff_fff8), Some(0x3ff_fff8));
-        assert_eq!(pt.translate(64 << 20), None, "beyond RAM");
+        assert_eq!(pt.translate(BLOB_WINDOW - 1), Some(BLOB_WINDOW - 1));
+        assert_eq!(
+            pt.translate(BLOB_WINDOW),
+            None,
+            "the blob is not identity mapped"
+        );
+        assert_eq!(pt.translate(BLOB.0), None);
+        assert_eq!(pt.translate(TEXT_MAP + BLOB.0), Some(BLOB.0));
+        assert_eq!(
+            pt.translate(TEXT_MAP + BLOB.0 + 0x5fff),
+            Some(BLOB.0 + 0x5fff)
+        );
+        assert_eq!(
+            pt.translate(TEXT_MAP + BLOB.0 - 1),
+            None,
+            "only the blob's pages"
+        );
+        assert_eq!(pt.translate(TEXT_MAP + BLOB.0 + 0x6000), None);
+        assert_eq!(
+            pt.translate(ARENA_BASE),
+            None,
+            "the arena is not identity mapped"
+        );
+        assert_eq!(pt.translate(DIRECT_MAP + ARENA_BASE), Some(ARENA_BASE));
+        assert_eq!(pt.translate(DIRECT_MAP + 0x3ff_fff8), Some(0x3ff_fff8));
+        assert_eq!(pt.translate(DIRECT_MAP + (64 << 20)), None, "beyond RAM");
+        assert_eq!(
+            pt.translate(DIRECT_MAP + 0x1000),
+            None,
+            "the harness is not in the direct map"
+        );
         assert_eq!(pt.translate(DOORBELL_GPA + 8), Some(DOORBELL_GPA + 8));
         assert_eq!(pt.translate(DOORBELL_GPA - 4096), None);
-        // PML4, PDPT, PD, PT for RAM; PDPT, PD, PT for the doorbell.
-        assert_eq!(pt.tables().count(), 7);
+        // PML4; PDPT, PD, PT of the harness; PDPT, PD, PT of the text map;
+        // PDPT, PD of the direct map; PDPT, PD, PT of the doorbell.
+        assert_eq!(pt.tables().count(), 12);
         for (gpa, _) in pt.tables() {
             assert!((0x10000..0x100000).contains(&gpa));
+        }
+    }
+
+    #[test]
+    fn nothing_is_writable_and_executable() {
+        let pt = map(64 << 20, None).unwrap();
+        let perm = |va| pt.walk(va).map(|(_, p)| p);
+        let text = TEXT_MAP + BLOB.0;
+        assert_eq!(perm(text), Some(Perm::Text));
+        assert_eq!(perm(text + 0x2fff), Some(Perm::Text));
+        assert_eq!(perm(text + 0x3000), Some(Perm::ReadOnly));
+        assert_eq!(perm(text + 0x4000), Some(Perm::Data));
+        assert_eq!(perm(text + 0x5fff), Some(Perm::Data));
+        for va in [
+            0x1000,
+            0x20_0000,
+            DIRECT_MAP + ARENA_BASE,
+            DIRECT_MAP + (64 << 20) - 1,
+            DOORBELL_GPA,
+        ] {
+            assert_eq!(perm(va), Some(Perm::Data), "{va:#x}");
+        }
+        // Writable and executable: only the upper levels' entries, which
+        // point at tables and leave the decision to the leaves.
+        let tables: std::collections::BTreeSet<u64> = pt.tables().map(|(gpa, _)| gpa).collect();
+        for (_, table) in pt.tables() {
+            for e in table
+                .iter()
+                .filter(|e| *e & PTE_WRITE != 0 && *e & PTE_NX == 0)
+            {
+                assert_eq!(e & !ADDR_MASK, TABLE, "W+X leaf {e:#x}");
+                assert!(tables.contains(&(e & ADDR_MASK)), "W+X leaf {e:#x}");
+            }
         }
     }
 
@@ -197,35 +354,49 @@ mod tests {
     fn the_edge_hole_alone_is_not_present() {
         let ram = 64 << 20;
         let hole = layout::edge_hole(ram).unwrap();
-        let pt = identity_map(ram, DOORBELL_GPA, 0x10000, 0x100000, Some(hole)).unwrap();
-        assert_eq!(pt.translate(hole), None);
-        assert_eq!(pt.translate(hole + 0xfff), None);
-        assert_eq!(pt.translate(hole - 1), Some(hole - 1));
-        assert_eq!(pt.translate(hole + 0x1000), Some(hole + 0x1000));
-        assert_eq!(pt.translate(ram - 1), Some(ram - 1));
-        assert_eq!(pt.translate(ram - (2 << 20) - 1), Some(ram - (2 << 20) - 1));
+        let pt = map(ram, Some(hole)).unwrap();
+        let va = |p| DIRECT_MAP + p;
+        assert_eq!(pt.translate(va(hole)), None);
+        assert_eq!(pt.translate(va(hole + 0xfff)), None);
+        assert_eq!(pt.translate(va(hole - 1)), Some(hole - 1));
+        assert_eq!(pt.translate(va(hole + 0x1000)), Some(hole + 0x1000));
+        assert_eq!(pt.translate(va(ram - 1)), Some(ram - 1));
+        assert_eq!(
+            pt.translate(va(ram - (2 << 20) - 1)),
+            Some(ram - (2 << 20) - 1)
+        );
         assert_eq!(
             pt.tables().count(),
-            8,
+            13,
             "one more page table: the edge region's"
         );
     }
 
     #[test]
     fn large_ram_uses_one_pd_per_gib() {
-        let pt = identity_map(3 << 30, DOORBELL_GPA, 0x10000, 0x100000, None).unwrap();
-        assert_eq!(pt.translate((3 << 30) - 1), Some((3 << 30) - 1));
-        assert_eq!(pt.tables().count(), 4 + 2 + 3);
+        let pt = map(3 << 30, None).unwrap();
+        assert_eq!(
+            pt.translate(DIRECT_MAP + (3 << 30) - 1),
+            Some((3 << 30) - 1)
+        );
+        assert_eq!(pt.tables().count(), 12 + 2);
     }
 
     #[test]
     fn errors() {
         assert_eq!(
-            identity_map(3 << 20, DOORBELL_GPA, 0x10000, 0x100000, None).unwrap_err(),
+            map(3 << 20, None).unwrap_err(),
             PagingError::Unaligned(3 << 20)
         );
+        let tiny = GuestMap {
+            ram_size: 64 << 30,
+            doorbell: DOORBELL_GPA,
+            area: (0x10000, 0x14000),
+            hole: None,
+            blob: BLOB,
+        };
         assert!(matches!(
-            identity_map(64 << 30, DOORBELL_GPA, 0x10000, 0x14000, None),
+            guest_map(&tiny),
             Err(PagingError::OutOfTables { .. })
         ));
     }
