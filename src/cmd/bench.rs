@@ -55,7 +55,7 @@ pub(super) fn bench(
     let mut checkpoint = |r: &BenchResult| {
         last = Some(r.clone());
         match &common.json {
-            Some(path) => crate::files::write_json(path, r).map_err(Into::into),
+            Some(path) => crate::files::write_json_checkpoint(path, r).map_err(Into::into),
             None => Ok(()),
         }
     };

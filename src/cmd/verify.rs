@@ -272,7 +272,7 @@ impl<'a> Live<'a> {
         doc.partial_reason = Some(IN_PROGRESS);
         // A failed checkpoint does not stop the run: the final write
         // reports the error.
-        let _ = crate::files::write_json(path, &doc);
+        let _ = crate::files::write_json_checkpoint(path, &doc);
         st.written = Some(Instant::now());
     }
 }
