@@ -17,9 +17,9 @@
 // The crates below, under the names the modules use.
 use hypclear_arch as arch;
 use hypclear_check as check;
-use hypclear_format::{ktap, table, units};
+use hypclear_format::{ktap, table, text, units};
 use hypclear_kernel as kernel;
-use hypclear_process::interrupt;
+use hypclear_process::{files, interrupt};
 use hypclear_routines as routines;
 use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
