@@ -18,6 +18,19 @@ fn usage_errors_exit_2_with_a_fix() {
         (vec!["verify", "--routine", "nosuch"], "invalid value"),
         (vec!["verify", "--variant", "nosuch"], "unknown variant"),
         (vec!["--mem", "3MB"], "--mem"),
+        // Issue 38: wrapped in footprint(), passed, failed in the VM (exit 1).
+        (
+            vec!["verify", "-s", "18446744073709551615"],
+            "larger than the largest guest RAM",
+        ),
+        (
+            vec!["bench", "memset", "-s", "18446744073709547520"],
+            "larger than the largest guest RAM",
+        ),
+        (
+            vec!["bench", "memcpy", "-s", "64GB", "--vcpus", "8"],
+            "more than the largest guest RAM",
+        ),
         (vec!["--mem", "1.5GB"], "1536MB"),
         (vec!["--timeout", "0"], "--timeout"),
         #[cfg(target_arch = "x86_64")]
@@ -285,11 +298,20 @@ fn output_targets_that_cannot_hold_the_result_exit_2_before_any_vm() {
     let slash = format!("{}/new.json/", dir.path().display());
     let d = dir.path().to_str().unwrap();
     for (args, needle) in [
-        (vec!["verify", "--json", fifo.to_str().unwrap()], "no reader"),
+        (
+            vec!["verify", "--json", fifo.to_str().unwrap()],
+            "no reader",
+        ),
         (vec!["run", "--json", &slash], "ending in `/`"),
         (vec!["verify", "--json", d], "directory"),
-        (vec!["bench", "memset", "-s", "4MB", "--csv", &slash], "ending in `/`"),
-        (vec!["bench", "memset", "-s", "4MB", "--plot", d], "directory"),
+        (
+            vec!["bench", "memset", "-s", "4MB", "--csv", &slash],
+            "ending in `/`",
+        ),
+        (
+            vec!["bench", "memset", "-s", "4MB", "--plot", d],
+            "directory",
+        ),
     ] {
         let t = std::time::Instant::now();
         let mut child = Command::new(env!("CARGO_BIN_EXE_hypclear"))
@@ -308,8 +330,18 @@ fn output_targets_that_cannot_hold_the_result_exit_2_before_any_vm() {
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(needle) && err.contains("before the run"), "{args:?}: {err}");
-        assert!(t.elapsed() < std::time::Duration::from_secs(3), "{args:?}: slow");
+        assert!(
+            err.contains(needle) && err.contains("before the run"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(3),
+            "{args:?}: slow"
+        );
     }
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "left files");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "left files"
+    );
 }

@@ -631,11 +631,7 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
             .collect();
         let a = &base.cells[bi];
         let Some(others) = others else {
-            unmatched.push(format!(
-                "{} {}",
-                shown(base_path),
-                a.axes.label_with(false)
-            ));
+            unmatched.push(format!("{} {}", shown(base_path), a.axes.label_with(false)));
             continue;
         };
         let label = if mixed {
@@ -1166,7 +1162,8 @@ mod tests {
 
     /// `text` as a file of its own (removed with the test's directory).
     fn written(tag: &str, text: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("hypclear-compare-{tag}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("hypclear-compare-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("in.json");
         std::fs::write(&p, text).unwrap();
@@ -1185,12 +1182,18 @@ mod tests {
         for format in [Format::Text, Format::Markdown, Format::Rst] {
             let out = compare(&[(p.clone(), r.clone())], &opts(false, format, Rate::Giga)).unwrap();
             assert!(
-                !out.lines().any(|l| l.trim_start_matches(['|', ' ']).starts_with("(I) forged")),
+                !out.lines()
+                    .any(|l| l.trim_start_matches(['|', ' ']).starts_with("(I) forged")),
                 "{out}"
             );
-            let raw = out.chars().find(|&c| (c.is_control() && c != '\n') || c == '\u{202e}');
+            let raw = out
+                .chars()
+                .find(|&c| (c.is_control() && c != '\n') || c == '\u{202e}');
             assert_eq!(raw, None, "{out}");
-            assert!(out.contains("memset\\x0a(I) forged row \\x1b]0;owned\\x07\\u{202e}x"), "{out}");
+            assert!(
+                out.contains("memset\\x0a(I) forged row \\x1b]0;owned\\x07\\u{202e}x"),
+                "{out}"
+            );
         }
         let _ = std::fs::remove_dir_all(p.parent().unwrap());
     }
@@ -1202,18 +1205,31 @@ mod tests {
         let body = doc.strip_prefix('{').unwrap();
         let err = |tag: &str, text: &str| load(&written(tag, text)).unwrap_err().to_string();
         let newer = err("v99", &format!("{{\"schema_version\": 99, {body}"));
-        assert!(newer.contains("schema_version 99") && newer.contains("up to 1"), "{newer}");
-        let twice = err("twice", &format!("{{\"schema_version\": 1, \"schema_version\": 99, {body}"));
+        assert!(
+            newer.contains("schema_version 99") && newer.contains("up to 1"),
+            "{newer}"
+        );
+        let twice = err(
+            "twice",
+            &format!("{{\"schema_version\": 1, \"schema_version\": 99, {body}"),
+        );
         assert!(twice.contains("`schema_version` is given twice"), "{twice}");
-        let odd = err("odd", &format!("{{\"schema_version\": \"1\\u001b\", {body}"));
-        assert!(odd.contains("not a version number") && !odd.contains('\x1b'), "{odd}");
+        let odd = err(
+            "odd",
+            &format!("{{\"schema_version\": \"1\\u001b\", {body}"),
+        );
+        assert!(
+            odd.contains("not a version number") && !odd.contains('\x1b'),
+            "{odd}"
+        );
         assert!(err("array", "[]").contains("not a JSON object"));
         for (tag, version) in [("v0", ""), ("v1", "\"schema_version\": 1, ")] {
             let p = written(tag, &format!("{{{version}{body}"));
             assert!(load(&p).is_ok(), "{tag}");
         }
         for tag in ["v99", "twice", "odd", "array", "v0", "v1"] {
-            let dir = std::env::temp_dir().join(format!("hypclear-compare-{tag}-{}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("hypclear-compare-{tag}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(dir);
         }
     }
@@ -1236,7 +1252,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(p.parent().unwrap());
         let cells: Vec<String> = (0..18_724).map(|i| format!("memset {i}B")).collect();
         let note = unmatched_notes(cells).join("");
-        assert!(note.len() < 1000 && note.ends_with("and 18714 more"), "{note}");
+        assert!(
+            note.len() < 1000 && note.ends_with("and 18714 more"),
+            "{note}"
+        );
     }
 
     #[test]

@@ -94,10 +94,7 @@ mod tests {
         // Idempotent, and clean text is borrowed unchanged.
         assert_eq!(sanitize_str(&s), s);
         assert!(matches!(sanitize_str("erms 4KB ü"), Cow::Borrowed(_)));
-        assert_eq!(
-            sanitize_str("x\n(I) forged row"),
-            "x\\x0a(I) forged row"
-        );
+        assert_eq!(sanitize_str("x\n(I) forged row"), "x\\x0a(I) forged row");
     }
 
     #[test]

@@ -114,7 +114,9 @@ fn open_in_place(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 fn take_kept(path: &Path) -> Option<std::fs::File> {
-    let mut kept = KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut kept = KEPT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let i = kept.iter().position(|(p, _)| p == path)?;
     Some(kept.swap_remove(i).1)
 }
@@ -139,12 +141,16 @@ pub fn precheck_output(path: &Path) -> Result<(), FileError> {
     let (dir, name) = split(path)?;
     let place = in_place(path).map_err(unwritable)?;
     match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Err(bad("it is a directory; name a file in it (e.g. DIR/out.json)")),
+        Ok(m) if m.is_dir() => Err(bad(
+            "it is a directory; name a file in it (e.g. DIR/out.json)",
+        )),
         Ok(m) if m.file_type().is_socket() => Err(bad(
             "it is a socket; name a regular file, a FIFO or /dev/stdout",
         )),
         Ok(m) if place => {
-            let mut kept = KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut kept = KEPT
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if kept.iter().any(|(p, _)| p == path) {
                 return Ok(());
             }
@@ -168,7 +174,9 @@ pub fn precheck_output(path: &Path) -> Result<(), FileError> {
                 .map_err(unwritable)?;
             probe(&dir, &name).map_err(unwritable)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => probe(&dir, &name).map_err(unwritable),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            probe(&dir, &name).map_err(unwritable)
+        }
         Err(e) => Err(unwritable(e)),
     }
 }
@@ -284,7 +292,12 @@ fn create_named(dir: &OwnedFd, name: &OsStr) -> std::io::Result<(std::fs::File, 
     let mut last = Errno::EXIST;
     for _ in 0..100 {
         let tmp = temp_name(name);
-        match rfs::openat(dir, tmp.as_os_str(), flags, Mode::from_raw_mode(NEW_FILE_MODE)) {
+        match rfs::openat(
+            dir,
+            tmp.as_os_str(),
+            flags,
+            Mode::from_raw_mode(NEW_FILE_MODE),
+        ) {
             Ok(fd) => return Ok((std::fs::File::from(fd), tmp)),
             Err(e @ Errno::EXIST) => last = e,
             Err(e) => return Err(e.into()),
@@ -318,9 +331,11 @@ fn sweep_stale(dirfd: &OwnedFd, dir: &Path, name: &OsStr) {
         if pid == me || !ended {
             continue;
         }
-        let own_file = rfs::statat(dirfd, n.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
-            rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::RegularFile && st.st_uid == uid
-        });
+        let own_file =
+            rfs::statat(dirfd, n.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::RegularFile
+                    && st.st_uid == uid
+            });
         if own_file {
             let _ = rfs::unlinkat(dirfd, n.as_os_str(), AtFlags::empty());
         }

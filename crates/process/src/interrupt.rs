@@ -191,7 +191,10 @@ mod tests {
         }
         let t = std::time::Instant::now();
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "interrupt::tests::a_stop_ends_the_process_even_when_it_is_blocked"])
+            .args([
+                "--exact",
+                "interrupt::tests::a_stop_ends_the_process_even_when_it_is_blocked",
+            ])
             .env("HYPCLEAR_GRACE_CHILD", "1")
             .output()
             .unwrap();

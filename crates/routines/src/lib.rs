@@ -11,8 +11,8 @@ pub mod privilege;
 // The crates below, under the names the modules use.
 use hypclear_arch as arch;
 use hypclear_kernel as kernel;
-use hypclear_process::{errln, files};
 pub use hypclear_link::catalog;
+use hypclear_process::{errln, files};
 use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
 pub mod lower;

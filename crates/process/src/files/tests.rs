@@ -53,10 +53,19 @@ fn while_writing_no_name_exists_where_the_filesystem_has_o_tmpfile() {
     let dir = scratch("tmpfile");
     let p = dir.join("out.json");
     let dfd = open_dir(&dir).unwrap();
-    let unnamed = rfs::openat(&dfd, ".", OFlags::TMPFILE | OFlags::WRONLY, Mode::from_raw_mode(0o600));
+    let unnamed = rfs::openat(
+        &dfd,
+        ".",
+        OFlags::TMPFILE | OFlags::WRONLY,
+        Mode::from_raw_mode(0o600),
+    );
     write_atomically(&p, |w| {
         if unnamed.is_ok() {
-            assert!(names(&dir).is_empty(), "a name exists mid-write: {:?}", names(&dir));
+            assert!(
+                names(&dir).is_empty(),
+                "a name exists mid-write: {:?}",
+                names(&dir)
+            );
         }
         w.write_all(b"{}")
     })
@@ -78,7 +87,11 @@ fn stale_temporaries_of_ended_processes_are_swept_others_kept() {
         std::fs::write(dir.join(n), "x").unwrap();
     }
     precheck_output(&dir.join("out.json")).unwrap();
-    assert_eq!(names(&dir), [foreign, running], "only the ended process's is gone");
+    assert_eq!(
+        names(&dir),
+        [foreign, running],
+        "only the ended process's is gone"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -93,14 +106,27 @@ fn targets_that_cannot_hold_a_result_are_refused_before_the_run() {
     let slash = PathBuf::from(format!("{}/new.json/", dir.display()));
     assert!(refused(&slash).contains("ending in `/`"));
     let fifo = dir.join("fifo");
-    rustix::fs::mknodat(rfs::CWD, &fifo, rfs::FileType::Fifo, Mode::from_raw_mode(0o600), 0)
-        .unwrap();
+    rustix::fs::mknodat(
+        rfs::CWD,
+        &fifo,
+        rfs::FileType::Fifo,
+        Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
     let t = std::time::Instant::now();
     assert!(refused(&fifo).contains("no reader"));
-    assert!(t.elapsed() < std::time::Duration::from_secs(1), "the open blocked");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(1),
+        "the open blocked"
+    );
     assert!(precheck_output(&dir.join("new.json")).is_ok());
     assert!(precheck_output(Path::new("/dev/null")).is_ok());
-    assert!(names(&dir) == ["fifo"], "the precheck left {:?}", names(&dir));
+    assert!(
+        names(&dir) == ["fifo"],
+        "the precheck left {:?}",
+        names(&dir)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -108,8 +134,14 @@ fn targets_that_cannot_hold_a_result_are_refused_before_the_run() {
 fn a_fifo_with_a_reader_gets_the_final_document_once() {
     let dir = scratch("fifo");
     let fifo = dir.join("fifo");
-    rustix::fs::mknodat(rfs::CWD, &fifo, rfs::FileType::Fifo, Mode::from_raw_mode(0o600), 0)
-        .unwrap();
+    rustix::fs::mknodat(
+        rfs::CWD,
+        &fifo,
+        rfs::FileType::Fifo,
+        Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
     let reader = {
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
@@ -117,7 +149,10 @@ fn a_fifo_with_a_reader_gets_the_final_document_once() {
     // The reader's open blocks until a writer comes: wait for the precheck to see it.
     let t = std::time::Instant::now();
     while let Err(FileError::BadTarget { .. }) = precheck_output(&fifo) {
-        assert!(t.elapsed() < std::time::Duration::from_secs(5), "no reader came");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "no reader came"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     write_json_checkpoint(&fifo, &serde_json::json!({"partial": true})).unwrap();
@@ -142,13 +177,18 @@ fn reads_are_bounded_dev_zero_included() {
 fn duplicate_keys_are_refused_at_any_depth() {
     let p = Path::new("x.json");
     let v = parse_json(p, br#"{"a": [1, {"b": null}], "c": -2.5e3, "d": "s"}"#).unwrap();
-    assert_eq!(v, serde_json::json!({"a": [1, {"b": null}], "c": -2500.0, "d": "s"}));
+    assert_eq!(
+        v,
+        serde_json::json!({"a": [1, {"b": null}], "c": -2500.0, "d": "s"})
+    );
     for doc in [
         &br#"{"schema_version": 1, "schema_version": 99}"#[..],
         br#"{"cells": [{"x": 1, "x": 2}]}"#,
     ] {
         match parse_json(p, doc) {
-            Err(FileError::Malformed { detail, .. }) => assert!(detail.contains("twice"), "{detail}"),
+            Err(FileError::Malformed { detail, .. }) => {
+                assert!(detail.contains("twice"), "{detail}")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -169,7 +209,10 @@ fn private_dir_is_tightened_and_its_files_never_followed() {
     let victim = base.join("victim");
     std::fs::write(&victim, "precious").unwrap();
     std::os::unix::fs::symlink(&victim, dir.join("cache.json")).unwrap();
-    assert!(matches!(d.read("cache.json", 4096), Err(FileError::Unreadable { .. })));
+    assert!(matches!(
+        d.read("cache.json", 4096),
+        Err(FileError::Unreadable { .. })
+    ));
     d.write("cache.json", b"{}").unwrap();
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     assert_eq!(d.read("cache.json", 4096).unwrap().unwrap(), b"{}");
@@ -180,7 +223,10 @@ fn private_dir_is_tightened_and_its_files_never_followed() {
     assert!(d.read("cache.json", 4096).is_err());
     assert!(t.elapsed() < std::time::Duration::from_secs(1));
     std::fs::write(dir.join("big.json"), vec![b' '; 5000]).unwrap();
-    assert!(matches!(d.read("big.json", 4096), Err(FileError::TooLarge { .. })));
+    assert!(matches!(
+        d.read("big.json", 4096),
+        Err(FileError::TooLarge { .. })
+    ));
     assert!(d.read("missing.json", 4096).unwrap().is_none());
     // A symlinked directory is refused.
     let link = base.join("linked");
@@ -191,7 +237,10 @@ fn private_dir_is_tightened_and_its_files_never_followed() {
         let theirs = base.join("theirs");
         std::fs::create_dir(&theirs).unwrap();
         std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
-        assert!(matches!(PrivateDir::open(&theirs), Err(FileError::BadTarget { .. })));
+        assert!(matches!(
+            PrivateDir::open(&theirs),
+            Err(FileError::BadTarget { .. })
+        ));
     }
     std::fs::remove_dir_all(&base).unwrap();
 }
