@@ -197,7 +197,8 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// The `partial_reason` of a JSON written while the run goes on.
 const IN_PROGRESS: &str = "in progress: written while the run went on; a file that still says \
                            so was left by a process killed without a word (SIGKILL, the OOM \
-                           killer, a lost machine)";
+                           killer, a lost machine) or one that could not write its final result \
+                           (its error message says which)";
 
 /// The results so far, rewritten as the `--json` while checks complete, so
 /// that a run killed outright keeps what it finished (SIGINT, SIGTERM,
