@@ -288,7 +288,7 @@ mod tests {
             assert!(!line.chars().any(|c| c.is_control()), "{text:?}");
         }
         assert!(
-            text.contains("ok 1 a_b ok 9 forged # SKIP x [2Jnot ok 3"),
+            text.contains("ok 1 a_b ok 9 forged # SKIP x \\x1b[2Jnot ok 3"),
             "{text}"
         );
     }
