@@ -17,6 +17,15 @@ pub(crate) enum Error {
     /// A kernel tree or kernel blob file that cannot be used (exit 2).
     #[error(transparent)]
     Kernel(#[from] KernelBlobError),
+    /// The result file could not be written at the end (ENOSPC); `kept`
+    /// says what the file holds instead (exit 1).
+    #[error("cannot write the result to {path}: {source}; {kept}")]
+    Unsaved {
+        path: String,
+        kept: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 pub(crate) type Result<T> = std::result::Result<T, Error>;
@@ -45,6 +54,7 @@ impl Error {
             Error::Usage(_) => Category::Usage,
             Error::Run(e) => e.category(),
             Error::Kernel(_) => Category::Environment,
+            Error::Unsaved { .. } => Category::Run,
         }
     }
 

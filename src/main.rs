@@ -9,7 +9,7 @@ use hypclear_arch as arch;
 use hypclear_bench as bench;
 use hypclear_check as check;
 use hypclear_check::report;
-use hypclear_format::{ktap, table, units};
+use hypclear_format::{ktap, table, text, units};
 use hypclear_kernel as kernel;
 use hypclear_process::{errln, files, interrupt, out, outln, output};
 use hypclear_routines as routines;

@@ -18,6 +18,19 @@ fn usage_errors_exit_2_with_a_fix() {
         (vec!["verify", "--routine", "nosuch"], "invalid value"),
         (vec!["verify", "--variant", "nosuch"], "unknown variant"),
         (vec!["--mem", "3MB"], "--mem"),
+        // Issue 38: wrapped in footprint(), passed, failed in the VM (exit 1).
+        (
+            vec!["verify", "-s", "18446744073709551615"],
+            "larger than the largest guest RAM",
+        ),
+        (
+            vec!["bench", "memset", "-s", "18446744073709547520"],
+            "larger than the largest guest RAM",
+        ),
+        (
+            vec!["bench", "memcpy", "-s", "64GB", "--vcpus", "8"],
+            "more than the largest guest RAM",
+        ),
         (vec!["--mem", "1.5GB"], "1536MB"),
         (vec!["--timeout", "0"], "--timeout"),
         #[cfg(target_arch = "x86_64")]
@@ -269,4 +282,66 @@ fn backings_verify_or_explain() {
             _ => panic!("{backing}: {}", text(&out)),
         }
     }
+}
+
+/// Issue 38: `--json FIFO` (no reader) hung for ever in open, SIGINT
+/// ignored; `--json new.json/` passed the precheck, ran the whole run and
+/// lost its results. Each target that cannot hold the result exits 2 at
+/// once, before any VM (no KVM needed).
+#[test]
+fn output_targets_that_cannot_hold_the_result_exit_2_before_any_vm() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let slash = format!("{}/new.json/", dir.path().display());
+    let d = dir.path().to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec!["verify", "--json", fifo.to_str().unwrap()],
+            "no reader",
+        ),
+        (vec!["run", "--json", &slash], "ending in `/`"),
+        (vec!["verify", "--json", d], "directory"),
+        (
+            vec!["bench", "memset", "-s", "4MB", "--csv", &slash],
+            "ending in `/`",
+        ),
+        (
+            vec!["bench", "memset", "-s", "4MB", "--plot", d],
+            "directory",
+        ),
+    ] {
+        let t = std::time::Instant::now();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hypclear"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        while child.try_wait().unwrap().is_none() {
+            if t.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("{args:?}: still running after 10 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(needle) && err.contains("before the run"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(3),
+            "{args:?}: slow"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "left files"
+    );
 }

@@ -48,6 +48,12 @@ fn a_killed_bench_leaves_partial_json_that_compare_reads() {
         "--seed",
         "1",
     ];
+    // A temporary file an earlier killed run left (issue 38: nothing
+    // removed them): the precheck sweeps it, its process having ended.
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let stale = json.with_file_name(format!(".bench-killed.json.tmp-{}-0", dead.id()));
+    dead.wait().unwrap();
+    std::fs::write(&stale, "{").unwrap();
     let doc = kill_once(&args, &json, |doc| {
         let cells = doc["cells"].as_array();
         let done = cells
@@ -58,6 +64,10 @@ fn a_killed_bench_leaves_partial_json_that_compare_reads() {
     });
     // What is on disk after the kill is whole JSON, still marked partial.
     assert_eq!(doc["partial"], true, "{doc}");
+    // Issue 38: checkpoints said `partial_reason: null`.
+    let reason = doc["partial_reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("in progress"), "{reason}");
+    assert!(!stale.exists(), "the stale temporary file was not swept");
     assert_eq!(doc["cells"].as_array().unwrap().len(), 4);
     let leftovers: Vec<_> = std::fs::read_dir(json.parent().unwrap())
         .unwrap()

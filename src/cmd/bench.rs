@@ -52,10 +52,15 @@ pub(super) fn bench(
     // partial until the end: a run killed by SIGKILL or the OOM killer
     // keeps what it finished.
     let mut last: Option<BenchResult> = None;
+    let kept = std::cell::Cell::new(Kept::Before);
     let mut checkpoint = |r: &BenchResult| {
         last = Some(r.clone());
         match &common.json {
-            Some(path) => crate::files::write_json(path, r).map_err(Into::into),
+            Some(path) => {
+                crate::files::write_json_checkpoint(path, r)?;
+                kept.set(Kept::Cells(finished_cells(r), r.cells.len()));
+                Ok(())
+            }
             None => Ok(()),
         }
     };
@@ -68,7 +73,8 @@ pub(super) fn bench(
         (Err(e), Some(mut r)) => {
             // The error ends the run; the cells so far say why they stop.
             r.partial_reason = Some(e.partial_reason());
-            write_outputs(&ctx, a, &r)?;
+            write_outputs(&ctx, a, &r)
+                .map_err(|w| unsaved(w, common.json.as_deref(), kept.get()))?;
             return Err(e.into());
         }
         (Err(e), None) => return Err(e.into()),
@@ -82,11 +88,12 @@ pub(super) fn bench(
         let explained = explain(ktap, &ctx, (&plan, &specs), scope, &mut result);
         if let Err(e) = explained {
             result.partial_reason = Some(format!("--explain: {e}"));
-            write_outputs(&ctx, a, &result)?;
+            write_outputs(&ctx, a, &result)
+                .map_err(|w| unsaved(w, common.json.as_deref(), kept.get()))?;
             return Err(e);
         }
     }
-    write_outputs(&ctx, a, &result)?;
+    write_outputs(&ctx, a, &result).map_err(|w| unsaved(w, common.json.as_deref(), kept.get()))?;
     if result.partial {
         crate::errln!(
             "hypclear bench: interrupted ({}); the table and files above are partial \
@@ -317,6 +324,54 @@ fn announce(
     Ok(())
 }
 
+/// What the `--json` file holds when the final write fails: the last
+/// checkpoint that could be written (finished cells of all), or what was
+/// there before the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    Before,
+    Cells(usize, usize),
+}
+
+impl Kept {
+    fn describe(self) -> String {
+        match self {
+            Kept::Before => "no checkpoint could be written either: the file holds what was \
+                             there before the run; free space and run again"
+                .into(),
+            Kept::Cells(done, of) => format!(
+                "the file still holds the last checkpoint that could be written ({done} of \
+                 {of} cells finished, \"partial\": true, \"partial_reason\" \"in progress\"): \
+                 the process was not killed, it could not write the rest; free space and run again"
+            ),
+        }
+    }
+}
+
+/// Cells with measured samples in a result so far.
+fn finished_cells(r: &BenchResult) -> usize {
+    r.cells.iter().filter(|c| !c.guest.is_empty()).count()
+}
+
+/// A failed final `--json` write, saying what the file holds instead.
+fn unsaved(
+    e: crate::error::Error,
+    json: Option<&std::path::Path>,
+    kept: Kept,
+) -> crate::error::Error {
+    let is_json = |p: &str| json.is_some_and(|j| j.display().to_string() == p);
+    match e {
+        crate::error::Error::Run(RunError::Io { path, source }) if is_json(&path) => {
+            crate::error::Error::Unsaved {
+                path,
+                kept: kept.describe(),
+                source,
+            }
+        }
+        e => e,
+    }
+}
+
 /// The bench JSON (the result carries its sides and kernel blob).
 fn write_json(path: &std::path::Path, result: &BenchResult) -> Result<()> {
     Ok(crate::files::write_json(path, result)?)
@@ -333,4 +388,33 @@ fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<()> {
         bench::report::write_plot(result, path)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 38: after ENOSPC the stale checkpoint claimed the process was
+    /// killed, and the error said only "I/O error on FILE".
+    #[test]
+    fn a_failed_final_write_says_what_the_json_still_holds() {
+        let enospc = || {
+            crate::error::Error::Run(RunError::Io {
+                path: "out.json".into(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            })
+        };
+        let json = Some(std::path::Path::new("out.json"));
+        let msg = unsaved(enospc(), json, Kept::Cells(3, 8)).to_string();
+        assert!(
+            msg.contains("out.json") && msg.contains("3 of 8 cells") && msg.contains("not killed"),
+            "{msg}"
+        );
+        let msg = unsaved(enospc(), json, Kept::Before).to_string();
+        assert!(msg.contains("before the run"), "{msg}");
+        // A failed --csv is not described as the JSON.
+        let other = unsaved(enospc(), Some(std::path::Path::new("x.json")), Kept::Before);
+        assert!(matches!(other, crate::error::Error::Run(_)));
+        assert!(crate::bench::IN_PROGRESS.contains("could not write its final result"));
+    }
 }

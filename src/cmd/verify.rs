@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// Bytes the ordinary checks may use: from the arena's base to the edge
 /// region at the top of RAM (the edge checks' own).
 fn arena(mem: u64) -> u64 {
-    (arch::RAM_BASE + mem).saturating_sub(arch::ARENA_BASE + arch::EDGE_REGION)
+    (arch::RAM_BASE.saturating_add(mem)).saturating_sub(arch::ARENA_BASE + arch::EDGE_REGION)
 }
 
 /// Usage errors in the variant filter, found before any VM is created.
@@ -61,6 +61,15 @@ fn check_variants(configs: &[Side], f: &Filter) -> Result<()> {
 fn check_filter(configs: &[Side], f: &Filter) -> Result<()> {
     check_variants(configs, f)?;
     for &size in &f.sizes {
+        if size > suite::MAX_SIZE {
+            return Err(Error::Usage(format!(
+                "--size {size} ({}) is larger than the largest guest RAM ({}): no check of it \
+                 fits; pick a size up to {}",
+                format_size(size),
+                format_size(suite::MAX_SIZE),
+                format_size(suite::MAX_SIZE)
+            )));
+        }
         for r in Routine::ALL {
             if !(f.routines.is_empty() || f.routines.contains(&r)) {
                 continue;
@@ -90,7 +99,10 @@ fn check_mem_fits(ctx: &Ctx, configs: &[Side], f: &Filter) -> Result<()> {
         let (specs, _) = suite::plan(c, &ctx.caps, f, u64::MAX, &pats);
         let need = specs.iter().map(suite::footprint).max().unwrap_or(0);
         if need > arena(ctx.mem) {
-            let mem = (arch::ARENA_BASE - arch::RAM_BASE + need).next_multiple_of(arch::RAM_ALIGN);
+            let mem = suite::round_up(
+                suite::sum(&[arch::ARENA_BASE - arch::RAM_BASE, need]),
+                arch::RAM_ALIGN,
+            );
             return Err(Error::Usage(format!(
                 "--mem {} is too small for the requested sizes: they need {} of arena; use --mem {} or more",
                 format_size(ctx.mem),
@@ -185,7 +197,8 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// The `partial_reason` of a JSON written while the run goes on.
 const IN_PROGRESS: &str = "in progress: written while the run went on; a file that still says \
                            so was left by a process killed without a word (SIGKILL, the OOM \
-                           killer, a lost machine)";
+                           killer, a lost machine) or one that could not write its final result \
+                           (its error message says which)";
 
 /// The results so far, rewritten as the `--json` while checks complete, so
 /// that a run killed outright keeps what it finished (SIGINT, SIGTERM,
@@ -272,7 +285,7 @@ impl<'a> Live<'a> {
         doc.partial_reason = Some(IN_PROGRESS);
         // A failed checkpoint does not stop the run: the final write
         // reports the error.
-        let _ = crate::files::write_json(path, &doc);
+        let _ = crate::files::write_json_checkpoint(path, &doc);
         st.written = Some(Instant::now());
     }
 }
@@ -975,6 +988,49 @@ fn json_doc<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::Strategy as _;
+
+    proptest::proptest! {
+        /// Issue 38: `verify -s 18446744073709551615` passed the fit check
+        /// and failed inside the VM (exit 1). Over the whole u64 range of
+        /// `-s` and `--mem`: a usage error (exit 2), or a plan whose every
+        /// check's footprint covers its bytes and fits the arena.
+        #[test]
+        fn every_size_and_mem_plans_or_is_a_usage_error(
+            size in proptest::prop_oneof![
+                proptest::prelude::any::<u64>(),
+                (0..4096u64).prop_map(|d| u64::MAX - d),
+                (0..1u64 << 24),
+            ],
+            mem in proptest::prop_oneof![
+                proptest::prelude::any::<u64>(),
+                (1..64u64).prop_map(|m| m << 26),
+            ],
+        ) {
+            let side = Side::Builtin(LinkConfig::Vanilla);
+            let f = Filter {
+                routines: vec![Routine::Memset, Routine::Memcpy],
+                sizes: vec![size],
+                ..Filter::default()
+            };
+            let checked = check_filter(std::slice::from_ref(&side), &f)
+                .and_then(|()| vmm::validate_mem(mem).map_err(Error::from));
+            match checked {
+                Err(Error::Usage(_)) => {}
+                Err(e) if e.exit_code() == 2 => {}
+                Err(e) => proptest::prop_assert!(false, "exit {}: {e}", e.exit_code()),
+                Ok(()) => {
+                    proptest::prop_assert!(size <= suite::MAX_SIZE);
+                    let caps = arch::CpuCaps::default();
+                    let (specs, _) = suite::plan(&side, &caps, &f, arena(mem), &Patterns::new(1, 0));
+                    for s in &specs {
+                        let need = suite::footprint(s);
+                        proptest::prop_assert!(need >= s.total() && need <= arena(mem), "{s:?}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn an_unrunnable_path_is_every_check_skipped_with_the_reason() {

@@ -12,24 +12,99 @@ use crate::inference::{self, Comparison, Config, Design, Session};
 use crate::sides::{self, PathKey};
 use crate::stats;
 use crate::table::right;
+use crate::text::bounded_list;
 use crate::units::Rate;
 use crate::{BenchResult, Cell, SideInfo};
 use comfy_table::{Cell as TCell, Table, presets};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The most `compare` reads of one file: a bench JSON of thousands of cells
+/// with every raw sample is a few MB; past this it is not one (a 200 MB
+/// file took 40 s and 1.4 GB before it was refused).
+pub const MAX_INPUT: u64 = 64 << 20;
+
+/// Read a bench JSON: bounded ([`MAX_INPUT`]), duplicate keys refused, its
+/// `schema_version` checked ([`check_schema`]), and every string in it
+/// sanitized ([`crate::text::sanitize_str`]) before anything prints it.
 pub fn load(path: &Path) -> Result<BenchResult> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Usage(format!("cannot read {}: {e}", path.display())))?;
-    let mut r: BenchResult = serde_json::from_str(&text).map_err(|e| {
+    let bytes = crate::files::read_bounded(path, MAX_INPUT)?;
+    let not_bench = |e: &dyn std::fmt::Display| {
         Error::Usage(format!(
             "{} is not a hypclear bench JSON ({e}); write one with `hypclear bench ... --json FILE`",
-            path.display()
+            shown(path)
         ))
-    })?;
+    };
+    let mut v = match crate::files::parse_json(path, &bytes) {
+        Ok(v) => v,
+        Err(crate::files::FileError::Malformed { detail, .. }) => return Err(not_bench(&detail)),
+        Err(e) => return Err(e.into()),
+    };
+    check_schema(&v, path)?;
+    sanitize_json(&mut v);
+    let mut r: BenchResult = serde_json::from_value(v).map_err(|e| not_bench(&e))?;
     validate_throughput(&r, path)?;
     r.upgrade();
     Ok(r)
+}
+
+/// A path for a message, sanitized like the files' strings.
+fn shown(path: &Path) -> String {
+    crate::text::sanitize_str(&path.to_string_lossy()).into_owned()
+}
+
+/// The versions `compare` reads: every one from 0 (documents from before
+/// the field) up to the one this hypclear writes, which only ever added
+/// fields since; a newer document may have changed a field's meaning, so
+/// it is refused rather than misread.
+fn check_schema(v: &serde_json::Value, path: &Path) -> Result<()> {
+    let Some(doc) = v.as_object() else {
+        return Err(Error::Usage(format!(
+            "{} is not a hypclear bench JSON (not a JSON object); write one with              `hypclear bench ... --json FILE`",
+            shown(path)
+        )));
+    };
+    let version = match doc.get("schema_version") {
+        None => 0,
+        Some(n) => n.as_u64().ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: schema_version {} is not a version number (0, 1, ...); a damaged or                  hand-edited file? Re-run the bench",
+                shown(path),
+                crate::text::sanitize_str(&n.to_string())
+            ))
+        })?,
+    };
+    let supported = crate::files::SCHEMA_VERSION;
+    if version > supported {
+        return Err(Error::Usage(format!(
+            "{} has schema_version {version}, newer than this hypclear reads (up to \
+             {supported}); compare it with the hypclear that wrote it, or a newer one",
+            shown(path)
+        )));
+    }
+    Ok(())
+}
+
+/// Every string of the document, keys included, made safe to print: the
+/// one sanitizer, applied where file text enters.
+fn sanitize_json(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = crate::text::sanitize_str(s) {
+                *s = clean;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(sanitize_json),
+        Value::Object(o) => {
+            let map = std::mem::take(o);
+            for (k, mut x) in map {
+                sanitize_json(&mut x);
+                o.insert(crate::text::sanitize_str(&k).into_owned(), x);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
 }
 
 /// Above any memory bandwidth a machine has (bytes/s): a sample beyond it
@@ -54,7 +129,7 @@ fn validate_throughput(r: &BenchResult, path: &Path) -> Result<()> {
                     "{}: row {}, {side} sample of session {} run {}: throughput {x:e} bytes/s is \
                      not a rate a machine measures (it must be finite, above 0 and below 10 TB/s); \
                      a damaged or hand-edited file? Re-run the bench or drop the file",
-                    path.display(),
+                    shown(path),
                     c.axes.label_with(true),
                     s.session,
                     s.run
@@ -102,7 +177,7 @@ fn matching_note(files: &[(PathBuf, BenchResult)], mixed: bool) -> String {
                 if p.is_empty() {
                     "not recorded (variant names only)".into()
                 } else {
-                    p.join(", ")
+                    bounded_list(&p, ", ")
                 }
             ));
         }
@@ -111,7 +186,7 @@ fn matching_note(files: &[(PathBuf, BenchResult)], mixed: bool) -> String {
         "rows matched by routine, size, chunk, order, fill, backing and kernel path: a kernel \
          routine lines up with the built-in variant that follows the same path with the same \
          alternatives decision ({}); x86 clear_page erms/rep/orig by name",
-        paths.join("; ")
+        bounded_list(&paths, "; ")
     )
 }
 
@@ -246,8 +321,8 @@ fn validate<'a>(
                 "{} comes from a different host than {} ({} / {} / {} vs {} / {} / {}); \
                  pass --per-host for one table per host, or --allow-different-hosts to \
                  compare anyway",
-                p.display(),
-                base_path.display(),
+                shown(p),
+                shown(base_path),
                 r.host.cpu_model,
                 r.host.kernel,
                 r.host.kvm_flavour,
@@ -327,7 +402,7 @@ pub fn compare(files: &[(PathBuf, BenchResult)], opts: &CompareOptions) -> Resul
     if rows.is_empty() {
         return Err(Error::Usage(format!(
             "no row lines up between the sides: {}",
-            notes.join("; ")
+            bounded_list(&notes, "; ")
         )));
     }
     decide_columns(&mut rows, names.len() - 1, &cfg);
@@ -410,9 +485,9 @@ fn within_file(path: &Path, r: &BenchResult, cfg: &Config) -> Result<Named> {
             "{} holds {} side(s) ({}): one file compares two or more (`hypclear bench ... \
              --config both`, or several --kernel-tree/--blob, or --builtin beside one); to \
              compare runs, pass two files",
-            path.display(),
+            shown(path),
             names.len(),
-            names.join(", ")
+            bounded_list(&names, ", ")
         )));
     }
     let mixed = sides::mixed(r);
@@ -489,7 +564,7 @@ fn unmatched_notes(unmatched: Vec<String>) -> Vec<String> {
          does not have, e.g. clear_page in the memset configuration is memset, or a path \
          the kernel does not take): {}",
         unmatched.len(),
-        unmatched.join("; ")
+        bounded_list(&unmatched, "; ")
     )]
 }
 
@@ -520,7 +595,7 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
             for k in m.keys().filter(|k| !base_idx.contains_key(*k)) {
                 unmatched.push(format!(
                     "{} {}",
-                    p.display(),
+                    shown(p),
                     r.cells[m[k]].axes.label_with(false)
                 ));
             }
@@ -532,17 +607,17 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
         if let Some(k) = lacking(&base_idx, m) {
             return Err(Error::Usage(format!(
                 "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
-                base_path.display(),
+                shown(base_path),
                 label(base, &base_idx, &k),
-                p.display()
+                shown(p)
             )));
         }
         if let Some(k) = lacking(m, &base_idx) {
             return Err(Error::Usage(format!(
                 "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
-                p.display(),
+                shown(p),
                 label(r, m, &k),
-                base_path.display()
+                shown(base_path)
             )));
         }
     }
@@ -556,11 +631,7 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
             .collect();
         let a = &base.cells[bi];
         let Some(others) = others else {
-            unmatched.push(format!(
-                "{} {}",
-                base_path.display(),
-                a.axes.label_with(false)
-            ));
+            unmatched.push(format!("{} {}", shown(base_path), a.axes.label_with(false)));
             continue;
         };
         let label = if mixed {
@@ -581,7 +652,7 @@ fn file_names(files: &[(PathBuf, BenchResult)], single: bool) -> Vec<String> {
         .map(|(p, r)| {
             let stem = p
                 .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
+                .map(|s| crate::text::sanitize_str(&s.to_string_lossy()).into_owned())
                 .unwrap_or_default();
             if single {
                 format!("{stem} ({})", side_names(r).join(","))
@@ -799,7 +870,7 @@ impl Rendering<'_> {
         let what = if files.len() == 1 {
             format!(
                 "{}: {} (A) vs {} ({}), sessions interleaved in one invocation",
-                files[0].0.display(),
+                shown(&files[0].0),
                 names[0],
                 names[1..].join(", "),
                 if names.len() == 2 {
@@ -811,10 +882,10 @@ impl Rendering<'_> {
         } else {
             format!(
                 "{} vs {}",
-                files[0].0.display(),
+                shown(&files[0].0),
                 files[1..]
                     .iter()
-                    .map(|(p, _)| p.display().to_string())
+                    .map(|(p, _)| shown(p).to_string())
                     .collect::<Vec<_>>()
                     .join(", ")
             )
@@ -857,7 +928,7 @@ impl Rendering<'_> {
             let done = r.cells.iter().filter(|c| !c.guest.is_empty()).count();
             out.push_str(&format!(
                 "note: {} is partial (the run did not finish; {done} of {} cells have samples)\n",
-                p.display(),
+                shown(p),
                 r.cells.len()
             ));
         }
@@ -1071,6 +1142,120 @@ mod tests {
         assert!(out.contains("Welch t on log session means"), "{out}");
         assert!(out.contains("guest rows: 1 (R), 0 (I), 1 (=)"), "{out}");
         assert!(out.contains("MDE"), "{out}");
+    }
+
+    /// One file with both configurations, as `bench --config both` writes.
+    fn paired() -> BenchResult {
+        let a = noisy(100.0, 0.0);
+        let host = samples(&noisy(10.0, 0.5));
+        let mut r = file(
+            vec![
+                Cell::new(axes("vanilla", 4096), samples(&a), host.clone()),
+                Cell::new(axes("memset", 4096), samples(&a), host),
+            ],
+            "cpu",
+            4,
+        );
+        r.upgrade();
+        r
+    }
+
+    /// `text` as a file of its own (removed with the test's directory).
+    fn written(tag: &str, text: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("hypclear-compare-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("in.json");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Issue 38: ESC/OSC/BEL/RLO/newlines in side names reached the
+    /// terminal, and a newline forged a table row.
+    #[test]
+    fn strings_from_the_files_reach_the_output_escaped() {
+        let mut v = serde_json::to_value(paired()).unwrap();
+        v["sides"][1]["name"] = "memset\n(I) forged row \x1b]0;owned\x07\u{202e}x\0".into();
+        v["host"]["cpu_model"] = "cpu\x1b[2J".into();
+        let p = written("forged", &v.to_string());
+        let r = load(&p).unwrap();
+        for format in [Format::Text, Format::Markdown, Format::Rst] {
+            let out = compare(&[(p.clone(), r.clone())], &opts(false, format, Rate::Giga)).unwrap();
+            assert!(
+                !out.lines()
+                    .any(|l| l.trim_start_matches(['|', ' ']).starts_with("(I) forged")),
+                "{out}"
+            );
+            let raw = out
+                .chars()
+                .find(|&c| (c.is_control() && c != '\n') || c == '\u{202e}');
+            assert_eq!(raw, None, "{out}");
+            assert!(
+                out.contains("memset\\x0a(I) forged row \\x1b]0;owned\\x07\\u{202e}x"),
+                "{out}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    /// Issue 38: `schema_version` 99, or given twice, loaded silently.
+    #[test]
+    fn schema_version_is_checked_and_duplicate_keys_refused() {
+        let doc = serde_json::to_value(paired()).unwrap().to_string();
+        let body = doc.strip_prefix('{').unwrap();
+        let err = |tag: &str, text: &str| load(&written(tag, text)).unwrap_err().to_string();
+        let newer = err("v99", &format!("{{\"schema_version\": 99, {body}"));
+        assert!(
+            newer.contains("schema_version 99") && newer.contains("up to 1"),
+            "{newer}"
+        );
+        let twice = err(
+            "twice",
+            &format!("{{\"schema_version\": 1, \"schema_version\": 99, {body}"),
+        );
+        assert!(twice.contains("`schema_version` is given twice"), "{twice}");
+        let odd = err(
+            "odd",
+            &format!("{{\"schema_version\": \"1\\u001b\", {body}"),
+        );
+        assert!(
+            odd.contains("not a version number") && !odd.contains('\x1b'),
+            "{odd}"
+        );
+        assert!(err("array", "[]").contains("not a JSON object"));
+        for (tag, version) in [("v0", ""), ("v1", "\"schema_version\": 1, ")] {
+            let p = written(tag, &format!("{{{version}{body}"));
+            assert!(load(&p).is_ok(), "{tag}");
+        }
+        for tag in ["v99", "twice", "odd", "array", "v0", "v1"] {
+            let dir =
+                std::env::temp_dir().join(format!("hypclear-compare-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    /// Issue 38: a 200 MB input took 40 s and 1.4 GB; its error listed
+    /// 18,724 cells in 1 MB.
+    #[test]
+    fn input_size_and_error_lists_are_bounded() {
+        let p = written("big", "");
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(MAX_INPUT + 1)
+            .unwrap();
+        let t = std::time::Instant::now();
+        let e = load(&p).unwrap_err().to_string();
+        assert!(e.contains("larger than 64 MiB"), "{e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+        let cells: Vec<String> = (0..18_724).map(|i| format!("memset {i}B")).collect();
+        let note = unmatched_notes(cells).join("");
+        assert!(
+            note.len() < 1000 && note.ends_with("and 18714 more"),
+            "{note}"
+        );
     }
 
     #[test]

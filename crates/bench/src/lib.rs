@@ -17,9 +17,9 @@
 // The crates below, under the names the modules use.
 use hypclear_arch as arch;
 use hypclear_check as check;
-use hypclear_format::{ktap, table, units};
+use hypclear_format::{ktap, table, text, units};
 use hypclear_kernel as kernel;
-use hypclear_process::interrupt;
+use hypclear_process::{files, interrupt};
 use hypclear_routines as routines;
 use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
@@ -1011,6 +1011,13 @@ fn summarized(cells: &[Cell], repeats: u64) -> Vec<Cell> {
     cells
 }
 
+/// The `partial_reason` of a result so far (a checkpoint); the end of the
+/// run replaces it with the signal or the error.
+pub const IN_PROGRESS: &str = "in progress: written after each finished cell while the run went \
+                               on; a file that still says so was left by a process killed without \
+                               a word (SIGKILL, the OOM killer, a lost machine) or one that could \
+                               not write its final result (its error message says which)";
+
 /// The result so far: the cells summarized, with the plan and the host.
 fn snapshot(
     (plan, nice): (&Plan, i32),
@@ -1038,7 +1045,7 @@ fn snapshot(
         sessions,
         precision,
         partial,
-        partial_reason: None,
+        partial_reason: partial.then(|| IN_PROGRESS.to_string()),
         cache: Some(plan.cache),
         max_warmup: plan.max_warmup,
         session_setup_seconds: stats::mean(setup),

@@ -211,6 +211,16 @@ impl Plan {
         let plan = self;
         plan.cells(None)?;
         let need = plan.mem_needed();
+        if need > arch::MAX_RAM {
+            return Err(Error::Usage(format!(
+                "-s {} x {} vCPU(s) needs {} of guest RAM, more than the largest guest RAM ({}); \
+                 use a smaller -s or fewer --vcpus",
+                format_size(self.shape.size),
+                self.shape.vcpus,
+                format_size(need),
+                format_size(arch::MAX_RAM)
+            )));
+        }
         if let Some(m) = mem
             && m < need
         {
@@ -252,6 +262,13 @@ impl Plan {
     }
 
     fn check_counts(&self) -> Result<()> {
+        if self.shape.size > arch::MAX_RAM {
+            return Err(Error::Usage(format!(
+                "-s {} is larger than the largest guest RAM ({}); pick a size up to it",
+                format_size(self.shape.size),
+                format_size(arch::MAX_RAM)
+            )));
+        }
         if self.shape.size == 0 || !self.shape.size.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Usage(format!(
                 "-s {} is not a whole number of 4KB pages; bench sizes must be (e.g. -s 256MB)",
@@ -441,19 +458,26 @@ impl Plan {
     }
 }
 
-/// Guest RAM needed for one vCPU's region (target, guards, source).
+/// Guest RAM needed for one vCPU's region (target, guards, source);
+/// saturating, so an `-s` past every RAM never wraps into one that fits.
 pub(crate) fn region_stride(plan: &Plan) -> u64 {
+    use crate::check::suite::{round_up, sum};
     let copy = plan.routine.kind() == Kind::Copy;
-    let one = plan.shape.size + 2 * GUARD.next_multiple_of(PAGE_SIZE) + PAGE_SIZE;
-    let one = if copy { 2 * one } else { one };
-    one.next_multiple_of(2 << 20)
+    let guards = GUARD.next_multiple_of(PAGE_SIZE).saturating_mul(2);
+    let one = sum(&[plan.shape.size, guards, PAGE_SIZE]);
+    let one = if copy { one.saturating_mul(2) } else { one };
+    round_up(one, 2 << 20)
 }
 
-/// Guest RAM the plan needs.
+/// Guest RAM the plan needs (saturating).
 pub(crate) fn mem_needed(plan: &Plan) -> u64 {
-    (arch::ARENA_BASE - arch::RAM_BASE + plan.shape.vcpus * region_stride(plan))
-        .next_multiple_of(arch::RAM_ALIGN)
-        .max(arch::MIN_RAM)
+    use crate::check::suite::{round_up, sum};
+    let regions = plan.shape.vcpus.saturating_mul(region_stride(plan));
+    round_up(
+        sum(&[arch::ARENA_BASE - arch::RAM_BASE, regions]),
+        arch::RAM_ALIGN,
+    )
+    .max(arch::MIN_RAM)
 }
 
 pub(super) fn placement(plan: &Plan, vcpu: u64) -> Placement {
@@ -550,6 +574,52 @@ mod tests {
         assert_eq!(call.dst, pl.dst + p.shape.size - 4096);
         assert_eq!(call.step, -4096);
         assert_eq!(call.count, p.shape.size / 4096);
+    }
+
+    use proptest::prelude::*;
+
+    proptest::proptest! {
+        /// Issue 38: sizes near u64::MAX wrapped in the layout arithmetic.
+        /// Over the whole u64 range of -s, -k and --mem: the plan is a
+        /// usage error, or its guest RAM is exact (computed again in u128)
+        /// and a usable --mem that holds every vCPU's region.
+        #[test]
+        fn every_size_chunk_and_mem_is_exact_or_a_usage_error(
+            size in prop_oneof![
+                any::<u64>(),
+                (0..64u64).prop_map(|s| (u64::MAX - 4095) - s * 4096),
+                (1u64..1 << 20).prop_map(|p| p * 4096),
+            ],
+            chunk in prop_oneof![any::<u64>(), Just(4096u64), (1..512u64).prop_map(|p| p * 4096)],
+            whole in any::<bool>(),
+            mem in proptest::option::of(any::<u64>()),
+            copy in any::<bool>(),
+            vcpus in 0..=abi::MAX_VCPUS + 1,
+        ) {
+            let mut p = plan();
+            p.routine = if copy { Routine::Memcpy } else { Routine::Memset };
+            p.shape.size = size;
+            p.shape.vcpus = vcpus;
+            // -k the whole -s (the default) half the time: sizes that divide.
+            p.chunks = vec![if whole { size } else { chunk }];
+            match p.validate(mem) {
+                Err(Error::Usage(_)) => {}
+                Err(e) => prop_assert!(false, "not a usage error: {e}"),
+                Ok(()) => {
+                    let g = GUARD.next_multiple_of(PAGE_SIZE) as u128;
+                    let one = size as u128 + 2 * g + PAGE_SIZE as u128;
+                    let one = if copy { 2 * one } else { one };
+                    let stride = one.next_multiple_of(2 << 20);
+                    let exact = ((arch::ARENA_BASE - arch::RAM_BASE) as u128 + vcpus as u128 * stride)
+                        .next_multiple_of(arch::RAM_ALIGN as u128)
+                        .max(arch::MIN_RAM as u128);
+                    prop_assert_eq!(p.mem_needed() as u128, exact);
+                    prop_assert!(exact <= arch::MAX_RAM as u128);
+                    let last = placement(&p, vcpus - 1);
+                    prop_assert!(last.dst as u128 + size as u128 <= arch::RAM_BASE as u128 + exact);
+                }
+            }
+        }
     }
 
     #[test]

@@ -232,7 +232,7 @@ pub struct CheckSpec {
 
 impl CheckSpec {
     pub fn total(&self) -> u64 {
-        self.len * self.count
+        self.len.saturating_mul(self.count)
     }
 
     /// What the check's target must hold after the call.
@@ -463,27 +463,46 @@ pub fn footprint(spec: &CheckSpec) -> u64 {
 }
 
 /// [`footprint`] of a check of `kind` over `total` bytes (`batched`: one
-/// [`batchable`]).
+/// [`batchable`]). Saturating: a size near `u64::MAX` (`-s
+/// 18446744073709551615` wrapped to a small footprint that "fit") gives
+/// `u64::MAX`, which no arena holds.
 fn footprint_of(kind: Kind, total: u64, batched: bool) -> u64 {
     let reach = if batched || kind == Kind::Copy {
         BATCH_AREA
     } else {
         0
     };
-    let dst_window = GUARD.next_multiple_of(PAGE_SIZE) + 64 + reach + total + GUARD;
+    let dst_window = sum(&[GUARD.next_multiple_of(PAGE_SIZE), 64, reach, total, GUARD]);
     let src = if kind == Kind::Copy {
-        PAGE_SIZE + total + 64 + PAGE_SIZE
+        sum(&[PAGE_SIZE, total, 64, PAGE_SIZE])
     } else {
         0
     };
-    dst_window.next_multiple_of(PAGE_SIZE) + src + PAGE_SIZE
+    sum(&[round_up(dst_window, PAGE_SIZE), src, PAGE_SIZE])
+}
+
+/// The saturating sum of sizes.
+pub fn sum(parts: &[u64]) -> u64 {
+    parts.iter().fold(0, |a: u64, &b| a.saturating_add(b))
+}
+
+/// `x` rounded up to a multiple of `m`, saturating at `u64::MAX`.
+pub fn round_up(x: u64, m: u64) -> u64 {
+    x.checked_next_multiple_of(m).unwrap_or(u64::MAX)
 }
 
 /// The smallest `--mem` (rounded up to 64 MiB: a figure to type) whose
-/// arena holds `footprint` bytes.
+/// arena holds `footprint` bytes (saturating).
 pub fn mem_for(footprint: u64) -> u64 {
-    (arch::ARENA_BASE - arch::RAM_BASE + footprint).next_multiple_of(64 << 20)
+    round_up(
+        sum(&[arch::ARENA_BASE - arch::RAM_BASE, footprint]),
+        64 << 20,
+    )
 }
+
+/// The largest `--size` verify accepts: no check of more fits the largest
+/// guest RAM, and below it every size computation stays exact.
+pub const MAX_SIZE: u64 = arch::MAX_RAM;
 
 /// The largest memset/memcpy size `filter` checks in an arena of `arena`
 /// bytes (its `--size` list, else the geometry's sizes that fit), and
@@ -2044,6 +2063,32 @@ pub(crate) mod tests {
     use super::*;
     use crate::blob::LinkConfig;
     use crate::kernel::Side;
+
+    proptest::proptest! {
+        /// Issue 38: `verify -s 18446744073709551615` wrapped here to a
+        /// small footprint that passed the fit check. Over the whole u64
+        /// range the footprint is the exact one (computed in u128), or
+        /// `u64::MAX` where that does not fit: never smaller.
+        #[test]
+        fn footprints_are_exact_or_saturate_never_wrap(
+            len in proptest::prelude::any::<u64>(),
+            count in 1..=64u64,
+            kind in proptest::sample::select(vec![Kind::Zero, Kind::Fill, Kind::Copy]),
+            batched in proptest::prelude::any::<bool>(),
+        ) {
+            let total = len as u128 * count as u128;
+            let page = PAGE_SIZE as u128;
+            let reach = if batched || kind == Kind::Copy { BATCH_AREA as u128 } else { 0 };
+            let guard = GUARD as u128;
+            let dst = guard.next_multiple_of(page) + 64 + reach + total + guard;
+            let src = if kind == Kind::Copy { page + total + 64 + page } else { 0 };
+            let exact = dst.next_multiple_of(page) + src + page;
+            let got = footprint_of(kind, len.saturating_mul(count), batched);
+            proptest::prop_assert_eq!(got as u128, exact.min(u64::MAX as u128));
+            let mem = mem_for(got) as u128;
+            proptest::prop_assert!(mem >= exact.min(u64::MAX as u128) || mem == u64::MAX as u128);
+        }
+    }
 
     /// A passed memset record, for tests of what judges records.
     pub(crate) fn record_for_tests() -> CheckRecord {

@@ -189,12 +189,14 @@ pub(crate) fn sanitize_name(name: &str) -> String {
     }
 }
 
-/// Diagnostic or directive text: one line, printable characters only.
+/// Diagnostic or directive text: one line, printable characters only
+/// (runs of white space become one space; other control characters and
+/// bidi overrides are shown escaped by [`crate::text::sanitize_str`]).
 pub(crate) fn sanitize_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut space = false;
     for ch in text.chars() {
-        if ch.is_whitespace() || ch.is_control() {
+        if ch.is_whitespace() {
             space = !out.is_empty();
         } else {
             if space {
@@ -204,7 +206,7 @@ pub(crate) fn sanitize_text(text: &str) -> String {
             out.push(ch);
         }
     }
-    out
+    crate::text::sanitize_str(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -286,7 +288,7 @@ mod tests {
             assert!(!line.chars().any(|c| c.is_control()), "{text:?}");
         }
         assert!(
-            text.contains("ok 1 a_b ok 9 forged # SKIP x [2Jnot ok 3"),
+            text.contains("ok 1 a_b ok 9 forged # SKIP x \\x1b[2Jnot ok 3"),
             "{text}"
         );
     }

@@ -96,10 +96,37 @@ pub fn install() -> Result<(), InstallError> {
                 unsafe { signal_hook::low_level::register(sig, action) }
                     .map_err(|e| format!("cannot install the handler of signal {sig}: {e}"))?;
             }
+            std::thread::Builder::new()
+                .name("stop-grace".into())
+                .spawn(grace)
+                .map_err(|e| format!("cannot start the stop watcher: {e}"))?;
             Ok(())
         })
         .clone()
         .map_err(InstallError)
+}
+
+/// How long a stopped run has to save its results and end. A call the
+/// signal does not cut short (SA_RESTART restarts an open or a write to a
+/// full pipe) would otherwise keep the process for ever after Ctrl-C.
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The stop watcher: once a stop is requested, end the process after
+/// [`GRACE`] if it has not ended by itself, so SIGINT ends hypclear in
+/// every state. It polls (10 times a second: nothing measurable) because
+/// waking a thread is not async-signal-safe.
+fn grace() {
+    while !requested() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(GRACE);
+    crate::errln!(
+        "hypclear: still running {} s after {}, blocked (a full pipe, a stalled file system?): \
+         ending now; results not yet written are lost",
+        GRACE.as_secs(),
+        name()
+    );
+    std::process::exit(exit_code());
 }
 
 /// Record a stop request that is not a signal (a closed standard output);
@@ -148,6 +175,34 @@ pub fn check() -> Result<(), Interrupted> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 38: a SIGINT while blocked in a restarted call (the open of a
+    /// FIFO without a reader) never ended hypclear. The test runs itself
+    /// as a child that is stopped while blocked for ever.
+    #[test]
+    fn a_stop_ends_the_process_even_when_it_is_blocked() {
+        if std::env::var_os("HYPCLEAR_GRACE_CHILD").is_some() {
+            install().unwrap();
+            // SAFETY: raising a signal whose handler is installed above.
+            unsafe { libc::raise(libc::SIGINT) };
+            let (r, _w) = std::io::pipe().unwrap();
+            let _ = std::io::Read::read(&mut &r, &mut [0u8; 1]); // blocks for ever
+            unreachable!("the read returned");
+        }
+        let t = std::time::Instant::now();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "interrupt::tests::a_stop_ends_the_process_even_when_it_is_blocked",
+            ])
+            .env("HYPCLEAR_GRACE_CHILD", "1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{err}");
+        assert!(err.contains("after SIGINT, blocked"), "{err}");
+        assert!(t.elapsed() < GRACE + std::time::Duration::from_secs(5));
+    }
 
     #[test]
     fn each_stop_exits_as_a_shell_reports_its_signal() {

@@ -12,6 +12,7 @@ pub mod privilege;
 use hypclear_arch as arch;
 use hypclear_kernel as kernel;
 pub use hypclear_link::catalog;
+use hypclear_process::{errln, files};
 use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
 pub mod lower;

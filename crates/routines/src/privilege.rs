@@ -156,9 +156,9 @@ struct CacheEntry {
     calibration_insn_emulation: Option<u64>,
 }
 
-/// `$XDG_CACHE_HOME/hypclear/cpl-auto.json` (or `~/.cache/...`); None when
-/// caching is off (`HYPCLEAR_CPL_CACHE=0`) or there is no cache directory.
-fn cache_file() -> Option<std::path::PathBuf> {
+/// `$XDG_CACHE_HOME/hypclear` (or `~/.cache/hypclear`); None when caching
+/// is off (`HYPCLEAR_CPL_CACHE=0`) or there is no cache directory.
+fn cache_dir() -> Option<std::path::PathBuf> {
     if std::env::var("HYPCLEAR_CPL_CACHE").is_ok_and(|v| v == "0") {
         return None;
     }
@@ -166,29 +166,46 @@ fn cache_file() -> Option<std::path::PathBuf> {
         .filter(|v| !v.is_empty())
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))?;
-    Some(base.join("hypclear").join("cpl-auto.json"))
+    Some(base.join("hypclear"))
 }
 
-/// The cached decision if its key matches this boot. A missing, unreadable
-/// or foreign file is a miss, never an error.
-fn cached(file: &std::path::Path, key: &CacheKey) -> Option<CacheEntry> {
-    let entry: CacheEntry = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+/// The cache file's name in [`cache_dir`].
+const CACHE_NAME: &str = "cpl-auto.json";
+
+/// The most a cache file holds (an entry is a few hundred bytes): anything
+/// larger, a device or a symlink is not a cache file.
+const CACHE_MAX: u64 = 64 << 10;
+
+/// The cache directory, checked: 0700 and this user's
+/// ([`PrivateDir`](crate::files::PrivateDir)). A directory someone else
+/// owns (a shared `XDG_CACHE_HOME`) is not used, with a note, so nobody can
+/// plant the decision or a symlink for it.
+fn open_cache(dir: &std::path::Path) -> Option<crate::files::PrivateDir> {
+    match crate::files::PrivateDir::open(dir) {
+        Ok(d) => Some(d),
+        Err(e @ crate::files::FileError::BadTarget { .. }) => {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| crate::errln!("note: the --cpl auto cache is not used: {e}"));
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// The cached decision if its key matches this boot. A missing, unreadable,
+/// oversized or foreign file is a miss, never an error.
+fn cached(dir: &std::path::Path, key: &CacheKey) -> Option<CacheEntry> {
+    let bytes = open_cache(dir)?.read(CACHE_NAME, CACHE_MAX).ok()??;
+    let entry: CacheEntry = serde_json::from_slice(&bytes).ok()?;
     (entry.key == *key).then_some(entry)
 }
 
-/// Store a decision; failing to write the cache only costs the next run a
+/// Store a decision (replacing the file in one step, never through a
+/// symlink); failing to write the cache only costs the next run a
 /// calibration, so it is not an error.
-fn store(file: &std::path::Path, entry: &CacheEntry) {
-    let Some(dir) = file.parent() else { return };
-    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-    let ok = std::fs::create_dir_all(dir).is_ok()
-        && serde_json::to_vec_pretty(entry)
-            .ok()
-            .is_some_and(|b| std::fs::write(&tmp, b).is_ok());
-    if ok {
-        let _ = std::fs::rename(&tmp, file);
-    } else {
-        let _ = std::fs::remove_file(&tmp);
+fn store(dir: &std::path::Path, entry: &CacheEntry) {
+    if let (Some(d), Ok(bytes)) = (open_cache(dir), serde_json::to_vec_pretty(entry)) {
+        let _ = d.write(CACHE_NAME, &bytes);
     }
 }
 
@@ -263,10 +280,10 @@ fn choose_cpl(choice: CplChoice) -> Result<PrivilegeChoice> {
         CplChoice::User => return Ok(mk(Privilege::User, "requested".into(), None)),
         CplChoice::Auto => {}
     }
-    let file = cache_file();
+    let dir = cache_dir();
     let key = CacheKey::current();
-    if let (Some(file), Some(key)) = (&file, &key)
-        && let Some(e) = cached(file, key)
+    if let (Some(dir), Some(key)) = (&dir, &key)
+        && let Some(e) = cached(dir, key)
     {
         let p = if e.user {
             Privilege::User
@@ -275,15 +292,15 @@ fn choose_cpl(choice: CplChoice) -> Result<PrivilegeChoice> {
         };
         let mut c = mk(p, e.reason, e.calibration_insn_emulation);
         c.source = Some(DecisionSource::Cached {
-            file: file.display().to_string(),
+            file: dir.join(CACHE_NAME).display().to_string(),
         });
         return Ok(c);
     }
     let mut c = decide(calibrate()?);
     c.source = Some(DecisionSource::Calibrated);
-    if let (Some(file), Some(key)) = (file, key) {
+    if let (Some(dir), Some(key)) = (dir, key) {
         store(
-            &file,
+            &dir,
             &CacheEntry {
                 key,
                 user: c.privilege == Privilege::User,
@@ -385,16 +402,16 @@ mod tests {
     #[test]
     fn cache_hits_only_for_the_same_boot_kernel_module_and_build() {
         let dir = std::env::temp_dir().join(format!("hypclear-cpl-{}", std::process::id()));
-        let file = dir.join("cpl-auto.json");
+        let file = dir.join(CACHE_NAME);
         let entry = CacheEntry {
             key: key(),
             user: true,
             reason: "emulated".into(),
             calibration_insn_emulation: Some(1067),
         };
-        assert!(cached(&file, &key()).is_none(), "no file is a miss");
-        store(&file, &entry);
-        let hit = cached(&file, &key()).expect("same key hits");
+        assert!(cached(&dir, &key()).is_none(), "no file is a miss");
+        store(&dir, &entry);
+        let hit = cached(&dir, &key()).expect("same key hits");
         assert!(hit.user && hit.calibration_insn_emulation == Some(1067));
         for changed in [
             CacheKey {
@@ -415,13 +432,44 @@ mod tests {
             },
         ] {
             assert!(
-                cached(&file, &changed).is_none(),
+                cached(&dir, &changed).is_none(),
                 "{changed:?} must re-probe"
             );
         }
         std::fs::write(&file, "not json").expect("write");
-        assert!(cached(&file, &key()).is_none(), "a corrupt file is a miss");
+        assert!(cached(&dir, &key()).is_none(), "a corrupt file is a miss");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 38: a cache file planted as a symlink was written through (a
+    /// predictable temporary name, `std::fs::write`), and one pointing at
+    /// /dev/zero was read without end.
+    #[test]
+    fn the_cache_never_follows_a_planted_symlink_nor_reads_without_bound() {
+        let base = std::env::temp_dir().join(format!("hypclear-cpl-plant-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("hypclear");
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = base.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let tmp = dir.join(format!("cpl-auto.tmp{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(CACHE_NAME)).unwrap();
+        let entry = CacheEntry {
+            key: key(),
+            user: false,
+            reason: "native".into(),
+            calibration_insn_emulation: Some(0),
+        };
+        store(&dir, &entry);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(cached(&dir, &key()).is_some(), "the symlink was replaced");
+        std::fs::remove_file(dir.join(CACHE_NAME)).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join(CACHE_NAME)).unwrap();
+        let t = std::time::Instant::now();
+        assert!(cached(&dir, &key()).is_none());
+        assert!(t.elapsed() < std::time::Duration::from_millis(500));
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

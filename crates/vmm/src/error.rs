@@ -123,6 +123,11 @@ impl From<hypclear_process::files::FileError> for Error {
         match e {
             FileError::Unwritable { path, source } => Self::Output { path, source },
             FileError::Io { path, source } => Self::Io { path, source },
+            // The rest are usage errors: the path given cannot serve.
+            e @ (FileError::BadTarget { .. }
+            | FileError::Unreadable { .. }
+            | FileError::TooLarge { .. }
+            | FileError::Malformed { .. }) => Self::Usage(e.to_string()),
         }
     }
 }

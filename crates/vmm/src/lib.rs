@@ -10,7 +10,7 @@ pub mod error;
 
 // The crates below, under the names the modules use.
 use hypclear_arch as arch;
-use hypclear_format::units;
+use hypclear_format::{text, units};
 use hypclear_process::{errln, interrupt, watchdog};
 
 pub mod host;

@@ -48,36 +48,6 @@ impl Mailbox {
     }
 }
 
-/// Guest text made safe for a terminal: one line, no control characters
-/// (C0, DEL, C1, ESC, CR, NUL), no bidi overrides; each is shown as `\xNN`
-/// or `\u{NNNN}`; bytes that are not UTF-8 are shown as `\xNN` too.
-pub(crate) fn sanitize(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        push_clean(&mut out, chunk.valid());
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
-}
-
-fn push_clean(out: &mut String, text: &str) {
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if c.is_control() || bidi {
-            let n = c as u32;
-            if n < 0x100 {
-                out.push_str(&format!("\\x{n:02x}"));
-            } else {
-                out.push_str(&format!("\\u{{{n:04x}}}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-}
-
 /// What the host is waiting for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waiting {
@@ -284,7 +254,7 @@ impl Protocol {
                 ),
             ));
         }
-        Ok(Step::Log(sanitize(bytes)))
+        Ok(Step::Log(crate::text::sanitize(bytes)))
     }
 }
 
@@ -315,14 +285,6 @@ mod tests {
             len: 8,
             value,
         }
-    }
-
-    #[test]
-    fn sanitize_removes_control_and_bidi_characters() {
-        let s = sanitize(b"a\x1b]0;x\x07\r\nhypclear run: PASS\0\xc2\x9b\xe2\x80\xae\xff");
-        assert!(!s.chars().any(|c| c.is_control()), "{s:?}");
-        assert!(s.contains("\\x1b") && s.contains("\\x0d") && s.contains("\\x0a"));
-        assert!(s.contains("\\x9b") && s.contains("\\u{202e}") && s.ends_with("\\xff"));
     }
 
     #[test]
