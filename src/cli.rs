@@ -539,6 +539,21 @@ pub(crate) struct BenchArgs {
         conflicts_with = "no_host"
     )]
     pub explain: Option<crate::bench::explain::Scope>,
+    /// Two sides (or one side's two -f variants) in ONE guest, called in
+    /// turn on the same buffer in randomised ABBA blocks, each call timed:
+    /// the paired change, its interval and MDE; where they cannot share a
+    /// guest (--vcpus, --fill demand, privileges), says why and pairs
+    /// sessions as without it
+    #[arg(long)]
+    pub ab: bool,
+    /// A/B (implies --ab): add blocks until the change is flagged or shown
+    /// equivalent within +-PCT%, or --budget is spent, and say which
+    #[arg(long, value_name = "PCT", value_parser = clap_detect)]
+    pub detect: Option<f64>,
+    /// A/B: wall seconds per pair of cells at most [default: 15 with
+    /// --detect, else 5]
+    #[arg(long, value_name = "SECS", value_parser = clap_budget)]
+    pub budget: Option<f64>,
     /// Write every raw sample as CSV
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -641,7 +656,41 @@ impl CompareArgs {
     }
 }
 
+/// `--detect PCT`: a fraction in (0, 0.5].
+fn clap_detect(s: &str) -> Result<f64, String> {
+    let pct: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{s}` is not a percentage: give e.g. 1% (a change of 1%)"))?;
+    match pct > 0.0 && pct <= 50.0 {
+        true => Ok(pct / 100.0),
+        false => Err(format!(
+            "{s}: the change to detect must be above 0% and at most 50%"
+        )),
+    }
+}
+
+/// `--budget SECS`: positive and at most a day.
+fn clap_budget(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('s').parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86400.0 => Ok(v),
+        _ => Err(format!("`{s}`: give seconds above 0 (e.g. 15)")),
+    }
+}
+
 impl BenchArgs {
+    /// `--ab` / `--detect`: how an A/B run stops (`None`: no A/B).
+    pub(crate) fn ab(&self) -> Option<crate::bench::ab::AbOptions> {
+        (self.ab || self.detect.is_some()).then(|| crate::bench::ab::AbOptions {
+            detect: self.detect,
+            budget: std::time::Duration::from_secs_f64(self.budget.unwrap_or(match self.detect {
+                Some(_) => 15.0,
+                None => 5.0,
+            })),
+            alpha: 0.05,
+        })
+    }
+
     /// The bench plan of this command line, validated (usage errors before
     /// KVM). A new bench axis is its option above, its field here and its
     /// expansion in `bench/plan.rs`.

@@ -370,6 +370,8 @@ fn bench_usage_errors_exit_2() {
             "below the 4 planned",
         ),
         (vec!["bench", "memset", "--precision", "0"], "above 0"),
+        (vec!["bench", "memset", "--detect", "0"], "above 0%"),
+        (vec!["bench", "memset", "--detect", "200%"], "at most 50%"),
         (
             vec!["bench", "memset", "--precision", "tight"],
             "percentage",

@@ -185,7 +185,16 @@ hyp_entry:
 	adrp	x1, alias_table_end
 	add	x1, x1, :lo12:alias_table_end
 	b	2f
-1:	cmp	x2, #TABLE_SELFTEST
+1:	cmp	x2, #TABLE_BESIDE
+	b.ne	3f
+	/* The second blob's table: bounds from the host, none when 0. */
+	ldr	x0, [x28, #MB_BESIDE_START]
+	ldr	x1, [x28, #MB_BESIDE_END]
+	cbz	x0, .Lbad_command
+	cmp	x1, x0
+	b.lo	.Lbad_command
+	b	2f
+3:	cmp	x2, #TABLE_SELFTEST
 	b.ne	.Lbad_command
 	adrp	x0, selftest_table_start
 	add	x0, x0, :lo12:selftest_table_start

@@ -118,11 +118,15 @@ hyp_entry:
 	mov	%gs:MB_CMD_TABLE, %rax
 	cmp	$TABLE_ALIAS, %rax
 	je	1f
+	cmp	$TABLE_BESIDE, %rax
+	je	.Lbeside_table
 	cmp	$TABLE_SELFTEST, %rax
 	jne	.Lbad_command
 	lea	selftest_table_start(%rip), %rdx
 	lea	selftest_table_end(%rip), %rcx
-1:	mov	%gs:MB_CMD_INDEX, %rax
+1:
+.Ltable_picked:
+	mov	%gs:MB_CMD_INDEX, %rax
 	shl	$4, %rax
 	jc	.Lbad_command
 	add	%rdx, %rax
@@ -194,6 +198,16 @@ hyp_entry:
 	movq	$0, %gs:MB_RUN_SP		/* no call running */
 	add	$8, %rsp
 	ret
+
+	/* The second blob's table: bounds from the host, none when 0. */
+.Lbeside_table:
+	mov	%gs:MB_BESIDE_START, %rdx
+	mov	%gs:MB_BESIDE_END, %rcx
+	test	%rdx, %rdx
+	jz	.Lbad_command
+	cmp	%rdx, %rcx
+	jb	.Lbad_command
+	jmp	.Ltable_picked
 
 	/*
 	 * A breach: %rcx = kind | register << 8, %rdx = the value found,

@@ -45,6 +45,17 @@ pub(super) fn bench(
     let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need), sides)?;
     let (specs, notes) = plan.expand(&ctx.caps)?;
     let p = &ctx.privilege;
+    if let Some(opts) = a.ab() {
+        match bench::ab::pairs(&plan, &specs, p) {
+            bench::ab::Pairing::Pairs(pairs) => {
+                return ab(ktap, (common, a), &ctx, (&plan, &specs, &pairs), opts);
+            }
+            bench::ab::Pairing::Apart(why) => crate::errln!(
+                "hypclear bench: the sides cannot share a guest ({why}): sessions pair them \
+                 as without --ab"
+            ),
+        }
+    }
     announce(ktap, a, &ctx, &plan, specs.len(), &notes)?;
     let pb = progress(specs.len() as u64 * plan.sessions);
     pb.set_prefix("bench");
@@ -103,6 +114,58 @@ pub(super) fn bench(
         return Ok(crate::interrupt::exit_code());
     }
     Ok(0)
+}
+
+/// `--ab`: the pairs measured in one guest, their table and the JSON.
+fn ab(
+    ktap: bool,
+    (common, a): (&Common, &BenchArgs),
+    ctx: &Ctx,
+    (plan, specs, pairs): (&bench::plan::Plan, &[bench::CellSpec], &[(usize, usize)]),
+    opts: bench::ab::AbOptions,
+) -> Result<i32> {
+    say!(
+        ktap,
+        "bench A/B in one guest: {} pair(s), per call on the same buffer, randomised ABBA \
+         blocks; {}",
+        pairs.len(),
+        match opts.detect {
+            Some(d) => format!(
+                "until flagged or equivalent within +-{}%, at most {:.0} s a pair",
+                d * 100.0,
+                opts.budget.as_secs_f64()
+            ),
+            None => format!("{:.0} s a pair", opts.budget.as_secs_f64()),
+        }
+    );
+    let run = (ctx.seed, &ctx.privilege, &ctx.caps);
+    let mut result = bench::run_ab(plan, specs, pairs, run, opts)?;
+    if result.partial {
+        result.partial_reason = Some(crate::interrupt::name().to_string());
+    }
+    say!(ktap, "{}", bench::ab::table(&result.ab));
+    if ktap {
+        crate::output::print_bytes(bench::ab::ktap(&result.ab).render().as_bytes());
+    }
+    say!(
+        ktap,
+        "change = throughput of B against A: per guest the Hodges-Lehmann shift of its \
+         blocks' ln(B time / A time), their mean over the guests (fresh VMs, both images \
+         moved, main and beside swapped every other one) with its t interval at the level \
+         shown (--detect spends 5% over its looks); MDE = the change this n detects with \
+         power 0.8; a block with a call over {}x its side's median, or in a batch that lost \
+         time to other tasks, is dropped whole; {:.1} seconds",
+        bench::ab::OUTLIER,
+        ctx.start.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &common.json {
+        crate::files::write_json(path, &result)?;
+    }
+    let _ = a;
+    match result.partial {
+        true => Ok(crate::interrupt::exit_code()),
+        false => Ok(0),
+    }
 }
 
 /// The table (and KTAP), the unit line, the side ratios and the variance

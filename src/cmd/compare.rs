@@ -18,6 +18,13 @@ pub(super) fn compare(common: &Common, a: &CompareArgs) -> Result<i32> {
     for p in std::iter::once(&a.base).chain(a.new.iter()) {
         files.push((p.clone(), compare::load(p)?));
     }
+    // An A/B file (`bench --ab`) holds its pairs already decided.
+    if let [(_, r)] = files.as_slice()
+        && !r.ab.is_empty()
+    {
+        crate::out!("{}", crate::bench::ab::table(&r.ab));
+        return Ok(0);
+    }
     refuse_mixed(&files, a.allow_mixed)?;
     let opts = a.options(common);
     let text = if a.per_host {

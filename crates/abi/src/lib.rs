@@ -88,6 +88,10 @@ pub const CMD_SEALED: u64 = 4;
 pub const TABLE_ALIAS: u64 = 0;
 /// The selftest table: deliberately broken routines, outside the alias table.
 pub const TABLE_SELFTEST: u64 = 1;
+/// The alias table of a second blob loaded beside the first in the same
+/// guest (an A/B bench: two sides on the same pages, call by call); the
+/// host writes its relocated bounds to `MB_BESIDE_START`/`_END` (0: none).
+pub const TABLE_BESIDE: u64 = 2;
 
 // ---- Fail codes (`MB_FAIL_CODE`). ----
 /// A CPU exception; details are architecture specific (see `MB_FAIL_D*`).
@@ -207,6 +211,10 @@ pub const MB_RUN_LR: u64 = 0x238;
 /// Host-written: the guest-virtual page the host left unmapped for the
 /// edge checks (a buffer ending or starting against it), 0 for none.
 pub const MB_HOLE: u64 = 0x240;
+/// Host-written: the guest-virtual first row and end of the second blob's
+/// alias table (`TABLE_BESIDE`), both 0 when no blob is beside.
+pub const MB_BESIDE_START: u64 = 0x248;
+pub const MB_BESIDE_END: u64 = 0x250;
 pub const MB_LOG_BUF: u64 = 0x800;
 pub const LOG_BUF_SIZE: u64 = 0x800;
 
@@ -226,7 +234,7 @@ const _: () = assert!(MB_CMD_FLAGS > MB_BATCH_CUR && MB_CMD_FLAGS < MB_RES_ID);
 const _: () = assert!(MB_RES_BREACH_WANT < MB_FAIL_CODE);
 const _: () =
     assert!(MB_CANARIES >= MB_LOG_LEN + 8 && MB_CANARIES + 8 * CANARIES <= MB_RUN_ROUTINE);
-const _: () = assert!(MB_HOLE + 8 <= MB_LOG_BUF);
+const _: () = assert!(MB_HOLE + 8 <= MB_BESIDE_START && MB_BESIDE_END + 8 <= MB_LOG_BUF);
 
 /// Every constant above, by name, for generating the guest header.
 pub const ALL: &[(&str, u64)] = &[
@@ -246,6 +254,7 @@ pub const ALL: &[(&str, u64)] = &[
     ("CMD_SEALED", CMD_SEALED),
     ("TABLE_ALIAS", TABLE_ALIAS),
     ("TABLE_SELFTEST", TABLE_SELFTEST),
+    ("TABLE_BESIDE", TABLE_BESIDE),
     ("FAIL_EXCEPTION", FAIL_EXCEPTION),
     ("FAIL_EXC_EL2", FAIL_EXC_EL2),
     ("FAIL_BAD_COMMAND", FAIL_BAD_COMMAND),
@@ -309,5 +318,7 @@ pub const ALL: &[(&str, u64)] = &[
     ("MB_RUN_T0", MB_RUN_T0),
     ("MB_RUN_LR", MB_RUN_LR),
     ("MB_HOLE", MB_HOLE),
+    ("MB_BESIDE_START", MB_BESIDE_START),
+    ("MB_BESIDE_END", MB_BESIDE_END),
     ("LOG_BUF_SIZE", LOG_BUF_SIZE),
 ];

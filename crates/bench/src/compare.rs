@@ -1075,6 +1075,7 @@ mod tests {
             kernel: None,
             cells,
             explain: vec![],
+            ab: vec![],
         }
     }
 

@@ -198,16 +198,9 @@ impl<'a> GuestCell<'a> {
 
 /// Guest counters are guest data: a sum that overflows is a protocol error.
 fn overflow(what: &str) -> crate::error::Error {
-    crate::error::Error::Guest(Box::new(crate::vmm::GuestFailure {
-        kind: crate::vmm::FailureKind::Protocol,
-        vcpu: 0,
-        detail: format!("guest timestamps do not add up: {what} overflows"),
-        pc: None,
-        pc_symbol: None,
-        registers: None,
-        vector: None,
-        fault_address: None,
-    }))
+    crate::error::Error::Guest(Box::new(crate::vmm::GuestFailure::protocol(format!(
+        "guest timestamps do not add up: {what} overflows"
+    ))))
 }
 
 /// What the timed passes of one run measured.

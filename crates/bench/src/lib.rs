@@ -23,6 +23,7 @@ use hypclear_process::{files, interrupt};
 use hypclear_routines as routines;
 use hypclear_vmm as vmm;
 use hypclear_vmm::{blob, error};
+pub mod ab;
 pub mod compare;
 pub mod explain;
 pub(crate) mod guest;
@@ -747,6 +748,10 @@ pub struct BenchResult {
     /// without it, and in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub explain: Vec<explain::Explanation>,
+    /// `--ab`: the pairs measured A/B in one guest (empty without it, and
+    /// in older files); `cells` is then empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ab: Vec<ab::AbRow>,
 }
 
 /// A kernel side's paths from a file before sides, as [`SideInfo::of`]
@@ -1058,9 +1063,28 @@ fn snapshot(
         reproducibility: None,
         cells,
         explain: Vec::new(),
+        ab: Vec::new(),
     };
     r.reproducibility = report::Reproducibility::of(&r, 0.02);
     r
+}
+
+/// `--ab`: every pair of `pairs` (cell indices of `specs`) measured A/B in
+/// one guest ([`ab`]), as a result with no session cells.
+pub fn run_ab(
+    plan: &Plan,
+    specs: &[CellSpec],
+    pairs: &[(usize, usize)],
+    (seed, privilege, caps): (u64, &PrivilegeChoice, &CpuCaps),
+    opts: ab::AbOptions,
+) -> Result<BenchResult> {
+    let _restore = RestoreNice(sched::nice());
+    let (plan, nice) = &with_priority(plan);
+    let (rows, khz) = ab::run(plan, specs, pairs, (privilege, seed), opts)?;
+    let partial = crate::interrupt::requested() || rows.len() < pairs.len();
+    let mut r = snapshot((plan, *nice), privilege, caps, &[], khz, (partial, 1), &[]);
+    r.ab = rows;
+    Ok(r)
 }
 
 /// One session's VMs in order: (backing, side, the indices of its cells in

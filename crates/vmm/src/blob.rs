@@ -502,7 +502,7 @@ mod aarch64_tests {
                 let f = ram.read_u64(start + 16 * i as u64).unwrap();
                 assert_eq!(f, va + row.offset, "{}", row.name);
             }
-            let mem = prepare_memory(&ram, 2, &loaded).unwrap();
+            let mem = prepare_memory(&ram, 2, &[loaded]).unwrap();
             assert_eq!(mem.kernel_root, PAGE_TABLES_GPA);
             assert!(mem.user_root > mem.kernel_root && mem.user_root < PAGE_TABLES_END);
             // The L0 entry for RAM is a table descriptor in both sets.

@@ -246,6 +246,23 @@ pub struct GuestFailure {
     pub fault_address: Option<u64>,
 }
 
+impl GuestFailure {
+    /// A protocol violation the host found in what the guest reported
+    /// (not at an exit, so with no registers to show).
+    pub fn protocol(detail: String) -> GuestFailure {
+        GuestFailure {
+            kind: FailureKind::Protocol,
+            vcpu: 0,
+            detail,
+            pc: None,
+            pc_symbol: None,
+            registers: None,
+            vector: None,
+            fault_address: None,
+        }
+    }
+}
+
 impl fmt::Display for GuestFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

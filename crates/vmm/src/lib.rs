@@ -225,6 +225,9 @@ pub struct Vm {
     pub counter_khz: u64,
     /// KVM's dirty-page log, once [`Vm::log_dirty_pages`] turned it on.
     dirty: Option<dirty::DirtyLog>,
+    /// A second blob loaded beside the first ([`Vm::with_beside`]), reached
+    /// through `abi::TABLE_BESIDE`.
+    pub beside: Option<(Arc<Blob>, Loaded)>,
 }
 
 /// Clear vCPU `id`'s mailbox page and write its magic, vCPU number, the
@@ -247,6 +250,13 @@ impl Vm {
     /// Map guest RAM, load the blob and write the page tables, then create
     /// the VM and register RAM as its memslot, and set up the vCPUs.
     pub fn new(kvm: Kvm, opts: &VmOptions) -> Result<Vm> {
+        Vm::with_beside(kvm, opts, None)
+    }
+
+    /// [`Vm::new`] with `beside` loaded too, at its own address in the
+    /// blob window, its relocated alias table given to every vCPU's
+    /// mailbox (`MB_BESIDE_*`): two sides in one guest, on the same RAM.
+    pub fn with_beside(kvm: Kvm, opts: &VmOptions, beside: Option<&Blob>) -> Result<Vm> {
         validate(opts)?;
         let ram = Arc::new(GuestRam::new(
             arch::RAM_BASE,
@@ -264,7 +274,17 @@ impl Vm {
         let blob = Arc::new(opts.blob.clone());
         let base = load_address(opts.seed, blob.size)?;
         let loaded = blob.load(ram.as_ref(), base)?;
-        let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &loaded)?;
+        let beside = match beside {
+            Some(b) => {
+                let at = beside_address(base, blob.size, b.size)?;
+                Some((Arc::new(b.clone()), b.load(ram.as_ref(), at)?))
+            }
+            None => None,
+        };
+        let blobs: Vec<Loaded> = std::iter::once(loaded)
+            .chain(beside.iter().map(|b| b.1))
+            .collect();
+        let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &blobs)?;
         let sym = Arc::new(Symbolizer::new(blob.clone(), loaded.va));
         if opts.vm_type == VmType::Protected {
             // A fork would copy the pinned pages and so make the
@@ -283,6 +303,12 @@ impl Vm {
             let vfd = fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?;
             arch::setup_vcpu(&kvm, &fd, &vfd, id, &loaded, &mem_state, opts.privilege)?;
             let mailbox = init_mailbox(&ram, id, opts.seed)?;
+            if let Some((b, l)) = &beside {
+                // The guest reads the table at its guest-virtual address.
+                let table = |name: &str| b.symbol(name).map(|a| l.va + a);
+                ram.write_u64(mailbox + abi::MB_BESIDE_START, table("alias_table_start")?)?;
+                ram.write_u64(mailbox + abi::MB_BESIDE_END, table("alias_table_end")?)?;
+            }
             let mut vcpu = Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone());
             vcpu.vm_type = opts.vm_type;
             vcpus.push(vcpu);
@@ -304,6 +330,7 @@ impl Vm {
             vcpus,
             counter_khz,
             dirty: None,
+            beside,
         })
     }
 
@@ -406,9 +433,39 @@ pub fn load_address(seed: u64, size: u64) -> Result<u64> {
     Ok(arch::BLOB_WINDOW + (rng.next_u64() % slots) * arch::LOAD_ALIGN)
 }
 
+/// Where a second blob of `size` bytes goes beside the first (at `base`,
+/// `first` bytes long): the first aligned address past it, else the last
+/// one below it, inside the window.
+fn beside_address(base: u64, first: u64, size: u64) -> Result<u64> {
+    let len = |n: u64| n.next_multiple_of(arch::LOAD_ALIGN);
+    let above = base.checked_add(len(first));
+    if let Some(a) = above.filter(|a| a.saturating_add(len(size)) <= arch::BLOB_WINDOW_END) {
+        return Ok(a);
+    }
+    base.checked_sub(len(size))
+        .filter(|a| *a >= arch::BLOB_WINDOW)
+        .ok_or_else(|| {
+            Error::Blob(format!(
+                "blobs of {first} and {size} bytes do not fit the load window together"
+            ))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_blob_beside_never_overlaps_the_first() {
+        for seed in 0..64 {
+            let (first, size) = (5 * abi::PAGE_SIZE + 3, 7 * abi::PAGE_SIZE);
+            let base = load_address(seed, first).unwrap();
+            let at = beside_address(base, first, size).unwrap();
+            assert!(at >= arch::BLOB_WINDOW && at + size <= arch::BLOB_WINDOW_END);
+            assert!(at >= base + first || at + size <= base, "{base:#x} {at:#x}");
+            assert_eq!(at % arch::LOAD_ALIGN, 0);
+        }
+    }
 
     #[test]
     fn load_address_is_aligned_inside_the_window_and_seeded() {

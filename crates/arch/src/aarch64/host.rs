@@ -161,15 +161,18 @@ pub struct MemoryState {
 }
 
 /// Write the three sets of stage-1 page tables (EL1, EL0 and EL2 permissions).
-pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
+pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, blobs: &[Loaded]) -> Result<MemoryState> {
     if ram.base() != RAM_BASE {
         return Err(Error::RamBase(ram.base()));
     }
-    if loaded.base < BLOB_WINDOW || loaded.base >= BLOB_WINDOW_END {
-        return Err(Error::OutsideWindow(loaded.base));
+    if let Some(b) = blobs
+        .iter()
+        .find(|b| b.base < BLOB_WINDOW || b.base >= BLOB_WINDOW_END)
+    {
+        return Err(Error::OutsideWindow(b.base));
     }
-    if !loaded.vectors.is_multiple_of(2048) {
-        return Err(Error::VectorsUnaligned(loaded.vectors));
+    if let Some(b) = blobs.first().filter(|b| !b.vectors.is_multiple_of(2048)) {
+        return Err(Error::VectorsUnaligned(b.vectors));
     }
     let regions = regions(ram.size());
     let tables = |p: Privilege, from: u64| {

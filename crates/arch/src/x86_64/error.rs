@@ -11,6 +11,9 @@ pub enum Error {
         "internal error: building the guest page tables: {0}; please report it with the command line"
     )]
     PageTables(PagingError),
+    /// `prepare_memory` was given no blob to enter.
+    #[error("internal error: no blob to map and enter; please report it with the command line")]
+    NoBlob,
     #[error("KVM ioctl {op} failed: {source}")]
     Kvm {
         op: &'static str,
@@ -35,7 +38,7 @@ pub enum Error {
 impl Error {
     pub fn category(&self) -> Category {
         match self {
-            Error::PageTables(_) => Category::Internal,
+            Error::PageTables(_) | Error::NoBlob => Category::Internal,
             Error::NoHypLevel => Category::Usage,
             Error::Unsupported { .. } => Category::Environment,
             Error::Kvm { .. } | Error::ElfLoader(_) | Error::BeyondSize { .. } | Error::Ram(_) => {

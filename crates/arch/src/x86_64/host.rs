@@ -99,13 +99,16 @@ pub struct MemoryState {
 }
 
 /// Write page tables, GDT, IDT and TSSs for `vcpus` vCPUs.
-pub fn prepare_memory(ram: &impl RamAccess, vcpus: u64, loaded: &Loaded) -> Result<MemoryState> {
+/// `blobs[0]` is the one the vCPUs enter; any others (a second side's,
+/// loaded beside it) are mapped the same way.
+pub fn prepare_memory(ram: &impl RamAccess, vcpus: u64, blobs: &[Loaded]) -> Result<MemoryState> {
+    let loaded = blobs.first().ok_or(Error::NoBlob)?;
     let pt = paging::guest_map(&paging::GuestMap {
         ram_size: ram.size(),
         doorbell: abi::DOORBELL_GPA,
         area: (PAGE_TABLES_GPA, PAGE_TABLES_END),
         hole: edge_hole(ram.size()),
-        blob: (loaded.base, loaded.sections),
+        blobs: blobs.iter().map(|b| (b.base, b.sections)).collect(),
     })
     .map_err(Error::PageTables)?;
     for (gpa, table) in pt.tables() {

@@ -156,7 +156,7 @@ fn idx(va: u64, shift: u32) -> usize {
 }
 
 /// What [`guest_map`] maps.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct GuestMap {
     pub ram_size: u64,
     pub doorbell: u64,
@@ -164,8 +164,8 @@ pub(crate) struct GuestMap {
     pub area: (u64, u64),
     /// The edge checks' unmapped page.
     pub hole: Option<u64>,
-    /// The blob: its guest-physical base and its pages by permission.
-    pub blob: (u64, BlobSections),
+    /// The blobs: each one's guest-physical base and pages by permission.
+    pub blobs: Vec<(u64, BlobSections)>,
 }
 
 /// Map guest RAM where [`guest_va`] says, W^X as the hyp maps itself: the
@@ -191,14 +191,15 @@ pub(crate) fn guest_map(m: &GuestMap) -> Result<PageTables, PagingError> {
     for page in ((2u64 << 20)..harness_end).step_by(2 << 20) {
         pt.map_2m(page, page, Perm::Data)?;
     }
-    let (base, s) = m.blob;
-    for off in (0..s.end).step_by(4096) {
-        let perm = match off {
-            o if o < s.text_end => Perm::Text,
-            o if o < s.data_start => Perm::ReadOnly,
-            _ => Perm::Data,
-        };
-        pt.map_4k(guest_va(base + off), base + off, perm)?;
+    for &(base, s) in &m.blobs {
+        for off in (0..s.end).step_by(4096) {
+            let perm = match off {
+                o if o < s.text_end => Perm::Text,
+                o if o < s.data_start => Perm::ReadOnly,
+                _ => Perm::Data,
+            };
+            pt.map_4k(guest_va(base + off), base + off, perm)?;
+        }
     }
     let split = m.hole.map(|h| h & !0x1f_ffff);
     for page in (ARENA_BASE.min(m.ram_size)..m.ram_size).step_by(2 << 20) {
@@ -238,7 +239,7 @@ mod tests {
             doorbell: DOORBELL_GPA,
             area: (0x10000, 0x100000),
             hole,
-            blob: BLOB,
+            blobs: vec![BLOB],
         })
     }
 
@@ -252,14 +253,14 @@ mod tests {
                 doorbell: DOORBELL_GPA,
                 area: (layout::PAGE_TABLES_GPA, layout::PAGE_TABLES_END),
                 hole: layout::edge_hole(ram),
-                blob: (
+                blobs: vec![(
                     BLOB_WINDOW,
                     BlobSections {
                         text_end: window,
                         data_start: window,
                         end: window,
                     },
-                ),
+                )],
             })
         };
         assert!(map(layout::MAX_RAM).is_ok());
@@ -393,7 +394,7 @@ mod tests {
             doorbell: DOORBELL_GPA,
             area: (0x10000, 0x14000),
             hole: None,
-            blob: BLOB,
+            blobs: vec![BLOB],
         };
         assert!(matches!(
             guest_map(&tiny),

@@ -23,6 +23,7 @@
 //!   and the guest/host-normalized comparison.
 //!
 //! The module is pure: no I/O, no clock.
+pub(crate) mod blocks;
 pub(crate) mod compare;
 pub(crate) mod components;
 pub(crate) mod drift;
