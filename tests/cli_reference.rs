@@ -117,3 +117,33 @@ fn the_subcommand_list_is_parsed_from_the_help() {
                help  Print this message\n\nOptions:\n  -h\n";
     assert_eq!(subcommands(top), ["run", "info"]);
 }
+
+/// The declared minimum Rust version is one number, used by every crate
+/// and named in README's requirements: an older cargo then refuses the
+/// build by name instead of failing on some edition-2024 syntax.
+#[test]
+fn every_crate_declares_the_one_rust_version_readme_names() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let top = std::fs::read_to_string(format!("{root}/Cargo.toml")).unwrap();
+    let msrv = top
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("[workspace.package] rust-version = \"X.Y\" in Cargo.toml");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("Rust >= {msrv} ")),
+        "README's requirements must name Rust >= {msrv}"
+    );
+    let mut manifests = vec![format!("{root}/Cargo.toml")];
+    for e in std::fs::read_dir(format!("{root}/crates")).unwrap() {
+        manifests.push(format!("{}/Cargo.toml", e.unwrap().path().display()));
+    }
+    for m in manifests {
+        let text = std::fs::read_to_string(&m).unwrap();
+        assert!(
+            text.contains("\nrust-version.workspace = true\n"),
+            "{m}: every package inherits rust-version from the workspace"
+        );
+    }
+}
