@@ -46,5 +46,10 @@ fn message(e: anyhow::Error) -> String {
             msg.push_str(&c);
         }
     }
-    msg
+    // Messages quote paths and file or tree text: shown safe, line by line
+    // (a message may span lines; a line inside it cannot forge another).
+    msg.split('\n')
+        .map(|l| text::sanitize_str(l).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -234,6 +234,28 @@ fn verify_kernel_tree_end_to_end() {
         "4KB",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    // A file name is text hypclear did not write: its table column, label
+    // and messages show the escape and the bidi override escaped.
+    let hostile = json.with_file_name("evil\x1b]0;owned\x07\u{202e}name.blob");
+    std::fs::copy(&file, &hostile).unwrap();
+    let h = hostile.to_str().unwrap();
+    let o = common::hypclear(&["--blob", h, "verify", "--routine", "memset", "-s", "4KB"]);
+    let out = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        !out.contains('\x1b') && !out.contains('\u{202e}') && !out.contains('\x07'),
+        "raw control characters reach the terminal: {out:?}"
+    );
+    std::fs::write(&hostile, b"not a blob\x1b[2J").unwrap();
+    let o = common::hypclear(&["--blob", h, "run"]);
+    let out = common::text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        !out.contains('\x1b'),
+        "the error quotes the name raw: {out:?}"
+    );
+    std::fs::remove_file(&hostile).unwrap();
+
     let bytes = std::fs::read(&file).unwrap();
     std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
     let o = common::hypclear(&["--blob", f, "run"]);

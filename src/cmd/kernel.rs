@@ -11,6 +11,7 @@ use crate::kernel::side::{SideKind, Source};
 use crate::kernel::tree::{self, Arch};
 use crate::kernel::{External, Side};
 use crate::routines::Routine;
+use hypclear_format::text;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -54,10 +55,10 @@ pub(super) fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
     let m = &made.meta;
     crate::outln!(
         "wrote {}: {} kernel {} ({}), link configuration {} ({}), {} alias rows",
-        made.file.display(),
+        clean(&made.file.display().to_string()),
         m.arch,
-        m.tree.kernelversion,
-        m.tree.path.display(),
+        clean(&m.tree.kernelversion),
+        clean(&m.tree.path.display().to_string()),
         m.link_config,
         m.link_reason,
         m.rows.len()
@@ -117,6 +118,11 @@ pub(super) fn sides(common: &Common) -> Result<Vec<Side>> {
     Ok(out)
 }
 
+/// Text from a kernel tree or blob file, safe for a terminal or a table.
+fn clean(s: &str) -> String {
+    text::sanitize_str(s).into_owned()
+}
+
 /// A kernel side's column name: the tree's directory name, or the blob
 /// file's stem.
 fn short_name(given: &Path, source: Source) -> String {
@@ -153,11 +159,13 @@ fn external(l: Loaded, source: Source, short: String) -> Result<External> {
             )));
         }
     }
-    let label = format!(
+    // A tree's path, version and the lines about its files are text we did
+    // not write: made safe once, here, for every table and message after.
+    let label = clean(&format!(
         "kernel {} ({})",
         m.tree.kernelversion,
         m.tree.path.display()
-    );
+    ));
     let report = json!({
         "source": SideKind::from(source),
         "file": l.path,
@@ -181,10 +189,10 @@ fn external(l: Loaded, source: Source, short: String) -> Result<External> {
         source,
         variants: routines::variants(m.arch, m.clear_page),
         report,
-        paths: l.paths,
+        paths: l.paths.iter().map(|p| clean(p)).collect(),
         label,
-        short,
-        kernelversion: m.tree.kernelversion.clone(),
+        short: clean(&short),
+        kernelversion: clean(&m.tree.kernelversion),
         features: l.features,
         applied: l.applied,
         clear_page_choice: m.clear_page_choice.clone(),
