@@ -464,7 +464,7 @@ pub(crate) struct BenchArgs {
         value_delimiter = ',',
         default_value = "populate"
     )]
-    pub fill: Vec<crate::bench::Fill>,
+    pub fill: Vec<crate::bench::PageState>,
     /// Backing(s) to compare [default: --backing]
     #[arg(long = "backings", value_enum, value_delimiter = ',')]
     pub backings: Vec<Backing>,

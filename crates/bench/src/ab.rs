@@ -25,7 +25,7 @@ use crate::inference::blocks::{self, Shift};
 use crate::plan::{CellSpec, Plan, pass_call, placement};
 use crate::routines::privilege::PrivilegeChoice;
 use crate::vmm::{CallResult, Command, Vm};
-use crate::{Axes, Cache, Fill, Priority, routines, sched};
+use crate::{Axes, Cache, PageState, Priority, routines, sched};
 use hypclear_abi as abi;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -134,7 +134,7 @@ pub fn pairs(plan: &Plan, specs: &[CellSpec], privilege: &PrivilegeChoice) -> Pa
     if plan.shape.vcpus != 1 {
         return Pairing::Apart("A/B in one guest runs one vCPU (--vcpus 1)".into());
     }
-    if plan.fills.contains(&Fill::Demand) {
+    if plan.fills.contains(&PageState::Demand) {
         return Pairing::Apart("--fill demand drops the pages between passes".into());
     }
     let (p0, p1) = match plan.sides.as_slice() {

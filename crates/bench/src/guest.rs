@@ -3,7 +3,7 @@
 //! and after, and the KVM statistics of every run.
 use super::plan::{CellSpec, Plan, pass_call, placement};
 use super::sequence;
-use super::{Fill, Priority, Sample, sched};
+use super::{PageState, Priority, Sample, sched};
 use crate::check::checker::{self, Patterns, Placement};
 use crate::error::{Error, Result};
 use crate::routines;
@@ -223,7 +223,7 @@ fn timed_passes(
     spec: &CellSpec,
     timeout: Duration,
 ) -> Result<Timed> {
-    let demand = spec.axes.fill == Fill::Demand;
+    let demand = spec.axes.fill == PageState::Demand;
     let mut ticks = 0u64;
     let mut per_vcpu_ticks = vec![0u64; places.len()];
     let mut stats = BTreeMap::new();

@@ -3,7 +3,7 @@
 //! laid out like the guest arena, with the same lowered calls.
 use super::plan::{CellSpec, Plan, pass_call, region_stride};
 use super::sequence;
-use super::{Fill, Priority, Sample, sched};
+use super::{PageState, Priority, Sample, sched};
 use crate::check::checker::{Patterns, Placement};
 use crate::error::Result;
 use crate::routines::{self, Kind};
@@ -90,7 +90,7 @@ impl<'a> HostCell<'a> {
     /// One timed run (`-l` passes, each from the precondition).
     pub(super) fn one(&mut self) -> Result<Sample> {
         let plan = self.plan;
-        let demand = self.spec.axes.fill == Fill::Demand;
+        let demand = self.spec.axes.fill == PageState::Demand;
         let bytes = plan.shape.size * plan.shape.loops * plan.shape.vcpus;
         let mut ns = 0f64;
         let mut per = vec![0f64; self.places.len()];

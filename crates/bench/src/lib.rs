@@ -92,7 +92,7 @@ pub enum Order {
     clap::ValueEnum,
 )]
 #[serde(rename_all = "lowercase")]
-pub enum Fill {
+pub enum PageState {
     /// First touch inside the measurement: the pages are dropped before
     /// every pass (MADV_DONTNEED), so KVM and the host fault them back in.
     Demand,
@@ -177,7 +177,7 @@ pub struct Axes {
     pub config: LinkConfig,
     pub chunk: u64,
     pub order: Order,
-    pub fill: Fill,
+    pub fill: PageState,
     pub backing: Backing,
     /// The plan's size, passes per run and vCPUs (JSON: `size`, `loops`,
     /// `vcpus` beside the other axes, as before).
@@ -207,7 +207,7 @@ impl Axes {
             config,
             chunk,
             order: Order::Forward,
-            fill: Fill::Populate,
+            fill: PageState::Populate,
             backing: Backing::Anon,
             shape: Shape {
                 size: 1 << 20,

@@ -2,7 +2,7 @@
 //! with every usage error found before a VM exists; where each region lies
 //! in guest RAM and the call that makes one pass over it. Pure: no KVM.
 use super::sequence::SampleRule;
-use super::{Axes, Cache, Fill, Order, Shape};
+use super::{Axes, Cache, Order, PageState, Shape};
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::check::checker::{GUARD, Placement};
@@ -160,7 +160,7 @@ pub struct Plan {
     pub chunks: Vec<u64>,
     pub variants: Variants,
     pub orders: Vec<Order>,
-    pub fills: Vec<Fill>,
+    pub fills: Vec<PageState>,
     pub backings: Vec<Backing>,
     /// The blob sources (and their DC ZVA states), interleaved by session.
     pub sides: Vec<PlanSide>,
@@ -436,7 +436,7 @@ impl Plan {
             config,
             chunk,
             order,
-            fill: Fill::Populate,
+            fill: PageState::Populate,
             backing: Backing::Anon,
             shape: self.shape,
         }
@@ -526,7 +526,7 @@ mod tests {
             chunks: vec![4096, 2 << 20],
             variants: Variants::All,
             orders: vec![Order::Forward, Order::Reverse],
-            fills: vec![Fill::Populate],
+            fills: vec![PageState::Populate],
             backings: vec![Backing::Anon],
             sides: vec![LinkConfig::Vanilla.into()],
             warmup: 1,

@@ -255,7 +255,7 @@ mod tests {
     use crate::plan::Variants;
     use crate::routines::Routine;
     use crate::vmm::memory::Backing;
-    use crate::{Fill, Order};
+    use crate::{Order, PageState};
 
     fn plan(warmup: u64, max_warmup: u64) -> Plan {
         Plan {
@@ -268,7 +268,7 @@ mod tests {
             chunks: vec![1 << 20],
             variants: Variants::All,
             orders: vec![Order::Forward],
-            fills: vec![Fill::Populate],
+            fills: vec![PageState::Populate],
             backings: vec![Backing::Anon],
             sides: vec![LinkConfig::Vanilla.into()],
             warmup,

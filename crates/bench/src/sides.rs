@@ -18,7 +18,7 @@ pub(crate) struct PathKey {
     pub shape: super::Shape,
     pub chunk: u64,
     pub order: super::Order,
-    pub fill: super::Fill,
+    pub fill: super::PageState,
     pub backing: Backing,
 }
 
