@@ -339,12 +339,30 @@ fn precision_adds_sessions_in_pairs_up_to_the_cap() {
     assert!(out.contains("NOT reached in 6 session(s)"), "{out}");
     let ratios = j["cells"][0]["guest_host"]["sessions"].as_array().unwrap();
     assert_eq!(ratios.len(), 6, "every added session is paired: {out}");
-    // +-50%: the planned sessions are enough.
+    // +-50%: usually reached with the planned 4. On a loaded 2-core host
+    // (this binary's tests run side by side) a 64 KB cell's session CV can
+    // pass 31%, where t(3) puts 4 sessions past +-50%; then one more pair
+    // is added. The stopping rule itself is unit-tested in
+    // crates/bench/src/precision.rs; here the run must report it truthfully.
     let (j, out) = run("precision-loose", "50");
-    assert_eq!(j["sessions"], 4, "{out}");
-    assert_eq!(j["precision"]["reached"], true, "{out}");
-    let w = j["precision"]["widest"]["half_width_pct"].as_f64().unwrap();
-    assert!(w <= 50.0, "{out}");
+    let p = &j["precision"];
+    let n = j["sessions"].as_u64().unwrap();
+    let reached = p["reached"].as_bool().unwrap();
+    let w = p["widest"]["half_width_pct"].as_f64().unwrap();
+    assert!(
+        n == 4 || n == 6,
+        "sessions in pairs past the planned 4: {out}"
+    );
+    assert_eq!(p["sessions"], n, "{p}");
+    assert_eq!(
+        reached,
+        w <= 50.0,
+        "reached iff the widest is within: {out}"
+    );
+    assert!(n == 6 || reached, "stops at 4 only when reached: {out}");
+    if n == 6 && !reached {
+        assert!(out.contains("NOT reached in 6 session(s)"), "{out}");
+    }
 }
 
 #[test]
