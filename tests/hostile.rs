@@ -10,27 +10,73 @@ const MAX_OUTPUT: usize = 64 * 1024;
 /// A case that takes longer is hanging.
 const MAX_TIME: Duration = Duration::from_secs(30);
 
-/// (case, failure kind in the JSON report or None when the command must
+/// The failure kind and protocol rule a case's JSON report must name.
+type Caught = Option<(&'static str, &'static str)>;
+
+/// (case, what it must be caught as, or None when the command must
 /// complete, text the observation must contain).
-const CASES: &[(&str, Option<&str>, &str)] = &[
-    ("log_flood", Some("protocol"), "log flood"),
+const CASES: &[(&str, Caught, &str)] = &[
+    ("log_flood", Some(("protocol", "log_flood")), "log flood"),
     ("log_huge", None, "verification passed"),
     ("log_escape", None, "verification passed"),
     ("log_forge", None, "verification passed"),
     ("log_race", None, "completed on every vCPU"),
-    ("unknown_hypercall", Some("unknown_hypercall"), "0x484300ff"),
-    ("done_early", Some("protocol"), "got HC_DONE"),
-    ("ready_again", Some("protocol"), "got HC_READY"),
-    ("forged_timestamps", Some("protocol"), "T0 0x3e8 > T1 0x1"),
-    ("doorbell_1", Some("protocol"), "1-byte store"),
-    ("doorbell_2", Some("protocol"), "2-byte store"),
-    ("doorbell_4", Some("protocol"), "4-byte store"),
+    (
+        "unknown_hypercall",
+        Some(("unknown_hypercall", "unknown_hypercall")),
+        "0x484300ff",
+    ),
+    (
+        "done_early",
+        Some(("protocol", "out_of_order")),
+        "got HC_DONE",
+    ),
+    (
+        "ready_again",
+        Some(("protocol", "out_of_order")),
+        "got HC_READY",
+    ),
+    (
+        "forged_timestamps",
+        Some(("protocol", "timestamps_backwards")),
+        "T0 0x3e8 > T1 0x1",
+    ),
+    (
+        "doorbell_1",
+        Some(("protocol", "doorbell_width")),
+        "1-byte store",
+    ),
+    (
+        "doorbell_2",
+        Some(("protocol", "doorbell_width")),
+        "2-byte store",
+    ),
+    (
+        "doorbell_4",
+        Some(("protocol", "doorbell_width")),
+        "4-byte store",
+    ),
+    #[cfg(target_arch = "x86_64")]
+    (
+        "doorbell_16",
+        Some(("protocol", "ring_site")),
+        "not one of the harness's",
+    ),
+    (
+        "doorbell_site",
+        Some(("protocol", "ring_site")),
+        "not one of the harness's",
+    ),
     ("stray_write", None, "stray write: 1 bad bytes"),
-    ("page_tables", Some("shutdown"), "triple fault"),
-    ("vectors", Some("shutdown"), "triple fault"),
+    (
+        "page_tables",
+        Some(("shutdown", "shutdown")),
+        "triple fault",
+    ),
+    ("vectors", Some(("shutdown", "shutdown")), "triple fault"),
     (
         "spin",
-        Some("timeout"),
+        Some(("timeout", "no_progress")),
         "no progress for 2.0 s of vCPU CPU time",
     ),
 ];
@@ -89,7 +135,10 @@ fn every_hostile_guest_is_caught_with_bounded_output_and_time() {
             continue;
         }
         match kind {
-            Some(k) => assert_eq!(case["kind"], *k, "{name}: {case}"),
+            Some((k, rule)) => {
+                assert_eq!(case["kind"], *k, "{name}: {case}");
+                assert_eq!(case["rule"], *rule, "{name}: {case}");
+            }
             None => assert!(case["kind"].is_null(), "{name}: {case}"),
         }
         let seen = case["observed"].as_str().unwrap();

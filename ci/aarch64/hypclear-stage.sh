@@ -221,7 +221,7 @@ if [[ "$modes" == *" nested "* ]]; then
         --bin "$HC_CI_DIR/expect-fail" --bin "$HC_CI_DIR/check-zva-table" -- \
         "$H run --mem 64MB --seed 1 --blob $S7 >/tmp/run; rc=\$?; cat /tmp/run; [ \$rc -eq 0 ] && grep -qF 'guest at EL2 (nVHE, E2H=0; --el auto' /tmp/run" \
         "$H selftest --el 2 --mem 64MB --config memset" \
-        "HYPCLEAR_PROGRESS=0 hypclear --timeout 10 selftest --el 2 --hostile --mem 64MB --case vectors,page_tables,doorbell_4,log_race,spin" \
+        "HYPCLEAR_PROGRESS=0 hypclear --timeout 10 selftest --el 2 --hostile --mem 64MB --case vectors,page_tables,doorbell_4,doorbell_site,log_race,spin" \
         "$H run --el 2 --mem 64MB --seed 1 --blob $K7" \
         "HYPCLEAR_PROGRESS=0 expect-fail '$m7_leaves' $m7_verify --el 2" \
         "HYPCLEAR_PROGRESS=0 $c7_expect $c7_verify --el 2" \

@@ -25,6 +25,7 @@
  * code; the table rows are the only absolute words (.hyp.reloc).
  */
 #include "hypclear_abi.h"
+#include "ring.h"
 
 /* PSCI 0.2 SYSTEM_OFF (SMC32 function ID, Arm DEN 0022). */
 #define PSCI_0_2_FN_SYSTEM_OFF	0x84000008
@@ -58,7 +59,7 @@
 	dsb	ish
 	mov_imm	x16, DOORBELL_GPA
 	mov_imm	x17, \nr
-	str	x17, [x16]
+	RING	x17
 .endm
 
 /*

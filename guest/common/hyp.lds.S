@@ -47,7 +47,14 @@ SECTIONS
 	. = ALIGN(64);
 	.selftest.text : { *(.text.selftest) }
 	. = ALIGN(4096);
-	.rodata : { *(.rodata .rodata.*) }
+	.rodata : {
+		/* RING's list of doorbell sites (ring.h): the host takes a
+		 * hypercall only from one of them. */
+		HYP_SYM(hyp_rings_start) = .;
+		KEEP(*(.rodata.hyp_rings))
+		HYP_SYM(hyp_rings_end) = .;
+		*(.rodata .rodata.*)
+	}
 	. = ALIGN(4096);
 	.data : {
 		HYP_SYM(alias_table_start) = .;

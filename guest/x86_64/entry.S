@@ -15,11 +15,12 @@
  * Why: the host sees only exits; everything a check needs is in the mailbox.
  */
 #include "hypclear_abi.h"
+#include "ring.h"
 
 /* Ring the doorbell with hypercall number \nr (a 64-bit store, exits as MMIO). */
 .macro HYPERCALL nr
 	movabs	$DOORBELL_GPA, %rax
-	movq	$\nr, (%rax)
+	RING	$\nr
 .endm
 
 /* %rsi = mailbox offset of batch slot MB_BATCH_CUR (past BATCH_SLOTS: bad command). */

@@ -27,6 +27,7 @@
 //! | `load_image(ram, image, base)` | copy a [`BlobImage`] to guest RAM with linux-loader (ELF on x86_64, the arm64 Image on aarch64) |
 //! | `setup_vm`, `VmState`, `finish_vm`, `prepare_memory`, `MemoryState`, `setup_vcpu` | VM and vCPU setup (`finish_vm` after the last vCPU: aarch64 initialises the vGIC an EL2 guest needs) |
 //! | `hyp_support(kvm)` | whether KVM can start the guest at the hypervisor level ([`Privilege::Hyp`]: EL2 on aarch64), and why (not) |
+//! | `pc(vcpu)` | the guest's program counter, as the doorbell's ring-site check reads it at an exit |
 //! | `registers(vcpu)`, `reinitialised(vcpu)`, `describe_exception`, `fault_address` | failure reports (`reinitialised`: KVM reset the vCPU, e.g. kvm_amd on shutdown, so its registers are not the guest's) |
 //! | `corruptible_areas(loaded, mem, privilege)` | root page table and vectors the guest at `privilege` uses, for `selftest --hostile` |
 //! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
@@ -312,8 +313,8 @@ pub use self::aarch64::host::{
     MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
     corruptible_areas, counter_khz, cpu_caps, cpu_details, describe_exception, edge_hole,
     fault_address, finish_vm, guest_pa, guest_va, harness_areas, hyp_support, kvm_flavour,
-    kvm_paging, mailbox_gpa, prepare_memory, privilege_name, registers, reinitialised, setup_vcpu,
-    setup_vm,
+    kvm_paging, mailbox_gpa, pc, prepare_memory, privilege_name, registers, reinitialised,
+    setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::loader::load_image;
@@ -352,8 +353,8 @@ pub use self::x86_64::host::{
     MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
     corruptible_areas, counter_khz, cpu_caps, cpu_details, describe_exception, edge_hole,
     fault_address, finish_vm, guest_pa, guest_va, harness_areas, hyp_support, kvm_flavour,
-    kvm_paging, mailbox_gpa, prepare_memory, privilege_name, registers, reinitialised, setup_vcpu,
-    setup_vm,
+    kvm_paging, mailbox_gpa, pc, prepare_memory, privilege_name, registers, reinitialised,
+    setup_vcpu, setup_vm,
 };
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::loader::load_image;

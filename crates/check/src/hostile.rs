@@ -1,17 +1,19 @@
 //! `hypclear selftest --hostile`: guests that misbehave on purpose, one way
 //! each (`guest/<arch>/hostile/`, reached through the selftest table like
 //! the broken routines). Each runs in a fresh VM and must end the way
-//! [`Expect`] says: a typed guest failure of the right kind, a stray write
-//! caught by `--check whole`, or a clean completion whose log output was
-//! bounded and sanitized (the test in `tests/hostile.rs` checks the output).
+//! [`Expect`] says: the host catching the protocol [`Rule`] it breaks, a
+//! stray write caught by `--check whole`, or a clean completion whose log
+//! output was bounded and sanitized (the test in `tests/hostile.rs` checks
+//! the output). Verdicts are decided on types ([`Seen`]), never on the
+//! wording of a message.
 use crate::arch;
 use crate::checker::{Patterns, Snapshot};
 use crate::error::{Error, Result};
 use crate::kernel::Side;
 use crate::routines::{self, Routine};
 use crate::selftest::{Cases, DST_OFFSET, LEN};
-use crate::suite::{self, CheckSpec};
-use crate::vmm::{Command, FailureKind, Vm, VmOptions};
+use crate::suite::{self, CheckRecord, CheckSpec, Verdict};
+use crate::vmm::{Command, FailureKind, GuestFailure, Rule, Vm, VmOptions};
 use hypclear_abi as abi;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -20,8 +22,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Expect {
-    /// A guest failure of this kind whose detail contains the text.
-    Failure(FailureKind, &'static str),
+    /// The host catches the guest breaking this protocol rule.
+    Breaks(Rule),
     /// Any guest failure (harness corruption: what the CPU does with a
     /// zeroed page table or vector table is up to the CPU and KVM).
     AnyFailure,
@@ -51,7 +53,7 @@ const CASES: &[Case] = &[
         "log_flood",
         "hostile_log_flood",
         Args::Memset,
-        Expect::Failure(FailureKind::Protocol, "log flood"),
+        Expect::Breaks(Rule::LogFlood),
     ),
     Case(
         "log_huge",
@@ -81,43 +83,56 @@ const CASES: &[Case] = &[
         "unknown_hypercall",
         "hostile_unknown_hypercall",
         Args::Memset,
-        Expect::Failure(FailureKind::UnknownHypercall, "unknown hypercall"),
+        Expect::Breaks(Rule::UnknownHypercall),
     ),
     Case(
         "done_early",
         "hostile_done_early",
         Args::Memset,
-        Expect::Failure(FailureKind::Protocol, "expected HC_RESULT, got HC_DONE"),
+        Expect::Breaks(Rule::OutOfOrder),
     ),
     Case(
         "ready_again",
         "hostile_ready_again",
         Args::Memset,
-        Expect::Failure(FailureKind::Protocol, "expected HC_RESULT, got HC_READY"),
+        Expect::Breaks(Rule::OutOfOrder),
     ),
     Case(
         "forged_timestamps",
         "hostile_forged_timestamps",
         Args::Memset,
-        Expect::Failure(FailureKind::Protocol, "timestamps go backwards"),
+        Expect::Breaks(Rule::TimestampsBackwards),
     ),
     Case(
         "doorbell_1",
         "hostile_doorbell_1",
         Args::Memset,
-        Expect::Failure(FailureKind::Protocol, "1-byte store"),
+        Expect::Breaks(Rule::DoorbellWidth),
     ),
     Case(
         "doorbell_2",
         "hostile_doorbell_2",
         Args::Memset,
-        Expect::Failure(FailureKind::Protocol, "2-byte store"),
+        Expect::Breaks(Rule::DoorbellWidth),
     ),
     Case(
         "doorbell_4",
         "hostile_doorbell_4",
         Args::Memset,
-        Expect::Failure(FailureKind::Protocol, "4-byte store"),
+        Expect::Breaks(Rule::DoorbellWidth),
+    ),
+    #[cfg(target_arch = "x86_64")]
+    Case(
+        "doorbell_16",
+        "hostile_doorbell_16",
+        Args::Memset,
+        Expect::Breaks(Rule::RingSite),
+    ),
+    Case(
+        "doorbell_site",
+        "hostile_doorbell_site",
+        Args::Memset,
+        Expect::Breaks(Rule::RingSite),
     ),
     Case(
         "stray_write",
@@ -141,7 +156,7 @@ const CASES: &[Case] = &[
         "spin",
         "hang",
         Args::Memset,
-        Expect::Failure(FailureKind::Timeout, "no progress"),
+        Expect::Breaks(Rule::NoProgress),
     ),
 ];
 
@@ -170,6 +185,8 @@ pub struct HostileResult {
     pub detected: bool,
     /// The failure kind seen, if the guest failed.
     pub kind: Option<FailureKind>,
+    /// The protocol rule the host saw broken, if any.
+    pub rule: Option<Rule>,
     pub observed: String,
     pub seconds: f64,
 }
@@ -204,7 +221,7 @@ fn run_case(
 ) -> Result<HostileResult> {
     let Case(name, routine, args, expected) = *case;
     // A hang is expected of the spin case: do not wait the full --timeout.
-    let timeout = if name == "spin" {
+    let timeout = if expected == Expect::Breaks(Rule::NoProgress) {
         timeout.min(SPIN_TIMEOUT)
     } else {
         timeout
@@ -217,69 +234,101 @@ fn run_case(
     let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
     let index = vm.blob.selftest_index(routine)?;
     let res = match args {
-        Args::Memset => memset_case(&mut vm, side, index, opts.seed, timeout),
-        Args::Scribble(i) => {
-            let (_, area, len) =
-                arch::corruptible_areas(&vm.loaded, &vm.mem_state, vm.privilege)[i];
-            let far = arch::guest_va(vm.ram.end() - abi::PAGE_SIZE);
-            let cmd = Command {
-                table: abi::TABLE_SELFTEST,
-                index,
-                args: crate::vmm::Args {
-                    a0: area,
-                    a1: far,
-                    a2: len,
-                    count: 1,
-                    ..Default::default()
-                },
-                returns: crate::vmm::Returns::Nothing,
-            };
-            vm.vcpu(0)?
-                .call(&cmd, timeout)
-                .map(|_| "the command completed".to_string())
-        }
-        Args::LogRace => log_race(&mut vm, index, timeout),
+        Args::Memset => memset_case(&mut vm, side, index, opts.seed, timeout).map(Some),
+        Args::Scribble(i) => scribble(&mut vm, index, i, timeout).map(|()| None),
+        Args::LogRace => log_race(&mut vm, index, timeout).map(|()| None),
     };
-    let seconds = t.elapsed().as_secs_f64();
-    let (detected, kind, observed) = match res {
-        Ok(observed) => {
-            let ok = match expected {
-                Expect::Completes => match args {
-                    Args::LogRace => observed == COMPLETED_ON_ALL,
-                    _ => observed == "verification passed",
-                },
-                Expect::StrayWrite => observed.contains("stray write"),
-                _ => false,
-            };
-            (ok, None, observed)
-        }
-        Err(Error::Guest(f)) => {
-            let ok = match expected {
-                Expect::Failure(k, text) => f.kind == k && f.detail.contains(text),
-                Expect::AnyFailure => true,
-                _ => false,
-            };
-            (ok, Some(f.kind), format!("{:?}: {}", f.kind, f.detail))
-        }
+    let seen = match res {
+        Ok(record) => Seen::Completed(record.map(Box::new)),
+        Err(Error::Guest(f)) => Seen::Failed(f),
         Err(e) => return Err(e),
     };
     Ok(HostileResult {
         name: name.to_string(),
         expected,
-        detected,
-        kind,
-        observed,
-        seconds,
+        detected: seen.handled(expected),
+        kind: seen.failure().map(|f| f.kind),
+        rule: seen.failure().and_then(|f| f.rule),
+        observed: seen.to_string(),
+        seconds: t.elapsed().as_secs_f64(),
     })
 }
 
-/// What `log_race` reports when every vCPU completed.
+/// How a case ended, typed: the verdict is decided on this, the text
+/// ([`std::fmt::Display`]) is for people.
+#[derive(Debug)]
+enum Seen {
+    /// The command ran to its end: the memory check's record, or none for
+    /// the cases that check no memory (log_race, the scribbles).
+    Completed(Option<Box<CheckRecord>>),
+    /// The guest failed.
+    Failed(Box<GuestFailure>),
+}
+
+impl Seen {
+    fn failure(&self) -> Option<&GuestFailure> {
+        match self {
+            Seen::Failed(f) => Some(f),
+            Seen::Completed(_) => None,
+        }
+    }
+
+    /// Whether the case ended the way `expected` says.
+    fn handled(&self, expected: Expect) -> bool {
+        match (expected, self) {
+            (Expect::Breaks(rule), Seen::Failed(f)) => f.rule == Some(rule),
+            (Expect::AnyFailure, Seen::Failed(_)) => true,
+            (Expect::Completes, Seen::Completed(None)) => true,
+            (Expect::Completes, Seen::Completed(Some(r))) => {
+                r.verdict == Verdict::Pass && r.breakdown.total() == 0
+            }
+            (Expect::StrayWrite, Seen::Completed(Some(r))) => {
+                r.verdict == Verdict::Fail && r.breakdown.outside > 0
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Seen::Completed(None) => f.write_str(COMPLETED_ON_ALL),
+            Seen::Completed(Some(r)) => match &r.reason {
+                Some(why) => write!(f, "verification failed: {why}"),
+                None => f.write_str("verification passed"),
+            },
+            Seen::Failed(g) => write!(f, "{:?}: {}", g.kind, g.detail),
+        }
+    }
+}
+
+/// `scribble(area, far address, area bytes)` over corruptible area `i`.
+fn scribble(vm: &mut Vm, index: u64, i: usize, timeout: Duration) -> Result<()> {
+    let (_, area, len) = arch::corruptible_areas(&vm.loaded, &vm.mem_state, vm.privilege)[i];
+    let far = arch::guest_va(vm.ram.end() - abi::PAGE_SIZE);
+    let cmd = Command {
+        table: abi::TABLE_SELFTEST,
+        index,
+        args: crate::vmm::Args {
+            a0: area,
+            a1: far,
+            a2: len,
+            count: 1,
+            ..Default::default()
+        },
+        returns: crate::vmm::Returns::Nothing,
+    };
+    vm.vcpu(0)?.call(&cmd, timeout).map(|_| ())
+}
+
+/// What a case that checks no memory reports when it ran to its end.
 const COMPLETED_ON_ALL: &str = "completed on every vCPU";
 
 /// Run `log_race` on every vCPU at once, each scribbling over the next
 /// one's log buffer while logging its own; every command must complete
 /// (the printed lines are judged by the caller).
-fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<String> {
+fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<()> {
     let n = vm.vcpus.len() as u64;
     let barrier = std::sync::Barrier::new(vm.vcpus.len());
     let results: Vec<Result<()>> = std::thread::scope(|s| {
@@ -321,18 +370,18 @@ fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<String> {
             .collect()
     });
     results.into_iter().collect::<Result<Vec<()>>>()?;
-    Ok(COMPLETED_ON_ALL.into())
+    Ok(())
 }
 
 /// Run the routine as a memset of the selftest size, checked with
-/// `--check whole`; "verification passed" or the checker's reason.
+/// `--check whole`: the check's record.
 fn memset_case(
     vm: &mut Vm,
     side: &Side,
     index: u64,
     seed: u64,
     timeout: Duration,
-) -> Result<String> {
+) -> Result<CheckRecord> {
     let variant = routines::variants(Routine::Memset, side)
         .into_iter()
         .next()
@@ -353,8 +402,5 @@ fn memset_case(
     let mut snap = Snapshot::take(&vm.ram)?;
     let (rec, _, _) = suite::run_check(vm, &spec, &pats, timeout, Some(&mut snap))?;
     vm.vcpu(0)?.exit(timeout)?;
-    Ok(match rec.reason {
-        Some(r) => format!("verification failed: {r}"),
-        None => "verification passed".into(),
-    })
+    Ok(rec)
 }

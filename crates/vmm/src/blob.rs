@@ -109,6 +109,9 @@ pub struct Blob {
     pub aliases: Vec<TableRow>,
     pub selftests: Vec<TableRow>,
     pub relocs: Vec<u32>,
+    /// Link-time addresses of the harness's doorbell stores (`RING`, from
+    /// `.rodata.hyp_rings`): the only places a hypercall may come from.
+    pub rings: Vec<u64>,
     /// Bytes from the base to the end of .bss.
     pub size: u64,
     /// Its pages by permission (text, read-only data, writable data).
@@ -164,6 +167,13 @@ impl Blob {
         let table = |start: &str, end: &str| read_table(&sections, &names, sym(start)?, sym(end)?);
         let aliases = table("alias_table_start", "alias_table_end")?;
         let selftests = table("selftest_table_start", "selftest_table_end")?;
+        let sections_by_perm = permissions(&file, size)?;
+        let rings = read_rings(
+            &sections,
+            sym("hyp_rings_start")?,
+            sym("hyp_rings_end")?,
+            sections_by_perm.text_end,
+        )?;
         Ok(Blob {
             config,
             symbols,
@@ -171,8 +181,9 @@ impl Blob {
             aliases,
             selftests,
             relocs,
+            rings,
             size,
-            sections: permissions(&file, size)?,
+            sections: sections_by_perm,
             elf: bytes,
             image,
         })
@@ -287,6 +298,35 @@ fn read_table(
     Ok(rows)
 }
 
+/// The ring sites of `.rodata.hyp_rings` from `start` to `end`: each entry
+/// an `i32` offset from itself to the site, which must lie in the text
+/// (below `text_end`). A blob without any cannot ring and is refused.
+fn read_rings(sections: &Sections, start: u64, end: u64, text_end: u64) -> Result<Vec<u64>> {
+    let mut rings = Vec::new();
+    let mut at = start;
+    while at.saturating_add(4) <= end {
+        let b = sections.read(at, 4)?;
+        let rel = <[u8; 4]>::try_from(b)
+            .map(i32::from_le_bytes)
+            .map_err(|_| Error::Blob(format!("ring entry at {at:#x} runs past its section")))?;
+        let site = at.wrapping_add_signed(i64::from(rel));
+        if site >= text_end {
+            return Err(Error::Blob(format!(
+                "ring entry at {at:#x} names {site:#x}, outside the text (below {text_end:#x})"
+            )));
+        }
+        rings.push(site);
+        at += 4;
+    }
+    if rings.is_empty() {
+        return Err(Error::Blob(
+            "the blob lists no doorbell ring sites (.rodata.hyp_rings):              is its entry.S built with ring.h's RING?"
+                .into(),
+        ));
+    }
+    Ok(rings)
+}
+
 /// The symbols of each link-time address, in name order (built once: the
 /// tables name every routine they reach).
 struct RoutineNames<'a>(BTreeMap<u64, Vec<&'a str>>);
@@ -398,6 +438,9 @@ mod tests {
             assert!(s.text_end.is_multiple_of(4096) && s.data_start.is_multiple_of(4096));
             assert!(b.symbol("hyp_entry").unwrap() < s.text_end);
             assert!(b.symbol("alias_table_start").unwrap() >= s.data_start);
+            // Every hypercall the harness rings is a listed site in its text.
+            assert!(b.rings.len() >= 5, "{:?}", b.rings);
+            assert!(b.rings.iter().all(|r| *r < s.text_end), "{:?}", b.rings);
             for off in &b.relocs {
                 assert!(
                     u64::from(*off) >= s.data_start,

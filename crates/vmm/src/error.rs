@@ -231,9 +231,68 @@ pub enum FailureKind {
     Protocol,
 }
 
+/// The protocol rule a guest broke, when the host caught it at an exit:
+/// what a verdict is decided on (the detail is for people, and may be
+/// reworded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// The watchdog fired before the awaited hypercall.
+    NoProgress,
+    /// The guest shut down (triple fault).
+    Shutdown,
+    /// KVM could not handle an exit.
+    KvmInternal,
+    /// A doorbell store of other than 8 bytes.
+    DoorbellWidth,
+    /// A doorbell store from outside the harness's listed ring sites.
+    RingSite,
+    /// A doorbell value that is no hypercall number.
+    UnknownHypercall,
+    /// A store to or load from an address with no memory.
+    Unbacked,
+    /// A PSCI system event in the middle of the protocol.
+    SystemEvent,
+    /// An exit the protocol does not use.
+    OtherExit,
+    /// A result for another command than the one asked for.
+    WrongResultId,
+    /// A result whose T0 is after its T1.
+    TimestampsBackwards,
+    /// A hypercall the host was not waiting for.
+    OutOfOrder,
+    /// More logs or log bytes than one wait allows.
+    LogFlood,
+    /// HC_FAIL with a code the ABI does not define.
+    UnknownFailCode,
+}
+
+impl Rule {
+    /// The failure kind a breach of this rule is reported as.
+    pub fn kind(self) -> FailureKind {
+        match self {
+            Rule::NoProgress => FailureKind::Timeout,
+            Rule::Shutdown => FailureKind::Shutdown,
+            Rule::KvmInternal => FailureKind::InternalError,
+            Rule::UnknownHypercall => FailureKind::UnknownHypercall,
+            Rule::Unbacked | Rule::SystemEvent | Rule::OtherExit => FailureKind::UnexpectedExit,
+            Rule::DoorbellWidth
+            | Rule::RingSite
+            | Rule::WrongResultId
+            | Rule::TimestampsBackwards
+            | Rule::OutOfOrder
+            | Rule::LogFlood
+            | Rule::UnknownFailCode => FailureKind::Protocol,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct GuestFailure {
     pub kind: FailureKind,
+    /// The rule broken, for failures the host caught at an exit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Rule>,
     pub vcpu: u64,
     pub detail: String,
     /// Program counter when the failure was seen (or the faulting PC).
@@ -252,6 +311,7 @@ impl GuestFailure {
     pub fn protocol(detail: String) -> GuestFailure {
         GuestFailure {
             kind: FailureKind::Protocol,
+            rule: None,
             vcpu: 0,
             detail,
             pc: None,

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 pub use crate::arch::{Privilege, VmType};
 pub use crate::contract::{Breach, BreachKind, Returns};
-pub use crate::error::{FailureKind, GuestFailure};
+pub use crate::error::{FailureKind, GuestFailure, Rule};
 pub use vcpu::{Exit, Vcpu};
 
 #[derive(Debug, Clone)]
@@ -286,6 +286,7 @@ impl Vm {
             .collect();
         let mem_state = arch::prepare_memory(ram.as_ref(), opts.vcpus, &blobs)?;
         let sym = Arc::new(Symbolizer::new(blob.clone(), loaded.va));
+        let rings = protocol::RingSites::new(loaded.va, &blob.rings);
         if opts.vm_type == VmType::Protected {
             // A fork would copy the pinned pages and so make the
             // hypervisor reclaim them under the running guest.
@@ -309,7 +310,7 @@ impl Vm {
                 ram.write_u64(mailbox + abi::MB_BESIDE_START, table("alias_table_start")?)?;
                 ram.write_u64(mailbox + abi::MB_BESIDE_END, table("alias_table_end")?)?;
             }
-            let mut vcpu = Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone());
+            let mut vcpu = Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone(), rings.clone());
             vcpu.vm_type = opts.vm_type;
             vcpus.push(vcpu);
         }

@@ -3,11 +3,12 @@
 //! it is unit- and property-tested; `vcpu.rs` only feeds it exits.
 //!
 //! Everything the guest supplies is untrusted input: the doorbell must be a
-//! single 8-byte store of a known number, hypercalls must come in protocol
+//! single 8-byte store of a known number from one of the harness's ring
+//! sites (`guest/<arch>/ring.h`), hypercalls must come in protocol
 //! order, result ids and timestamps are validated, and logs are bounded per
 //! command (count and bytes; more is a "log flood").
 use super::Exit;
-use crate::error::FailureKind;
+use crate::error::{FailureKind, Rule};
 use crate::watchdog::Expired;
 use hypclear_abi as abi;
 
@@ -87,17 +88,42 @@ pub enum Step {
     Fail,
 }
 
-/// A protocol violation: the failure kind and what happened.
+/// A protocol violation: the rule broken and what happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    pub kind: FailureKind,
+    pub rule: Rule,
     pub detail: String,
 }
 
-fn violation(kind: FailureKind, detail: impl Into<String>) -> Violation {
+impl Violation {
+    pub fn kind(&self) -> FailureKind {
+        self.rule.kind()
+    }
+}
+
+fn violation(rule: Rule, detail: impl Into<String>) -> Violation {
     Violation {
-        kind,
+        rule,
         detail: detail.into(),
+    }
+}
+
+/// Where the harness rings the doorbell: the guest-virtual PCs (at the
+/// exit, as `arch::pc` reads them) of its `RING` stores, sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RingSites(std::sync::Arc<[u64]>);
+
+impl RingSites {
+    /// The sites of a blob whose ring offsets are `offsets`, loaded at `va`.
+    pub fn new(va: u64, offsets: &[u64]) -> RingSites {
+        let mut v: Vec<u64> = offsets.iter().map(|o| va.wrapping_add(*o)).collect();
+        v.sort_unstable();
+        v.dedup();
+        RingSites(v.into())
+    }
+
+    fn contains(&self, pc: u64) -> bool {
+        self.0.binary_search(&pc).is_ok()
     }
 }
 
@@ -105,14 +131,16 @@ fn violation(kind: FailureKind, detail: impl Into<String>) -> Violation {
 #[derive(Debug, Clone)]
 pub struct Protocol {
     pub waiting: Waiting,
+    sites: RingSites,
     logs: u32,
     log_bytes: u64,
 }
 
 impl Protocol {
-    pub fn new(waiting: Waiting) -> Protocol {
+    pub fn new(waiting: Waiting, sites: RingSites) -> Protocol {
         Protocol {
             waiting,
+            sites,
             logs: 0,
             log_bytes: 0,
         }
@@ -128,7 +156,7 @@ impl Protocol {
     ) -> Result<Step, Violation> {
         if let Some(e) = expired {
             return Err(violation(
-                FailureKind::Timeout,
+                Rule::NoProgress,
                 format!(
                     "no progress for {e} (waiting for {}): the guest did not \
                      complete the command (raise --timeout if the work is just slow)",
@@ -139,41 +167,61 @@ impl Protocol {
         match exit {
             Exit::Interrupted => Ok(Step::Continue),
             Exit::Shutdown => Err(violation(
-                FailureKind::Shutdown,
+                Rule::Shutdown,
                 "shutdown (triple fault): the guest took an exception it could not handle",
             )),
             Exit::InternalError => Err(violation(
-                FailureKind::InternalError,
+                Rule::KvmInternal,
                 "KVM internal error (e.g. an instruction KVM could not emulate)",
             )),
-            Exit::Store { addr, len, value } if *addr == abi::DOORBELL_GPA => {
+            Exit::Store {
+                addr,
+                len,
+                value,
+                pc,
+            } if *addr == abi::DOORBELL_GPA => {
                 if *len != 8 {
                     return Err(violation(
-                        FailureKind::Protocol,
+                        Rule::DoorbellWidth,
                         format!(
                             "{len}-byte store of {value:#x} to the doorbell: hypercalls are \
                              single 8-byte stores"
                         ),
                     ));
                 }
+                if let Some(pc) = pc
+                    && !self.sites.contains(*pc)
+                {
+                    return Err(violation(
+                        Rule::RingSite,
+                        format!(
+                            "store of {value:#x} to the doorbell from {pc:#x}, not one of the \
+                             harness's {} ring sites: a routine's own store, or one half of a \
+                             wider store, is no hypercall",
+                            self.sites.0.len()
+                        ),
+                    ));
+                }
                 self.hypercall(*value, &mb())
             }
-            Exit::Store { addr, len, value } => Err(violation(
-                FailureKind::UnexpectedExit,
+            Exit::Store {
+                addr, len, value, ..
+            } => Err(violation(
+                Rule::Unbacked,
                 format!("{len}-byte store of {value:#x} to unbacked guest address {addr:#x}"),
             )),
             Exit::Load { addr } => Err(violation(
-                FailureKind::UnexpectedExit,
+                Rule::Unbacked,
                 format!("load from unbacked guest address {addr:#x}"),
             )),
             Exit::SystemEvent { kind } => Err(violation(
-                FailureKind::UnexpectedExit,
+                Rule::SystemEvent,
                 format!(
                     "the guest asked for system event {kind} (PSCI) in the middle of the protocol"
                 ),
             )),
             Exit::Other(what) => Err(violation(
-                FailureKind::UnexpectedExit,
+                Rule::OtherExit,
                 format!("exit the protocol does not use: {what}"),
             )),
         }
@@ -196,7 +244,7 @@ impl Protocol {
             abi::HC_LOG => return self.log(mb),
             other => {
                 return Err(violation(
-                    FailureKind::UnknownHypercall,
+                    Rule::UnknownHypercall,
                     format!("unknown hypercall number {other:#x} at the doorbell"),
                 ));
             }
@@ -208,7 +256,7 @@ impl Protocol {
                 let got = mb.u64(abi::MB_RES_ID);
                 if got != id {
                     return Err(violation(
-                        FailureKind::Protocol,
+                        Rule::WrongResultId,
                         format!("result for command {got}, expected {id}"),
                     ));
                 }
@@ -224,7 +272,7 @@ impl Protocol {
                 };
                 if t.t0 > t.t1 {
                     return Err(violation(
-                        FailureKind::Protocol,
+                        Rule::TimestampsBackwards,
                         format!(
                             "result timestamps go backwards (T0 {:#x} > T1 {:#x})",
                             t.t0, t.t1
@@ -234,7 +282,7 @@ impl Protocol {
                 Ok(Step::Result(t))
             }
             _ => Err(violation(
-                FailureKind::Protocol,
+                Rule::OutOfOrder,
                 format!("expected {}, got {name}", self.expected()),
             )),
         }
@@ -246,7 +294,7 @@ impl Protocol {
         self.log_bytes = self.log_bytes.saturating_add(bytes.len() as u64);
         if self.logs > MAX_LOGS_PER_COMMAND || self.log_bytes > MAX_LOG_BYTES_PER_COMMAND {
             return Err(violation(
-                FailureKind::Protocol,
+                Rule::LogFlood,
                 format!(
                     "log flood: more than {MAX_LOGS_PER_COMMAND} logs or \
                      {MAX_LOG_BYTES_PER_COMMAND} bytes of log while waiting for {}",
@@ -279,23 +327,38 @@ mod tests {
         m
     }
 
-    fn bell(value: u64) -> Exit {
+    /// The ring sites of the tests' harness.
+    const SITE: u64 = 0xffff_8000_0000_1040;
+
+    fn sites() -> RingSites {
+        RingSites::new(0xffff_8000_0000_0000, &[0x1040, 0x2000])
+    }
+
+    fn bell_at(value: u64, pc: u64) -> Exit {
         Exit::Store {
             addr: abi::DOORBELL_GPA,
             len: 8,
             value,
+            pc: Some(pc),
         }
+    }
+
+    fn bell(value: u64) -> Exit {
+        bell_at(value, SITE)
     }
 
     #[test]
     fn protocol_order_ids_timestamps_and_doorbell_width_are_checked() {
         let m = Mailbox::zeroed;
-        let mut p = Protocol::new(Waiting::Ready);
+        let mut p = Protocol::new(Waiting::Ready, sites());
         assert_eq!(p.step(&bell(abi::HC_READY), None, &m), Ok(Step::Ready));
-        let mut p = Protocol::new(Waiting::Ready);
+        let mut p = Protocol::new(Waiting::Ready, sites());
         let e = p.step(&bell(abi::HC_DONE), None, &m).unwrap_err();
-        assert_eq!(e.kind, FailureKind::Protocol);
-        let mut p = Protocol::new(Waiting::Result { id: 3 });
+        assert_eq!(
+            (e.rule, e.kind()),
+            (Rule::OutOfOrder, FailureKind::Protocol)
+        );
+        let mut p = Protocol::new(Waiting::Result { id: 3 }, sites());
         let good = || {
             mb_with(
                 &[
@@ -321,20 +384,22 @@ mod tests {
             )
         };
         let e = p.step(&bell(abi::HC_RESULT), None, &back).unwrap_err();
-        assert!(e.detail.contains("backwards"), "{e:?}");
+        assert_eq!(e.rule, Rule::TimestampsBackwards, "{e:?}");
         let narrow = Exit::Store {
             addr: abi::DOORBELL_GPA,
             len: 4,
             value: abi::HC_RESULT,
+            pc: Some(SITE),
         };
         let e = p.step(&narrow, None, &good).unwrap_err();
+        assert_eq!(e.rule, Rule::DoorbellWidth, "{e:?}");
         assert!(e.detail.contains("4-byte"), "{e:?}");
         let e = p.step(&bell(7), None, &good).unwrap_err();
-        assert_eq!(e.kind, FailureKind::UnknownHypercall);
+        assert_eq!(e.kind(), FailureKind::UnknownHypercall);
         let e = p
             .step(&Exit::Interrupted, Some(cpu(1.0)), &good)
             .unwrap_err();
-        assert_eq!(e.kind, FailureKind::Timeout);
+        assert_eq!(e.kind(), FailureKind::Timeout);
         assert!(
             e.detail
                 .starts_with("no progress for 1.0 s of vCPU CPU time (waiting for HC_RESULT)"),
@@ -344,7 +409,7 @@ mod tests {
 
     #[test]
     fn logs_are_bounded_per_wait() {
-        let mut p = Protocol::new(Waiting::Done);
+        let mut p = Protocol::new(Waiting::Done, sites());
         let m = || mb_with(&[(abi::MB_LOG_LEN, 10)], b"0123456789abc");
         for _ in 0..MAX_LOGS_PER_COMMAND {
             assert_eq!(
@@ -353,7 +418,34 @@ mod tests {
             );
         }
         let e = p.step(&bell(abi::HC_LOG), None, &m).unwrap_err();
+        assert_eq!(e.rule, Rule::LogFlood, "{e:?}");
         assert!(e.detail.starts_with("log flood"), "{e:?}");
+    }
+
+    /// A well-formed hypercall from anywhere but a listed ring site (a
+    /// routine's own store, the first half of a 16-byte store) is refused
+    /// before its number is looked at; a hidden PC (protected VM) is not
+    /// checked.
+    #[test]
+    fn a_doorbell_store_counts_only_from_a_ring_site() {
+        let m = Mailbox::zeroed;
+        for pc in [SITE - 1, SITE + 8, 0, u64::MAX] {
+            let mut p = Protocol::new(Waiting::Ready, sites());
+            let e = p.step(&bell_at(abi::HC_READY, pc), None, &m).unwrap_err();
+            assert_eq!((e.rule, e.kind()), (Rule::RingSite, FailureKind::Protocol));
+            assert!(e.detail.contains(&format!("{pc:#x}")), "{e:?}");
+        }
+        let mut p = Protocol::new(Waiting::Ready, sites());
+        let other = bell_at(abi::HC_READY, 0xffff_8000_0000_2000);
+        assert_eq!(p.step(&other, None, &m), Ok(Step::Ready));
+        let hidden = Exit::Store {
+            addr: abi::DOORBELL_GPA,
+            len: 8,
+            value: abi::HC_READY,
+            pc: None,
+        };
+        let mut p = Protocol::new(Waiting::Ready, sites());
+        assert_eq!(p.step(&hidden, None, &m), Ok(Step::Ready));
     }
 
     fn arb_exit() -> impl Strategy<Value = Exit> {
@@ -366,15 +458,22 @@ mod tests {
             any::<u64>(),
         ];
         prop_oneof![
-            (hc, prop_oneof![Just(8usize), 0usize..16]).prop_map(|(value, len)| Exit::Store {
-                addr: abi::DOORBELL_GPA,
-                len,
-                value
-            }),
+            (
+                hc,
+                prop_oneof![Just(8usize), 0usize..16],
+                prop_oneof![Just(Some(SITE)), Just(None), any::<Option<u64>>()]
+            )
+                .prop_map(|(value, len, pc)| Exit::Store {
+                    addr: abi::DOORBELL_GPA,
+                    len,
+                    value,
+                    pc
+                }),
             (any::<u64>(), 0usize..16, any::<u64>()).prop_map(|(addr, len, value)| Exit::Store {
                 addr,
                 len,
-                value
+                value,
+                pc: None
             }),
             any::<u64>().prop_map(|addr| Exit::Load { addr }),
             Just(Exit::Interrupted),
@@ -412,9 +511,15 @@ mod tests {
             let n = log.len().min(abi::LOG_BUF_SIZE as usize);
             m.0[abi::MB_LOG_BUF as usize..abi::MB_LOG_BUF as usize + n].copy_from_slice(&log[..n]);
             let snap = || m.clone();
-            let mut p = Protocol::new(waiting);
+            let mut p = Protocol::new(waiting, sites());
             for (exit, fired) in &exits {
-                match p.step(exit, fired.then(|| cpu(1.0)), &snap) {
+                let step = p.step(exit, fired.then(|| cpu(1.0)), &snap);
+                if let (Ok(s), Exit::Store { pc: Some(pc), .. }) = (&step, exit)
+                    && *s != Step::Continue
+                {
+                    prop_assert!(sites().contains(*pc), "{s:?} from {pc:#x}");
+                }
+                match step {
                     Ok(Step::Log(s)) => {
                         prop_assert!(!s.chars().any(char::is_control));
                         prop_assert!(s.len() <= 4 * 4 * abi::LOG_BUF_SIZE as usize);

@@ -2,8 +2,8 @@
 //! ([`Exit`]), and the command protocol (start, call, exit).
 use super::kvmstats::{self, KvmStats};
 use super::memory::GuestRam;
-use super::protocol::{Mailbox, Protocol, Step, Waiting};
-use super::{CallResult, Command, FailureKind, GuestFailure, Symbolizer};
+use super::protocol::{Mailbox, Protocol, RingSites, Step, Violation, Waiting};
+use super::{CallResult, Command, FailureKind, GuestFailure, Rule, Symbolizer};
 use crate::arch;
 use crate::error::{Error, Result};
 use crate::watchdog::Watchdog;
@@ -22,8 +22,15 @@ pub use sealed::Sealed;
 pub enum Exit {
     /// A store to a guest-physical address with no memslot (the doorbell
     /// when `addr` is `abi::DOORBELL_GPA`).
-    /// `len` is the store width in bytes (a hypercall is exactly 8).
-    Store { addr: u64, len: usize, value: u64 },
+    /// `len` is the store width in bytes (a hypercall is exactly 8); `pc`
+    /// the guest's PC at a doorbell exit (`arch::pc`; none where KVM hides
+    /// the registers, a protected VM's, and for other addresses).
+    Store {
+        addr: u64,
+        len: usize,
+        value: u64,
+        pc: Option<u64>,
+    },
     /// A load from a guest-physical address with no memslot.
     Load { addr: u64 },
     /// KVM_RUN returned for a signal (the watchdog, or EINTR/EAGAIN).
@@ -47,6 +54,8 @@ pub struct Vcpu {
     next_id: u64,
     ram: Arc<GuestRam>,
     sym: Arc<Symbolizer>,
+    /// Where the harness rings the doorbell (see `protocol::RingSites`).
+    rings: RingSites,
     watchdog: Option<(ThreadId, Watchdog)>,
     /// Opened on first use (three syscalls and a parse that the commands
     /// without stats, and the first hypercall, need not wait for).
@@ -125,6 +134,7 @@ impl Vcpu {
         mailbox: u64,
         ram: Arc<GuestRam>,
         sym: Arc<Symbolizer>,
+        rings: RingSites,
     ) -> Vcpu {
         Vcpu {
             fd,
@@ -133,6 +143,7 @@ impl Vcpu {
             next_id: 1,
             ram,
             sym,
+            rings,
             watchdog: None,
             stats: std::sync::OnceLock::new(),
             started: false,
@@ -147,9 +158,19 @@ impl Vcpu {
     }
 
     fn failure(&self, kind: FailureKind, detail: String) -> Error {
+        self.failed(kind, None, detail)
+    }
+
+    /// A broken protocol rule, reported with the vCPU's registers.
+    fn violated(&self, v: Violation) -> Error {
+        self.failed(v.kind(), Some(v.rule), v.detail)
+    }
+
+    fn failed(&self, kind: FailureKind, rule: Option<Rule>, detail: String) -> Error {
         if kind == FailureKind::Shutdown && arch::reinitialised(&self.fd) {
             return Error::Guest(Box::new(GuestFailure {
                 kind,
+                rule,
                 vcpu: self.id,
                 detail: lost_registers(
                     &detail,
@@ -170,6 +191,7 @@ impl Vcpu {
         let regs = arch::registers(&self.fd);
         Error::Guest(Box::new(GuestFailure {
             kind,
+            rule,
             vcpu: self.id,
             detail,
             pc: regs.as_ref().map(|r| r.0),
@@ -212,11 +234,18 @@ impl Vcpu {
                 let mut v = [0u8; 8];
                 let n = data.len().min(8);
                 v[..n].copy_from_slice(&data[..n]);
-                Ok(Exit::Store {
+                let (addr, len, value) = (addr, data.len(), u64::from_le_bytes(v));
+                let pc = if addr == abi::DOORBELL_GPA && self.vm_type != crate::VmType::Protected {
+                    Some(arch::pc(&self.fd)?)
+                } else {
+                    None
+                };
+                return Ok(Exit::Store {
                     addr,
-                    len: data.len(),
-                    value: u64::from_le_bytes(v),
-                })
+                    len,
+                    value,
+                    pc,
+                });
             }
             Ok(VcpuExit::MmioRead(addr, data)) => {
                 data.fill(0);
@@ -276,7 +305,7 @@ impl Vcpu {
     }
 
     fn run_armed(&mut self, waiting: Waiting) -> Result<Step> {
-        let mut proto = Protocol::new(waiting);
+        let mut proto = Protocol::new(waiting, self.rings.clone());
         loop {
             super::interrupt::check()?;
             let exit = self.next_exit()?;
@@ -297,7 +326,7 @@ impl Vcpu {
                     self.last_hypercall = Some(step.clone());
                     return Ok(step);
                 }
-                Err(v) => return Err(self.failure(v.kind, v.detail)),
+                Err(v) => return Err(self.violated(v)),
             }
         }
     }
@@ -317,6 +346,7 @@ impl Vcpu {
                 let regs = arch::registers(&self.fd).map(|r| r.1);
                 Error::Guest(Box::new(GuestFailure {
                     kind: FailureKind::Exception,
+                    rule: None,
                     vcpu: self.id,
                     detail,
                     pc: Some(pc),
@@ -333,10 +363,10 @@ impl Vcpu {
                     d[0], d[1]
                 ),
             ),
-            other => self.failure(
-                FailureKind::Protocol,
-                format!("HC_FAIL with unknown code {other:#x}"),
-            ),
+            other => self.violated(Violation {
+                rule: Rule::UnknownFailCode,
+                detail: format!("HC_FAIL with unknown code {other:#x}"),
+            }),
         })
     }
 
@@ -469,10 +499,12 @@ impl Vcpu {
         };
         let (t0, t1) = (word(abi::SLOT_T0), word(abi::SLOT_T1));
         if t0 > t1 {
-            return Err(self.failure(
-                FailureKind::Protocol,
-                format!("batch slot {i}: result timestamps go backwards (T0 {t0:#x} > T1 {t1:#x})"),
-            ));
+            return Err(self.violated(Violation {
+                rule: Rule::TimestampsBackwards,
+                detail: format!(
+                    "batch slot {i}: result timestamps go backwards (T0 {t0:#x} > T1 {t1:#x})"
+                ),
+            }));
         }
         let breach = [
             word(abi::SLOT_BREACH),

@@ -11,12 +11,13 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_done_early)
 	dsb	ish
 	ldr	x16, =DOORBELL_GPA
 	ldr	x17, =HC_DONE
-	str	x17, [x16]
+	RING	x17
 	udf	#0
 	.ltorg
 SYM_FUNC_END(hostile_done_early)

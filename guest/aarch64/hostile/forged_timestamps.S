@@ -12,6 +12,7 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_forged_timestamps)
 	mrs	x9, tpidrro_el0
@@ -24,7 +25,7 @@ SYM_FUNC_START_SELFTEST(hostile_forged_timestamps)
 	dsb	ish
 	ldr	x16, =DOORBELL_GPA
 	ldr	x17, =HC_RESULT
-	str	x17, [x16]
+	RING	x17
 	udf	#0
 	.ltorg
 SYM_FUNC_END(hostile_forged_timestamps)

@@ -12,6 +12,7 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_log_escape)
 	mrs	x9, tpidrro_el0
@@ -26,7 +27,7 @@ SYM_FUNC_START_SELFTEST(hostile_log_escape)
 	dsb	ish
 	ldr	x16, =DOORBELL_GPA
 	ldr	x17, =HC_LOG
-	str	x17, [x16]
+	RING	x17
 	cbz	x2, 8f
 	mov	x3, x0
 	mov	x4, x2

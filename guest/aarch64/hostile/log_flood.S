@@ -12,6 +12,7 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_log_flood)
 	mrs	x9, tpidrro_el0
@@ -27,7 +28,7 @@ SYM_FUNC_START_SELFTEST(hostile_log_flood)
 	dsb	ish
 	ldr	x16, =DOORBELL_GPA
 	ldr	x17, =HC_LOG
-	str	x17, [x16]
+	RING	x17
 	b	2b
 	.ltorg
 SYM_FUNC_END(hostile_log_flood)

@@ -17,6 +17,7 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 #define RACE_LEN 256
 
@@ -51,7 +52,7 @@ SYM_FUNC_START_SELFTEST(hostile_log_race)
 	dsb	ish
 	ldr	x16, =DOORBELL_GPA
 	ldr	x17, =HC_LOG
-	str	x17, [x16]
+	RING	x17
 	subs	x8, x8, #1
 	b.ne	1b
 9:	mov	x0, #0

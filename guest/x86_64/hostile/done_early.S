@@ -10,9 +10,10 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_done_early)
 	movabs	$DOORBELL_GPA, %rax
-	movq	$HC_DONE, (%rax)
+	RING	$HC_DONE
 	ud2
 SYM_FUNC_END(hostile_done_early)

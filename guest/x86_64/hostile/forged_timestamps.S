@@ -11,6 +11,7 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_forged_timestamps)
 	movq	$1000, %gs:MB_RES_T0
@@ -18,6 +19,6 @@ SYM_FUNC_START_SELFTEST(hostile_forged_timestamps)
 	mov	%gs:MB_CMD_ID, %rax
 	mov	%rax, %gs:MB_RES_ID
 	movabs	$DOORBELL_GPA, %rax
-	movq	$HC_RESULT, (%rax)
+	RING	$HC_RESULT
 	ud2
 SYM_FUNC_END(hostile_forged_timestamps)

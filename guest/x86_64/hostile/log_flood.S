@@ -11,6 +11,7 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_log_flood)
 	mov	$LOG_BUF_SIZE, %rcx
@@ -21,6 +22,6 @@ SYM_FUNC_START_SELFTEST(hostile_log_flood)
 	jb	1b
 	movq	$LOG_BUF_SIZE, %gs:MB_LOG_LEN
 	movabs	$DOORBELL_GPA, %rax
-2:	movq	$HC_LOG, (%rax)
+2:	RING	$HC_LOG
 	jmp	2b
 SYM_FUNC_END(hostile_log_flood)

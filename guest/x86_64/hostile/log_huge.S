@@ -12,6 +12,7 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_log_huge)
 	mov	%rdx, %r8
@@ -23,7 +24,7 @@ SYM_FUNC_START_SELFTEST(hostile_log_huge)
 	jb	1b
 	movq	$-1, %gs:MB_LOG_LEN
 	movabs	$DOORBELL_GPA, %rax
-	movq	$HC_LOG, (%rax)
+	RING	$HC_LOG
 	mov	%rdi, %r9
 	mov	%esi, %eax
 	mov	%r8, %rcx

@@ -16,6 +16,7 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 #define RACE_LEN 256
 
@@ -40,7 +41,7 @@ SYM_FUNC_START_SELFTEST(hostile_log_race)
 	dec	%r9d
 	jnz	3b
 	movabs	$DOORBELL_GPA, %rax
-	movq	$HC_LOG, (%rax)
+	RING	$HC_LOG
 	dec	%r8
 	jnz	1b
 9:	xor	%eax, %eax

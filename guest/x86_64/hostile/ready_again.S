@@ -10,9 +10,10 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_ready_again)
 	movabs	$DOORBELL_GPA, %rax
-	movq	$HC_READY, (%rax)
+	RING	$HC_READY
 	ud2
 SYM_FUNC_END(hostile_ready_again)

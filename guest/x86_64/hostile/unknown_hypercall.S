@@ -10,9 +10,10 @@
  */
 #include "linkage.h"
 #include "hypclear_abi.h"
+#include "ring.h"
 
 SYM_FUNC_START_SELFTEST(hostile_unknown_hypercall)
 	movabs	$DOORBELL_GPA, %rax
-	movq	$0x484300ff, (%rax)
+	RING	$0x484300ff
 	ud2
 SYM_FUNC_END(hostile_unknown_hypercall)

@@ -386,6 +386,13 @@ pub fn reinitialised(_fd: &VcpuFd) -> bool {
     false
 }
 
+/// The guest's PC. At a doorbell exit it is the store itself: KVM steps
+/// over an MMIO access at the next KVM_RUN, so it matches the ring site
+/// the guest's `RING` lists.
+pub fn pc(fd: &VcpuFd) -> Result<u64> {
+    get_reg(fd, sr::CORE_PC, "KVM_GET_ONE_REG")
+}
+
 /// The guest's program counter and a register dump, if KVM can read them.
 pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
     let g = |id: u64| get_reg(fd, id, "KVM_GET_ONE_REG").ok();

@@ -164,6 +164,15 @@ pub fn counter_khz(fd: &VcpuFd) -> Result<u64> {
         .map_err(Error::kvm("KVM_GET_TSC_KHZ"))
 }
 
+/// The guest's RIP. At a doorbell exit it is past the store: KVM retires
+/// an emulated MMIO store before it exits (a split one after its first
+/// 8-byte fragment), so it matches the ring site the guest's `RING` lists.
+pub fn pc(fd: &VcpuFd) -> Result<u64> {
+    fd.get_regs()
+        .map(|r| r.rip)
+        .map_err(Error::kvm("KVM_GET_REGS"))
+}
+
 /// The guest's program counter and a register dump, if KVM can read them.
 pub fn registers(fd: &VcpuFd) -> Option<(u64, String)> {
     let r = fd.get_regs().ok()?;

@@ -8,7 +8,6 @@
 //! SYSTEM_OFF system event.
 use super::{Exit, Given, Vcpu};
 use crate::error::{Error, Result};
-use crate::protocol::Violation;
 use crate::{Command, FailureKind};
 use hypclear_abi as abi;
 use std::time::Duration;
@@ -55,6 +54,15 @@ struct Track {
     result: bool,
 }
 
+/// A breach of the sealed protocol: its failure kind and what happened
+/// (a protected VM's registers are hidden, so no ring-site check and no
+/// [`crate::Rule`] of the mailbox protocol applies).
+#[derive(Debug, PartialEq, Eq)]
+struct Violation {
+    kind: FailureKind,
+    detail: String,
+}
+
 fn violation(kind: FailureKind, detail: impl Into<String>) -> Violation {
     Violation {
         kind,
@@ -75,7 +83,9 @@ impl Track {
         use FailureKind::{Protocol, UnexpectedExit, UnknownHypercall};
         match exit {
             Exit::Interrupted => Ok(SealedStep::Continue),
-            Exit::Store { addr, len, value } if *len == 8 && *addr == abi::DOORBELL_VALUE => {
+            Exit::Store {
+                addr, len, value, ..
+            } if *len == 8 && *addr == abi::DOORBELL_VALUE => {
                 if self.result || self.values.len() >= VALUES {
                     return Err(violation(
                         Protocol,
@@ -89,9 +99,9 @@ impl Track {
                 self.values.push(*value);
                 Ok(SealedStep::Continue)
             }
-            Exit::Store { addr, len, value } if *len == 8 && *addr == abi::DOORBELL_GPA => {
-                self.hypercall(*value)
-            }
+            Exit::Store {
+                addr, len, value, ..
+            } if *len == 8 && *addr == abi::DOORBELL_GPA => self.hypercall(*value),
             Exit::SystemEvent { kind } if *kind == SYSTEM_EVENT_SHUTDOWN => self.powered_off(),
             Exit::SystemEvent { kind } => Err(violation(
                 UnexpectedExit,
@@ -99,7 +109,9 @@ impl Track {
                     "system event {kind} (PSCI) instead of SYSTEM_OFF (KVM_SYSTEM_EVENT_SHUTDOWN)"
                 ),
             )),
-            Exit::Store { addr, len, value } => Err(violation(
+            Exit::Store {
+                addr, len, value, ..
+            } => Err(violation(
                 UnexpectedExit,
                 format!("{len}-byte store of {value:#x} to unbacked guest address {addr:#x}"),
             )),
@@ -254,6 +266,7 @@ mod tests {
             addr,
             len: 8,
             value,
+            pc: None,
         }
     }
 
@@ -332,6 +345,7 @@ mod tests {
             addr: abi::DOORBELL_VALUE,
             len: 4,
             value: 1,
+            pc: None,
         }];
         assert_eq!(run(&narrow).unwrap_err().kind, FailureKind::UnexpectedExit);
     }
