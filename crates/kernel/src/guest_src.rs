@@ -7,9 +7,15 @@ use std::path::Path;
 /// (path under the work directory, contents) of every source a kernel
 /// blob's link needs, for `arch`.
 pub fn files(arch: Arch) -> Vec<(&'static str, &'static str)> {
-    let entry = match arch {
-        Arch::X86_64 => include_str!("../../../guest/x86_64/entry.S"),
-        Arch::Aarch64 => include_str!("../../../guest/aarch64/entry.S"),
+    let (entry, ring) = match arch {
+        Arch::X86_64 => (
+            include_str!("../../../guest/x86_64/entry.S"),
+            include_str!("../../../guest/x86_64/ring.h"),
+        ),
+        Arch::Aarch64 => (
+            include_str!("../../../guest/aarch64/entry.S"),
+            include_str!("../../../guest/aarch64/ring.h"),
+        ),
     };
     vec![
         (
@@ -21,6 +27,7 @@ pub fn files(arch: Arch) -> Vec<(&'static str, &'static str)> {
             include_str!("../../../guest/include/linkage.h"),
         ),
         ("include/hypclear_abi.h", hypclear_guest::ABI_HEADER),
+        ("include/ring.h", ring),
         (
             "common/tables.S",
             include_str!("../../../guest/common/tables.S"),
