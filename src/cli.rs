@@ -49,6 +49,7 @@ impl Cli {
     }
 
     /// Parse `args` (the first is the program name).
+    #[cfg(test)]
     pub(crate) fn try_parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,
@@ -64,8 +65,32 @@ impl Cli {
         T: Into<std::ffi::OsString> + Clone,
     {
         use clap::FromArgMatches;
-        Cli::from_arg_matches(&cmd.try_get_matches_from_mut(args)?)
+        let m = cmd.try_get_matches_from_mut(args)?;
+        let mut cli = Cli::from_arg_matches(&m)?;
+        cli.common.given = given_flags(cmd, &m);
+        Ok(cli)
     }
+}
+
+/// The long names of the top-level (common) options whose value came from
+/// the command line, at the top or after a subcommand (`global`).
+fn given_flags(cmd: &clap::Command, m: &clap::ArgMatches) -> Vec<String> {
+    let mut levels = vec![m];
+    while let Some((_, sub)) = levels.last().and_then(|l| l.subcommand()) {
+        levels.push(sub);
+    }
+    let from_cli = |id: &clap::Id| {
+        levels.iter().any(|l| {
+            // An id a subcommand does not know is no error here.
+            l.try_contains_id(id.as_str()).unwrap_or(false)
+                && l.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+        })
+    };
+    cmd.get_arguments()
+        .filter(|a| from_cli(a.get_id()))
+        .filter_map(|a| a.get_long())
+        .map(|long| format!("--{long}"))
+        .collect()
 }
 
 // Options every subcommand that runs or reads results takes, before or
@@ -127,6 +152,11 @@ pub(crate) struct Common {
     pub format: Format,
     #[command(flatten)]
     pub kernel: KernelArgs,
+    /// The common options given on the command line (clap's value source,
+    /// so one given at its default value counts), by flag, in declaration
+    /// order: filled when the command line is parsed.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 /// How results are printed on stdout.
@@ -223,52 +253,14 @@ impl Common {
         self.mem.unwrap_or(DEFAULT_MEM)
     }
 
-    /// The common options set away from their defaults, by flag.
-    fn given(&self, default: &Common) -> Vec<&'static str> {
-        let (k, d) = (&self.kernel, &default.kernel);
-        [
-            ("--mem", self.mem != default.mem),
-            ("--seed", self.seed != default.seed),
-            ("--cpl", self.cpl != default.cpl),
-            ("--el", self.el != default.el),
-            ("--json", self.json != default.json),
-            ("--config", self.config != default.config),
-            ("--backing", self.backing != default.backing),
-            ("--prefault", self.prefault != default.prefault),
-            ("--no-dc-zva", self.no_dc_zva != default.no_dc_zva),
-            ("--dc-zva", self.dc_zva != default.dc_zva),
-            // NaN is never the default: given.
-            (
-                "--timeout",
-                self.timeout.to_bits() != default.timeout.to_bits(),
-            ),
-            ("--check", self.check != default.check),
-            ("--format", self.format != default.format),
-            ("--kernel-tree", k.kernel_tree != d.kernel_tree),
-            ("--kernel-config", k.kernel_config != d.kernel_config),
-            (
-                "--kernel-build-dir",
-                k.kernel_build_dir != d.kernel_build_dir,
-            ),
-            ("--arch", k.arch != d.arch),
-            ("--alternatives", k.alternatives != d.alternatives),
-            ("--blob", k.blob != d.blob),
-        ]
-        .into_iter()
-        .filter_map(|(flag, set)| set.then_some(flag))
-        .collect()
-    }
-
     /// Usage error (exit 2, naming the option) when a common option other
     /// than those in `applies` was given to `command`: compare and blob
     /// took `--json F --mem 0 --timeout nan` silently.
     pub(crate) fn only(&self, command: &str, applies: &[&str]) -> crate::error::Result<()> {
-        let default = Cli::try_parse_args(["hypclear"])
-            .map_err(|e| crate::error::RunError::Internal(format!("default options: {e}")))?
-            .common;
         let extra: Vec<&str> = self
-            .given(&default)
-            .into_iter()
+            .given
+            .iter()
+            .map(String::as_str)
             .filter(|f| !applies.contains(f))
             .collect();
         if extra.is_empty() {
@@ -928,6 +920,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(m.contains("--mem, --json, --timeout"), "{m}");
+        // Given at its default value is given all the same.
+        let c = parse(&["compare", "a.json", "--timeout", "5", "--check", "target"]);
+        let m = c
+            .common
+            .only("compare", &["--format"])
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("does not take --timeout, --check"), "{m}");
+        let c = parse(&["--seed", "3", "compare", "a.json"]);
+        assert!(c.common.only("compare", &["--seed"]).is_ok());
+        assert_eq!(c.common.given, ["--seed"]);
         let c = parse(&["compare", "a.json", "--format", "markdown"]);
         assert!(c.common.only("compare", &["--format"]).is_ok());
         let c = parse(&["--seed", "1", "blob", "--kernel-tree", "t", "-o", "x"]);
