@@ -115,7 +115,8 @@ pub fn variants(base: Settings, cpl: bool) -> Vec<Variant> {
 }
 
 /// Which cells `--explain` measures again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Scope {
     /// Those whose guest/host lies outside the band.
     #[default]

@@ -598,7 +598,8 @@ pub fn prepare(ram: &GuestRam, p: &Placement, pats: &Patterns, expect: Expect) -
 }
 
 /// How much guest RAM a check verifies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     /// The target, a guard on each side, and the copy source.

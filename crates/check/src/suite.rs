@@ -116,7 +116,8 @@ pub enum Edge {
 }
 
 /// How much of each routine's argument space the suite covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Geometry {
     /// The built-in sizes and offsets, every residue mod 64 at 1 KiB,

@@ -246,23 +246,24 @@ pub const PERF_GB: f64 = (1u64 << 30) as f64;
 /// bytes per second, like `perf bench mem`'s "bytes/sec" and the review
 /// tables on the lists; `GB/sec` is perf's 2^30 bytes/s; KB/s, MB/s, GB/s
 /// are decimal (1 GB/s = 10^9 bytes/s).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Rate {
     /// bytes per second, as perf bench prints it
     #[default]
-    #[value(name = "B/s", alias = "bytes/sec")]
+    #[cfg_attr(feature = "cli", value(name = "B/s", alias = "bytes/sec"))]
     Bytes,
     /// 10^3 bytes per second
-    #[value(name = "KB/s")]
+    #[cfg_attr(feature = "cli", value(name = "KB/s"))]
     Kilo,
     /// 10^6 bytes per second
-    #[value(name = "MB/s")]
+    #[cfg_attr(feature = "cli", value(name = "MB/s"))]
     Mega,
     /// 10^9 bytes per second
-    #[value(name = "GB/s")]
+    #[cfg_attr(feature = "cli", value(name = "GB/s"))]
     Giga,
     /// 2^30 bytes per second, perf bench's "GB/sec"
-    #[value(name = "GB/sec")]
+    #[cfg_attr(feature = "cli", value(name = "GB/sec"))]
     PerfGiga,
 }
 
@@ -319,6 +320,11 @@ mod tests {
         assert_eq!(Rate::default(), Rate::Bytes);
         assert_eq!(Rate::Bytes.label(), "bytes/sec");
         assert_eq!(Rate::Giga.label(), "GB/s");
+    }
+
+    #[cfg(feature = "cli")]
+    #[test]
+    fn rates_parse_by_their_units() {
         use clap::ValueEnum;
         for (s, r) in [
             ("B/s", Rate::Bytes),

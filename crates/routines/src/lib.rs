@@ -26,20 +26,11 @@ use hypclear_abi as abi;
 use serde::Serialize;
 
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
 )]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
-#[clap(rename_all = "snake_case")]
+#[cfg_attr(feature = "cli", clap(rename_all = "snake_case"))]
 pub enum Routine {
     ClearPage,
     ClearPages,

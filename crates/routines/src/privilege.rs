@@ -16,26 +16,28 @@ use crate::{Call, Routine};
 use serde::Serialize;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum CplChoice {
     Auto,
-    #[value(name = "0")]
+    #[cfg_attr(feature = "cli", value(name = "0"))]
     Kernel,
-    #[value(name = "3")]
+    #[cfg_attr(feature = "cli", value(name = "3"))]
     User,
 }
 
 /// `--el` (aarch64): the exception level of the routines' kernel level.
 /// `Auto` picks EL2 (a non-VHE guest hypervisor, as the nVHE hyp runs)
 /// where KVM offers it, else EL1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum ElChoice {
     Auto,
-    #[value(name = "1")]
+    #[cfg_attr(feature = "cli", value(name = "1"))]
     #[serde(rename = "1")]
     El1,
-    #[value(name = "2")]
+    #[cfg_attr(feature = "cli", value(name = "2"))]
     #[serde(rename = "2")]
     El2,
 }

@@ -19,18 +19,9 @@ pub use hypclear_link::link::SYMBOL_PREFIX;
 pub(crate) const ROW_SIZE: u64 = 16;
 
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
 )]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum LinkConfig {
     /// clear_page is its own routine, aliased to __pi_clear_page_<variant>.
