@@ -305,24 +305,25 @@ impl CpuCaps {
     }
 }
 
+/// This build's architecture: the one re-export list below names the
+/// contract (the table above) for whichever it is.
 #[cfg(target_arch = "aarch64")]
-pub use self::aarch64::cache::evict;
-#[cfg(target_arch = "aarch64")]
-pub use self::aarch64::host::{
+use self::aarch64 as native;
+#[cfg(target_arch = "x86_64")]
+use self::x86_64 as native;
+
+pub use self::aarch64::protected::{KvmArmMode, kvm_arm_mode};
+pub use native::cache::evict;
+pub use native::host::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, EDGE_REGION, LOAD_ALIGN, MAX_RAM,
     MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
-    corruptible_areas, counter_khz, cpu_caps, cpu_details, describe_exception, edge_hole,
-    fault_address, finish_vm, guest_pa, guest_va, harness_areas, hyp_support, kvm_flavour,
-    kvm_paging, mailbox_gpa, pc, prepare_memory, privilege_name, registers, reinitialised,
-    setup_vcpu, setup_vm,
+    corruptible_areas, counter_khz, cpu_caps, cpu_details, create_vm, describe_exception,
+    edge_hole, fault_address, finish_vm, guest_pa, guest_va, harness_areas, hyp_support,
+    kvm_flavour, kvm_paging, mailbox_gpa, pc, prepare_memory, privilege_name, registers,
+    reinitialised, setup_vcpu, setup_vm,
 };
-#[cfg(target_arch = "aarch64")]
-pub use self::aarch64::loader::load_image;
-#[cfg(target_arch = "aarch64")]
-pub use self::aarch64::protected::create_vm;
-pub use self::aarch64::protected::{KvmArmMode, kvm_arm_mode};
-#[cfg(target_arch = "aarch64")]
-pub use self::aarch64::{
+pub use native::loader::load_image;
+pub use native::{
     CALLEE_SAVED, Error as HostError, FORMER_NAMES, RETURN_FLAGS, VARIANTS, WRITE_XOR_EXECUTE,
 };
 
@@ -343,22 +344,3 @@ pub fn path_note(
         None
     }
 }
-#[cfg(target_arch = "x86_64")]
-pub use self::x86_64::cache::evict;
-#[cfg(target_arch = "x86_64")]
-pub use self::x86_64::host::create_vm;
-#[cfg(target_arch = "x86_64")]
-pub use self::x86_64::host::{
-    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, EDGE_REGION, LOAD_ALIGN, MAX_RAM,
-    MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
-    corruptible_areas, counter_khz, cpu_caps, cpu_details, describe_exception, edge_hole,
-    fault_address, finish_vm, guest_pa, guest_va, harness_areas, hyp_support, kvm_flavour,
-    kvm_paging, mailbox_gpa, pc, prepare_memory, privilege_name, registers, reinitialised,
-    setup_vcpu, setup_vm,
-};
-#[cfg(target_arch = "x86_64")]
-pub use self::x86_64::loader::load_image;
-#[cfg(target_arch = "x86_64")]
-pub use self::x86_64::{
-    CALLEE_SAVED, Error as HostError, FORMER_NAMES, RETURN_FLAGS, VARIANTS, WRITE_XOR_EXECUTE,
-};

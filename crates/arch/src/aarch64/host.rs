@@ -33,6 +33,9 @@ pub use super::layout::{
     ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, EDGE_REGION, MAX_RAM, MIN_RAM, RAM_ALIGN, RAM_BASE,
     edge_hole, guest_pa, guest_va, harness_areas, mailbox_gpa,
 };
+/// Where the contract's `create_vm` lives on x86_64; here a protected VM
+/// needs its own type.
+pub use super::protected::create_vm;
 
 /// Name of the guest timestamp counter.
 pub const COUNTER_NAME: &str = "CNTVCT_EL0";
@@ -174,7 +177,8 @@ pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, blobs: &[Loaded]) -> Re
     if let Some(b) = blobs.first().filter(|b| !b.vectors.is_multiple_of(2048)) {
         return Err(Error::VectorsUnaligned(b.vectors));
     }
-    let regions = regions(ram.size());
+    let sections: Vec<_> = blobs.iter().map(|b| (b.base, b.sections)).collect();
+    let regions = regions(ram.size(), &sections);
     let tables = |p: Privilege, from: u64| {
         paging::identity_map(&regions, p, from, PAGE_TABLES_END).map_err(Error::PageTables)
     };
@@ -462,11 +466,13 @@ pub fn describe_exception(d: [u64; 6], symbolize: &dyn Fn(u64) -> String) -> (u6
     (x.elr, super::decode::ec(x.esr), text)
 }
 
-/// The address a FAIL_EXCEPTION report's data abort was taken for
-/// (FAR_ELx), `None` for other exceptions.
+/// The address a FAIL_EXCEPTION report's instruction or data abort was
+/// taken for (FAR_ELx), `None` for other exceptions.
 pub fn fault_address(d: [u64; 6]) -> Option<u64> {
     let x = super::decode::Exception::from_mailbox(d);
-    matches!(super::decode::ec(x.esr), 0x24 | 0x25).then_some(x.far)
+    // Instruction aborts (0x20, 0x21) and data aborts (0x24, 0x25), from
+    // a lower level or the same one: FAR_ELx holds the address.
+    matches!(super::decode::ec(x.esr), 0x20 | 0x21 | 0x24 | 0x25).then_some(x.far)
 }
 
 /// ID registers as a vCPU sees them, read with KVM_GET_ONE_REG from a

@@ -17,6 +17,7 @@
 //! ```
 //!
 //! All constants below are absolute guest-physical addresses.
+use crate::BlobSections;
 use hypclear_abi as abi;
 
 /// Guest-physical start of RAM.
@@ -97,15 +98,22 @@ pub enum Use {
     Data,
     /// Exception stacks: EL1 data.
     ExceptionStacks,
-    /// The blob window: read-only and executable at EL1 and, for EL0
+    /// A blob's text: read-only and executable at EL1 and, for EL0
     /// guests, at EL0 (the vectors run at EL1 either way).
-    Blob,
+    Text,
+    /// A blob's read-only data: read-only for the routines' level, never
+    /// executable.
+    ReadOnly,
     /// The doorbell page: Device-nGnRE, writable by the routines' level.
     Doorbell,
 }
 
-/// The regions to identity map for `ram_size` bytes of RAM, in address order.
-pub fn regions(ram_size: u64) -> Vec<(u64, u64, Use)> {
+/// The regions to identity map for `ram_size` bytes of RAM and the blobs
+/// loaded at `blobs` (base, sections), in address order. Each blob is
+/// mapped W^X as the hyp maps itself: text read-only and executable,
+/// read-only data, then data (and .bss) never executable; the rest of the
+/// blob window is not mapped.
+pub fn regions(ram_size: u64, blobs: &[(u64, BlobSections)]) -> Vec<(u64, u64, Use)> {
     let ram_end = RAM_BASE + ram_size;
     let mut v = vec![
         (PAGE_TABLES_GPA, PAGE_TABLES_END, Use::Tables),
@@ -119,7 +127,19 @@ pub fn regions(ram_size: u64) -> Vec<(u64, u64, Use)> {
             Use::ExceptionStacks,
         ));
     }
-    v.push((BLOB_WINDOW, BLOB_WINDOW_END, Use::Blob));
+    let mut blobs = blobs.to_vec();
+    blobs.sort_by_key(|b| b.0);
+    for (base, s) in blobs {
+        for (from, to, use_) in [
+            (0, s.text_end, Use::Text),
+            (s.text_end, s.data_start, Use::ReadOnly),
+            (s.data_start, s.end, Use::Data),
+        ] {
+            if from < to {
+                v.push((base + from, base + to, use_));
+            }
+        }
+    }
     v.push((ARENA_BASE, ram_end, Use::Data));
     v.push((
         abi::DOORBELL_GPA,
@@ -153,13 +173,25 @@ const _: () = {
     assert!(abi::DOORBELL_GPA + abi::PAGE_SIZE <= 1 << 40);
 };
 
+/// A blob of three text, two read-only and three data pages, loaded at
+/// the start of the window (for the layout and paging tests).
+#[cfg(test)]
+pub(crate) const TEST_BLOB: (u64, BlobSections) = (
+    BLOB_WINDOW,
+    BlobSections {
+        text_end: 0x3000,
+        data_start: 0x5000,
+        end: 0x8000,
+    },
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn regions_are_ordered_disjoint_and_page_aligned() {
-        let r = regions(MIN_RAM);
+        let r = regions(MIN_RAM, &[TEST_BLOB]);
         for w in r.windows(2) {
             assert!(w[0].1 <= w[1].0, "{w:?}");
         }
@@ -170,7 +202,18 @@ mod tests {
             );
         }
         assert_eq!(r.first().unwrap().0, GUARD_END);
-        assert_eq!(r.iter().find(|x| x.2 == Use::Blob).unwrap().0, BLOB_WINDOW);
+        let blob: Vec<_> = r
+            .iter()
+            .filter(|x| (BLOB_WINDOW..BLOB_WINDOW_END).contains(&x.0))
+            .collect();
+        assert_eq!(
+            blob,
+            [
+                &(BLOB_WINDOW, BLOB_WINDOW + 0x3000, Use::Text),
+                &(BLOB_WINDOW + 0x3000, BLOB_WINDOW + 0x5000, Use::ReadOnly),
+                &(BLOB_WINDOW + 0x5000, BLOB_WINDOW + 0x8000, Use::Data),
+            ]
+        );
     }
 
     #[test]

@@ -3,27 +3,30 @@
 //!
 //! RAM is Normal write-back memory (MAIR index `MT_NORMAL`), inner
 //! shareable; the doorbell page is Device-nGnRE. Fixed areas that need
-//! different permissions (page tables, mailboxes, stacks) use 4 KiB pages;
-//! the blob window and the arena use 2 MiB blocks, like x86_64. Every
+//! different permissions (page tables, mailboxes, stacks) and the blobs
+//! (text, read-only data, data) use 4 KiB pages; the arena uses 2 MiB
+//! blocks, like x86_64. Every
 //! descriptor has AF set (no hardware Access flag management is enabled).
 //!
 //! Two sets of tables are built, one per [`Privilege`], because AArch64
 //! permissions differ by exception level:
 //! * `Kernel` (routines at EL1): everything EL1-only (AP = 0b00 / 0b10);
-//!   only the blob is executable (and read-only); UXN everywhere.
+//!   only the blob's text is executable (and read-only), its read-only
+//!   data is read-only, its data writable; UXN everywhere.
 //! * `User` (routines at EL0): data, mailboxes, routine stacks and the
 //!   doorbell are EL0 read/write (AP = 0b01; such pages are never executable
-//!   at EL1, and are PXN explicitly too); the blob is read-only at both
-//!   levels (AP = 0b11) and executable at both (the vectors run at EL1); page
-//!   tables and exception stacks stay EL1-only.
+//!   at EL1, and are PXN explicitly too); the blob's text is read-only at
+//!   both levels (AP = 0b11) and executable at both (the vectors run at
+//!   EL1); page tables and exception stacks stay EL1-only.
 //!
 //! A third set is for `Hyp` (routines at EL2 with E2H = 0, TTBR0_EL2): the
 //! same regions and memory types, in the EL2 descriptor format, which the
 //! EL1 sets do not satisfy. That regime has one privilege level, so AP[1]
 //! is RES1 (AP = 0b01 read/write, 0b11 read-only, as the nVHE hyp's
 //! pgtable.c writes them), bit 54 is XN (UXN at EL1) and bit 53 (PXN) is
-//! RES0: the blob is read-only and executable, everything else read/write
-//! and XN (the nVHE hyp's SCTLR_EL2.WXN holds).
+//! RES0: the blob's text is read-only and executable, its read-only data
+//! read-only and XN, everything else read/write and XN. SCTLR_ELx.WXN is
+//! set at EL1 and EL2 alike, as the nVHE hyp sets it.
 // The descriptor bits are named as the Arm ARM names them, whether or not
 // the tables set them.
 #![allow(dead_code)]
@@ -161,12 +164,13 @@ pub(crate) fn attrs_for(use_: Use, privilege: Privilege) -> Attrs {
     match use_ {
         Use::Tables | Use::ExceptionStacks => data(Ap::El1Rw),
         Use::Data => data(if user { Ap::BothRw } else { Ap::El1Rw }),
-        Use::Blob => Attrs {
+        Use::Text => Attrs {
             device: false,
             ap: if user { Ap::BothRo } else { Ap::El1Ro },
             el1_exec: true,
             el0_exec: user,
         },
+        Use::ReadOnly => data(if user { Ap::BothRo } else { Ap::El1Ro }),
         Use::Doorbell => Attrs {
             device: true,
             ..data(if user { Ap::BothRw } else { Ap::El1Rw })
@@ -185,11 +189,15 @@ fn attrs_el2(use_: Use) -> Attrs {
         el0_exec: false,
     };
     match use_ {
-        Use::Blob => Attrs {
+        Use::Text => Attrs {
             device: false,
             ap: Ap::BothRo,
             el1_exec: true,
             el0_exec: true,
+        },
+        Use::ReadOnly => Attrs {
+            ap: Ap::BothRo,
+            ..data
         },
         _ => data,
     }
@@ -414,7 +422,7 @@ mod tests {
     use hypclear_abi::DOORBELL_GPA;
 
     fn both(ram: u64) -> (PageTables, PageTables) {
-        let r = layout::regions(ram);
+        let r = layout::regions(ram, &[TEST_BLOB]);
         let k = identity_map(&r, Privilege::Kernel, PAGE_TABLES_GPA, PAGE_TABLES_END).unwrap();
         let u = identity_map(&r, Privilege::User, k.next_free(), PAGE_TABLES_END).unwrap();
         (k, u)
@@ -446,6 +454,11 @@ mod tests {
         assert_ne!(k.root, u.root);
     }
 
+    /// The test blob's text, read-only data and data pages.
+    const TEXT: u64 = BLOB_WINDOW;
+    const RODATA: u64 = BLOB_WINDOW + 0x3000;
+    const DATA: u64 = BLOB_WINDOW + 0x5000;
+
     #[test]
     fn kernel_tables_keep_el0_out_and_only_the_blob_executable() {
         let (k, _) = both(64 << 20);
@@ -456,16 +469,21 @@ mod tests {
             stack_top(1) - 8,
             ARENA_BASE,
             DOORBELL_GPA,
+            DATA,
         ] {
             let x = at(a);
             assert!(x.permits(false, true, false), "{a:#x}");
             assert!(!x.permits(true, false, false), "{a:#x} EL0");
             assert!(!x.permits(false, false, true), "{a:#x} exec");
         }
-        let b = at(BLOB_WINDOW);
+        let b = at(TEXT);
         assert!(b.permits(false, false, true) && b.permits(false, false, false));
-        assert!(!b.permits(false, true, false), "blob is read-only");
+        assert!(!b.permits(false, true, false), "blob text is read-only");
         assert!(!b.permits(true, false, true));
+        let r = at(RODATA);
+        assert!(r.permits(false, false, false));
+        assert!(!r.permits(false, true, false) && !r.permits(false, false, true));
+        assert_eq!(k.translate(DATA + 0x3000), None, "the rest of the window");
     }
 
     #[test]
@@ -482,30 +500,37 @@ mod tests {
             assert!(!at(a).permits(true, false, false), "{a:#x}");
             assert!(at(a).permits(false, true, false));
         }
-        let b = at(BLOB_WINDOW + 0x20_0000);
+        let b = at(TEXT + 0x1000);
         assert!(b.permits(true, false, true), "routines run at EL0");
         assert!(b.permits(false, false, true), "vectors run at EL1");
         assert!(!b.permits(true, true, false) && !b.permits(false, true, false));
     }
 
     fn hyp(ram: u64, from: u64) -> PageTables {
-        identity_map(&layout::regions(ram), Privilege::Hyp, from, PAGE_TABLES_END).unwrap()
+        identity_map(
+            &layout::regions(ram, &[TEST_BLOB]),
+            Privilege::Hyp,
+            from,
+            PAGE_TABLES_END,
+        )
+        .unwrap()
     }
 
     #[test]
     fn el2_tables_use_the_el2_descriptor_format() {
         let (_, u) = both(64 << 20);
         let h = hyp(64 << 20, u.next_free());
-        for (s, e, use_) in layout::regions(64 << 20) {
+        for (s, e, use_) in layout::regions(64 << 20, &[TEST_BLOB]) {
             for a in (s..e).step_by(0x1000) {
                 let (d, _) = h.leaf(a).unwrap();
                 assert_ne!(d & (1 << 6), 0, "{a:#x}: AP[1] is RES1 at EL2");
                 assert_eq!(d & DESC_PXN, 0, "{a:#x}: bit 53 is RES0 at EL2");
                 assert_eq!(d & DESC_NG, 0, "{a:#x}: nG is RES0 at EL2");
                 let x = h.translate(a).unwrap().1;
-                let blob = use_ == Use::Blob;
-                assert_eq!(el2_permits(x, false, true), blob, "{a:#x} exec");
-                assert_eq!(el2_permits(x, true, false), !blob, "{a:#x} write");
+                let text = use_ == Use::Text;
+                let ro = text || use_ == Use::ReadOnly;
+                assert_eq!(el2_permits(x, false, true), text, "{a:#x} exec");
+                assert_eq!(el2_permits(x, true, false), !ro, "{a:#x} write");
                 assert!(
                     !(el2_permits(x, true, false) && el2_permits(x, false, true)),
                     "WXN"
@@ -520,7 +545,7 @@ mod tests {
         let (k, u) = both(32 << 20);
         let h = hyp(32 << 20, u.next_free());
         for pt in [&k, &u, &h] {
-            for (s, e, use_) in layout::regions(32 << 20) {
+            for (s, e, use_) in layout::regions(32 << 20, &[TEST_BLOB]) {
                 for a in (s..e).step_by(4096) {
                     let (d, level) = pt.leaf(a).unwrap();
                     assert_ne!(d & DESC_AF, 0, "{a:#x}");
@@ -536,7 +561,7 @@ mod tests {
                     }
                     assert_eq!(
                         level,
-                        if matches!(use_, Use::Blob) || a >= ARENA_BASE && use_ == Use::Data {
+                        if a >= ARENA_BASE && use_ == Use::Data {
                             2
                         } else {
                             3
@@ -549,17 +574,16 @@ mod tests {
     }
 
     #[test]
-    fn arena_and_blob_use_2m_blocks() {
+    fn the_arena_uses_2m_blocks() {
         let (k, _) = both(64 << 20);
         // Find the L2 entry for ARENA_BASE: it must be a block.
         let l1 = k.tables[&k.root][idx(ARENA_BASE, 0)] & ADDR_MASK;
         let l2 = k.tables[&l1][idx(ARENA_BASE, 1)] & ADDR_MASK;
-        for a in [ARENA_BASE, BLOB_WINDOW] {
-            let e = k.tables[&l2][idx(a, 2)];
-            assert_eq!(e & 3, 1, "{a:#x} should be a 2 MiB block, got {e:#x}");
-        }
-        // And the fixed area below uses pages.
+        let e = k.tables[&l2][idx(ARENA_BASE, 2)];
+        assert_eq!(e & 3, 1, "the arena should be a 2 MiB block, got {e:#x}");
+        // And the fixed area below and the blob use pages.
         assert_eq!(k.tables[&l2][idx(RAM_BASE, 2)] & 3, 3);
+        assert_eq!(k.tables[&l2][idx(BLOB_WINDOW, 2)] & 3, 3);
     }
 
     #[test]
@@ -573,7 +597,7 @@ mod tests {
         );
         assert_eq!(u.translate(RAM_BASE + MAX_RAM), None);
         // Twice as much would not fit.
-        let r = layout::regions(4 * MAX_RAM);
+        let r = layout::regions(4 * MAX_RAM, &[TEST_BLOB]);
         let e = identity_map(
             &r,
             Privilege::Kernel,

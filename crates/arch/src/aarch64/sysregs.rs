@@ -138,7 +138,8 @@ pub(crate) const SCTLR_RES1: u64 = SCTLR_ITD
 
 /// SCTLR_EL1 for the guest: MMU, data and instruction caches on, SP
 /// alignment checks at EL1 and EL0, no alignment checks for data (the
-/// routines do unaligned accesses), little endian, WFI/WFE not trapped at
+/// routines do unaligned accesses), WXN (writable never executable, as the
+/// nVHE hyp's SCTLR_EL2 has it), little endian, WFI/WFE not trapped at
 /// EL0, CTR_EL0 and cache maintenance allowed at EL0, MOPS enabled at EL0
 /// when the CPU has it. DC ZVA at EL0 only for `Privilege::Kernel` (where
 /// nothing runs at EL0): at EL0 (`Privilege::User`) DCZID_EL0.DZP reads 1
@@ -153,7 +154,8 @@ pub(crate) fn sctlr_el1(privilege: Privilege, mops: bool) -> u64 {
         | SCTLR_UCT
         | SCTLR_UCI
         | SCTLR_NTWI
-        | SCTLR_NTWE;
+        | SCTLR_NTWE
+        | SCTLR_WXN;
     if privilege == Privilege::Kernel {
         v |= SCTLR_DZE;
     }
@@ -405,7 +407,8 @@ mod tests {
                 v & (SCTLR_M | SCTLR_C | SCTLR_I),
                 SCTLR_M | SCTLR_C | SCTLR_I
             );
-            assert_eq!(v & (SCTLR_A | SCTLR_WXN | SCTLR_EE | SCTLR_E0E), 0);
+            assert_eq!(v & (SCTLR_A | SCTLR_EE | SCTLR_E0E), 0);
+            assert_ne!(v & SCTLR_WXN, 0, "writable never executable");
             assert_ne!(v & SCTLR_SPAN, 0, "PAN must not be set on exception entry");
         }
         assert_ne!(k & SCTLR_DZE, 0);
