@@ -721,7 +721,7 @@ impl BenchArgs {
             repeats: a.repeats,
             max_runs: a.max_runs.unwrap_or(
                 a.repeats
-                    .saturating_mul(crate::bench::sequence::DEFAULT_MAX_RUNS_FACTOR),
+                    .saturating_mul(crate::bench::plan::DEFAULT_MAX_RUNS_FACTOR),
             ),
             sessions: a.sessions.unwrap_or(DEFAULT_SESSIONS),
             precision: a.precision()?,

@@ -226,7 +226,7 @@ pub struct Sample {
     pub ticks_per_byte: f64,
     pub verified: bool,
     /// Left out of the statistics and repeated (the sample rule,
-    /// [`sequence::SampleRule`]): the run lost time to other tasks
+    /// [`plan::SampleRule`]): the run lost time to other tasks
     /// (`lost_time`), or ran emulated code where the session's other runs
     /// did not.
     pub disturbed: bool,

@@ -1,7 +1,6 @@
 //! What `bench` was asked to do ([`Plan`]) and its expansion into cells,
 //! with every usage error found before a VM exists; where each region lies
 //! in guest RAM and the call that makes one pass over it. Pure: no KVM.
-use super::sequence::SampleRule;
 use super::{Axes, Cache, Order, PageState, Shape};
 use crate::arch;
 use crate::blob::LinkConfig;
@@ -13,6 +12,7 @@ use crate::units::format_size;
 use crate::vmm::memory::Backing;
 use hypclear_abi as abi;
 use hypclear_abi::PAGE_SIZE;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Which variants to run: `-f all` (the default) or a list of names.
@@ -169,7 +169,7 @@ pub struct Plan {
     pub max_warmup: u64,
     pub repeats: u64,
     /// Measured runs per session and side at most: disturbed runs are
-    /// repeated up to this ([`crate::sequence::SampleRule`]).
+    /// repeated up to this ([`SampleRule`]).
     pub max_runs: u64,
     /// Sessions at least (exactly, without `precision`).
     pub sessions: u64,
@@ -508,6 +508,40 @@ pub(super) fn pass_call(spec: &CellSpec, plan: &Plan, p: &Placement, fill: u8) -
         len: chunk,
         count,
         step,
+    }
+}
+
+/// The sample rule, one for guest and host (issue 26): a disturbed
+/// measured run is repeated until the session has `repeats` undisturbed
+/// runs, or `max_runs` measured runs were made (the cell is then
+/// unmeasurable under load). A run is disturbed when it lost more than
+/// [`crate::sched::OFF_CPU_TOLERANCE`] of its time to other tasks, or ran
+/// emulated code in a session that otherwise runs natively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SampleRule {
+    /// Undisturbed measured runs wanted per session and side (`--repeats`).
+    pub repeats: u64,
+    /// Measured runs per session and side at most (`--max-runs`).
+    pub max_runs: u64,
+}
+
+/// `--max-runs` when not given: this many times `--repeats`. Measured here
+/// (2 cores shared with 4 builds, 256 MB clear_pages erms) a third of the
+/// runs were disturbed quiet and nearly all with a busy loop at normal
+/// priority; 4x leaves room for 3 in 4 runs disturbed.
+pub const DEFAULT_MAX_RUNS_FACTOR: u64 = 4;
+
+impl SampleRule {
+    /// Whether to make another measured run after `attempted` runs of
+    /// which `undisturbed` were undisturbed.
+    pub(crate) fn again(&self, attempted: u64, undisturbed: u64) -> bool {
+        undisturbed < self.repeats && attempted < self.max_runs
+    }
+
+    /// Whether `s` is disturbed in a session whose runs are (`emulated`)
+    /// or are not emulated throughout.
+    pub(crate) fn disturbed(s: &super::Sample, emulated: bool) -> bool {
+        s.lost_time || (s.emulated && !emulated)
     }
 }
 

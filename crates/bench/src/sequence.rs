@@ -3,7 +3,7 @@
 //! tolerance over the last runs, `inference::WarmupController`) or the cap
 //! is reached, then the measured runs. Guest and host use the same
 //! sequence, so they are measured alike.
-use super::plan::Plan;
+use super::plan::{Plan, SampleRule};
 use super::{Cache, Sample};
 use crate::check::checker::Placement;
 use crate::error::{Error, Result};
@@ -20,40 +20,6 @@ pub struct Steady {
     /// `Some(false)`: the cap was reached without a steady state (the cell
     /// is flagged); `None`: a fixed warm-up (`--max-warmup 0`), not judged.
     pub settled: Option<bool>,
-}
-
-/// The sample rule, one for guest and host (issue 26): a disturbed
-/// measured run is repeated until the session has `repeats` undisturbed
-/// runs, or `max_runs` measured runs were made (the cell is then
-/// unmeasurable under load). A run is disturbed when it lost more than
-/// [`crate::sched::OFF_CPU_TOLERANCE`] of its time to other tasks, or ran
-/// emulated code in a session that otherwise runs natively.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SampleRule {
-    /// Undisturbed measured runs wanted per session and side (`--repeats`).
-    pub repeats: u64,
-    /// Measured runs per session and side at most (`--max-runs`).
-    pub max_runs: u64,
-}
-
-/// `--max-runs` when not given: this many times `--repeats`. Measured here
-/// (2 cores shared with 4 builds, 256 MB clear_pages erms) a third of the
-/// runs were disturbed quiet and nearly all with a busy loop at normal
-/// priority; 4x leaves room for 3 in 4 runs disturbed.
-pub const DEFAULT_MAX_RUNS_FACTOR: u64 = 4;
-
-impl SampleRule {
-    /// Whether to make another measured run after `attempted` runs of
-    /// which `undisturbed` were undisturbed.
-    pub(crate) fn again(&self, attempted: u64, undisturbed: u64) -> bool {
-        undisturbed < self.repeats && attempted < self.max_runs
-    }
-
-    /// Whether `s` is disturbed in a session whose runs are (`emulated`)
-    /// or are not emulated throughout.
-    pub(crate) fn disturbed(s: &Sample, emulated: bool) -> bool {
-        s.lost_time || (s.emulated && !emulated)
-    }
 }
 
 /// Warm-up and measured samples of one session.
@@ -252,7 +218,7 @@ pub(crate) fn precondition(
 mod tests {
     use super::*;
     use crate::blob::LinkConfig;
-    use crate::plan::Variants;
+    use crate::plan::{DEFAULT_MAX_RUNS_FACTOR, Variants};
     use crate::routines::Routine;
     use crate::vmm::memory::Backing;
     use crate::{Order, PageState};

@@ -12,6 +12,7 @@ use hypclear_vmm::{blob, error};
 pub mod checker;
 pub mod hostile;
 pub mod reclaim;
+pub mod record;
 pub mod selftest;
 mod stray;
 pub mod suite;

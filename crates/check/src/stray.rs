@@ -7,7 +7,7 @@
 use crate::arch;
 use crate::checker::{self, Breakdown, Patterns, Placement};
 use crate::error::Result;
-use crate::suite::{CheckRecord, Verdict};
+use crate::record::{CheckRecord, Verdict};
 use crate::vmm::Vm;
 use hypclear_abi::PAGE_SIZE;
 
