@@ -22,6 +22,7 @@
 use crate::check::checker::{self, Patterns, Placement};
 use crate::error::{Error, Result};
 use crate::inference::blocks::{self, Shift};
+pub use crate::model::{AbRow, AbVerdict};
 use crate::plan::{CellSpec, Plan, pass_call, placement};
 use crate::routines::privilege::PrivilegeChoice;
 use crate::vmm::{CallResult, Command, Vm};
@@ -29,7 +30,6 @@ use crate::{Axes, Cache, PageState, Priority, routines, sched};
 use hypclear_abi as abi;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// A call more than this many times its side's median is disturbed.
@@ -54,19 +54,6 @@ pub struct AbOptions {
     pub alpha: f64,
 }
 
-/// What an A/B row concluded.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AbVerdict {
-    /// B is slower (the interval excludes 0).
-    Slower,
-    Faster,
-    /// The interval lies inside +-margin.
-    Equivalent,
-    /// Neither, when the budget was spent (or without `--detect`).
-    Unresolved,
-}
-
 impl AbVerdict {
     pub fn text(self, margin: Option<f64>) -> String {
         match (self, margin) {
@@ -78,41 +65,6 @@ impl AbVerdict {
             (AbVerdict::Unresolved, None) => "cannot tell".into(),
         }
     }
-}
-
-/// One pair of cells measured A/B in one guest.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AbRow {
-    /// A's cell (B's differs in side or variant).
-    pub axes: Axes,
-    pub a: String,
-    pub b: String,
-    /// Median ns per call of each side over the kept blocks.
-    pub a_ns: f64,
-    pub b_ns: f64,
-    /// Throughput change of B against A, percent, with its interval at
-    /// `level` (B slower: negative).
-    pub change_pct: f64,
-    pub interval_pct: [f64; 2],
-    pub level: f64,
-    /// Minimum detectable throughput change (power 0.8 at `level`), percent.
-    pub mde_pct: f64,
-    pub verdict: AbVerdict,
-    /// `--detect`'s margin (fraction).
-    pub margin: Option<f64>,
-    pub blocks: u64,
-    pub dropped_blocks: u64,
-    pub dropped_batches: u64,
-    /// Calls of the routine per timed slot (a small one-call pass repeats).
-    pub calls_per_slot: u64,
-    pub looks: u64,
-    /// Guests (fresh VMs, the images at other addresses, main and beside
-    /// swapped every other one) and each one's shift (log time).
-    pub guests: u64,
-    pub guest_shifts: Vec<f64>,
-    pub wall_s: f64,
-    /// Per kept block, ln(B time / A time).
-    pub block_log_ratios: Vec<f64>,
 }
 
 /// Why two cells cannot share a guest, or which pairs can.
@@ -207,7 +159,7 @@ impl<'a> Guest<'a> {
             true => (specs[1], specs[0]),
             false => (specs[0], specs[1]),
         };
-        let opts = crate::session_vm(plan, (main.backing, main.side), privilege, seed)?;
+        let opts = plan.session_vm((main.backing, main.side), privilege, seed)?;
         let beside = match apart {
             true => Some(plan.sides[other.side].blob()?),
             false => None,

@@ -7,30 +7,12 @@
 //! reversed every other session), and which variant moves the ratio.
 use crate::arch::{CpuCaps, Privilege};
 use crate::error::Result;
+pub use crate::model::{Effect, Explanation, Row, Settings, Variant};
 use crate::plan::{CellSpec, Plan, Variants};
 use crate::routines::privilege::PrivilegeChoice;
 use crate::stats::PairedRatio;
 use crate::vmm::memory::Backing;
 use crate::{Cache, Cell, HugeShares};
-use serde::{Deserialize, Serialize};
-
-/// One cause isolated: the cell again with one setting changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "cause", content = "setting", rename_all = "kebab-case")]
-pub enum Variant {
-    /// Guest RAM and host buffer backing: anon (4 KB pages), thp, hugetlb
-    /// (2 MB pages), hence the page size of guest and host mappings.
-    Backing(Backing),
-    /// Guest RAM populated on the host before the guest starts, or not:
-    /// the host's first-touch (shadow or stage-2) faults out of or in the
-    /// runs (the KVM fault counters say how many each run took).
-    Prefault(bool),
-    /// The precondition of every timed pass, guest and host.
-    Cache(Cache),
-    /// The guest privilege (`--cpl 0` / `3`; x86 only: on arm64 it is the
-    /// DC ZVA state, a side of its own).
-    Cpl(Privilege),
-}
 
 impl Variant {
     /// "backing thp", "prefault on", "cache warm", "cpl kernel".
@@ -49,15 +31,6 @@ fn cache_name(c: Cache) -> &'static str {
         Cache::Cold => "cold",
         Cache::Warm => "warm",
     }
-}
-
-/// The settings a cell runs with, each of which a [`Variant`] changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Settings {
-    pub backing: Backing,
-    pub prefault: bool,
-    pub cache: Cache,
-    pub privilege: Privilege,
 }
 
 impl Settings {
@@ -159,28 +132,13 @@ impl ExplainOptions {
     }
 }
 
-/// What a variant does to guest/host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// The two intervals do not overlap and the change is at least
-    /// [`ExplainOptions::min_delta`].
-    MovesIt,
-    /// The intervals overlap, or the change is too small to matter.
-    NoEffect,
-    /// Fewer than 2 paired sessions on one side: no interval to judge by.
-    CannotTell,
-    /// No ratio (the variant could not run here, or had no host runs).
-    NotMeasured,
-}
-
-impl Verdict {
+impl Effect {
     pub fn text(self) -> &'static str {
         match self {
-            Verdict::MovesIt => "moves it",
-            Verdict::NoEffect => "no effect",
-            Verdict::CannotTell => "cannot tell",
-            Verdict::NotMeasured => "not measured",
+            Effect::MovesIt => "moves it",
+            Effect::NoEffect => "no effect",
+            Effect::CannotTell => "cannot tell",
+            Effect::NotMeasured => "not measured",
         }
     }
 }
@@ -189,53 +147,19 @@ impl Verdict {
 /// ratio when the two intervals are disjoint (each estimate outside the
 /// other's interval is not enough: on a loaded host that held for
 /// [0.50, 1.18] against [0.79, 1.78]) and the change is not negligible.
-pub fn verdict(base: &PairedRatio, v: Option<&PairedRatio>, o: &ExplainOptions) -> Verdict {
+pub fn verdict(base: &PairedRatio, v: Option<&PairedRatio>, o: &ExplainOptions) -> Effect {
     let Some(v) = v else {
-        return Verdict::NotMeasured;
+        return Effect::NotMeasured;
     };
     let (Some([blo, bhi]), Some([vlo, vhi])) = (base.interval, v.interval) else {
-        return Verdict::CannotTell;
+        return Effect::CannotTell;
     };
     let disjoint = vlo > bhi || vhi < blo;
     if disjoint && (v.estimate / base.estimate - 1.0).abs() >= o.min_delta {
-        Verdict::MovesIt
+        Effect::MovesIt
     } else {
-        Verdict::NoEffect
+        Effect::NoEffect
     }
-}
-
-/// One row of an explanation: a variant (`None`: the base settings
-/// measured again) and what it did.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Row {
-    pub variant: Option<Variant>,
-    pub settings: Settings,
-    pub guest_host: Option<PairedRatio>,
-    /// Change of the estimate against the base row's, percent.
-    pub delta_pct: Option<f64>,
-    /// Mean KVM page-fault counters (`pf_*`) per measured guest run.
-    pub kvm_faults_per_run: Option<f64>,
-    /// The least share of the resident guest RAM and host buffer on huge
-    /// pages over the sessions (what the backing granted).
-    pub huge_share: HugeShares,
-    pub verdict: Verdict,
-    /// Why it was not measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-/// The attribution of one cell's gap.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Explanation {
-    /// The cell, as the table names it, and its side.
-    pub cell: String,
-    pub side: String,
-    /// guest/host of the cell in the bench itself.
-    pub bench_guest_host: PairedRatio,
-    /// The base settings again, then each variant.
-    pub rows: Vec<Row>,
-    /// The variants that move it.
-    pub moved_by: Vec<String>,
 }
 
 /// Mean of the `pf_*` KVM counters over the used guest runs of `c`.
@@ -277,9 +201,9 @@ pub fn rows(measured: Vec<Measured>, o: &ExplainOptions) -> Vec<Row> {
             };
             let verdict = match (&base, variant) {
                 (Some(b), Some(_)) => verdict(b, r.as_ref(), o),
-                (None, Some(_)) => Verdict::NotMeasured,
-                (_, None) if r.is_none() => Verdict::NotMeasured,
-                (_, None) => Verdict::NoEffect,
+                (None, Some(_)) => Effect::NotMeasured,
+                (_, None) if r.is_none() => Effect::NotMeasured,
+                (_, None) => Effect::NoEffect,
             };
             Row {
                 variant,
@@ -459,7 +383,7 @@ pub fn explain_cell(
         bench_guest_host: bench,
         moved_by: rows
             .iter()
-            .filter(|r| r.verdict == Verdict::MovesIt)
+            .filter(|r| r.verdict == Effect::MovesIt)
             .filter_map(|r| r.variant.map(Variant::label))
             .collect(),
         rows,
@@ -589,25 +513,25 @@ mod tests {
         let anon = ratio(&[0.78, 0.80, 0.79, 0.81]);
         // thp vs anon on this host: 0.97 against 0.80.
         let thp = ratio(&[0.96, 0.98, 0.97, 0.97]);
-        assert_eq!(verdict(&anon, Some(&thp), &o), Verdict::MovesIt);
+        assert_eq!(verdict(&anon, Some(&thp), &o), Effect::MovesIt);
         // Overlapping intervals: no effect.
         let same = ratio(&[0.79, 0.80, 0.81, 0.78]);
-        assert_eq!(verdict(&anon, Some(&same), &o), Verdict::NoEffect);
+        assert_eq!(verdict(&anon, Some(&same), &o), Effect::NoEffect);
         // Separate but below the 2% minimum.
         let tight = ratio(&[0.800, 0.8001, 0.8002, 0.8001]);
         let tight2 = ratio(&[0.810, 0.8101, 0.8102, 0.8101]);
-        assert_eq!(verdict(&tight, Some(&tight2), &o), Verdict::NoEffect);
-        assert_eq!(verdict(&anon, None, &o), Verdict::NotMeasured);
+        assert_eq!(verdict(&tight, Some(&tight2), &o), Effect::NoEffect);
+        assert_eq!(verdict(&anon, None, &o), Effect::NotMeasured);
         // Each estimate outside the other's interval, the intervals
         // overlapping (seen on a loaded host): no effect.
         let wide = ratio(&[0.74, 0.80, 0.77, 0.83]);
         let wider = ratio(&[0.86, 0.92, 0.89, 0.95]);
         assert!(!wide.contains(wider.estimate) && !wider.contains(wide.estimate));
-        assert_eq!(verdict(&wide, Some(&wider), &o), Verdict::NoEffect);
+        assert_eq!(verdict(&wide, Some(&wider), &o), Effect::NoEffect);
         // One session: no interval, no verdict either way.
         assert_eq!(
             verdict(&anon, Some(&ratio(&[0.97])), &o),
-            Verdict::CannotTell
+            Effect::CannotTell
         );
         assert!(o.is_gap(0.80) && o.is_gap(1.30) && !o.is_gap(0.97));
     }

@@ -1,12 +1,13 @@
 //! What `bench` was asked to do ([`Plan`]) and its expansion into cells,
 //! with every usage error found before a VM exists; where each region lies
 //! in guest RAM and the call that makes one pass over it. Pure: no KVM.
-use super::{Axes, Cache, Order, PageState, Shape};
+use super::{Axes, Cache, Order, PageState, Shape, SideInfo};
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::check::checker::{GUARD, Placement};
 use crate::error::{Error, Result};
 use crate::kernel::Side;
+use crate::routines::privilege::PrivilegeChoice;
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
 use crate::units::format_size;
 use crate::vmm::memory::Backing;
@@ -251,6 +252,26 @@ impl Plan {
     /// Guest RAM the plan needs.
     pub fn mem_needed(&self) -> u64 {
         mem_needed(self)
+    }
+
+    /// The VM of one step of a session: `side`'s blob on `backing`, at
+    /// the privilege `privilege` resolved for it.
+    pub(crate) fn session_vm(
+        &self,
+        (backing, side): (Backing, usize),
+        privilege: &PrivilegeChoice,
+        seed: u64,
+    ) -> Result<crate::vmm::VmOptions> {
+        Ok(crate::vmm::VmOptions {
+            mem: self.mem_needed(),
+            backing,
+            prefault: self.prefault,
+            privilege: self.sides[side].privilege(privilege.privilege),
+            blob: self.sides[side].blob()?,
+            vcpus: self.shape.vcpus,
+            seed,
+            vm_type: crate::vmm::VmType::Normal,
+        })
     }
 
     /// How many measured runs a session makes ([`SampleRule`]).
@@ -542,6 +563,38 @@ impl SampleRule {
     /// or are not emulated throughout.
     pub(crate) fn disturbed(s: &super::Sample, emulated: bool) -> bool {
         s.lost_time || (s.emulated && !emulated)
+    }
+}
+
+impl SideInfo {
+    /// The record of `side`; a kernel side's paths are the built-ins that
+    /// run what its alternatives took (arm64 DC ZVA is decided inside the
+    /// routine on both sides alike).
+    pub fn of(side: &PlanSide) -> SideInfo {
+        let mut kernel_paths = std::collections::BTreeMap::new();
+        if let Some(e) = side.external() {
+            for fam in crate::kernel::routines::FAMILIES {
+                let p = crate::kernel::picks::equivalent(
+                    e.arch,
+                    fam,
+                    &e.applied,
+                    e.clear_page_choice.as_ref(),
+                    &e.features,
+                );
+                if let crate::kernel::picks::Equivalent::Builtin { variant, .. } = p {
+                    kernel_paths.insert(fam.to_string(), variant.to_string());
+                }
+            }
+        }
+        SideInfo {
+            name: side.name(),
+            kind: side.kind(),
+            config: side.config(),
+            label: side.describe(),
+            kernel: side.external().map(|e| e.report.clone()),
+            kernel_paths,
+            dc_zva: side.dc_zva,
+        }
     }
 }
 

@@ -8,8 +8,8 @@
 //! noisy host a 256 MB clear's guest/host moved 0.90-1.02 between three
 //! invocations of 4 sessions.
 use crate::Cell;
+pub use crate::model::{Judged, Outcome, Widest};
 use crate::stats::geometric_mean_interval;
-use serde::{Deserialize, Serialize};
 
 /// What `--precision` asked for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -20,14 +20,6 @@ pub struct Precision {
     pub max_sessions: u64,
 }
 
-/// Which interval a cell is judged on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Judged {
-    GuestHost,
-    Guest,
-}
-
 impl Judged {
     pub fn text(self) -> &'static str {
         match self {
@@ -35,30 +27,6 @@ impl Judged {
             Judged::Guest => "guest throughput",
         }
     }
-}
-
-/// The widest interval of a run, relative to its estimate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Widest {
-    /// The cell, as the reports name it.
-    pub cell: String,
-    pub judged: Judged,
-    /// Relative half-width, percent; `None`: no interval (one session).
-    pub half_width_pct: Option<f64>,
-}
-
-/// How the precision rule ended, in the JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Outcome {
-    pub target_pct: f64,
-    pub planned_sessions: u64,
-    pub max_sessions: u64,
-    /// Sessions run.
-    pub sessions: u64,
-    /// Every measured cell's interval within the target.
-    pub reached: bool,
-    /// The cell furthest from it; `None` without a measured cell.
-    pub widest: Option<Widest>,
 }
 
 /// `2.5` -> `"2.5"`, `0.0001` -> `"0.0001"`: a percentage as given.

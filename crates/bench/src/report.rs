@@ -1,5 +1,6 @@
 //! Bench output: the table, raw samples as CSV, and the SVG plot.
 use crate::error::{Error, Result};
+pub use crate::model::Reproducibility;
 use crate::table::{right, table};
 use crate::units::format_size;
 use crate::{BenchResult, Cell};
@@ -263,34 +264,6 @@ pub fn variance_lines(r: &BenchResult, margin: f64) -> Vec<String> {
         out.push(format!("  {class}: {v}; {rec}"));
     }
     out
-}
-
-/// How many sessions it would take to trust a change of `margin_pct`
-/// (alpha 0.05, power 0.8), from the spread this bench saw (median over
-/// the measured cells): the figure to read before believing one run.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Reproducibility {
-    pub margin_pct: f64,
-    /// Guest between-session relative SD (Kalibera & Jones T2), percent.
-    pub between_session_cv_pct: f64,
-    /// Guest within-session relative SD (T1), percent.
-    pub within_session_cv_pct: f64,
-    /// Runs per session the figures assume (this bench's).
-    pub runs_per_session: f64,
-    /// Sessions per side for two sides interleaved in one invocation
-    /// (`compare FILE`, paired: a pair's log ratio has twice a session
-    /// mean's variance when the sides share nothing of the session,
-    /// the worst case); `None`: more than 1000.
-    pub sessions_in_one_invocation: Option<usize>,
-    /// Session-to-session relative SD of guest/host, percent: what is
-    /// left between invocations once the host normalizes a drift of the
-    /// machine away.
-    pub guest_host_session_cv_pct: Option<f64>,
-    /// Sessions per invocation for two separate invocations compared on
-    /// guest/host (Welch on the session ratios); `None`: more than 1000,
-    /// or no host baseline. A drift that hits the guest alone is not
-    /// seen by one invocation: this is a lower bound.
-    pub sessions_per_invocation: Option<usize>,
 }
 
 impl Reproducibility {

@@ -8,19 +8,8 @@ use super::{Cache, Sample};
 use crate::check::checker::Placement;
 use crate::error::{Error, Result};
 use crate::inference::{SteadyConfig, WarmupController, WarmupDecision};
+pub use crate::model::Steady;
 use crate::vmm::memory::GuestRam;
-use serde::{Deserialize, Serialize};
-
-/// The warm-up of one session: how many runs it took, whether it settled;
-/// and its measured runs under the sample rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Steady {
-    pub session: u64,
-    pub warmup_used: u64,
-    /// `Some(false)`: the cap was reached without a steady state (the cell
-    /// is flagged); `None`: a fixed warm-up (`--max-warmup 0`), not judged.
-    pub settled: Option<bool>,
-}
 
 /// Warm-up and measured samples of one session.
 #[derive(Debug, Clone)]
