@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::kernel::Side;
 use crate::routines::{self, Routine};
 use crate::suite::{self, CheckSpec, Verdict};
-use crate::vmm::{BreachKind, FailureKind, Vm, VmOptions};
+use crate::vmm::{BreachKind, FailureKind, GuestFailure, Vm, VmOptions};
 use hypclear_abi as abi;
 use serde::Serialize;
 use std::time::Duration;
@@ -439,92 +439,18 @@ fn run_memset_case(
     } else {
         timeout
     };
-    let res = suite::run_check(&mut vm, &spec, &pats, t, None);
-    let (detected, observed) = match res {
+    let (detected, observed) = match suite::run_check(&mut vm, &spec, &pats, t, None) {
         Ok((rec, _, _)) => {
-            let b = rec.breakdown;
-            let first = rec.first_bad_offset;
             let observed = match &rec.reason {
                 Some(r) => format!("verification failed: {r}"),
                 None => "verification passed (nothing detected)".into(),
             };
-            let breach = rec.contract.map(|c| c.kind);
-            // A contract case breaks the contract alone; a memory case
-            // breaks no contract.
-            let only = |want: fn(BreachKind) -> bool| b.total() == 0 && breach.is_some_and(want);
-            let memory = |ok: bool| ok && breach.is_none();
-            let detected = match expected {
-                Expect::CalleeSaved => only(|k| matches!(k, BreachKind::CalleeSaved { .. })),
-                Expect::StackMoved => only(|k| k == BreachKind::Stack),
-                Expect::FlagSet => only(|k| matches!(k, BreachKind::Flags { .. })),
-                Expect::WrongReturn => only(|k| k == BreachKind::Return),
-                Expect::EdgeOverrun => {
-                    breach == Some(BreachKind::Fault)
-                        && rec.reason.as_deref().is_some_and(|r| {
-                            r.starts_with("over-write: faulted 0 bytes past the target end")
-                        })
-                }
-                Expect::StrayWrite => memory(
-                    b.outside == 1
-                        && b.total() == 1
-                        && first == Some(LEN as i64 + (8 << 20))
-                        && rec
-                            .reason
-                            .as_deref()
-                            .is_some_and(|r| r.contains("stray write: 1 bytes")),
-                ),
-                Expect::Short => {
-                    memory(b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1))
-                }
-                Expect::Overrun => {
-                    memory(b.overrun == 1 && b.total() == 1 && first == Some(LEN as i64))
-                }
-                Expect::WrongValue => {
-                    memory(b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2))
-                }
-                Expect::Exception
-                | Expect::TruncatedPointer
-                | Expect::TextWritten
-                | Expect::DataExecuted
-                | Expect::Timeout
-                | Expect::SourceModified
-                | Expect::CopyShort
-                | Expect::TailResidue => false,
-            };
-            (detected, observed)
+            (caught_in_record(expected, &rec), observed)
         }
-        Err(Error::Guest(f)) => {
-            let detected = match expected {
-                Expect::Exception => {
-                    f.kind == FailureKind::Exception
-                        && f.vector == Some(arch::UNDEFINED_INSTRUCTION_CLASS)
-                        && f.pc_symbol
-                            .as_deref()
-                            .is_some_and(|s| s.starts_with("selftest_fault"))
-                }
-                Expect::TruncatedPointer => {
-                    let truncated = arch::guest_va(suite::dst_address(&spec)) & 0xffff_ffff;
-                    f.kind == FailureKind::Exception && f.fault_address == Some(truncated)
-                }
-                Expect::TextWritten => {
-                    let text = vm.loaded.va..vm.loaded.va + vm.loaded.sections.text_end;
-                    f.kind == FailureKind::Exception
-                        && f.fault_address.is_some_and(|a| text.contains(&a))
-                        && f.pc_symbol
-                            .as_deref()
-                            .is_some_and(|s| s.starts_with("selftest_patch_text"))
-                }
-                Expect::DataExecuted => {
-                    // arm64 fetches from the first 4-byte aligned address.
-                    let dst = arch::guest_va(suite::dst_address(&spec));
-                    f.kind == FailureKind::Exception
-                        && f.fault_address.is_some_and(|a| (dst..dst + 4).contains(&a))
-                }
-                Expect::Timeout => f.kind == FailureKind::Timeout,
-                _ => false,
-            };
-            (detected, format!("{:?}: {}", f.kind, f.detail))
-        }
+        Err(Error::Guest(f)) => (
+            caught_as_failure(expected, &f, &vm, &spec),
+            format!("{:?}: {}", f.kind, f.detail),
+        ),
         Err(e) => return Err(e),
     };
     Ok(CaseResult {
@@ -533,6 +459,89 @@ fn run_memset_case(
         detected,
         observed,
     })
+}
+
+/// Whether a memset case that ran to its end was caught as `expected`
+/// says: a contract case by its breach alone, a memory case by exactly
+/// its one bad byte and no breach.
+fn caught_in_record(expected: Expect, rec: &suite::CheckRecord) -> bool {
+    let b = rec.breakdown;
+    let first = rec.first_bad_offset;
+    let breach = rec.contract.map(|c| c.kind);
+    // A contract case breaks the contract alone; a memory case
+    // breaks no contract.
+    let only = |want: fn(BreachKind) -> bool| b.total() == 0 && breach.is_some_and(want);
+    let memory = |ok: bool| ok && breach.is_none();
+    match expected {
+        Expect::CalleeSaved => only(|k| matches!(k, BreachKind::CalleeSaved { .. })),
+        Expect::StackMoved => only(|k| k == BreachKind::Stack),
+        Expect::FlagSet => only(|k| matches!(k, BreachKind::Flags { .. })),
+        Expect::WrongReturn => only(|k| k == BreachKind::Return),
+        Expect::EdgeOverrun => {
+            breach == Some(BreachKind::Fault)
+                && rec.reason.as_deref().is_some_and(|r| {
+                    r.starts_with("over-write: faulted 0 bytes past the target end")
+                })
+        }
+        Expect::StrayWrite => memory(
+            b.outside == 1
+                && b.total() == 1
+                && first == Some(LEN as i64 + (8 << 20))
+                && rec
+                    .reason
+                    .as_deref()
+                    .is_some_and(|r| r.contains("stray write: 1 bytes")),
+        ),
+        Expect::Short => {
+            memory(b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1))
+        }
+        Expect::Overrun => memory(b.overrun == 1 && b.total() == 1 && first == Some(LEN as i64)),
+        Expect::WrongValue => {
+            memory(b.wrong_value == 1 && b.total() == 1 && first == Some(LEN as i64 / 2))
+        }
+        Expect::Exception
+        | Expect::TruncatedPointer
+        | Expect::TextWritten
+        | Expect::DataExecuted
+        | Expect::Timeout
+        | Expect::SourceModified
+        | Expect::CopyShort
+        | Expect::TailResidue => false,
+    }
+}
+
+/// Whether a memset case that ended the guest (`f`) was caught as
+/// `expected` says: the exception it must take, where, or the watchdog.
+fn caught_as_failure(expected: Expect, f: &GuestFailure, vm: &Vm, spec: &CheckSpec) -> bool {
+    match expected {
+        Expect::Exception => {
+            f.kind == FailureKind::Exception
+                && f.vector == Some(arch::UNDEFINED_INSTRUCTION_CLASS)
+                && f.pc_symbol
+                    .as_deref()
+                    .is_some_and(|s| s.starts_with("selftest_fault"))
+        }
+        Expect::TruncatedPointer => {
+            let truncated = arch::guest_va(suite::dst_address(spec)) & 0xffff_ffff;
+            f.kind == FailureKind::Exception && f.fault_address == Some(truncated)
+        }
+        Expect::TextWritten => {
+            let text = vm.loaded.va..vm.loaded.va + vm.loaded.sections.text_end;
+            f.kind == FailureKind::Exception
+                && f.fault_address.is_some_and(|a| text.contains(&a))
+                && f.pc_symbol
+                    .as_deref()
+                    .is_some_and(|s| s.starts_with("selftest_patch_text"))
+        }
+        Expect::DataExecuted => {
+            // arm64 fetches from the first 4-byte aligned address.
+            let dst = arch::guest_va(suite::dst_address(spec));
+            f.kind == FailureKind::Exception
+                && f.fault_address.is_some_and(|a| (dst..dst + 4).contains(&a))
+        }
+        Expect::Timeout => f.kind == FailureKind::Timeout,
+        _ => false,
+    }
 }
 
 /// Options for a selftest VM of `side`: small, vanilla unless `side` is
