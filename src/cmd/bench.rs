@@ -44,9 +44,8 @@ pub(super) fn bench(
     check_memory(&plan, common, need)?;
     let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need), sides)?;
     let (specs, notes) = plan.expand(&ctx.caps)?;
-    let p = &ctx.privilege;
     if let Some(opts) = a.ab() {
-        match bench::ab::pairs(&plan, &specs, p) {
+        match bench::ab::pairs(&plan, &specs, &ctx.privilege) {
             bench::ab::Pairing::Pairs(pairs) => {
                 return ab(ktap, (common, a), &ctx, (&plan, &specs, &pairs), opts);
             }
@@ -57,11 +56,20 @@ pub(super) fn bench(
         }
     }
     announce(ktap, a, &ctx, &plan, specs.len(), &notes)?;
-    let pb = progress(specs.len() as u64 * plan.sessions);
-    pb.set_prefix("bench");
-    // The JSON is rewritten (atomically) after every finished cell, marked
-    // partial until the end: a run killed by SIGKILL or the OOM killer
-    // keeps what it finished.
+    let (result, kept) = run_kept((common, a), &ctx, &plan, &specs)?;
+    report((ktap, common, a), &ctx, (&plan, &specs), result, kept)
+}
+
+/// Run the plan, the JSON rewritten (atomically) after every finished
+/// cell and marked partial until the end, so a run killed by SIGKILL or
+/// the OOM killer keeps what it finished. An error after some cells
+/// writes them, with why they stop, before it is returned.
+fn run_kept(
+    (common, a): (&Common, &BenchArgs),
+    ctx: &Ctx,
+    plan: &bench::Plan,
+    specs: &[bench::CellSpec],
+) -> Result<(BenchResult, Kept)> {
     let mut last: Option<BenchResult> = None;
     let kept = std::cell::Cell::new(Kept::Before);
     let mut checkpoint = |r: &BenchResult| {
@@ -75,7 +83,17 @@ pub(super) fn bench(
             None => Ok(()),
         }
     };
-    let run = bench::run(&plan, &specs, ctx.seed, p, &ctx.caps, &pb, &mut checkpoint);
+    let pb = progress(specs.len() as u64 * plan.sessions);
+    pb.set_prefix("bench");
+    let run = bench::run(
+        plan,
+        specs,
+        ctx.seed,
+        &ctx.privilege,
+        &ctx.caps,
+        &pb,
+        &mut checkpoint,
+    );
     pb.finish_and_clear();
     let mut result = match (run, last) {
         (Ok(r), _) => r,
@@ -84,7 +102,7 @@ pub(super) fn bench(
         (Err(e), Some(mut r)) => {
             // The error ends the run; the cells so far say why they stop.
             r.partial_reason = Some(e.partial_reason());
-            write_outputs(&ctx, a, &r)
+            write_outputs(ctx, a, &r)
                 .map_err(|w| unsaved(w, common.json.as_deref(), kept.get()))?;
             return Err(e.into());
         }
@@ -93,18 +111,29 @@ pub(super) fn bench(
     if result.partial {
         result.partial_reason = Some(crate::interrupt::name().to_string());
     }
-    print_results(ktap, a, &ctx, &result);
+    Ok((result, kept.get()))
+}
+
+/// The tables, `--explain` (what it explained so far is kept when a later
+/// cell fails) and the files of a finished run; its exit status.
+fn report(
+    (ktap, common, a): (bool, &Common, &BenchArgs),
+    ctx: &Ctx,
+    (plan, specs): (&bench::Plan, &[bench::CellSpec]),
+    mut result: BenchResult,
+    kept: Kept,
+) -> Result<i32> {
+    let unsaved_ = |w| unsaved(w, common.json.as_deref(), kept);
+    print_results(ktap, a, ctx, &result);
     if let Some(scope) = a.explain.filter(|_| !result.partial) {
-        // What is explained so far is kept when a later cell fails.
-        let explained = explain(ktap, &ctx, (&plan, &specs), scope, &mut result);
+        let explained = explain(ktap, ctx, (plan, specs), scope, &mut result);
         if let Err(e) = explained {
             result.partial_reason = Some(format!("--explain: {e}"));
-            write_outputs(&ctx, a, &result)
-                .map_err(|w| unsaved(w, common.json.as_deref(), kept.get()))?;
+            write_outputs(ctx, a, &result).map_err(unsaved_)?;
             return Err(e);
         }
     }
-    write_outputs(&ctx, a, &result).map_err(|w| unsaved(w, common.json.as_deref(), kept.get()))?;
+    write_outputs(ctx, a, &result).map_err(unsaved_)?;
     if result.partial {
         crate::errln!(
             "hypclear bench: interrupted ({}); the table and files above are partial \
@@ -305,30 +334,7 @@ fn announce(
     cells: usize,
     notes: &[String],
 ) -> Result<()> {
-    let p = &ctx.privilege;
-    say!(
-        ktap,
-        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} + {} measured), guest at {} ({})",
-        a.routine,
-        ctx.caps.model,
-        cells,
-        match plan.precision {
-            Some(p) => format!(
-                "{}..{} (until +-{}%)",
-                plan.sessions,
-                p.max_sessions,
-                bench::precision::pct_text(p.half_width * 100.0)
-            ),
-            None => plan.sessions.to_string(),
-        },
-        match plan.max_warmup {
-            0 => format!("{} warm-up", plan.warmup),
-            m => format!("{}..{m} warm-up until steady", plan.warmup),
-        },
-        plan.repeats,
-        p.name,
-        p.reason
-    );
+    say!(ktap, "{}", headline(a, ctx, plan, cells));
     say!(ktap, "precondition: {}", plan.cache.describe());
     if plan.backings.contains(&Backing::Thp) && crate::vmm::memory::thp_refused() {
         say!(
@@ -361,6 +367,39 @@ fn announce(
     for n in notes {
         say!(ktap, "note: {n}");
     }
+    kernel_note(ktap, a, ctx);
+    Ok(())
+}
+
+/// The run's first line: routine, CPU, cells, sessions, runs, privilege.
+fn headline(a: &BenchArgs, ctx: &Ctx, plan: &bench::plan::Plan, cells: usize) -> String {
+    let p = &ctx.privilege;
+    format!(
+        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} + {} measured), guest at {} ({})",
+        a.routine,
+        ctx.caps.model,
+        cells,
+        match plan.precision {
+            Some(p) => format!(
+                "{}..{} (until +-{}%)",
+                plan.sessions,
+                p.max_sessions,
+                bench::precision::pct_text(p.half_width * 100.0)
+            ),
+            None => plan.sessions.to_string(),
+        },
+        match plan.max_warmup {
+            0 => format!("{} warm-up", plan.warmup),
+            m => format!("{}..{m} warm-up until steady", plan.warmup),
+        },
+        plan.repeats,
+        p.name,
+        p.reason
+    )
+}
+
+/// Which variant the kernel would run here, for built-in sides.
+fn kernel_note(ktap: bool, a: &BenchArgs, ctx: &Ctx) {
     if ctx.sides.iter().any(Side::is_builtin)
         && let Some(v) = routines::kernel_default(
             a.routine,
@@ -384,7 +423,6 @@ fn announce(
             .map_or("-", |v| v.name)
         );
     }
-    Ok(())
 }
 
 /// What the `--json` file holds when the final write fails: the last
