@@ -902,70 +902,8 @@ pub fn plan(
             if !filter.wants(routine, v) {
                 continue;
             }
-            let plain = shapes
-                .iter()
-                .map(|&(len, count, dst_offset, src_offset, fill)| CheckSpec {
-                    routine,
-                    variant: v,
-                    len,
-                    count,
-                    dst_offset,
-                    src_offset,
-                    fill,
-                    overlap: None,
-                    table: None,
-                    edge: None,
-                });
-            let memmove = routine == Routine::Memcpy && v.memmove;
-            let moved = moves
-                .iter()
-                .filter(|_| memmove)
-                .map(|&(len, dst_offset, delta)| CheckSpec {
-                    routine,
-                    variant: v,
-                    len,
-                    count: 1,
-                    dst_offset,
-                    src_offset: None,
-                    fill: Fill::Zero,
-                    overlap: Some(delta),
-                    table: None,
-                    edge: None,
-                });
-            let edges = edge_shapes(routine, filter)
-                .into_iter()
-                .filter(|_| arch::edge_hole(arch::MIN_RAM).is_some())
-                .map(|(edge, len, count, fill)| CheckSpec {
-                    routine,
-                    variant: v,
-                    len,
-                    count,
-                    dst_offset: 0,
-                    src_offset: (routine.kind() == Kind::Copy).then_some(0),
-                    fill,
-                    overlap: None,
-                    table: None,
-                    edge: Some(edge),
-                });
-            for spec in plain.chain(moved).chain(edges) {
-                let reason = if let Some(f) = v.requires.filter(|f| !caps.has(f)) {
-                    Some(format!("the CPU does not have {f}"))
-                } else if spec.edge.is_some() && !edge_fits(&spec, arena) {
-                    Some(
-                        "the edge check's buffers do not fit below the edge region; raise --mem"
-                            .into(),
-                    )
-                } else if footprint(&spec) > arena {
-                    let need = footprint(&spec);
-                    Some(format!(
-                        "needs --mem {} or more ({} of arena)",
-                        crate::units::format_size(mem_for(need)),
-                        crate::units::format_size(need.next_multiple_of(1 << 20))
-                    ))
-                } else {
-                    None
-                };
-                match reason {
+            for spec in variant_specs((routine, v), &shapes, &moves, filter) {
+                match skip_reason(&spec, caps, arena) {
                     None => specs.push(spec),
                     Some(r) => skipped.push(record(config, &spec, pats, Verdict::Skipped, Some(r))),
                 }
@@ -973,6 +911,86 @@ pub fn plan(
         }
     }
     (specs, skipped)
+}
+
+/// A check of `variant` with nothing but its routine and variant set: one
+/// call of 0 bytes at offset 0, filling zero, no source, overlap, table
+/// or edge.
+fn bare((routine, variant): (Routine, &'static VariantDef)) -> CheckSpec {
+    CheckSpec {
+        routine,
+        variant,
+        len: 0,
+        count: 1,
+        dst_offset: 0,
+        src_offset: None,
+        fill: Fill::Zero,
+        overlap: None,
+        table: None,
+        edge: None,
+    }
+}
+
+/// The checks of one variant: its routine's `shapes`, then the overlapping
+/// copies (`moves`) where it is a memmove, then the edge checks where the
+/// architecture leaves a hole.
+fn variant_specs(
+    (routine, v): (Routine, &'static VariantDef),
+    shapes: &[Shape],
+    moves: &[(u64, u64, i64)],
+    filter: &Filter,
+) -> Vec<CheckSpec> {
+    let plain = shapes
+        .iter()
+        .map(|&(len, count, dst_offset, src_offset, fill)| CheckSpec {
+            len,
+            count,
+            dst_offset,
+            src_offset,
+            fill,
+            ..bare((routine, v))
+        });
+    let memmove = routine == Routine::Memcpy && v.memmove;
+    let moved = moves
+        .iter()
+        .filter(|_| memmove)
+        .map(|&(len, dst_offset, delta)| CheckSpec {
+            len,
+            dst_offset,
+            overlap: Some(delta),
+            ..bare((routine, v))
+        });
+    let edges = edge_shapes(routine, filter)
+        .into_iter()
+        .filter(|_| arch::edge_hole(arch::MIN_RAM).is_some())
+        .map(|(edge, len, count, fill)| CheckSpec {
+            len,
+            count,
+            src_offset: (routine.kind() == Kind::Copy).then_some(0),
+            fill,
+            edge: Some(edge),
+            ..bare((routine, v))
+        });
+    plain.chain(moved).chain(edges).collect()
+}
+
+/// Why `spec` cannot run here (`None`: it can): a CPU feature its variant
+/// requires, edge buffers that do not fit, or an arena too small for it.
+fn skip_reason(spec: &CheckSpec, caps: &arch::CpuCaps, arena: u64) -> Option<String> {
+    if let Some(f) = spec.variant.requires.filter(|f| !caps.has(f)) {
+        Some(format!("the CPU does not have {f}"))
+    } else if spec.edge.is_some() && !edge_fits(spec, arena) {
+        Some("the edge check's buffers do not fit below the edge region; raise --mem".into())
+    } else if footprint(spec) > arena {
+        let need = footprint(spec);
+        Some(format!(
+            "needs --mem {} or more ({} of arena)",
+            crate::units::format_size(mem_for(need)),
+            crate::units::format_size(need.next_multiple_of(1 << 20))
+        ))
+    } else {
+        None
+    }
 }
 
 /// Every check `plan` makes for `side`, as SKIP with `reason` (a kernel
