@@ -38,7 +38,11 @@ fn crate_dir(root: &Path, name: &str) -> PathBuf {
 /// A crate's size as the table shows it: thousands with one decimal.
 fn size(root: &Path, name: &str) -> String {
     let dir = crate_dir(root, name);
-    assert!(dir.join("Cargo.toml").exists(), "no crate {name} at {}", dir.display());
+    assert!(
+        dir.join("Cargo.toml").exists(),
+        "no crate {name} at {}",
+        dir.display()
+    );
     let n = rust_lines(&dir.join("src")) + rust_lines_of(&dir.join("build.rs"));
     format!("{:.1}k", n as f64 / 1000.0)
 }
@@ -76,7 +80,10 @@ fn design_doc_crate_sizes_are_measured() {
     let path = root.join("docs/DESIGN.md");
     let doc = std::fs::read_to_string(&path).expect("read docs/DESIGN.md");
     let (want, rows) = regenerated(root, &doc);
-    assert!(rows >= 12, "docs/DESIGN.md: only {rows} crate rows found in its table");
+    assert!(
+        rows >= 12,
+        "docs/DESIGN.md: only {rows} crate rows found in its table"
+    );
     if std::env::var_os("HYPCLEAR_UPDATE_DOCS").is_some() {
         std::fs::write(&path, &want).expect("write docs/DESIGN.md");
         return;
