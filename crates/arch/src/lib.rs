@@ -225,6 +225,9 @@ pub struct CpuCaps {
     pub features: Vec<(String, bool)>,
     /// The variant each kernel version would run on this CPU, per family.
     pub defaults: Vec<KernelPick>,
+    /// x86: the vendor whose CPU-setup code the kernel runs (`None`
+    /// elsewhere, or for a vendor Linux has no setup code for).
+    pub x86_vendor: Option<x86_64::kernel::Vendor>,
 }
 
 /// The variant of one routine family that a kernel version picks on this

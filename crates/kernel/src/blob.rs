@@ -980,6 +980,7 @@ mod tests {
             model: "m".into(),
             features: vec![("erms".into(), true), ("fsrm".into(), false)],
             defaults: vec![],
+            x86_vendor: None,
         };
         let v = guest_view(&caps);
         assert!(v.contains("erms") && v.contains("has_erms") && !v.contains("fsrm"));

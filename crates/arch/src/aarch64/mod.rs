@@ -95,6 +95,16 @@ pub fn path_note(
     }
 }
 
+/// Whether Linux gives this CPU the ARM64_HAS_NO_HW_PREFETCH capability
+/// (Cavium ThunderX pass 1.x: implementer 0x43, part 0x0a1, variant 0 or
+/// 1), under which a tree's copy_page may take prefetching alternatives.
+/// Kept as a documented CPU rule, as x86's REP_GOOD is: the kernel decides
+/// it from a MIDR range list in arch/arm64/kernel/cpufeature.c, not from
+/// a feature register; which routine a tree runs with it is the tree's.
+pub(crate) fn no_hw_prefetch(midr: u64) -> bool {
+    (midr >> 24) & 0xff == 0x43 && (midr >> 4) & 0xfff == 0x0a1 && (midr >> 20) & 0xf <= 1
+}
+
 /// What the 6.12 and 6.1 kernels run on this CPU. Neither has a MOPS path
 /// or any alternative in clear_page / memset / memcpy (arch/arm64/lib); the
 /// only run-time choices are DCZID_EL0 inside clear_page and memset (DZP=1:
@@ -103,8 +113,7 @@ pub fn path_note(
 /// 0 and 1).
 pub(crate) fn kernel_picks(midr: u64, dczva: bool) -> Vec<super::KernelPick> {
     use super::{Family, KernelPick as P, KernelVersion};
-    let thunderx =
-        (midr >> 24) & 0xff == 0x43 && (midr >> 4) & 0xfff == 0x0a1 && (midr >> 20) & 0xf <= 1;
+    let thunderx = no_hw_prefetch(midr);
     let clear_why = if dczva {
         "DC ZVA (DZP=0)"
     } else {

@@ -345,6 +345,7 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
             ("clzero".into(), clzero),
         ],
         defaults,
+        x86_vendor: f.vendor,
     }
 }
 

@@ -32,6 +32,62 @@ pub(crate) struct CpuidView {
 pub use crate::KernelVersion;
 use crate::{Family, KernelPick};
 
+/// The x86 vendors whose CPU-setup code Linux runs (its `cpu_dev`s that
+/// matter here), by CPUID.0's vendor string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    Intel,
+    Amd,
+    Hygon,
+    Zhaoxin,
+    Centaur,
+}
+
+impl Vendor {
+    pub const ALL: [Vendor; 5] = [
+        Vendor::Intel,
+        Vendor::Amd,
+        Vendor::Hygon,
+        Vendor::Zhaoxin,
+        Vendor::Centaur,
+    ];
+
+    fn of(id: &[u8; 12]) -> Option<Vendor> {
+        Some(match id {
+            b"GenuineIntel" => Vendor::Intel,
+            b"AuthenticAMD" => Vendor::Amd,
+            b"HygonGenuine" => Vendor::Hygon,
+            b"  Shanghai  " => Vendor::Zhaoxin,
+            b"CentaurHauls" => Vendor::Centaur,
+            _ => return None,
+        })
+    }
+
+    /// The tree's C that sets this vendor's CPUs up (the `init_<vendor>`
+    /// whose feature implications a kernel tree is read for).
+    pub fn setup_file(self) -> &'static str {
+        match self {
+            Vendor::Intel => "arch/x86/kernel/cpu/intel.c",
+            Vendor::Amd => "arch/x86/kernel/cpu/amd.c",
+            Vendor::Hygon => "arch/x86/kernel/cpu/hygon.c",
+            Vendor::Zhaoxin => "arch/x86/kernel/cpu/zhaoxin.c",
+            Vendor::Centaur => "arch/x86/kernel/cpu/centaur.c",
+        }
+    }
+
+    /// The function of [`Vendor::setup_file`] that sets a CPU up.
+    pub fn setup_function(self) -> &'static str {
+        match self {
+            Vendor::Intel => "init_intel",
+            Vendor::Amd => "init_amd",
+            Vendor::Hygon => "init_hygon",
+            Vendor::Zhaoxin => "init_zhaoxin",
+            Vendor::Centaur => "init_centaur",
+        }
+    }
+}
+
 /// The kernel's view of the string-operation features.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StringFeatures {
@@ -42,6 +98,7 @@ pub struct StringFeatures {
     /// Synthesized by Linux from vendor and family (see the module docs).
     pub rep_good: bool,
     pub amd: bool,
+    pub vendor: Option<Vendor>,
 }
 
 impl CpuidView {
@@ -89,6 +146,7 @@ impl CpuidView {
             fsrs: self.leaf7_1_eax & (1 << 11) != 0,
             rep_good,
             amd,
+            vendor: Vendor::of(&self.vendor),
         }
     }
 }
@@ -191,6 +249,21 @@ mod tests {
         assert!(!cpu(b"CentaurHauls", 0x0000_06a0, false, false, false).rep_good);
         assert!(cpu(b"CentaurHauls", 0x0000_06f0, false, false, false).rep_good);
         assert!(!cpu(b"SomeOtherCPU", 0x0008_06f8, true, true, true).rep_good);
+    }
+
+    #[test]
+    fn the_vendor_names_its_setup_code() {
+        assert_eq!(
+            cpu(b"AuthenticAMD", 0x00a0_0f11, true, true, false).vendor,
+            Some(Vendor::Amd)
+        );
+        assert_eq!(
+            cpu(b"  Shanghai  ", 0x0000_06f0, false, false, false).vendor,
+            Some(Vendor::Zhaoxin)
+        );
+        assert_eq!(cpu(b"SomeOtherCPU", 0, false, false, false).vendor, None);
+        assert_eq!(Vendor::Amd.setup_file(), "arch/x86/kernel/cpu/amd.c");
+        assert_eq!(Vendor::Hygon.setup_function(), "init_hygon");
     }
 
     #[test]
