@@ -92,7 +92,7 @@ pub(super) fn sides(common: &Common) -> Result<Vec<Side>> {
     check_config(common)?;
     let choice = AltChoice::parse(k.alternatives.as_deref().unwrap_or("host"));
     let guest = if choice == AltChoice::Guest {
-        kblob::guest_view(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?))
+        kblob::guest_cpu(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?))
     } else {
         Default::default()
     };
