@@ -3,11 +3,9 @@
 use super::{Ctx, progress};
 use crate::arch;
 use crate::bench::{self, BenchResult};
-use crate::blob::LinkConfig;
 use crate::cli::{BenchArgs, Common};
 use crate::error::{Result, RunError};
 use crate::kernel::Side;
-use crate::routines;
 use crate::vmm::memory::Backing;
 use std::time::Instant;
 
@@ -361,28 +359,15 @@ fn announce(
     for n in notes {
         say!(ktap, "note: {n}");
     }
-    if ctx.sides.iter().any(Side::is_builtin)
-        && let Some(v) = routines::kernel_default(
-            a.routine,
-            LinkConfig::Vanilla,
-            &ctx.caps,
-            arch::DEFAULT_KERNEL,
-        )
-    {
-        say!(
-            ktap,
-            "note: kernel {} would run {} {} on this CPU (6.1: {})",
-            arch::DEFAULT_KERNEL,
-            a.routine,
-            v.name,
-            routines::kernel_default(
-                a.routine,
-                LinkConfig::Vanilla,
-                &ctx.caps,
-                arch::KernelVersion::V6_1
-            )
-            .map_or("-", |v| v.name)
-        );
+    // Which built-in the kernel sides' trees run here (their own code
+    // decides; without a tree nothing does).
+    if ctx.sides.iter().any(Side::is_builtin) {
+        for t in super::kernel::kernel_picks(&ctx.sides, &ctx.caps)? {
+            let fam = a.routine.family(t.config);
+            if let Some(p) = t.picks.iter().find(|p| p.family == fam) {
+                say!(ktap, "note: kernel {} would run {p} on this CPU", t.kernel);
+            }
+        }
     }
     Ok(())
 }

@@ -1016,7 +1016,6 @@ mod tests {
         let caps = crate::arch::CpuCaps {
             model: "m".into(),
             features: vec![("erms".into(), true), ("fsrm".into(), false)],
-            defaults: vec![],
             x86_vendor: None,
         };
         let v = guest_view(&caps);

@@ -652,7 +652,6 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
             ("dczva".into(), dczva),
             ("no_hw_prefetch".into(), super::no_hw_prefetch(midr)),
         ],
-        defaults: super::kernel_picks(midr, dczva),
         x86_vendor: None,
     }
 }
