@@ -359,17 +359,27 @@ fn announce(
     for n in notes {
         say!(ktap, "note: {n}");
     }
-    // Which built-in the kernel sides' trees run here (their own code
-    // decides; without a tree nothing does).
-    if ctx.sides.iter().any(Side::is_builtin) {
-        for t in super::kernel::kernel_picks(&ctx.sides, &ctx.caps)? {
-            let fam = a.routine.family(t.config);
-            if let Some(p) = t.picks.iter().find(|p| p.family == fam) {
-                say!(ktap, "note: kernel {} would run {p} on this CPU", t.kernel);
-            }
-        }
+    for n in pick_notes(a, ctx)? {
+        say!(ktap, "note: {n}");
     }
     Ok(())
+}
+
+/// With built-in and kernel sides: which built-in each kernel side's tree
+/// runs here for the routine, read from its code (without a tree nothing
+/// says it).
+fn pick_notes(a: &BenchArgs, ctx: &Ctx) -> Result<Vec<String>> {
+    if !ctx.sides.iter().any(Side::is_builtin) {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for t in super::kernel::kernel_picks(&ctx.sides, &ctx.caps)? {
+        let fam = a.routine.family(t.config);
+        if let Some(p) = t.picks.iter().find(|p| p.family == fam) {
+            out.push(format!("kernel {} would run {p} on this CPU", t.kernel));
+        }
+    }
+    Ok(out)
 }
 
 /// What the `--json` file holds when the final write fails: the last

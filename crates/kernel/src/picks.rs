@@ -17,7 +17,7 @@ use crate::alternatives::{AltError, Applied, FeatureNames, Image};
 use crate::arch::x86_64::kernel::Vendor;
 use crate::arch::{Family, VariantDef};
 use crate::paths::{bare_name, family_of};
-use crate::setup::{CpuSetup, Implied};
+use crate::setup::{CpuSetup, Implied, SetupUnknown};
 use crate::tree::{Arch, CallChoice, ClearPageShape, LinkConfig};
 
 /// The built-in that follows a kernel routine's path, or why none does.
@@ -200,19 +200,15 @@ fn families(link: LinkConfig) -> impl Iterator<Item = Family> {
 pub fn kernel_picks(code: &TreeCode, cpu: &GuestCpu) -> Result<Vec<Pick>, AltError> {
     let setup = match code.cpu_setup {
         Some(s) => s.apply(cpu.vendor, &cpu.features),
-        None if code.arch == Arch::X86_64 => Err(
-            "the blob file does not record the tree's CPU-setup rules (made by an older \
-             hypclear; make it again)"
-                .to_string(),
-        ),
+        None if code.arch == Arch::X86_64 => Err(SetupUnknown::NotRecorded),
         None => Ok((cpu.features.clone(), Vec::new())),
     };
     let (features, implied) = match setup {
         Ok(x) => x,
-        Err(why) => {
+        Err(e) => {
             let unknown = |family| Pick {
                 family,
-                decision: Decision::Unknown { why: why.clone() },
+                decision: Decision::Unknown { why: e.to_string() },
             };
             return Ok(families(code.link_config).map(unknown).collect());
         }

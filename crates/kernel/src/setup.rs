@@ -30,6 +30,21 @@ pub struct Implied {
     pub sets: String,
 }
 
+/// Why a CPU's setup rules are not known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetupUnknown {
+    #[error("the tree's {function}() in {file} could not be read")]
+    NotRead {
+        file: &'static str,
+        function: &'static str,
+    },
+    #[error(
+        "the blob file does not record the tree's CPU-setup rules (made by an older hypclear; \
+         make it again)"
+    )]
+    NotRecorded,
+}
+
 /// A tree's CPU-setup rules, as a kernel blob file records them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuSetup {
@@ -59,22 +74,21 @@ impl CpuSetup {
     }
 
     /// `features` as a CPU of `vendor` has them after its setup code, and
-    /// the rules that added some; `Err` (why) when that code was not read.
+    /// the rules that added some; `Err` when that code was not read.
     pub fn apply(
         &self,
         vendor: Option<Vendor>,
         features: &BTreeSet<String>,
-    ) -> Result<(BTreeSet<String>, Vec<&Implied>), String> {
+    ) -> Result<(BTreeSet<String>, Vec<&Implied>), SetupUnknown> {
         let mut out = features.clone();
         let Some(v) = vendor else {
             return Ok((out, Vec::new()));
         };
         if !self.files.iter().any(|f| f == v.setup_file()) {
-            return Err(format!(
-                "the tree's {}() in {} could not be read",
-                v.setup_function(),
-                v.setup_file()
-            ));
+            return Err(SetupUnknown::NotRead {
+                file: v.setup_file(),
+                function: v.setup_function(),
+            });
         }
         let mut used = Vec::new();
         // To a fixed point: a set feature may imply another.
@@ -227,7 +241,8 @@ mod tests {
         // A vendor whose setup code was not read: unknown, with the file.
         let e = setup
             .apply(Some(Vendor::Intel), &set(&["fsrm"]))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("init_intel") && e.contains("intel.c"), "{e}");
     }
 }
