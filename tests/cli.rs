@@ -227,6 +227,11 @@ fn info_shows_alias_table_and_privilege() {
         s.contains("vanilla configuration") && s.contains("memset configuration"),
         "{s}"
     );
+    // Without a tree no version table stands in: the pick is unknown.
+    assert!(
+        s.contains("kernel would run") && s.contains("unknown: no --kernel-tree"),
+        "{s}"
+    );
 }
 
 #[test]

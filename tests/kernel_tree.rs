@@ -317,6 +317,52 @@ fn broken_kernel_memset_is_caught() {
     std::fs::remove_dir_all(&copy).ok();
 }
 
+/// `info --kernel-tree` says what the tree's kernel would run on this
+/// guest, read from the tree's alternatives: the picks the removed hand
+/// table gave for 6.1 and 6.12, and amd.c's FSRM -> FSRS recorded exactly
+/// when the tree has it. A copy whose memset alternative tests another
+/// feature (6.12: FSRS -> REP_GOOD; 6.1: REP_GOOD -> FSRM) changes the
+/// memset pick, and the same check fails on it.
+#[test]
+fn info_reports_the_trees_own_picks() {
+    let Some(tree) = tree_env() else { return };
+    if std::env::consts::ARCH != "x86_64" {
+        common::skip("the picks checked are x86's");
+        return;
+    }
+    if !common::kvm_available("info_reports_the_trees_own_picks") {
+        return;
+    }
+    let doc = common::picks::info(&tree, "info-picks");
+    common::picks::check(&doc).expect("the picks the table gave");
+    common::picks::check_setup(&tree, &doc);
+    let (guest, _) = common::picks::guest(&doc);
+    if !guest.contains("rep_good") {
+        common::skip("the mutation needs a guest with REP_GOOD");
+        return;
+    }
+    let rel = "arch/x86/lib/memset_64.S";
+    let text = std::fs::read_to_string(tree.join(rel)).expect("memset_64.S");
+    let (from, to, want) = match text.contains("X86_FEATURE_FSRS") {
+        true => ("X86_FEATURE_FSRS", "X86_FEATURE_REP_GOOD", "rep_good"),
+        false => ("X86_FEATURE_REP_GOOD", "X86_FEATURE_FSRM", "orig"),
+    };
+    // Named per tree: kbuild's cache directory is keyed by the path.
+    let leaf = tree
+        .file_name()
+        .map_or("tree".into(), |n| n.to_string_lossy());
+    let copy = mutant(&tree, &format!("kernel-mutant-picks-{leaf}"), rel, |t| {
+        assert!(t.contains(from), "memset_64.S changed shape");
+        t.replacen(from, to, 1)
+    });
+    let m = common::picks::info(&copy, "info-picks-mutant");
+    let e = common::picks::check(&m).expect_err("the swapped feature shows in the picks");
+    println!("mutant: {e}");
+    assert!(e.contains("memset: ") && !e.contains("memcpy: "), "{e}");
+    assert_eq!(common::picks::picks(&m)["memset"], want, "{e}");
+    std::fs::remove_dir_all(&copy).ok();
+}
+
 /// A copy of `tree` (hard links) in the test's temporary directory `name`
 /// whose file `rel` is `edit` of the original (written as a new file, so
 /// the original tree keeps its inode).

@@ -178,6 +178,43 @@ fn a_7x_tree_checks_every_path_of_its_inline_clear_pages() {
     let _ = std::fs::remove_file(&blob);
 }
 
+/// `info --kernel-tree` on a 7.x tree: what its kernel would run here,
+/// read from its alternatives (the inline clear_pages()' ALTERNATIVE_2
+/// for clear_page), is what the removed table's 6.12 rules give. A copy
+/// whose clear_pages() tests FSRM instead of REP_GOOD for its `rep stosq`
+/// path changes the clear_page pick (on a guest without FSRM or ERMS: the
+/// unrolled loop), and the same check fails on it.
+#[test]
+fn info_reports_a_7x_trees_own_picks() {
+    let Some(tree) = tree7() else { return };
+    if !x86_kvm("info_reports_a_7x_trees_own_picks") {
+        return;
+    }
+    let doc = common::picks::info(&tree, "info-picks-7");
+    common::picks::check(&doc).expect("the picks of the 6.12 rules");
+    common::picks::check_setup(&tree, &doc);
+    let (guest, _) = common::picks::guest(&doc);
+    if !guest.contains("rep_good") || guest.contains("erms") || guest.contains("fsrm") {
+        common::skip("the mutation needs a guest with REP_GOOD and without ERMS and FSRM");
+        return;
+    }
+    let swap = |t: &str| {
+        let from = "stosq\", X86_FEATURE_REP_GOOD";
+        assert_eq!(t.matches(from).count(), 1, "asm/page_64.h changed shape");
+        t.replace(from, "stosq\", X86_FEATURE_FSRM")
+    };
+    let copy = mutant(
+        &tree,
+        "kernel7-mutant-picks",
+        &[("arch/x86/include/asm/page_64.h", &swap)],
+    );
+    let m = common::picks::info(&copy, "info-picks-7-mutant");
+    let e = common::picks::check(&m).expect_err("the swapped feature shows in the picks");
+    println!("mutant: {e}");
+    assert!(e.contains("clear_page: orig, the table says rep"), "{e}");
+    std::fs::remove_dir_all(&copy).ok();
+}
+
 /// Two bugs in one copy, each on paths of its own, each caught by a
 /// default verify: the inline ERMS path one byte short (`rep stosb` with
 /// rcx - 1: clear_page and clear_pages fail on ERMS), and

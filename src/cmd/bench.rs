@@ -3,11 +3,9 @@
 use super::{Ctx, progress};
 use crate::arch;
 use crate::bench::{self, BenchResult};
-use crate::blob::LinkConfig;
 use crate::cli::{BenchArgs, Common};
 use crate::error::{Result, RunError};
 use crate::kernel::Side;
-use crate::routines;
 use crate::vmm::memory::Backing;
 use std::time::Instant;
 
@@ -367,8 +365,27 @@ fn announce(
     for n in notes {
         say!(ktap, "note: {n}");
     }
-    kernel_note(ktap, a, ctx);
+    for n in pick_notes(a, ctx)? {
+        say!(ktap, "note: {n}");
+    }
     Ok(())
+}
+
+/// With built-in and kernel sides: which built-in each kernel side's tree
+/// runs here for the routine, read from its code (without a tree nothing
+/// says it).
+fn pick_notes(a: &BenchArgs, ctx: &Ctx) -> Result<Vec<String>> {
+    if !ctx.sides.iter().any(Side::is_builtin) {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for t in super::kernel::kernel_picks(&ctx.sides, &ctx.caps)? {
+        let fam = a.routine.family(t.config);
+        if let Some(p) = t.picks.iter().find(|p| p.family == fam) {
+            out.push(format!("kernel {} would run {p} on this CPU", t.kernel));
+        }
+    }
+    Ok(out)
 }
 
 /// The run's first line: routine, CPU, cells, sessions, runs, privilege.
@@ -396,33 +413,6 @@ fn headline(a: &BenchArgs, ctx: &Ctx, plan: &bench::plan::Plan, cells: usize) ->
         p.name,
         p.reason
     )
-}
-
-/// Which variant the kernel would run here, for built-in sides.
-fn kernel_note(ktap: bool, a: &BenchArgs, ctx: &Ctx) {
-    if ctx.sides.iter().any(Side::is_builtin)
-        && let Some(v) = routines::kernel_default(
-            a.routine,
-            LinkConfig::Vanilla,
-            &ctx.caps,
-            arch::DEFAULT_KERNEL,
-        )
-    {
-        say!(
-            ktap,
-            "note: kernel {} would run {} {} on this CPU (6.1: {})",
-            arch::DEFAULT_KERNEL,
-            a.routine,
-            v.name,
-            routines::kernel_default(
-                a.routine,
-                LinkConfig::Vanilla,
-                &ctx.caps,
-                arch::KernelVersion::V6_1
-            )
-            .map_or("-", |v| v.name)
-        );
-    }
 }
 
 /// What the `--json` file holds when the final write fails: the last

@@ -1,5 +1,6 @@
 //! `hypclear info`: host, KVM, CPU features, privilege and the blobs.
 use super::Ctx;
+use super::kernel::TreePicks;
 use crate::arch;
 use crate::blob::{Blob, TableRow};
 use crate::error::Result;
@@ -51,6 +52,7 @@ fn summary_table(
     kvm: &kvm_ioctls::Kvm,
     host: &HostInfo,
     blobs: &BTreeMap<String, BlobInfo>,
+    picks: &[TreePicks],
 ) -> comfy_table::Table {
     let p = &ctx.privilege;
     let mut t = crate::table::table(&["item", "value"]);
@@ -81,12 +83,7 @@ fn summary_table(
     for (k, v) in arch::cpu_details(kvm) {
         t.add_row(vec![k, v]);
     }
-    for kernel in arch::KernelVersion::ALL {
-        t.add_row(vec![
-            format!("kernel {kernel} would run"),
-            ctx.caps.kernel_picks_line(kernel),
-        ]);
-    }
+    pick_rows(&mut t, picks);
     t.add_row(vec![
         "counter".to_string(),
         format!("{} at {} kHz", host.counter, host.counter_khz),
@@ -98,6 +95,25 @@ fn summary_table(
     t.add_row(vec!["seed".to_string(), ctx.seed.to_string()]);
     blob_rows(&mut t, ctx, blobs);
     t
+}
+
+/// "kernel 6.12.118 (linux-source-6.12) would run": each kernel side's
+/// picks, read from its tree; with no tree, unknown (no table says it).
+fn pick_rows(t: &mut comfy_table::Table, picks: &[TreePicks]) {
+    if picks.is_empty() {
+        t.add_row(vec![
+            "kernel would run".to_string(),
+            "unknown: no --kernel-tree (what a kernel runs is read from its tree's \
+             alternatives: info --kernel-tree TREE)"
+                .to_string(),
+        ]);
+    }
+    for p in picks {
+        t.add_row(vec![
+            format!("kernel {} ({}) would run", p.kernel, p.side),
+            crate::kernel::picks::picks_line(&p.picks),
+        ]);
+    }
 }
 
 /// The summary's rows about the blobs: a kernel blob's origin, link
@@ -190,7 +206,8 @@ pub(super) fn info(ctx: &Ctx) -> Result<i32> {
     let kvm = vmm::open_kvm()?;
     let mut host = HostInfo::collect(&ctx.caps, 0);
     let blobs = blobs(ctx, &mut host)?;
-    crate::outln!("{}", summary_table(ctx, &kvm, &host, &blobs));
+    let picks = super::kernel::kernel_picks(&ctx.sides, &ctx.caps)?;
+    crate::outln!("{}", summary_table(ctx, &kvm, &host, &blobs, &picks));
     if ctx.sides.iter().all(|s| s.external().is_none()) {
         crate::outln!("built-in variants:\n{}", variant_table());
     }
@@ -209,6 +226,7 @@ pub(super) fn info(ctx: &Ctx) -> Result<i32> {
                 "memmove": v.memmove,
             })).collect::<Vec<_>>(),
             "kernel": ctx.sides.iter().find_map(Side::external).map(|e| e.report.clone()),
+            "kernel_picks": picks,
             "guest": { "privilege": ctx.privilege, "seed": ctx.seed, "blobs": blobs,
                        "load_address": blobs.values().next().map(|b| b.load_address) },
         });

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::kernel::alternatives;
 use crate::kernel::blob::{self as kblob, AltChoice, KernelBlobError, Loaded, MakeRequest};
 use crate::kernel::paths;
+use crate::kernel::picks;
 use crate::kernel::routines;
 use crate::kernel::side::{SideKind, Source};
 use crate::kernel::tree::{self, Arch};
@@ -92,7 +93,7 @@ pub(super) fn sides(common: &Common) -> Result<Vec<Side>> {
     check_config(common)?;
     let choice = AltChoice::parse(k.alternatives.as_deref().unwrap_or("host"));
     let guest = if choice == AltChoice::Guest {
-        kblob::guest_view(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?))
+        kblob::guest_cpu(&crate::arch::cpu_caps(&crate::vmm::open_kvm()?))
     } else {
         Default::default()
     };
@@ -176,6 +177,7 @@ fn external(l: Loaded, source: Source, short: String) -> Result<External> {
         "link_config": m.link_config,
         "link_reason": m.link_reason,
         "clear_page": m.clear_page,
+        "cpu_setup": m.cpu_setup,
         "aliases": m.aliases,
         "alternatives": l.alternatives,
         "features_present": l.features,
@@ -201,6 +203,38 @@ fn external(l: Loaded, source: Source, short: String) -> Result<External> {
         file: l.path,
         load: l.load,
     })
+}
+
+/// What one kernel side's tree would run on this guest's CPU.
+#[derive(serde::Serialize)]
+pub(super) struct TreePicks {
+    /// `make kernelversion` and the side's short name.
+    pub kernel: String,
+    pub side: String,
+    #[serde(skip)]
+    pub config: LinkConfig,
+    pub picks: Vec<picks::Pick>,
+}
+
+/// The picks of each kernel blob among `sides` (one per file), read from
+/// its tree's code with the guest's features (see `picks::kernel_picks`).
+pub(super) fn kernel_picks(sides: &[Side], caps: &crate::arch::CpuCaps) -> Result<Vec<TreePicks>> {
+    let cpu = kblob::guest_cpu(caps);
+    let mut seen: Vec<&Path> = Vec::new();
+    let mut out = Vec::new();
+    for e in sides.iter().filter_map(Side::external) {
+        if seen.contains(&e.file.as_path()) {
+            continue;
+        }
+        seen.push(&e.file);
+        out.push(TreePicks {
+            kernel: e.kernelversion.clone(),
+            side: e.short.clone(),
+            config: e.blob.config,
+            picks: kblob::prepare(&e.file)?.kernel_picks(&cpu)?,
+        });
+    }
+    Ok(out)
 }
 
 /// The lines every table shows for the kernel sides (none for built-ins).

@@ -858,18 +858,9 @@ fn print_results(ctx: &Ctx, o: &Outcome, cut: Option<&str>) {
         let doc = report::checks_ktap(&o.rows, last, o.failure.as_ref(), cut);
         crate::output::print_bytes(doc.render().as_bytes());
     } else {
-        // The built-ins' "kernel default" marks name built-in variants; a
-        // kernel blob's header already says which path each routine takes.
-        let caps = match ctx.has_kernel_side() {
-            true => arch::CpuCaps {
-                defaults: Vec::new(),
-                ..ctx.caps.clone()
-            },
-            false => ctx.caps.clone(),
-        };
         ctx.say(report::checks_table(
             &o.rows,
-            &caps,
+            &ctx.caps,
             ctx.privilege.privilege,
         ));
     }

@@ -1,5 +1,7 @@
 //! Shared helpers for the integration tests, which boot real VMs.
 #![allow(dead_code)]
+pub(crate) mod picks;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

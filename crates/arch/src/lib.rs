@@ -30,7 +30,7 @@
 //! | `pc(vcpu)` | the guest's program counter, as the doorbell's ring-site check reads it at an exit |
 //! | `registers(vcpu)`, `reinitialised(vcpu)`, `describe_exception`, `fault_address` | failure reports (`reinitialised`: KVM reset the vCPU, e.g. kvm_amd on shutdown, so its registers are not the guest's) |
 //! | `corruptible_areas(loaded, mem, privilege)` | root page table and vectors the guest at `privilege` uses, for `selftest --hostile` |
-//! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer; `cpu_caps` also fills [`CpuCaps::defaults`], the [`KernelPick`] of each kernel version |
+//! | `cpu_caps`, `cpu_details`, `kvm_flavour`, `kvm_paging`, `privilege_name` | what the CPU and KVM offer (which routine a kernel runs with it is read from that kernel's tree, not here) |
 //! | `evict(bytes)` | write back and evict a host range from every cache level (the cold-cache precondition) |
 //! | `Error` (as `HostError`) | the architecture's error type (thiserror), each variant with its [`Category`], and `kvm_errno()` (a failed KVM ioctl's errno, so an ioctl cut short by Ctrl-C reads as an interruption); wrapped by [`Error`] here, which `crate::error::Error::Arch` wraps in turn |
 //! | `WRITE_XOR_EXECUTE` | whether every guest mapping is W^X (blob text read-only, data execute-never) |
@@ -223,50 +223,10 @@ pub trait RamAccess {
 pub struct CpuCaps {
     pub model: String,
     pub features: Vec<(String, bool)>,
-    /// The variant each kernel version would run on this CPU, per family.
-    pub defaults: Vec<KernelPick>,
+    /// x86: the vendor whose CPU-setup code the kernel runs (`None`
+    /// elsewhere, or for a vendor Linux has no setup code for).
+    pub x86_vendor: Option<x86_64::kernel::Vendor>,
 }
-
-/// The variant of one routine family that a kernel version picks on this
-/// CPU (its alternatives / run-time checks), and the feature that decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct KernelPick {
-    pub family: Family,
-    pub variant: &'static str,
-    pub kernel: KernelVersion,
-    pub why: &'static str,
-}
-
-/// A kernel version whose routine picks are modelled (serialized and shown
-/// as "6.12", "6.1").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub enum KernelVersion {
-    #[serde(rename = "6.12")]
-    V6_12,
-    #[serde(rename = "6.1")]
-    V6_1,
-}
-
-impl KernelVersion {
-    /// Every modelled version, the default first.
-    pub const ALL: [KernelVersion; 2] = [KernelVersion::V6_12, KernelVersion::V6_1];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelVersion::V6_12 => "6.12",
-            KernelVersion::V6_1 => "6.1",
-        }
-    }
-}
-
-impl std::fmt::Display for KernelVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The kernel version whose pick is the default.
-pub const DEFAULT_KERNEL: KernelVersion = KernelVersion::V6_12;
 
 impl CpuCaps {
     pub fn has(&self, f: &str) -> bool {
@@ -285,23 +245,6 @@ impl CpuCaps {
             }
         }
         c
-    }
-
-    /// The variant `kernel` picks for `family`.
-    pub fn kernel_pick(&self, family: Family, kernel: KernelVersion) -> Option<&KernelPick> {
-        self.defaults
-            .iter()
-            .find(|p| p.family == family && p.kernel == kernel)
-    }
-
-    /// "memset orig (no FSRS), memcpy orig (no FSRM), ..." for `kernel`.
-    pub fn kernel_picks_line(&self, kernel: KernelVersion) -> String {
-        self.defaults
-            .iter()
-            .filter(|p| p.kernel == kernel)
-            .map(|p| format!("{} {} ({})", p.family, p.variant, p.why))
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 }
 

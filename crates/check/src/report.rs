@@ -38,13 +38,7 @@ pub fn checks_table(
             .first_failure
             .clone()
             .or_else(|| x.skip_reason.clone().map(|r| format!("skipped: {r}")))
-            .or_else(|| {
-                let default = crate::routines::default_note(routine, config, &key.variant, caps);
-                match (default, path) {
-                    (Some(d), Some(p)) => Some(format!("{d}; {p}")),
-                    (d, p) => d.or(p.map(str::to_string)),
-                }
-            })
+            .or_else(|| path.map(str::to_string))
             .unwrap_or_default();
         t.add_row(vec![
             Cell::new(config.name()),

@@ -57,6 +57,10 @@ pub struct Meta {
     /// x86 6.x: the tree's C choice among its clear_page routines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clear_page_choice: Option<crate::tree::CallChoice>,
+    /// The features the tree's CPU-setup C implies from others (absent in
+    /// files from before it was recorded: what a kernel runs is unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_setup: Option<crate::setup::CpuSetup>,
     /// The kernel's hyp alias list (`alias -> target`).
     pub aliases: Vec<(String, String)>,
     /// Alias-table rows (`row name -> kernel symbol`).
@@ -219,6 +223,7 @@ pub fn make(
         link_reason: detected.reason.clone(),
         clear_page: detected.clear_page,
         clear_page_choice: detected.clear_page_choice.clone(),
+        cpu_setup: Some(crate::setup::CpuSetup::read(tree.root(), arch)),
         aliases: pairs(&routines::kernel_aliases(arch, detected.config)),
         rows: pairs(&routines::table_rows(
             arch,
@@ -570,10 +575,10 @@ fn bad(path: &Path, why: impl Into<String>) -> KernelBlobError {
 pub fn load(
     path: &Path,
     choice: &AltChoice,
-    guest_features: &BTreeSet<String>,
+    guest: &picks::GuestCpu,
 ) -> Result<Loaded, KernelBlobError> {
     let p = prepare(path)?;
-    let present = p.present(choice, guest_features)?;
+    let present = p.present(choice, guest)?;
     p.apply(choice.name(), &|_| &present, &present, None)
 }
 
@@ -628,15 +633,22 @@ impl Prepared {
         }
     }
 
-    /// The features `choice` counts as present.
+    /// The features `choice` counts as present: `guest`'s are its CPUID's
+    /// plus what the tree's CPU-setup C implies from them (CPUID's alone
+    /// where that code was not read).
     pub fn present(
         &self,
         choice: &AltChoice,
-        guest_features: &BTreeSet<String>,
+        guest: &picks::GuestCpu,
     ) -> Result<BTreeSet<String>, KernelBlobError> {
         Ok(match choice {
             AltChoice::Host => alternatives::host_features(self.img.machine),
-            AltChoice::Guest => guest_features.clone(),
+            AltChoice::Guest => match &self.meta.cpu_setup {
+                Some(s) => s
+                    .apply(guest.vendor, &guest.features)
+                    .map_or_else(|_| guest.features.clone(), |(f, _)| f),
+                None => guest.features.clone(),
+            },
             AltChoice::None => BTreeSet::new(),
             AltChoice::List(l) => {
                 let known: BTreeSet<&String> = self.meta.features.values().collect();
@@ -657,6 +669,22 @@ impl Prepared {
                 s
             }
         })
+    }
+
+    /// What the tree's kernel runs for each family on `cpu` (see
+    /// [`picks::kernel_picks`]).
+    pub fn kernel_picks(&self, cpu: &picks::GuestCpu) -> Result<Vec<picks::Pick>, KernelBlobError> {
+        let names = self.names();
+        let code = picks::TreeCode {
+            arch: self.meta.arch,
+            link_config: self.meta.link_config,
+            clear_page: self.meta.clear_page,
+            img: &self.img,
+            names: &names,
+            clear_page_choice: self.meta.clear_page_choice.as_ref(),
+            cpu_setup: self.meta.cpu_setup.as_ref(),
+        };
+        Ok(picks::kernel_picks(&code, cpu)?)
     }
 
     /// Apply the alternatives with `present(routine)` features and patch
@@ -861,6 +889,15 @@ fn equivalents_line(meta: &Meta, applied: &[Applied], present: &BTreeSet<String>
     format!("built-in equivalents: {}", parts.join(", "))
 }
 
+/// The guest's CPU from the capabilities KVM offers, as the kernel's
+/// alternatives see it.
+pub fn guest_cpu(caps: &crate::arch::CpuCaps) -> picks::GuestCpu {
+    picks::GuestCpu {
+        features: guest_view(caps),
+        vendor: caps.x86_vendor,
+    }
+}
+
 /// The guest's feature view from the capabilities KVM offers (names as in
 /// the tree's feature list: `erms`, `fsrm`, `has_mops`).
 pub fn guest_view(caps: &crate::arch::CpuCaps) -> BTreeSet<String> {
@@ -979,7 +1016,7 @@ mod tests {
         let caps = crate::arch::CpuCaps {
             model: "m".into(),
             features: vec![("erms".into(), true), ("fsrm".into(), false)],
-            defaults: vec![],
+            x86_vendor: None,
         };
         let v = guest_view(&caps);
         assert!(v.contains("erms") && v.contains("has_erms") && !v.contains("fsrm"));

@@ -41,4 +41,5 @@ pub mod kbuild;
 pub mod paths;
 pub mod picks;
 pub mod routines;
+pub mod setup;
 pub mod tree;

@@ -5,13 +5,20 @@
 //! named as the built-ins' `Paths:` headers name theirs (`memset+fsrs`,
 //! `memset_orig`, `clear_pages_unrolled`); nothing is keyed by a kernel
 //! version, and a path no built-in lists is unknown.
+//!
+//! [`kernel_picks`] is what the tree's kernel would run on the guest's CPU:
+//! the same reading, with the alternatives applied as that CPU's features
+//! (CPUID, plus what the tree's CPU-setup C implies from them) decide.
 
 use std::collections::BTreeSet;
+use std::fmt;
 
-use crate::alternatives::Applied;
+use crate::alternatives::{AltError, Applied, FeatureNames, Image};
+use crate::arch::x86_64::kernel::Vendor;
 use crate::arch::{Family, VariantDef};
 use crate::paths::{bare_name, family_of};
-use crate::tree::{Arch, CallChoice};
+use crate::setup::{CpuSetup, Implied, SetupUnknown};
+use crate::tree::{Arch, CallChoice, ClearPageShape, LinkConfig};
 
 /// The built-in that follows a kernel routine's path, or why none does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +117,174 @@ pub fn equivalent(
         },
     }
 }
+
+/// What a kernel tree's code decides its routines' paths with, as a
+/// kernel blob file carries it (no I/O here).
+pub struct TreeCode<'a> {
+    pub arch: Arch,
+    pub link_config: LinkConfig,
+    pub clear_page: ClearPageShape,
+    /// The routines with their alternative sites, not yet applied.
+    pub img: &'a Image,
+    pub names: &'a FeatureNames,
+    /// x86 6.x: clear_page's C choice (`None`: not that shape, or unread).
+    pub clear_page_choice: Option<&'a CallChoice>,
+    /// `None`: not recorded (a blob file from before it was).
+    pub cpu_setup: Option<&'a CpuSetup>,
+}
+
+/// The guest's CPU as a kernel's alternatives see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuestCpu {
+    /// The features CPUID (and, x86, the documented REP_GOOD rule) give,
+    /// named as the tree's feature list (`erms`, `has_mops`).
+    pub features: BTreeSet<String>,
+    /// x86: whose CPU-setup code the kernel runs on it.
+    pub vendor: Option<Vendor>,
+}
+
+/// Which variant the tree's kernel runs for one family.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "pick", rename_all = "snake_case")]
+pub enum Decision {
+    /// The built-in that runs the path the tree's code takes.
+    Builtin { variant: &'static str, why: String },
+    /// The tree's path (`memcpy+has_mops`), which no built-in runs.
+    NoBuiltin { path: String, why: String },
+    /// The tree's code does not say (a shape the reading does not know).
+    Unknown { why: String },
+}
+
+/// One family's [`Decision`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Pick {
+    pub family: Family,
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+impl fmt::Display for Pick {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fam = self.family;
+        match &self.decision {
+            Decision::Builtin { variant, why } => write!(f, "{fam} {variant} ({why})"),
+            Decision::NoBuiltin { path, why } => {
+                write!(
+                    f,
+                    "{fam} unknown ({path}, {why}: no built-in runs this path)"
+                )
+            }
+            Decision::Unknown { why } => write!(f, "{fam} unknown ({why})"),
+        }
+    }
+}
+
+/// "clear_page rep (REP_GOOD, ...), memset orig (no FSRS), ...".
+pub fn picks_line(picks: &[Pick]) -> String {
+    let parts: Vec<String> = picks.iter().map(Pick::to_string).collect();
+    parts.join(", ")
+}
+
+/// The families a tree's kernel has: in the memset configuration
+/// clear_page is memset, not a routine of its own.
+fn families(link: LinkConfig) -> impl Iterator<Item = Family> {
+    crate::routines::FAMILIES
+        .into_iter()
+        .filter(move |f| link == LinkConfig::Vanilla || *f != Family::ClearPage)
+}
+
+/// What the kernel of `code`'s tree runs for each of its families on
+/// `cpu`: its alternatives applied with the CPU's features plus those its
+/// CPU-setup C implies, each family's path lined up with the built-in that
+/// runs it. Unknown where the tree's code does not say.
+pub fn kernel_picks(code: &TreeCode, cpu: &GuestCpu) -> Result<Vec<Pick>, AltError> {
+    let setup = match code.cpu_setup {
+        Some(s) => s.apply(cpu.vendor, &cpu.features),
+        None if code.arch == Arch::X86_64 => Err(SetupUnknown::NotRecorded),
+        None => Ok((cpu.features.clone(), Vec::new())),
+    };
+    let (features, implied) = match setup {
+        Ok(x) => x,
+        Err(e) => {
+            let unknown = |family| Pick {
+                family,
+                decision: Decision::Unknown { why: e.to_string() },
+            };
+            return Ok(families(code.link_config).map(unknown).collect());
+        }
+    };
+    let present: BTreeSet<String> = features
+        .union(&crate::paths::always(code.names))
+        .cloned()
+        .collect();
+    let mut img = code.img.clone();
+    let applied = img.apply(code.names, &present)?;
+    let pick = |family| Pick {
+        family,
+        decision: decide(code, family, &applied, &present, &implied),
+    };
+    Ok(families(code.link_config).map(pick).collect())
+}
+
+/// One family of [`kernel_picks`].
+fn decide(
+    code: &TreeCode,
+    family: Family,
+    applied: &[Applied],
+    present: &BTreeSet<String>,
+    implied: &[&Implied],
+) -> Decision {
+    let c_choice = code.arch == Arch::X86_64
+        && code.link_config == LinkConfig::Vanilla
+        && code.clear_page == ClearPageShape::OutOfLine
+        && family == Family::ClearPage;
+    if c_choice && code.clear_page_choice.is_none() {
+        return Decision::Unknown {
+            why: "asm/page_64.h's choice among clear_page_orig/rep/erms could not be read".into(),
+        };
+    }
+    match equivalent(code.arch, family, applied, code.clear_page_choice, present) {
+        Equivalent::Builtin { variant, why } => Decision::Builtin {
+            variant,
+            why: with_origin(&why, implied),
+        },
+        Equivalent::Unknown { path, why } => Decision::NoBuiltin {
+            path,
+            why: with_origin(&why, implied),
+        },
+    }
+}
+
+/// `why` with each feature the CPU-setup C implied named as such:
+/// `FSRS (arch/x86/kernel/cpu/amd.c sets it from FSRM)`.
+fn with_origin(why: &str, implied: &[&Implied]) -> String {
+    let parts: Vec<String> = why
+        .split("; ")
+        .map(|part| {
+            let i = implied.iter().find(|i| {
+                let name = i.sets.to_uppercase();
+                part == name || part.starts_with(&format!("{name}, "))
+            });
+            match i {
+                Some(i) => part.replacen(
+                    &i.sets.to_uppercase(),
+                    &format!(
+                        "{} ({} sets it from {})",
+                        i.sets.to_uppercase(),
+                        i.file,
+                        i.when.to_uppercase()
+                    ),
+                    1,
+                ),
+                None => part.to_string(),
+            }
+        })
+        .collect();
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod snippets;
 
 #[cfg(test)]
 mod tests {

@@ -133,41 +133,6 @@ pub fn is_named(v: &VariantDef, want: &str) -> bool {
             .any(|f| f.family == v.family && f.old == want && f.new == v.name)
 }
 
-/// The variant kernel `kernel` would run for `routine` in
-/// link configuration `config` on a CPU with `caps` (its alternatives and
-/// run-time checks, decided from the guest's CPUID / ID registers). In the
-/// memset configuration clear_page is memset, so memset's pick applies.
-pub fn kernel_default(
-    routine: Routine,
-    config: LinkConfig,
-    caps: &arch::CpuCaps,
-    kernel: arch::KernelVersion,
-) -> Option<&'static VariantDef> {
-    let fam = routine.family(config);
-    let pick = caps.kernel_pick(fam, kernel)?;
-    variants(routine, &Side::Builtin(config))
-        .into_iter()
-        .find(|v| v.name == pick.variant)
-}
-
-/// "kernel 6.12 default (no FSRS); 6.1 default (REP_GOOD)" when `variant`
-/// is what those kernels run for `routine`, else `None`.
-pub fn default_note(
-    routine: Routine,
-    config: LinkConfig,
-    variant: &str,
-    caps: &arch::CpuCaps,
-) -> Option<String> {
-    let fam = routine.family(config);
-    let notes: Vec<String> = arch::KernelVersion::ALL
-        .into_iter()
-        .filter_map(|k| caps.kernel_pick(fam, k))
-        .filter(|p| p.variant == variant)
-        .map(|p| format!("{} default ({})", p.kernel, p.why))
-        .collect();
-    (!notes.is_empty()).then(|| format!("kernel {}", notes.join("; ")))
-}
-
 #[cfg(test)]
 mod tests {
     use crate::error::Error;
@@ -236,42 +201,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    fn caps(picks: &[(Family, &'static str, arch::KernelVersion)]) -> arch::CpuCaps {
-        arch::CpuCaps {
-            defaults: picks
-                .iter()
-                .map(|&(family, variant, kernel)| arch::KernelPick {
-                    family,
-                    variant,
-                    kernel,
-                    why: "test",
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn kernel_default_maps_families_per_configuration() {
-        let fam = Routine::Memset.family(LinkConfig::Vanilla);
-        let pick = variants(Routine::Memset, &LinkConfig::Vanilla.into())[1].name;
-        let clear = variants(Routine::ClearPage, &LinkConfig::Vanilla.into())[0].name;
-        use arch::KernelVersion::{V6_1, V6_12};
-        let c = caps(&[(fam, pick, V6_12), (Family::ClearPage, clear, V6_12)]);
-        let v = kernel_default(Routine::Memset, LinkConfig::Vanilla, &c, V6_12).unwrap();
-        assert_eq!(v.name, pick);
-        assert!(kernel_default(Routine::Memset, LinkConfig::Vanilla, &c, V6_1).is_none());
-        // clear_pages shares clear_page's pick; in the memset configuration
-        // clear_page is memset and takes memset's.
-        let v = kernel_default(Routine::ClearPages, LinkConfig::Vanilla, &c, V6_12).unwrap();
-        assert_eq!(v.name, clear);
-        let v = kernel_default(Routine::ClearPage, LinkConfig::Memset, &c, V6_12).unwrap();
-        assert_eq!(v.name, pick);
-        let n = default_note(Routine::Memset, LinkConfig::Vanilla, pick, &c).unwrap();
-        assert_eq!(n, "kernel 6.12 default (test)");
-        assert!(default_note(Routine::Memset, LinkConfig::Vanilla, "nope", &c).is_none());
     }
 
     #[test]

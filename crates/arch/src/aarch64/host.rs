@@ -647,8 +647,12 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
     }
     CpuCaps {
         model,
-        features: vec![("mops".into(), mops), ("dczva".into(), dczva)],
-        defaults: super::kernel_picks(midr, dczva),
+        features: vec![
+            ("mops".into(), mops),
+            ("dczva".into(), dczva),
+            ("no_hw_prefetch".into(), super::no_hw_prefetch(midr)),
+        ],
+        x86_vendor: None,
     }
 }
 

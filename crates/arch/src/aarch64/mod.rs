@@ -95,62 +95,20 @@ pub fn path_note(
     }
 }
 
-/// What the 6.12 and 6.1 kernels run on this CPU. Neither has a MOPS path
-/// or any alternative in clear_page / memset / memcpy (arch/arm64/lib); the
-/// only run-time choices are DCZID_EL0 inside clear_page and memset (DZP=1:
-/// clear_page's STNP loop, memset's STP loop) and, in 6.1 only, copy_page's
-/// prefetch under ARM64_HAS_NO_HW_PREFETCH (Cavium ThunderX, MIDR variant
-/// 0 and 1).
-pub(crate) fn kernel_picks(midr: u64, dczva: bool) -> Vec<super::KernelPick> {
-    use super::{Family, KernelPick as P, KernelVersion};
-    let thunderx =
-        (midr >> 24) & 0xff == 0x43 && (midr >> 4) & 0xfff == 0x0a1 && (midr >> 20) & 0xf <= 1;
-    let clear_why = if dczva {
-        "DC ZVA (DZP=0)"
-    } else {
-        "STNP fallback (DZP=1)"
-    };
-    let mut v = Vec::new();
-    for kernel in KernelVersion::ALL {
-        let (copy, copy_why) = match (kernel, thunderx) {
-            (KernelVersion::V6_1, true) => ("ldp-stnp-prfm", "ARM64_HAS_NO_HW_PREFETCH"),
-            (KernelVersion::V6_1, false) => ("ldp-stnp", "no ARM64_HAS_NO_HW_PREFETCH"),
-            (KernelVersion::V6_12, _) => ("ldp-stnp", "only path"),
-        };
-        v.extend([
-            P {
-                family: Family::ClearPage,
-                variant: "dczva",
-                kernel,
-                why: clear_why,
-            },
-            P {
-                family: Family::Memset,
-                variant: "generic",
-                kernel,
-                why: "only path",
-            },
-            P {
-                family: Family::Memcpy,
-                variant: "generic",
-                kernel,
-                why: "only path",
-            },
-            P {
-                family: Family::CopyPage,
-                variant: copy,
-                kernel,
-                why: copy_why,
-            },
-        ]);
-    }
-    v
+/// Whether Linux gives this CPU the ARM64_HAS_NO_HW_PREFETCH capability
+/// (Cavium ThunderX pass 1.x: implementer 0x43, part 0x0a1, variant 0 or
+/// 1), under which a tree's copy_page may take prefetching alternatives.
+/// Kept as a documented CPU rule, as x86's REP_GOOD is: the kernel decides
+/// it from a MIDR range list in arch/arm64/kernel/cpufeature.c, not from
+/// a feature register; which routine a tree runs with it is the tree's.
+pub(crate) fn no_hw_prefetch(midr: u64) -> bool {
+    (midr >> 24) & 0xff == 0x43 && (midr >> 4) & 0xfff == 0x0a1 && (midr >> 20) & 0xf <= 1
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{VARIANTS, kernel_picks, path_note};
-    use crate::{Family, KernelVersion};
+    use super::{VARIANTS, no_hw_prefetch, path_note};
+    use crate::Family;
 
     #[test]
     fn el2_rows_say_how_the_enables_differ() {
@@ -232,52 +190,13 @@ mod tests {
     }
 
     #[test]
-    fn kernel_picks_follow_dzp_and_no_hw_prefetch() {
-        let neoverse = 0x410f_d0c1; // Arm Neoverse N1
-        let p = kernel_picks(neoverse, false);
-        let get = |k: KernelVersion, f: Family| {
-            p.iter()
-                .find(|x| x.kernel == k && x.family == f)
-                .map(|x| (x.variant, x.why))
-                .unwrap()
-        };
-        assert_eq!(
-            get(KernelVersion::V6_12, Family::ClearPage),
-            ("dczva", "STNP fallback (DZP=1)")
-        );
-        assert_eq!(get(KernelVersion::V6_1, Family::CopyPage).0, "ldp-stnp");
-        assert_eq!(get(KernelVersion::V6_12, Family::Memset).0, "generic");
-        let thunderx = 0x430f_0a10; // Cavium ThunderX, variant 0
-        let p = kernel_picks(thunderx, true);
-        let prfm = p
-            .iter()
-            .find(|x| x.kernel == KernelVersion::V6_1 && x.family == Family::CopyPage)
-            .unwrap();
-        assert_eq!(prfm.variant, "ldp-stnp-prfm");
-        let p612 = p
-            .iter()
-            .find(|x| x.kernel == KernelVersion::V6_12 && x.family == Family::CopyPage)
-            .unwrap();
-        assert_eq!(p612.variant, "ldp-stnp");
+    fn only_thunderx_pass_1_has_no_hw_prefetch() {
+        assert!(!no_hw_prefetch(0x410f_d0c1)); // Arm Neoverse N1
+        assert!(no_hw_prefetch(0x430f_0a10)); // Cavium ThunderX, variant 0
+        assert!(no_hw_prefetch(0x431f_0a10)); // variant 1
         // ThunderX2 (part 0x0af) and ThunderX variant 2 are not flagged.
-        assert!(
-            kernel_picks(0x431f_0af0, true)
-                .iter()
-                .all(|x| x.variant != "ldp-stnp-prfm")
-        );
-        assert!(
-            kernel_picks(0x432f_0a10, true)
-                .iter()
-                .all(|x| x.variant != "ldp-stnp-prfm")
-        );
-        // Every pick names a variant of the table.
-        for x in kernel_picks(thunderx, true) {
-            assert!(
-                VARIANTS
-                    .iter()
-                    .any(|v| v.family == x.family && v.name == x.variant)
-            );
-        }
+        assert!(!no_hw_prefetch(0x431f_0af0));
+        assert!(!no_hw_prefetch(0x432f_0a10));
     }
 
     /// The variant list and guest/aarch64/aliases.h name the same routines.

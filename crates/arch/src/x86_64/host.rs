@@ -1,12 +1,12 @@
 //! x86_64 VM and vCPU setup against KVM, register dumps and exception
 //! decoding.
 use super::error::{Error, Result};
-use super::kernel::{CpuidView, KernelVersion, kernel_pick};
+use super::kernel::CpuidView;
 use super::layout::*;
 use super::paging;
 use super::regs::{self, Cpl};
 use crate::Privilege;
-use crate::{CpuCaps, Family, KvmFlavour, PagingMode};
+use crate::{CpuCaps, KvmFlavour, PagingMode};
 use crate::{HypSupport, Loaded, RamAccess};
 use hypclear_abi as abi;
 use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
@@ -306,8 +306,8 @@ pub fn fault_address(d: [u64; 6]) -> Option<u64> {
 /// The page-fault vector (#PF).
 pub const PAGE_FAULT_VECTOR: u64 = 14;
 
-/// What the guest's CPUID says about the string features, and which
-/// variants the 6.12 and 6.1 kernels would run with it (see `super::kernel`).
+/// What the guest's CPUID says about the string features (REP_GOOD as
+/// Linux synthesizes it, see `super::kernel`) and the CPU's vendor.
 pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
     let mut view = CpuidView::default();
     let mut clzero = false;
@@ -331,10 +331,6 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
         }
     }
     let f = view.features();
-    let defaults = KernelVersion::ALL
-        .into_iter()
-        .flat_map(|version| Family::ALL.map(|family| kernel_pick(family, &f, version)))
-        .collect();
     CpuCaps {
         model: host_cpu_model(),
         features: vec![
@@ -344,7 +340,7 @@ pub fn cpu_caps(kvm: &Kvm) -> CpuCaps {
             ("rep_good".into(), f.rep_good),
             ("clzero".into(), clzero),
         ],
-        defaults,
+        x86_vendor: f.vendor,
     }
 }
 

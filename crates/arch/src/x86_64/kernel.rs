@@ -1,9 +1,13 @@
-//! Which routine the Linux kernel itself would run on this CPU, from the
-//! guest's CPUID (pure, so it is unit tested on every host).
+//! The CPU as the Linux kernel sees it, from the guest's CPUID (pure, so
+//! it is unit tested on every host). Which routine a kernel runs with it is
+//! read from that kernel's own tree (`hypclear_kernel::picks`), not here.
 //!
 //! The string-operation features come from CPUID except REP_GOOD, which
 //! Linux synthesizes per vendor (arch/x86/kernel/cpu/{intel,amd,hygon,
-//! centaur,zhaoxin}.c, the same rule in 6.1 and 6.12):
+//! centaur,zhaoxin}.c). That rule is kept here as a documented CPU rule,
+//! not read from a tree: it compares family and signature ranges (C a
+//! parser would have to evaluate), it has been the same from 6.1 to 7.3,
+//! and the guest's feature list needs it without any tree:
 //! - Intel: family 6 (cleared again if IA32_MISC_ENABLE has fast strings
 //!   off, which CPUID cannot show; assumed on);
 //! - AMD: family >= 0x10, or family 0xf with CPUID.1:EAX in
@@ -11,8 +15,9 @@
 //! - Hygon: always; Zhaoxin: family >= 6;
 //! - Centaur: family 6 model >= 0xf, or family >= 7.
 //!
-//! 6.12 also sets FSRS on AMD CPUs that have FSRM ("AMD FSRM also implies
-//! FSRS", arch/x86/kernel/cpu/amd.c); 6.1 has no FSRS at all.
+//! Implications between CPUID features that a kernel version adds (6.12's
+//! "AMD FSRM also implies FSRS" in amd.c) are read from the tree: see
+//! [`Vendor::setup_file`].
 
 /// The CPUID words the decision needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,19 +34,72 @@ pub(crate) struct CpuidView {
     pub leaf7_1_eax: u32,
 }
 
-pub use crate::KernelVersion;
-use crate::{Family, KernelPick};
+/// The x86 vendors whose CPU-setup code Linux runs (its `cpu_dev`s that
+/// matter here), by CPUID.0's vendor string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    Intel,
+    Amd,
+    Hygon,
+    Zhaoxin,
+    Centaur,
+}
+
+impl Vendor {
+    pub const ALL: [Vendor; 5] = [
+        Vendor::Intel,
+        Vendor::Amd,
+        Vendor::Hygon,
+        Vendor::Zhaoxin,
+        Vendor::Centaur,
+    ];
+
+    fn of(id: &[u8; 12]) -> Option<Vendor> {
+        Some(match id {
+            b"GenuineIntel" => Vendor::Intel,
+            b"AuthenticAMD" => Vendor::Amd,
+            b"HygonGenuine" => Vendor::Hygon,
+            b"  Shanghai  " => Vendor::Zhaoxin,
+            b"CentaurHauls" => Vendor::Centaur,
+            _ => return None,
+        })
+    }
+
+    /// The tree's C that sets this vendor's CPUs up (the `init_<vendor>`
+    /// whose feature implications a kernel tree is read for).
+    pub fn setup_file(self) -> &'static str {
+        match self {
+            Vendor::Intel => "arch/x86/kernel/cpu/intel.c",
+            Vendor::Amd => "arch/x86/kernel/cpu/amd.c",
+            Vendor::Hygon => "arch/x86/kernel/cpu/hygon.c",
+            Vendor::Zhaoxin => "arch/x86/kernel/cpu/zhaoxin.c",
+            Vendor::Centaur => "arch/x86/kernel/cpu/centaur.c",
+        }
+    }
+
+    /// The function of [`Vendor::setup_file`] that sets a CPU up.
+    pub fn setup_function(self) -> &'static str {
+        match self {
+            Vendor::Intel => "init_intel",
+            Vendor::Amd => "init_amd",
+            Vendor::Hygon => "init_hygon",
+            Vendor::Zhaoxin => "init_zhaoxin",
+            Vendor::Centaur => "init_centaur",
+        }
+    }
+}
 
 /// The kernel's view of the string-operation features.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StringFeatures {
     pub erms: bool,
     pub fsrm: bool,
-    /// FSRS as CPUID reports it (before the 6.12 AMD rule).
+    /// FSRS as CPUID reports it (a tree may imply it from others).
     pub fsrs: bool,
     /// Synthesized by Linux from vendor and family (see the module docs).
     pub rep_good: bool,
-    pub amd: bool,
+    pub vendor: Option<Vendor>,
 }
 
 impl CpuidView {
@@ -68,77 +126,33 @@ impl CpuidView {
 
     pub(crate) fn features(&self) -> StringFeatures {
         let family = self.family();
-        let v = &self.vendor;
-        let amd = v == b"AuthenticAMD";
-        let rep_good = match v {
-            b"GenuineIntel" => family == 6,
-            b"AuthenticAMD" => {
+        let vendor = Vendor::of(&self.vendor);
+        let rep_good = match vendor {
+            Some(Vendor::Intel) => family == 6,
+            Some(Vendor::Amd) => {
                 let sig = self.leaf1_eax;
                 family >= 0x10
                     || (0x0f48..0x0f50).contains(&sig)
                     || (family == 0xf && sig >= 0x0f58)
             }
-            b"HygonGenuine" => true,
-            b"  Shanghai  " => family >= 6,
-            b"CentaurHauls" => (family == 6 && self.model() >= 0xf) || family >= 7,
-            _ => false,
+            Some(Vendor::Hygon) => true,
+            Some(Vendor::Zhaoxin) => family >= 6,
+            Some(Vendor::Centaur) => (family == 6 && self.model() >= 0xf) || family >= 7,
+            None => false,
         };
         StringFeatures {
             erms: self.leaf7_ebx & (1 << 9) != 0,
             fsrm: self.leaf7_edx & (1 << 4) != 0,
             fsrs: self.leaf7_1_eax & (1 << 11) != 0,
             rep_good,
-            amd,
+            vendor,
         }
-    }
-}
-
-impl StringFeatures {
-    /// FSRS as the 6.12 kernel sees it (AMD: implied by FSRM).
-    pub fn fsrs_612(&self) -> bool {
-        self.fsrs || (self.amd && self.fsrm)
-    }
-}
-
-/// The variant of `family` that the kernel `version` runs on a CPU with
-/// features `f`, and the alternative that decides it.
-pub fn kernel_pick(family: Family, f: &StringFeatures, version: KernelVersion) -> KernelPick {
-    use Family::*;
-    use KernelVersion::*;
-    let (variant, why) = match (family, version) {
-        // page_64.h alternative_call_2: ERMS beats REP_GOOD (both versions).
-        (ClearPage, _) if f.erms => ("erms", "ERMS"),
-        (ClearPage, _) if f.rep_good => ("rep", "REP_GOOD"),
-        (ClearPage, _) => ("orig", "neither ERMS nor REP_GOOD"),
-        // memset_64.S
-        (Memset, V6_12) if f.fsrs_612() => ("erms", "FSRS"),
-        (Memset, V6_12) => ("orig", "no FSRS"),
-        (Memset, V6_1) if f.erms => ("erms", "ERMS"),
-        (Memset, V6_1) if f.rep_good => ("rep_good", "REP_GOOD"),
-        (Memset, V6_1) => ("orig", "neither ERMS nor REP_GOOD"),
-        // memcpy_64.S
-        (Memcpy, V6_12) if f.fsrm => ("fsrm", "FSRM"),
-        (Memcpy, V6_12) => ("orig", "no FSRM"),
-        (Memcpy, V6_1) if f.erms => ("fsrm", "ERMS"),
-        (Memcpy, V6_1) if f.rep_good => ("rep_good", "REP_GOOD"),
-        (Memcpy, V6_1) => ("orig", "neither ERMS nor REP_GOOD"),
-        // copy_page_64.S
-        (CopyPage, _) if f.rep_good => ("rep", "REP_GOOD"),
-        (CopyPage, _) => ("regs", "no REP_GOOD"),
-    };
-    KernelPick {
-        family,
-        variant,
-        kernel: version,
-        why,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use Family::*;
-    use KernelVersion::*;
 
     fn cpu(
         vendor: &[u8; 12],
@@ -155,10 +169,6 @@ mod tests {
             leaf7_1_eax: u32::from(fsrs) << 11,
         }
         .features()
-    }
-
-    fn pick(f: &StringFeatures, fam: Family, v: KernelVersion) -> &'static str {
-        kernel_pick(fam, f, v).variant
     }
 
     #[test]
@@ -194,42 +204,20 @@ mod tests {
     }
 
     #[test]
-    fn epyc_host_view_and_pvm_guest_view() {
-        // The host: ERMS, FSRM, no FSRS in CPUID, REP_GOOD synthesized.
-        let host = cpu(b"AuthenticAMD", 0x00a0_0f11, true, true, false);
-        assert_eq!(pick(&host, Memset, V6_12), "erms"); // FSRS implied by FSRM on AMD
-        assert_eq!(pick(&host, Memcpy, V6_12), "fsrm");
-        assert_eq!(pick(&host, Memset, V6_1), "erms");
-        assert_eq!(pick(&host, ClearPage, V6_12), "erms");
-        assert_eq!(pick(&host, CopyPage, V6_12), "rep");
-        // The PVM guest: KVM hides ERMS and FSRM.
-        let guest = cpu(b"AuthenticAMD", 0x00a0_0f11, false, false, false);
-        assert_eq!(pick(&guest, Memset, V6_12), "orig");
-        assert_eq!(pick(&guest, Memcpy, V6_12), "orig");
-        assert_eq!(pick(&guest, Memset, V6_1), "rep_good");
-        assert_eq!(pick(&guest, Memcpy, V6_1), "rep_good");
-        assert_eq!(pick(&guest, ClearPage, V6_1), "rep");
-    }
-
-    #[test]
-    fn intel_without_fsrs_runs_memset_orig_on_612() {
-        let f = cpu(b"GenuineIntel", 0x0008_06f8, true, true, false);
-        assert_eq!(pick(&f, Memset, V6_12), "orig");
-        assert_eq!(pick(&f, Memset, V6_1), "erms");
-        let f = cpu(b"GenuineIntel", 0x0008_06f8, true, true, true);
-        assert_eq!(pick(&f, Memset, V6_12), "erms");
-    }
-
-    #[test]
-    fn nothing_at_all_takes_the_orig_and_regs_paths() {
-        let f = cpu(b"SomeOtherCPU", 0x0000_0f41, false, false, false);
-        for v in [V6_1, V6_12] {
-            assert_eq!(pick(&f, Memset, v), "orig");
-            assert_eq!(pick(&f, Memcpy, v), "orig");
-            assert_eq!(pick(&f, ClearPage, v), "orig");
-            assert_eq!(pick(&f, CopyPage, v), "regs");
-        }
-        // clear_pages has no pick of its own: it is not a family.
-        assert!(Family::from_name("clear_pages").is_none());
+    fn the_vendor_names_its_setup_code() {
+        assert_eq!(
+            cpu(b"AuthenticAMD", 0x00a0_0f11, true, true, false).vendor,
+            Some(Vendor::Amd)
+        );
+        assert_eq!(
+            cpu(b"  Shanghai  ", 0x0000_06f0, false, false, false).vendor,
+            Some(Vendor::Zhaoxin)
+        );
+        assert_eq!(cpu(b"SomeOtherCPU", 0, false, false, false).vendor, None);
+        assert_eq!(Vendor::Amd.setup_file(), "arch/x86/kernel/cpu/amd.c");
+        assert_eq!(Vendor::Hygon.setup_function(), "init_hygon");
+        // FSRS is CPUID's alone here: an implication is a tree's to say.
+        let f = cpu(b"AuthenticAMD", 0x00a0_0f11, true, true, false);
+        assert!(f.fsrm && !f.fsrs && f.erms && f.rep_good);
     }
 }
