@@ -221,6 +221,75 @@ fn session_steps(
     out
 }
 
+/// What a run knows so far besides its cells: the guest counter's
+/// frequency, each VM's setup time and how many sessions it started.
+#[derive(Clone, Default)]
+struct Gathered {
+    counter_khz: u64,
+    setup: Vec<f64>,
+    sessions: u64,
+}
+
+/// The fixed inputs of a run: the plan (at the priority it got), the
+/// patterns and seed, the privilege and the CPU.
+struct RunCx<'a> {
+    plan: &'a Plan,
+    nice: i32,
+    pats: Patterns,
+    seed: u64,
+    privilege: &'a PrivilegeChoice,
+    caps: &'a CpuCaps,
+}
+
+impl RunCx<'_> {
+    /// The result of `cells` and what `g` holds, `partial` or not.
+    fn result(&self, cells: &[Cell], g: &Gathered, partial: bool) -> BenchResult {
+        snapshot(
+            (self.plan, self.nice),
+            self.privilege,
+            self.caps,
+            cells,
+            g.counter_khz,
+            (partial, g.sessions),
+            &g.setup,
+        )
+    }
+
+    /// Session `session`: one VM per backing and side in [`session_steps`]
+    /// order, each running its cells. `Ok(false)` when a stop was
+    /// requested (before a VM, or by SIGINT inside a cell).
+    fn session(
+        &self,
+        (specs, session): (&[CellSpec], u64),
+        (cells, g): (&mut [Cell], &mut Gathered),
+        progress: &indicatif::ProgressBar,
+        checkpoint: &mut dyn FnMut(&BenchResult) -> Result<()>,
+    ) -> Result<bool> {
+        let plan = self.plan;
+        for (backing, side, idx) in session_steps(plan, specs, session) {
+            let opts = plan.session_vm(
+                (backing, side),
+                self.privilege,
+                self.seed.wrapping_add(session),
+            )?;
+            if crate::interrupt::requested() {
+                return Ok(false);
+            }
+            let t = std::time::Instant::now();
+            let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
+            g.setup.push(t.elapsed().as_secs_f64());
+            g.counter_khz = vm.counter_khz;
+            let cx = (plan, &self.pats, session);
+            let known = g.clone();
+            let mut after_cell = |cells: &[Cell]| checkpoint(&self.result(cells, &known, true));
+            if !run_cells(&mut vm, &idx, specs, cx, cells, progress, &mut after_cell)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
 /// Run the whole plan: every session boots one VM per backing and link
 /// configuration and runs its cells, guest then host. `seed` seeds the
 /// patterns and (plus the session) each VM's load address. After every
@@ -240,66 +309,35 @@ pub fn run(
     } else {
         0
     };
-    let pats = Patterns::new(seed, copy_len);
     // The run's threads at --nice, and back afterwards (this thread goes
     // on to print and write).
     let _restore = RestoreNice(sched::nice());
     let (plan, nice) = &with_priority(plan);
-    let nice = *nice;
+    let cx = RunCx {
+        plan,
+        nice: *nice,
+        pats: Patterns::new(seed, copy_len),
+        seed,
+        privilege,
+        caps,
+    };
     let mut cells: Vec<Cell> = specs
         .iter()
         .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
         .collect();
-    let mut counter_khz = 0;
-    let mut partial = false;
-    let mut setup = Vec::new();
-    let result = |cells: &[Cell], counter_khz: u64, end: (bool, u64), setup: &[f64]| {
-        snapshot(
-            (plan, nice),
-            privilege,
-            caps,
-            cells,
-            counter_khz,
-            end,
-            setup,
-        )
-    };
-    let mut seen = 0;
-    'sessions: for session in 0..plan.max_sessions() {
+    let mut g = Gathered::default();
+    for session in 0..plan.max_sessions() {
         if session >= plan.sessions {
             progress.inc_length(specs.len() as u64);
         }
-        seen = session + 1;
-        for (backing, side, idx) in session_steps(plan, specs, session) {
-            let opts = plan.session_vm((backing, side), privilege, seed.wrapping_add(session))?;
-            if crate::interrupt::requested() {
-                partial = true;
-                break 'sessions;
-            }
-            let t = std::time::Instant::now();
-            let mut vm = Vm::new(crate::vmm::open_kvm()?, &opts)?;
-            setup.push(t.elapsed().as_secs_f64());
-            counter_khz = vm.counter_khz;
-            let cx = (plan, &pats, session);
-            let mut after_cell =
-                |cells: &[Cell]| checkpoint(&result(cells, counter_khz, (true, seen), &setup));
-            if !run_cells(
-                &mut vm,
-                &idx,
-                specs,
-                cx,
-                &mut cells,
-                progress,
-                &mut after_cell,
-            )? {
-                partial = true;
-                break 'sessions;
-            }
+        g.sessions = session + 1;
+        if !cx.session((specs, session), (&mut cells, &mut g), progress, checkpoint)? {
+            return Ok(cx.result(&cells, &g, true));
         }
         let so_far = || summarized(&cells, plan.repeats);
-        if precision::stop_after(seen, plan.sessions, plan.precision, &so_far) {
+        if precision::stop_after(g.sessions, plan.sessions, plan.precision, &so_far) {
             break;
         }
     }
-    Ok(result(&cells, counter_khz, (partial, seen), &setup))
+    Ok(cx.result(&cells, &g, false))
 }
