@@ -548,21 +548,13 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
         .map_err(io(path))
 }
 
-/// The run sequence of every cell, session by session (Kalibera & Jones:
-/// inspect it to see the warm-up): x = run within the session (warm-up
-/// runs first, hollow; measured runs filled), y = GB/s; guest solid, host
-/// dashed, one colour per cell.
-fn run_sequences(
-    r: &BenchResult,
-    area: &plotters::drawing::DrawingArea<
-        plotters::prelude::SVGBackend<'_>,
-        plotters::coord::Shift,
-    >,
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
-    use plotters::prelude::*;
-    type Seq = Vec<(f64, f64, bool)>;
-    // (cell, guest?) -> session -> [(x, GB/s, measured)]
-    let mut seqs: Vec<(usize, bool, Vec<Seq>)> = Vec::new();
+/// One session's runs in order: (run within the session, GB/s, measured).
+type Seq = Vec<(f64, f64, bool)>;
+
+/// Every cell's run sequences, guest then host: (cell, guest?, one
+/// [`Seq`] per session), the warm-up runs first.
+fn sequences(r: &BenchResult) -> Vec<(usize, bool, Vec<Seq>)> {
+    let mut seqs = Vec::new();
     for (i, c) in r.cells.iter().enumerate() {
         for (guest, warm, measured) in [
             (true, &c.guest_warmup, &c.guest),
@@ -588,6 +580,22 @@ fn run_sequences(
             seqs.push((i, guest, by.into_values().collect()));
         }
     }
+    seqs
+}
+
+/// The run sequence of every cell, session by session (Kalibera & Jones:
+/// inspect it to see the warm-up): x = run within the session (warm-up
+/// runs first, hollow; measured runs filled), y = GB/s; guest solid, host
+/// dashed, one colour per cell.
+fn run_sequences(
+    r: &BenchResult,
+    area: &plotters::drawing::DrawingArea<
+        plotters::prelude::SVGBackend<'_>,
+        plotters::coord::Shift,
+    >,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let seqs = sequences(r);
     let all = || seqs.iter().flat_map(|s| s.2.iter().flatten());
     let xmax = all().fold(1.0f64, |a, p| a.max(p.0)) + 1.0;
     let ymax = all().fold(0.1f64, |a, p| a.max(p.1)) * 1.1;
