@@ -122,34 +122,8 @@ pub struct Linked {
 
 /// Run the whole pipeline (see the module docs).
 pub fn link(tc: &Toolchain, spec: &LinkSpec) -> Result<Linked, LinkError> {
-    let dir = spec.work_dir;
-    let hyp_o = dir.join(format!("{}.o", spec.name));
-    let mut ld_r = Command::new(&tc.cc);
-    ld_r.args(["-nostdlib", "-r", "-o"])
-        .arg(&hyp_o)
-        .args(spec.objects);
-    exec(ld_r)?;
-    let mut prefix = Command::new(&tc.objcopy);
-    prefix
-        .arg(format!("--prefix-symbols={SYMBOL_PREFIX}"))
-        .arg(&hyp_o);
-    exec(prefix)?;
-
-    let lds = dir.join(format!("{}.lds", spec.name));
-    preprocess(tc, spec.script, spec.includes, spec.defines, &lds)?;
-    let mut script = read(&lds)?;
-    script.push_str("\n/* hyp aliases */\n");
-    // An alias naming its own target needs no assignment (the kernel's
-    // `clear_page_erms` is reached as itself).
-    for a in spec.aliases.iter().filter(|a| a.alias != a.target) {
-        let _ = writeln!(
-            script,
-            "{SYMBOL_PREFIX}{} = {SYMBOL_PREFIX}{};",
-            a.alias, a.target
-        );
-    }
-    write(&lds, script.as_bytes())?;
-
+    let hyp_o = prefixed_object(tc, spec)?;
+    let lds = script_with_aliases(tc, spec)?;
     let mut link = Command::new(&tc.cc);
     link.args([
         "-nostdlib",
@@ -166,7 +140,57 @@ pub fn link(tc: &Toolchain, spec: &LinkSpec) -> Result<Linked, LinkError> {
     .arg(spec.out)
     .arg(&hyp_o);
     exec(link)?;
+    let relocs = attach_relocs(tc, spec)?;
+    if let Some(image) = spec.flat_image {
+        let mut bin = Command::new(&tc.objcopy);
+        bin.args(["-O", "binary"]).arg(spec.out).arg(image);
+        exec(bin)?;
+    }
+    Ok(Linked {
+        elf: spec.out.to_path_buf(),
+        relocs,
+    })
+}
 
+/// The objects combined into one (`ld -r`) with every symbol prefixed, as
+/// the nVHE hyp's `kvm_nvhe.o` is.
+fn prefixed_object(tc: &Toolchain, spec: &LinkSpec) -> Result<PathBuf, LinkError> {
+    let hyp_o = spec.work_dir.join(format!("{}.o", spec.name));
+    let mut ld_r = Command::new(&tc.cc);
+    ld_r.args(["-nostdlib", "-r", "-o"])
+        .arg(&hyp_o)
+        .args(spec.objects);
+    exec(ld_r)?;
+    let mut prefix = Command::new(&tc.objcopy);
+    prefix
+        .arg(format!("--prefix-symbols={SYMBOL_PREFIX}"))
+        .arg(&hyp_o);
+    exec(prefix)?;
+    Ok(hyp_o)
+}
+
+/// The preprocessed linker script with the hyp aliases appended.
+fn script_with_aliases(tc: &Toolchain, spec: &LinkSpec) -> Result<PathBuf, LinkError> {
+    let lds = spec.work_dir.join(format!("{}.lds", spec.name));
+    preprocess(tc, spec.script, spec.includes, spec.defines, &lds)?;
+    let mut script = read(&lds)?;
+    script.push_str("\n/* hyp aliases */\n");
+    // An alias naming its own target needs no assignment (the kernel's
+    // `clear_page_erms` is reached as itself).
+    for a in spec.aliases.iter().filter(|a| a.alias != a.target) {
+        let _ = writeln!(
+            script,
+            "{SYMBOL_PREFIX}{} = {SYMBOL_PREFIX}{};",
+            a.alias, a.target
+        );
+    }
+    write(&lds, script.as_bytes())?;
+    Ok(lds)
+}
+
+/// The linked image's relocations under the relocation policy, added to
+/// it as a section (with the spec's extra sections).
+fn attach_relocs(tc: &Toolchain, spec: &LinkSpec) -> Result<Vec<u32>, LinkError> {
     let bytes = std::fs::read(spec.out).map_err(|source| LinkError::Io {
         path: spec.out.to_path_buf(),
         source,
@@ -175,7 +199,7 @@ pub fn link(tc: &Toolchain, spec: &LinkSpec) -> Result<Linked, LinkError> {
         path: spec.out.to_path_buf(),
         source,
     })?;
-    let list = dir.join(format!("{}.reloc", spec.name));
+    let list = spec.work_dir.join(format!("{}.reloc", spec.name));
     write(&list, &hyprel::encode(&relocs))?;
     let mut add = Command::new(&tc.objcopy);
     add.arg(format!(
@@ -188,16 +212,7 @@ pub fn link(tc: &Toolchain, spec: &LinkSpec) -> Result<Linked, LinkError> {
     }
     add.arg(spec.out);
     exec(add)?;
-
-    if let Some(image) = spec.flat_image {
-        let mut bin = Command::new(&tc.objcopy);
-        bin.args(["-O", "binary"]).arg(spec.out).arg(image);
-        exec(bin)?;
-    }
-    Ok(Linked {
-        elf: spec.out.to_path_buf(),
-        relocs,
-    })
+    Ok(relocs)
 }
 
 /// Read an alias list (`HYP_ALIAS(alias, target)` lines, e.g.
