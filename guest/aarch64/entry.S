@@ -16,7 +16,8 @@
  * Contract, around every call: x0-x2 hold the arguments and x18-x29 the
  * MB_CANARIES (x18: the kernel's shadow call stack register); after it
  * sp (first), the canaries and (CMDF_RET_A0) x0 == a0 are compared, and
- * the first breach ends the command (MB_RES_BREACH*). The loop's state,
+ * the first breach ends the command (MB_RES_BREACH*), as does a data
+ * abort in MB_HOLE's page (an edge check's over-access). The loop's state,
  * its own LR included, lives in MB_RUN_*, and the mailbox comes back from
  * TPIDRRO_EL0 (readable at EL0, EL1 and EL2), so no register a routine
  * must keep holds anything the harness needs; x28 is the mailbox only
@@ -81,6 +82,43 @@
 	isb
 	mrs	\reg, cntvct_el0
 	isb
+.endm
+
+/*
+ * In a vector (x16 = mailbox, x17 = the vector offset): a data abort in
+ * MB_HOLE's page while a call runs is that call's fault (an edge check's
+ * over-read or over-write), not the guest's. Record it as BREACH_FAULT
+ * (found: FAR, wanted: the pc) and return to .Lfault_resume at the level
+ * and on the stack the call ran with; anything else branches to \report
+ * with only x15 changed. \el: el1 or el2, whose syndrome registers apply.
+ */
+.macro EDGE_FAULT el, report
+	tst	x17, #0x180			/* a synchronous vector */
+	b.ne	\report
+	mrs	x15, esr_\el
+	ubfx	x15, x15, #27, #5		/* EC >> 1: 0x24 and 0x25, data */
+	cmp	x15, #0x12			/* aborts from a lower or the same EL */
+	b.ne	\report
+	ldr	x15, [x16, #MB_RUN_SP]
+	cbz	x15, \report			/* no call running */
+	ldr	x15, [x16, #MB_HOLE]
+	cbz	x15, \report
+	mrs	x16, far_\el
+	sub	x15, x16, x15
+	mrs	x16, tpidrro_el0
+	cmp	x15, #PAGE_SIZE
+	b.hs	\report
+	mov	x15, #BREACH_FAULT
+	ldr	x17, [x16, #MB_RUN_DONE]
+	orr	x15, x15, x17, lsl #32
+	str	x15, [x16, #MB_RES_BREACH]
+	mrs	x15, far_\el
+	str	x15, [x16, #MB_RES_BREACH_GOT]
+	mrs	x15, elr_\el
+	str	x15, [x16, #MB_RES_BREACH_WANT]
+	adr	x15, .Lfault_resume
+	msr	elr_\el, x15
+	eret
 .endm
 
 /*
@@ -285,8 +323,19 @@ hyp_entry:
 	ldr	x1, [x28, #MB_RUN_T0]
 	str	x1, [x28, #MB_RES_T0]
 	str	x0, [x28, #MB_RES_T1]
+	str	xzr, [x28, #MB_RUN_SP]		/* no call running */
 	ldr	x30, [x28, #MB_RUN_LR]
 	ret
+
+	/*
+	 * Where the vectors resume a call that faulted in MB_HOLE's page
+	 * (EDGE_FAULT): the breach is recorded; put sp back, end the command.
+	 */
+.Lfault_resume:
+	mrs	x9, tpidrro_el0
+	ldr	x13, [x9, #MB_RUN_SP]
+	mov	sp, x13
+	b	.Lcalls_done
 
 	/*
 	 * A breach: x11 = kind | register << 8, x12 = the value found, x10 =
@@ -399,8 +448,9 @@ hyp_el2_entry:
  * {current EL with SP_EL0, current EL with SP_ELx, lower EL AArch64,
  * lower EL AArch32} x {synchronous, IRQ, FIQ, SError}. Every entry puts
  * its offset in x17 and branches to the common reporter, which runs at
- * EL1 on no stack at all and reports through the mailbox with HC_FAIL /
- * FAIL_EXCEPTION:
+ * EL1 on no stack at all; unless EDGE_FAULT takes the exception as the
+ * running call's (a data abort in MB_HOLE's page), it reports through the
+ * mailbox with HC_FAIL / FAIL_EXCEPTION:
  *   D0 ESR_EL1, D1 ELR_EL1, D2 FAR_EL1, D3 SPSR_EL1, D4 vector offset,
  *   D5 the interrupted SP (SP_EL1 for "current EL with SP_ELx", SP_EL0
  *      otherwise).
@@ -423,6 +473,8 @@ hyp_vectors:
 
 .Lexception:
 	mrs	x16, tpidrro_el0		/* mailbox */
+	EDGE_FAULT el1, .Lreport
+.Lreport:
 	mov	x15, #FAIL_EXCEPTION
 	str	x15, [x16, #MB_FAIL_CODE]
 	mrs	x15, esr_el1
@@ -465,6 +517,8 @@ hyp_el2_vectors:
 
 .Lexception_el2:
 	mrs	x16, tpidrro_el0		/* mailbox */
+	EDGE_FAULT el2, .Lreport_el2
+.Lreport_el2:
 	mov	x15, #FAIL_EXCEPTION
 	str	x15, [x16, #MB_FAIL_CODE]
 	mrs	x15, esr_el2

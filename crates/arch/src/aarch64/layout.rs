@@ -13,6 +13,8 @@
 //!                         that linux-loader's PE loader enforces)
 //! RAM_BASE + 0x0100_0000  arena: the memory the routines clear/fill/copy,
 //!                         up to RAM_BASE + RAM size
+//! RAM end - 2 MiB         edge region (the arena's last 2 MiB): 4 KiB pages,
+//! RAM end - 1 MiB         and this one page not mapped (the edge hole)
 //! 0xff_ffff_f000          doorbell (no memslot; Device-nGnRE)
 //! ```
 //!
@@ -54,13 +56,16 @@ pub fn mailbox_gpa(vcpu: u64) -> u64 {
     MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
 }
 
-/// The top of RAM the checks leave alone for the edge checks (none on
-/// aarch64 yet: its stage-1 tables map RAM with 2 MiB blocks only).
-pub const EDGE_REGION: u64 = 0;
+/// The top of RAM the checks leave alone: mapped with 4 KiB pages and one
+/// invalid descriptor (see [`edge_hole`]), so an edge check's buffer can
+/// end or start against a page that faults, as the hyp's sparse mappings do.
+pub const EDGE_REGION: u64 = 2 << 20;
 
-/// The unmapped page next to the edge checks' buffers: none yet.
-pub fn edge_hole(_ram_size: u64) -> Option<u64> {
-    None
+/// The unmapped page of a guest with `ram_size` bytes of RAM: 1 MiB below
+/// the top, with mapped 4 KiB pages on both sides (a buffer may end
+/// against it from below or start right above it).
+pub fn edge_hole(ram_size: u64) -> Option<u64> {
+    Some(RAM_BASE + ram_size - EDGE_REGION / 2)
 }
 
 /// What the guest may write besides the checks' windows while vCPU
@@ -112,7 +117,9 @@ pub enum Use {
 /// loaded at `blobs` (base, sections), in address order. Each blob is
 /// mapped W^X as the hyp maps itself: text read-only and executable,
 /// read-only data, then data (and .bss) never executable; the rest of the
-/// blob window is not mapped.
+/// blob window is not mapped. The arena stops at the edge hole and goes on
+/// past it: that page gets no descriptor, and the 2 MiB around it, no
+/// longer a whole block, 4 KiB pages.
 pub fn regions(ram_size: u64, blobs: &[(u64, BlobSections)]) -> Vec<(u64, u64, Use)> {
     let ram_end = RAM_BASE + ram_size;
     let mut v = vec![
@@ -140,7 +147,11 @@ pub fn regions(ram_size: u64, blobs: &[(u64, BlobSections)]) -> Vec<(u64, u64, U
             }
         }
     }
-    v.push((ARENA_BASE, ram_end, Use::Data));
+    let hole = edge_hole(ram_size).unwrap_or(ram_end);
+    v.push((ARENA_BASE, hole, Use::Data));
+    if hole + abi::PAGE_SIZE < ram_end {
+        v.push((hole + abi::PAGE_SIZE, ram_end, Use::Data));
+    }
     v.push((
         abi::DOORBELL_GPA,
         abi::DOORBELL_GPA + abi::PAGE_SIZE,
@@ -167,6 +178,8 @@ const _: () = {
     assert!(BLOB_WINDOW.is_multiple_of(BLOB_ALIGN) && BLOB_WINDOW_END.is_multiple_of(BLOB_ALIGN));
     assert!(BLOB_WINDOW_END <= ARENA_BASE);
     assert!(ARENA_BASE - RAM_BASE + 16 * 1024 * 1024 <= MIN_RAM);
+    // The edge region is one 2 MiB block of the arena, split around its hole.
+    assert!(EDGE_REGION == 2 << 20 && RAM_ALIGN.is_multiple_of(EDGE_REGION));
     assert!(MIN_RAM.is_multiple_of(RAM_ALIGN) && MAX_RAM.is_multiple_of(RAM_ALIGN));
     // RAM stays below the doorbell, and within a 40-bit IPA space.
     assert!(RAM_BASE + MAX_RAM <= abi::DOORBELL_GPA);

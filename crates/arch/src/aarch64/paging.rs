@@ -5,7 +5,9 @@
 //! shareable; the doorbell page is Device-nGnRE. Fixed areas that need
 //! different permissions (page tables, mailboxes, stacks) and the blobs
 //! (text, read-only data, data) use 4 KiB pages; the arena uses 2 MiB
-//! blocks, like x86_64. Every
+//! blocks, like x86_64, but for its last 2 MiB (the edge region): 4 KiB
+//! pages, the edge hole's descriptor left invalid (0) in every set, so an
+//! access past an edge check's buffer faults as in the hyp. Every
 //! descriptor has AF set (no hardware Access flag management is enabled).
 //!
 //! Two sets of tables are built, one per [`Privilege`], because AArch64
@@ -559,15 +561,10 @@ mod tests {
                     if use_ != Use::Doorbell {
                         assert_eq!(d & (3 << 8), DESC_SH_INNER, "{a:#x}");
                     }
-                    assert_eq!(
-                        level,
-                        if a >= ARENA_BASE && use_ == Use::Data {
-                            2
-                        } else {
-                            3
-                        },
-                        "{a:#x}"
-                    );
+                    let block = a >= ARENA_BASE
+                        && use_ == Use::Data
+                        && a < RAM_BASE + (32 << 20) - EDGE_REGION;
+                    assert_eq!(level, if block { 2 } else { 3 }, "{a:#x}");
                 }
             }
         }
@@ -584,6 +581,37 @@ mod tests {
         // And the fixed area below and the blob use pages.
         assert_eq!(k.tables[&l2][idx(RAM_BASE, 2)] & 3, 3);
         assert_eq!(k.tables[&l2][idx(BLOB_WINDOW, 2)] & 3, 3);
+    }
+
+    /// The raw L3 entry for `va` (its L0-L2 entries must be tables).
+    fn l3_entry(pt: &PageTables, va: u64) -> u64 {
+        let mut t = pt.root;
+        for level in 0..3 {
+            t = pt.tables[&t][idx(va, level)] & ADDR_MASK;
+        }
+        pt.tables[&t][idx(va, 3)]
+    }
+
+    #[test]
+    fn the_edge_hole_alone_is_invalid_at_el1_el0_and_el2() {
+        let ram = 64 << 20;
+        let (k, u) = both(ram);
+        let h = hyp(ram, u.next_free());
+        let hole = edge_hole(ram).unwrap();
+        let end = RAM_BASE + ram;
+        for pt in [&k, &u, &h] {
+            assert_eq!(pt.translate(hole), None);
+            assert_eq!(pt.translate(hole + 0xfff), None);
+            // An invalid descriptor in the L3 table of the edge region.
+            let l3 = pt.leaf(hole - 1).map(|(_, level)| level);
+            assert_eq!(l3, Some(3), "4 KiB pages around the hole");
+            for a in [hole - 1, hole + 0x1000, end - EDGE_REGION, end - 1] {
+                assert_eq!(pt.translate(a).map(|x| x.0), Some(a), "{a:#x}");
+            }
+            let below = end - EDGE_REGION - 1;
+            assert_eq!(pt.leaf(below).map(|(_, l)| l), Some(2), "a 2 MiB block");
+            assert_eq!(l3_entry(pt, hole), 0, "the hole's descriptor is invalid");
+        }
     }
 
     #[test]
