@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * aarch64 guest: arm64 Image header, hyp_entry (the command dispatcher),
- * hyp_vectors (VBAR_EL1), and for a guest at EL2 hyp_el2_entry (the nVHE
+ * hyp_vectors (VBAR_EL1), and for a guest at EL2 hyp_el2_init (the nVHE
  * hyp's init of its own translation regime) and hyp_el2_vectors (VBAR_EL2).
  *
  * Entry (from crates/arch/src/aarch64/host.rs): MMU and caches on, EL1h or EL0t,
  * DAIF masked; SP = this vCPU's stack (at EL0, SP_EL1 is the exception
  * stack), TPIDRRO_EL0 = its mailbox, VBAR_EL1 = hyp_vectors. At EL2 the
- * vCPU starts in hyp_el2_entry instead, which turns the MMU on and goes on
+ * vCPU starts in hyp_el2_init instead, which turns the MMU on and goes on
  * into hyp_entry.
  * Loop: ring HC_READY; per command call the table row a0/a1-stepped
  * MB_CMD_COUNT times between two CNTVCT_EL0 reads, ring HC_RESULT
@@ -405,23 +405,29 @@ hyp_entry:
 	.size	hyp_entry, . - hyp_entry
 
 /*
- * hyp_el2_entry: the start at EL2 (HCR_EL2.E2H = 0, a vCPU made with
+ * hyp_el2_init: the start at EL2 (HCR_EL2.E2H = 0, a vCPU made with
  * KVM_ARM_VCPU_HAS_EL2 | HAS_EL2_E2H0), EL2h, DAIF masked, MMU off. Does
  * what the nVHE hyp's ___kvm_hyp_init (arch/arm64/kvm/hyp/nvhe/hyp-init.S)
  * does before its library code runs, with the values the host computed
  * (crates/arch/src/aarch64/sysregs.rs) in registers instead of a
  * struct kvm_nvhe_init_params:
- *   x0 MAIR_EL2, x1 TCR_EL2, x2 TTBR0_EL2 (the EL2-format identity map),
- *   x3 SCTLR_EL2 (M, C, I, SA, WXN, RES1), x4 HCR_EL2 (RW only: no guest of
- *   its own, no traps), x5 SP_EL2.
- * TPIDRRO_EL0 (the mailbox) is set by the host as at EL1. Then hyp_entry,
- * whose doorbell is MMIO and so works from EL2 as from EL1; nothing here
- * uses HVC (from EL2 it would go to this guest's own vectors).
+ *   x0 MAIR_EL2, x1 TCR_EL2, x2 TTBR0_EL2 (the EL2-format tables: RAM at the
+ *   hyp VA, this page also at its physical address), x3 SCTLR_EL2 (M, C, I,
+ *   SA, WXN, RES1), x4 HCR_EL2 (RW only: no guest of its own, no traps),
+ *   x5 SP_EL2 (a hyp VA), x6 the hyp VA minus the physical address.
+ * It runs at its physical address, as the hyp's init runs in its idmap:
+ * VBAR_EL2 gets the vectors' hyp VA, and once the MMU is on it jumps by x6
+ * to its hyp VA. TPIDRRO_EL0 (the mailbox's hyp VA) is set by the host as
+ * at EL1. Then hyp_entry, whose doorbell is MMIO and so works from EL2 as
+ * from EL1; nothing here uses HVC (from EL2 it would go to this guest's
+ * own vectors). Aligned to 256 bytes and shorter, so it never spans two
+ * pages: the host maps the one page it starts in.
  */
 	.section .text.entry, "ax"
-	.globl	hyp_el2_entry
-	.type	hyp_el2_entry, %function
-hyp_el2_entry:
+	.balign	256
+	.globl	hyp_el2_init
+	.type	hyp_el2_init, %function
+hyp_el2_init:
 	msr	hcr_el2, x4
 	msr	mair_el2, x0
 	msr	tcr_el2, x1
@@ -430,9 +436,9 @@ hyp_el2_entry:
 	/* Stale TLB entries from before (hyp-init: the bootloader's). */
 	tlbi	alle2
 	dsb	sy
-	adrp	x6, hyp_el2_vectors
-	add	x6, x6, :lo12:hyp_el2_vectors
-	msr	vbar_el2, x6
+	adr	x7, hyp_el2_vectors
+	add	x7, x7, x6
+	msr	vbar_el2, x7
 	mov	sp, x5
 	/* set_sctlr_el2 (arch/arm64/include/asm/assembler.h). */
 	msr	sctlr_el2, x3
@@ -440,8 +446,14 @@ hyp_el2_entry:
 	ic	iallu
 	dsb	nsh
 	isb
-	b	hyp_entry
-	.size	hyp_el2_entry, . - hyp_el2_entry
+	/* Still at the physical address: on to the hyp VA. */
+	adr	x7, hyp_entry
+	add	x7, x7, x6
+	br	x7
+	.size	hyp_el2_init, . - hyp_el2_init
+	.if	. - hyp_el2_init > 256
+	.error	"hyp_el2_init must fit the 256 bytes it is aligned to"
+	.endif
 
 /*
  * Exception vectors (VBAR_EL1, 2 KiB aligned): 16 entries of 0x80 bytes,
