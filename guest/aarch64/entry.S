@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * aarch64 guest: arm64 Image header, hyp_entry (the command dispatcher),
- * hyp_vectors (VBAR_EL1), and for a guest at EL2 hyp_el2_entry (the nVHE
+ * hyp_vectors (VBAR_EL1), and for a guest at EL2 hyp_el2_init (the nVHE
  * hyp's init of its own translation regime) and hyp_el2_vectors (VBAR_EL2).
  *
  * Entry (from crates/arch/src/aarch64/host.rs): MMU and caches on, EL1h or EL0t,
  * DAIF masked; SP = this vCPU's stack (at EL0, SP_EL1 is the exception
  * stack), TPIDRRO_EL0 = its mailbox, VBAR_EL1 = hyp_vectors. At EL2 the
- * vCPU starts in hyp_el2_entry instead, which turns the MMU on and goes on
+ * vCPU starts in hyp_el2_init instead, which turns the MMU on and goes on
  * into hyp_entry.
  * Loop: ring HC_READY; per command call the table row a0/a1-stepped
  * MB_CMD_COUNT times between two CNTVCT_EL0 reads, ring HC_RESULT
@@ -16,7 +16,8 @@
  * Contract, around every call: x0-x2 hold the arguments and x18-x29 the
  * MB_CANARIES (x18: the kernel's shadow call stack register); after it
  * sp (first), the canaries and (CMDF_RET_A0) x0 == a0 are compared, and
- * the first breach ends the command (MB_RES_BREACH*). The loop's state,
+ * the first breach ends the command (MB_RES_BREACH*), as does a data
+ * abort in MB_HOLE's page (an edge check's over-access). The loop's state,
  * its own LR included, lives in MB_RUN_*, and the mailbox comes back from
  * TPIDRRO_EL0 (readable at EL0, EL1 and EL2), so no register a routine
  * must keep holds anything the harness needs; x28 is the mailbox only
@@ -81,6 +82,43 @@
 	isb
 	mrs	\reg, cntvct_el0
 	isb
+.endm
+
+/*
+ * In a vector (x16 = mailbox, x17 = the vector offset): a data abort in
+ * MB_HOLE's page while a call runs is that call's fault (an edge check's
+ * over-read or over-write), not the guest's. Record it as BREACH_FAULT
+ * (found: FAR, wanted: the pc) and return to .Lfault_resume at the level
+ * and on the stack the call ran with; anything else branches to \report
+ * with only x15 changed. \el: el1 or el2, whose syndrome registers apply.
+ */
+.macro EDGE_FAULT el, report
+	tst	x17, #0x180			/* a synchronous vector */
+	b.ne	\report
+	mrs	x15, esr_\el
+	ubfx	x15, x15, #27, #5		/* EC >> 1: 0x24 and 0x25, data */
+	cmp	x15, #0x12			/* aborts from a lower or the same EL */
+	b.ne	\report
+	ldr	x15, [x16, #MB_RUN_SP]
+	cbz	x15, \report			/* no call running */
+	ldr	x15, [x16, #MB_HOLE]
+	cbz	x15, \report
+	mrs	x16, far_\el
+	sub	x15, x16, x15
+	mrs	x16, tpidrro_el0
+	cmp	x15, #PAGE_SIZE
+	b.hs	\report
+	mov	x15, #BREACH_FAULT
+	ldr	x17, [x16, #MB_RUN_DONE]
+	orr	x15, x15, x17, lsl #32
+	str	x15, [x16, #MB_RES_BREACH]
+	mrs	x15, far_\el
+	str	x15, [x16, #MB_RES_BREACH_GOT]
+	mrs	x15, elr_\el
+	str	x15, [x16, #MB_RES_BREACH_WANT]
+	adr	x15, .Lfault_resume
+	msr	elr_\el, x15
+	eret
 .endm
 
 /*
@@ -285,8 +323,19 @@ hyp_entry:
 	ldr	x1, [x28, #MB_RUN_T0]
 	str	x1, [x28, #MB_RES_T0]
 	str	x0, [x28, #MB_RES_T1]
+	str	xzr, [x28, #MB_RUN_SP]		/* no call running */
 	ldr	x30, [x28, #MB_RUN_LR]
 	ret
+
+	/*
+	 * Where the vectors resume a call that faulted in MB_HOLE's page
+	 * (EDGE_FAULT): the breach is recorded; put sp back, end the command.
+	 */
+.Lfault_resume:
+	mrs	x9, tpidrro_el0
+	ldr	x13, [x9, #MB_RUN_SP]
+	mov	sp, x13
+	b	.Lcalls_done
 
 	/*
 	 * A breach: x11 = kind | register << 8, x12 = the value found, x10 =
@@ -356,23 +405,29 @@ hyp_entry:
 	.size	hyp_entry, . - hyp_entry
 
 /*
- * hyp_el2_entry: the start at EL2 (HCR_EL2.E2H = 0, a vCPU made with
+ * hyp_el2_init: the start at EL2 (HCR_EL2.E2H = 0, a vCPU made with
  * KVM_ARM_VCPU_HAS_EL2 | HAS_EL2_E2H0), EL2h, DAIF masked, MMU off. Does
  * what the nVHE hyp's ___kvm_hyp_init (arch/arm64/kvm/hyp/nvhe/hyp-init.S)
  * does before its library code runs, with the values the host computed
  * (crates/arch/src/aarch64/sysregs.rs) in registers instead of a
  * struct kvm_nvhe_init_params:
- *   x0 MAIR_EL2, x1 TCR_EL2, x2 TTBR0_EL2 (the EL2-format identity map),
- *   x3 SCTLR_EL2 (M, C, I, SA, WXN, RES1), x4 HCR_EL2 (RW only: no guest of
- *   its own, no traps), x5 SP_EL2.
- * TPIDRRO_EL0 (the mailbox) is set by the host as at EL1. Then hyp_entry,
- * whose doorbell is MMIO and so works from EL2 as from EL1; nothing here
- * uses HVC (from EL2 it would go to this guest's own vectors).
+ *   x0 MAIR_EL2, x1 TCR_EL2, x2 TTBR0_EL2 (the EL2-format tables: RAM at the
+ *   hyp VA, this page also at its physical address), x3 SCTLR_EL2 (M, C, I,
+ *   SA, WXN, RES1), x4 HCR_EL2 (RW only: no guest of its own, no traps),
+ *   x5 SP_EL2 (a hyp VA), x6 the hyp VA minus the physical address.
+ * It runs at its physical address, as the hyp's init runs in its idmap:
+ * VBAR_EL2 gets the vectors' hyp VA, and once the MMU is on it jumps by x6
+ * to its hyp VA. TPIDRRO_EL0 (the mailbox's hyp VA) is set by the host as
+ * at EL1. Then hyp_entry, whose doorbell is MMIO and so works from EL2 as
+ * from EL1; nothing here uses HVC (from EL2 it would go to this guest's
+ * own vectors). Aligned to 256 bytes and shorter, so it never spans two
+ * pages: the host maps the one page it starts in.
  */
 	.section .text.entry, "ax"
-	.globl	hyp_el2_entry
-	.type	hyp_el2_entry, %function
-hyp_el2_entry:
+	.balign	256
+	.globl	hyp_el2_init
+	.type	hyp_el2_init, %function
+hyp_el2_init:
 	msr	hcr_el2, x4
 	msr	mair_el2, x0
 	msr	tcr_el2, x1
@@ -381,9 +436,9 @@ hyp_el2_entry:
 	/* Stale TLB entries from before (hyp-init: the bootloader's). */
 	tlbi	alle2
 	dsb	sy
-	adrp	x6, hyp_el2_vectors
-	add	x6, x6, :lo12:hyp_el2_vectors
-	msr	vbar_el2, x6
+	adr	x7, hyp_el2_vectors
+	add	x7, x7, x6
+	msr	vbar_el2, x7
 	mov	sp, x5
 	/* set_sctlr_el2 (arch/arm64/include/asm/assembler.h). */
 	msr	sctlr_el2, x3
@@ -391,16 +446,23 @@ hyp_el2_entry:
 	ic	iallu
 	dsb	nsh
 	isb
-	b	hyp_entry
-	.size	hyp_el2_entry, . - hyp_el2_entry
+	/* Still at the physical address: on to the hyp VA. */
+	adr	x7, hyp_entry
+	add	x7, x7, x6
+	br	x7
+	.size	hyp_el2_init, . - hyp_el2_init
+	.if	. - hyp_el2_init > 256
+	.error	"hyp_el2_init must fit the 256 bytes it is aligned to"
+	.endif
 
 /*
  * Exception vectors (VBAR_EL1, 2 KiB aligned): 16 entries of 0x80 bytes,
  * {current EL with SP_EL0, current EL with SP_ELx, lower EL AArch64,
  * lower EL AArch32} x {synchronous, IRQ, FIQ, SError}. Every entry puts
  * its offset in x17 and branches to the common reporter, which runs at
- * EL1 on no stack at all and reports through the mailbox with HC_FAIL /
- * FAIL_EXCEPTION:
+ * EL1 on no stack at all; unless EDGE_FAULT takes the exception as the
+ * running call's (a data abort in MB_HOLE's page), it reports through the
+ * mailbox with HC_FAIL / FAIL_EXCEPTION:
  *   D0 ESR_EL1, D1 ELR_EL1, D2 FAR_EL1, D3 SPSR_EL1, D4 vector offset,
  *   D5 the interrupted SP (SP_EL1 for "current EL with SP_ELx", SP_EL0
  *      otherwise).
@@ -423,6 +485,8 @@ hyp_vectors:
 
 .Lexception:
 	mrs	x16, tpidrro_el0		/* mailbox */
+	EDGE_FAULT el1, .Lreport
+.Lreport:
 	mov	x15, #FAIL_EXCEPTION
 	str	x15, [x16, #MB_FAIL_CODE]
 	mrs	x15, esr_el1
@@ -465,6 +529,8 @@ hyp_el2_vectors:
 
 .Lexception_el2:
 	mrs	x16, tpidrro_el0		/* mailbox */
+	EDGE_FAULT el2, .Lreport_el2
+.Lreport_el2:
 	mov	x15, #FAIL_EXCEPTION
 	str	x15, [x16, #MB_FAIL_CODE]
 	mrs	x15, esr_el2

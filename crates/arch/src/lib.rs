@@ -20,7 +20,7 @@
 //! | `ARENA_BASE` | first guest-physical byte the checks may use |
 //! | `EDGE_REGION`, `edge_hole(ram_size)` | the top of RAM ordinary checks leave alone, and the unmapped page in it that edge checks' buffers end or start against (none where the paging has no 4 KiB pages there) |
 //! | `BLOB_WINDOW`, `BLOB_WINDOW_END`, `LOAD_ALIGN` | where the blob may be loaded |
-//! | `guest_va(gpa)`, `guest_pa(va)` | the guest-virtual address the guest reaches a guest-physical one at (x86_64: blob and arena far above 4 GiB, as the kernel's text and direct map), and back |
+//! | `guest_va(gpa)`, `guest_pa(va)` | the guest-virtual address the guest reaches a guest-physical one at (x86_64: blob and arena far above 4 GiB, as the kernel's text and direct map; aarch64: all of RAM at the hyp VA, as the nVHE hyp's kern_hyp_va), and back |
 //! | `mailbox_gpa(vcpu)`, `harness_areas(vcpu)` | each vCPU's mailbox page; what the harness itself writes (mailbox, stacks, page tables) |
 //! | `COUNTER_NAME`, `counter_khz(vcpu)` | the guest timestamp counter |
 //! | `UNDEFINED_INSTRUCTION_CLASS` | exception class of an undefined instruction |
@@ -164,7 +164,7 @@ pub struct Loaded {
     pub vectors: u64,
     /// Its pages by permission, for W^X mappings.
     pub sections: BlobSections,
-    /// The hypervisor-level entry and vectors (aarch64: `hyp_el2_entry`,
+    /// The hypervisor-level entry and vectors (aarch64: `hyp_el2_init`,
     /// `hyp_el2_vectors`), if the blob has them (older blob files do not).
     pub hyp: Option<HypEntry>,
 }

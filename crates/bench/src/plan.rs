@@ -490,12 +490,17 @@ pub(crate) fn region_stride(plan: &Plan) -> u64 {
     round_up(one, 2 << 20)
 }
 
-/// Guest RAM the plan needs (saturating).
+/// Guest RAM the plan needs (saturating): the regions stay below the edge
+/// region, whose hole is unmapped.
 pub(crate) fn mem_needed(plan: &Plan) -> u64 {
     use crate::check::suite::{round_up, sum};
     let regions = plan.shape.vcpus.saturating_mul(region_stride(plan));
     round_up(
-        sum(&[arch::ARENA_BASE - arch::RAM_BASE, regions]),
+        sum(&[
+            arch::ARENA_BASE - arch::RAM_BASE,
+            regions,
+            arch::EDGE_REGION,
+        ]),
         arch::RAM_ALIGN,
     )
     .max(arch::MIN_RAM)
@@ -697,13 +702,14 @@ mod tests {
                     let one = size as u128 + 2 * g + PAGE_SIZE as u128;
                     let one = if copy { 2 * one } else { one };
                     let stride = one.next_multiple_of(2 << 20);
-                    let exact = ((arch::ARENA_BASE - arch::RAM_BASE) as u128 + vcpus as u128 * stride)
+                    let edge = arch::EDGE_REGION as u128;
+                    let exact = ((arch::ARENA_BASE - arch::RAM_BASE) as u128 + vcpus as u128 * stride + edge)
                         .next_multiple_of(arch::RAM_ALIGN as u128)
                         .max(arch::MIN_RAM as u128);
                     prop_assert_eq!(p.mem_needed() as u128, exact);
                     prop_assert!(exact <= arch::MAX_RAM as u128);
                     let last = placement(&p, vcpus - 1);
-                    prop_assert!(last.dst as u128 + size as u128 <= arch::RAM_BASE as u128 + exact);
+                    prop_assert!(last.dst as u128 + size as u128 <= arch::RAM_BASE as u128 + exact - edge);
                 }
             }
         }
@@ -760,6 +766,13 @@ mod tests {
         p.shape.vcpus = 2;
         let last = placement(&p, 1);
         assert!(last.dst + last.len + GUARD <= arch::RAM_BASE + mem_needed(&p));
+        // Below the edge region: 8 vCPUs of 2 MiB strides fill MIN_RAM
+        // exactly without it, and 1.5 MiB would reach its hole.
+        p.shape.vcpus = 8;
+        p.shape.size = 3 << 19;
+        let last = placement(&p, 7);
+        let edge = arch::RAM_BASE + mem_needed(&p) - arch::EDGE_REGION;
+        assert!(last.dst + last.len + GUARD <= edge);
     }
 
     /// `--dc-zva both` with two trees: the seed's column order (vanilla,

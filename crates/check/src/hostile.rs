@@ -342,7 +342,7 @@ fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<()> {
                     table: abi::TABLE_SELFTEST,
                     index,
                     args: crate::vmm::Args {
-                        a0: arch::mailbox_gpa(peer) + abi::MB_LOG_BUF,
+                        a0: arch::guest_va(arch::mailbox_gpa(peer) + abi::MB_LOG_BUF),
                         a1: RACE_ROUNDS,
                         count: 1,
                         ..Default::default()

@@ -236,7 +236,7 @@ impl Blob {
                 .map_err(bad)?;
         }
         let hyp = match (
-            self.symbols.get("hyp_el2_entry"),
+            self.symbols.get("hyp_el2_init"),
             self.symbols.get("hyp_el2_vectors"),
         ) {
             (Some(e), Some(v)) => Some(crate::arch::HypEntry {

@@ -11,8 +11,10 @@
 //! At EL2 (`Privilege::Hyp`, nested virtualization) the vCPU is made with
 //! KVM_ARM_VCPU_HAS_EL2 | HAS_EL2_E2H0 (a non-VHE guest hypervisor, as the
 //! nVHE hyp runs) and starts at EL2h with the MMU off in the blob's
-//! `hyp_el2_entry`, which programs MAIR/TCR/TTBR0/HCR/VBAR/SCTLR_EL2 from
-//! the values the host puts in x0-x5 (see guest/aarch64/entry.S). KVM needs
+//! `hyp_el2_init` (at its guest-physical address: the EL2 tables map that
+//! page there too, the idmap), which programs MAIR/TCR/TTBR0/HCR/VBAR/
+//! SCTLR_EL2 from the values the host puts in x0-x5 and jumps to the hyp VA
+//! by x6 (see guest/aarch64/entry.S). KVM needs
 //! an in-kernel vGICv3 for such a vCPU (without one the first KVM_RUN fails
 //! with EAGAIN, kvm_vgic_vcpu_nv_init), so `setup_vm` creates one.
 use super::error::{Error, Result};
@@ -46,7 +48,7 @@ pub const UNDEFINED_INSTRUCTION_CLASS: u64 = 0x00;
 
 /// Harness areas a hostile guest may try to corrupt (`selftest
 /// --hostile`): the root page table and the exception vectors the guest
-/// at `privilege` uses, as (name, guest-physical address, bytes).
+/// at `privilege` uses, as (name, guest-virtual address, bytes).
 pub fn corruptible_areas(
     loaded: &Loaded,
     mem: &MemoryState,
@@ -54,15 +56,19 @@ pub fn corruptible_areas(
 ) -> [(&'static str, u64, u64); 2] {
     match (privilege, loaded.hyp) {
         (Privilege::Hyp, Some(h)) => [
-            ("TTBR0_EL2 page tables", mem.hyp_root, abi::PAGE_SIZE),
+            (
+                "TTBR0_EL2 page tables",
+                guest_va(mem.hyp_root),
+                abi::PAGE_SIZE,
+            ),
             ("VBAR_EL2 vectors", h.vectors, 2048),
         ],
         (Privilege::User, _) => [
-            ("page tables", mem.user_root, abi::PAGE_SIZE),
+            ("page tables", guest_va(mem.user_root), abi::PAGE_SIZE),
             ("VBAR_EL1 vectors", loaded.vectors, 2048),
         ],
         _ => [
-            ("page tables", mem.kernel_root, abi::PAGE_SIZE),
+            ("page tables", guest_va(mem.kernel_root), abi::PAGE_SIZE),
             ("VBAR_EL1 vectors", loaded.vectors, 2048),
         ],
     }
@@ -163,7 +169,9 @@ pub struct MemoryState {
     pub hyp_root: u64,
 }
 
-/// Write the three sets of stage-1 page tables (EL1, EL0 and EL2 permissions).
+/// Write the three sets of stage-1 page tables (EL1, EL0 and EL2
+/// permissions); the EL2 set also maps the first blob's EL2 init code at
+/// its guest-physical address (the idmap it turns the MMU on in).
 pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, blobs: &[Loaded]) -> Result<MemoryState> {
     if ram.base() != RAM_BASE {
         return Err(Error::RamBase(ram.base()));
@@ -179,12 +187,18 @@ pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, blobs: &[Loaded]) -> Re
     }
     let sections: Vec<_> = blobs.iter().map(|b| (b.base, b.sections)).collect();
     let regions = regions(ram.size(), &sections);
-    let tables = |p: Privilege, from: u64| {
-        paging::identity_map(&regions, p, from, PAGE_TABLES_END).map_err(Error::PageTables)
+    let tables = |r: &[Region], p: Privilege, from: u64| {
+        paging::map_regions(r, p, from, PAGE_TABLES_END).map_err(Error::PageTables)
     };
-    let kernel = tables(Privilege::Kernel, PAGE_TABLES_GPA)?;
-    let user = tables(Privilege::User, kernel.next_free())?;
-    let hyp = tables(Privilege::Hyp, user.next_free())?;
+    let kernel = tables(&regions, Privilege::Kernel, PAGE_TABLES_GPA)?;
+    let user = tables(&regions, Privilege::User, kernel.next_free())?;
+    let mut hyp_regions = regions;
+    if let Some(b) = blobs.first()
+        && let Some(h) = b.hyp
+    {
+        hyp_regions.push(hyp_idmap(b.base + (h.entry - b.va)));
+    }
+    let hyp = tables(&hyp_regions, Privilege::Hyp, user.next_free())?;
     for pt in [&kernel, &user, &hyp] {
         for (gpa, table) in pt.tables() {
             let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
@@ -226,8 +240,10 @@ fn init_vcpu(vm: &VmFd, fd: &VcpuFd, privilege: Privilege) -> Result<()> {
     fd.vcpu_init(&kvi).map_err(Error::kvm("KVM_ARM_VCPU_INIT"))
 }
 
-/// The EL2 start: PSTATE EL2h, PC `hyp_el2_entry`, x0-x5 the values it
-/// programs (guest/aarch64/entry.S), TPIDRRO_EL0 the mailbox.
+/// The EL2 start: PSTATE EL2h with the MMU off, PC `hyp_el2_init` at its
+/// guest-physical address (its idmap), x0-x5 the values it programs and
+/// x6 the hyp VA's offset from guest-physical, which it jumps by once the
+/// MMU is on (guest/aarch64/entry.S); TPIDRRO_EL0 the mailbox's VA.
 fn setup_vcpu_el2(
     fd: &VcpuFd,
     id: u64,
@@ -237,41 +253,44 @@ fn setup_vcpu_el2(
 ) -> Result<()> {
     let hyp = loaded.hyp.ok_or_else(|| Error::Unsupported {
         what: "a guest at EL2 with this blob",
-        detail: "the blob has no hyp_el2_entry / hyp_el2_vectors (made by an older hypclear): \
-                 rebuild it with `hypclear blob`"
+        detail: "the blob has no hyp_el2_init / hyp_el2_vectors (made by an older hypclear, \
+                 whose EL2 entry runs at its guest-physical address only): rebuild it with \
+                 `hypclear blob`"
             .into(),
     })?;
-    let regs: [(u64, u64, &'static str); 9] = [
-        (
-            sr::core_x(0),
-            sr::mair_el1(),
-            "KVM_SET_ONE_REG(x0: MAIR_EL2)",
-        ),
-        (sr::core_x(1), tcr, "KVM_SET_ONE_REG(x1: TCR_EL2)"),
-        (
-            sr::core_x(2),
-            mem.hyp_root,
-            "KVM_SET_ONE_REG(x2: TTBR0_EL2)",
-        ),
-        (
-            sr::core_x(3),
-            sr::sctlr_el2(),
-            "KVM_SET_ONE_REG(x3: SCTLR_EL2)",
-        ),
-        (sr::core_x(4), sr::hcr_el2(), "KVM_SET_ONE_REG(x4: HCR_EL2)"),
-        (sr::core_x(5), stack_top(id), "KVM_SET_ONE_REG(x5: SP_EL2)"),
-        (
-            sr::TPIDRRO_EL0,
-            mailbox_gpa(id),
-            "KVM_SET_ONE_REG(TPIDRRO_EL0)",
-        ),
-        (
-            sr::CORE_PSTATE,
-            sr::pstate(Privilege::Hyp),
-            "KVM_SET_ONE_REG(PSTATE)",
-        ),
-        (sr::CORE_PC, hyp.entry, "KVM_SET_ONE_REG(PC)"),
+    // Guest-physical to guest-virtual, for the blob as for all of RAM.
+    let offset = loaded.va.wrapping_sub(loaded.base);
+    let x: [(u64, &'static str); 7] = [
+        (sr::mair_el1(), "KVM_SET_ONE_REG(x0: MAIR_EL2)"),
+        (tcr, "KVM_SET_ONE_REG(x1: TCR_EL2)"),
+        (mem.hyp_root, "KVM_SET_ONE_REG(x2: TTBR0_EL2)"),
+        (sr::sctlr_el2(), "KVM_SET_ONE_REG(x3: SCTLR_EL2)"),
+        (sr::hcr_el2(), "KVM_SET_ONE_REG(x4: HCR_EL2)"),
+        (guest_va(stack_top(id)), "KVM_SET_ONE_REG(x5: SP_EL2)"),
+        (offset, "KVM_SET_ONE_REG(x6: hyp VA offset)"),
     ];
+    let regs = x
+        .into_iter()
+        .enumerate()
+        .map(|(n, (v, op))| (sr::core_x(n as u64), v, op))
+        .chain([
+            (
+                sr::TPIDRRO_EL0,
+                guest_va(mailbox_gpa(id)),
+                "KVM_SET_ONE_REG(TPIDRRO_EL0)",
+            ),
+            (
+                sr::CORE_PSTATE,
+                sr::pstate(Privilege::Hyp),
+                "KVM_SET_ONE_REG(PSTATE)",
+            ),
+            // At its guest-physical address: the MMU is off.
+            (
+                sr::CORE_PC,
+                hyp.entry.wrapping_sub(offset),
+                "KVM_SET_ONE_REG(PC)",
+            ),
+        ]);
     for (reg, v, op) in regs {
         set_reg(fd, reg, v, op)?;
     }
@@ -309,15 +328,33 @@ pub fn setup_vcpu(
             ),
         }
     })?;
-    let (root, sp_el1, sp_el0) = match privilege {
-        Privilege::Kernel => (mem.kernel_root, stack_top(id), 0),
-        Privilege::User => (mem.user_root, exception_stack_top(id), stack_top(id)),
+    let root = match privilege {
+        Privilege::Kernel => mem.kernel_root,
+        Privilege::User => mem.user_root,
         Privilege::Hyp => {
             let tcr = sr::tcr_el2(mmfr0, abi::DOORBELL_GPA + abi::PAGE_SIZE - 1).unwrap_or(tcr);
             return setup_vcpu_el2(fd, id, loaded, mem, tcr);
         }
     };
-    let sysregs: [(u64, u64, &'static str); 9] = [
+    let sctlr = sr::sctlr_el1(privilege, sr::has_mops(isar2));
+    setup_vcpu_el1(fd, id, loaded, privilege, [root, tcr, sctlr])
+}
+
+/// The EL1 and EL0 start: the EL1 regime's registers (`[TTBR0_EL1,
+/// TCR_EL1, SCTLR_EL1]` from the caller), the stacks and the mailbox at
+/// their hyp VAs, PSTATE EL1h or EL0t, PC the blob's entry.
+fn setup_vcpu_el1(
+    fd: &VcpuFd,
+    id: u64,
+    loaded: &Loaded,
+    privilege: Privilege,
+    [root, tcr, sctlr]: [u64; 3],
+) -> Result<()> {
+    let (sp_el1, sp_el0) = match privilege {
+        Privilege::User => (exception_stack_top(id), guest_va(stack_top(id))),
+        _ => (stack_top(id), 0),
+    };
+    let sysregs: [(u64, u64, &'static str); 12] = [
         (sr::MAIR_EL1, sr::mair_el1(), "KVM_SET_ONE_REG(MAIR_EL1)"),
         (sr::TCR_EL1, tcr, "KVM_SET_ONE_REG(TCR_EL1)"),
         (sr::TTBR0_EL1, root, "KVM_SET_ONE_REG(TTBR0_EL1)"),
@@ -325,7 +362,7 @@ pub fn setup_vcpu(
         (sr::VBAR_EL1, loaded.vectors, "KVM_SET_ONE_REG(VBAR_EL1)"),
         (
             sr::TPIDRRO_EL0,
-            mailbox_gpa(id),
+            guest_va(mailbox_gpa(id)),
             "KVM_SET_ONE_REG(TPIDRRO_EL0)",
         ),
         (
@@ -334,24 +371,19 @@ pub fn setup_vcpu(
             "KVM_SET_ONE_REG(CNTKCTL_EL1)",
         ),
         // Last: the MMU goes on with everything else in place.
+        (sr::SCTLR_EL1, sctlr, "KVM_SET_ONE_REG(SCTLR_EL1)"),
+        (sr::CORE_SP_EL1, guest_va(sp_el1), "KVM_SET_ONE_REG(SP_EL1)"),
+        (sr::CORE_SP_EL0, sp_el0, "KVM_SET_ONE_REG(SP_EL0)"),
         (
-            sr::SCTLR_EL1,
-            sr::sctlr_el1(privilege, sr::has_mops(isar2)),
-            "KVM_SET_ONE_REG(SCTLR_EL1)",
+            sr::CORE_PSTATE,
+            sr::pstate(privilege),
+            "KVM_SET_ONE_REG(PSTATE)",
         ),
-        (sr::CORE_SP_EL1, sp_el1, "KVM_SET_ONE_REG(SP_EL1)"),
+        (sr::CORE_PC, loaded.entry, "KVM_SET_ONE_REG(PC)"),
     ];
     for (reg, v, op) in sysregs {
         set_reg(fd, reg, v, op)?;
     }
-    set_reg(fd, sr::CORE_SP_EL0, sp_el0, "KVM_SET_ONE_REG(SP_EL0)")?;
-    set_reg(
-        fd,
-        sr::CORE_PSTATE,
-        sr::pstate(privilege),
-        "KVM_SET_ONE_REG(PSTATE)",
-    )?;
-    set_reg(fd, sr::CORE_PC, loaded.entry, "KVM_SET_ONE_REG(PC)")?;
     Ok(())
 }
 

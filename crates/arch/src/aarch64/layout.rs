@@ -1,7 +1,12 @@
-//! aarch64 guest-physical memory layout. RAM starts at 1 GiB (as on QEMU's
-//! and most VMMs' arm64 machines; nothing is mapped below it, so NULL and
-//! small wild pointers fault) and is identity mapped by stage-1 tables the
-//! host builds, so guest-virtual == guest-physical everywhere.
+//! aarch64 guest memory layout. RAM starts at guest-physical 1 GiB (as on
+//! QEMU's and most VMMs' arm64 machines). The stage-1 tables the host
+//! builds map all of it at one offset, as the nVHE hyp maps itself and the
+//! memory it uses (`kern_hyp_va`: the linear map's address with the region
+//! bit, hyp_va_bits - 1, and a tag above the bits RAM spans):
+//! `HYP_VA_BASE + (gpa - RAM_BASE)`, far above 4 GiB. Below 4 GiB nothing is
+//! mapped (at EL2 but the one page of the EL2 init code, its idmap, as the
+//! hyp's), so NULL, small wild pointers and pointers truncated to 32 bits
+//! fault; the doorbell is mapped at its guest-physical address.
 //!
 //! ```text
 //! RAM_BASE + 0x0000_0000  not mapped (guard)
@@ -13,10 +18,12 @@
 //!                         that linux-loader's PE loader enforces)
 //! RAM_BASE + 0x0100_0000  arena: the memory the routines clear/fill/copy,
 //!                         up to RAM_BASE + RAM size
+//! RAM end - 2 MiB         edge region (the arena's last 2 MiB): 4 KiB pages,
+//! RAM end - 1 MiB         and this one page not mapped (the edge hole)
 //! 0xff_ffff_f000          doorbell (no memslot; Device-nGnRE)
 //! ```
 //!
-//! All constants below are absolute guest-physical addresses.
+//! All constants below but `HYP_VA_BASE` are guest-physical addresses.
 use crate::BlobSections;
 use hypclear_abi as abi;
 
@@ -46,21 +53,24 @@ pub const ARENA_BASE: u64 = RAM_BASE + 0x100_0000;
 pub const RAM_ALIGN: u64 = 2 << 20;
 /// The smallest useful guest: the fixed areas plus 16 MiB of arena.
 pub const MIN_RAM: u64 = 32 << 20;
-/// The identity map covers at most this much RAM: three sets of tables (EL1,
-/// EL0 and EL2 permissions) with 2 MiB blocks must fit the page-table area.
+/// The tables map at most this much RAM: three sets of them (EL1, EL0 and
+/// EL2 permissions) with 2 MiB blocks must fit the page-table area.
 pub const MAX_RAM: u64 = 64 << 30;
 
 pub fn mailbox_gpa(vcpu: u64) -> u64 {
     MAILBOX_BASE + vcpu * abi::MAILBOX_SIZE
 }
 
-/// The top of RAM the checks leave alone for the edge checks (none on
-/// aarch64 yet: its stage-1 tables map RAM with 2 MiB blocks only).
-pub const EDGE_REGION: u64 = 0;
+/// The top of RAM the checks leave alone: mapped with 4 KiB pages and one
+/// invalid descriptor (see [`edge_hole`]), so an edge check's buffer can
+/// end or start against a page that faults, as the hyp's sparse mappings do.
+pub const EDGE_REGION: u64 = 2 << 20;
 
-/// The unmapped page next to the edge checks' buffers: none yet.
-pub fn edge_hole(_ram_size: u64) -> Option<u64> {
-    None
+/// The unmapped page of a guest with `ram_size` bytes of RAM: 1 MiB below
+/// the top, with mapped 4 KiB pages on both sides (a buffer may end
+/// against it from below or start right above it).
+pub fn edge_hole(ram_size: u64) -> Option<u64> {
+    Some(RAM_BASE + ram_size - EDGE_REGION / 2)
 }
 
 /// What the guest may write besides the checks' windows while vCPU
@@ -88,7 +98,7 @@ pub(crate) fn exception_stack_top(vcpu: u64) -> u64 {
     STACKS_BASE + (vcpu + 1) * (STACK_SIZE + EXC_STACK_SIZE)
 }
 
-/// Who may touch a region of the identity map (see `paging::Perm`).
+/// Who may touch a mapped region (see `paging::attrs_for`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Use {
     /// Page tables: EL1 read/write only, never executable.
@@ -108,12 +118,24 @@ pub enum Use {
     Doorbell,
 }
 
-/// The regions to identity map for `ram_size` bytes of RAM and the blobs
-/// loaded at `blobs` (base, sections), in address order. Each blob is
+/// One mapping: guest-physical `[pa, pa + size)` at guest-virtual `va`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    pub va: u64,
+    pub pa: u64,
+    pub size: u64,
+    pub use_: Use,
+}
+
+/// The regions to map for `ram_size` bytes of RAM and the blobs loaded at
+/// `blobs` (base, sections), in guest-physical order, each at its [`guest_va`]
+/// (RAM at the hyp VA, the doorbell where it is). Each blob is
 /// mapped W^X as the hyp maps itself: text read-only and executable,
 /// read-only data, then data (and .bss) never executable; the rest of the
-/// blob window is not mapped.
-pub fn regions(ram_size: u64, blobs: &[(u64, BlobSections)]) -> Vec<(u64, u64, Use)> {
+/// blob window is not mapped. The arena stops at the edge hole and goes on
+/// past it: that page gets no descriptor, and the 2 MiB around it, no
+/// longer a whole block, 4 KiB pages.
+pub fn regions(ram_size: u64, blobs: &[(u64, BlobSections)]) -> Vec<Region> {
     let ram_end = RAM_BASE + ram_size;
     let mut v = vec![
         (PAGE_TABLES_GPA, PAGE_TABLES_END, Use::Tables),
@@ -140,24 +162,68 @@ pub fn regions(ram_size: u64, blobs: &[(u64, BlobSections)]) -> Vec<(u64, u64, U
             }
         }
     }
-    v.push((ARENA_BASE, ram_end, Use::Data));
+    let hole = edge_hole(ram_size).unwrap_or(ram_end);
+    v.push((ARENA_BASE, hole, Use::Data));
+    if hole + abi::PAGE_SIZE < ram_end {
+        v.push((hole + abi::PAGE_SIZE, ram_end, Use::Data));
+    }
     v.push((
         abi::DOORBELL_GPA,
         abi::DOORBELL_GPA + abi::PAGE_SIZE,
         Use::Doorbell,
     ));
-    v
+    v.into_iter()
+        .map(|(pa, end, use_)| Region {
+            va: guest_va(pa),
+            pa,
+            size: end - pa,
+            use_,
+        })
+        .collect()
 }
 
-/// The guest-virtual address of guest-physical `gpa`: the same (every
-/// regime's tables identity map RAM).
+/// The EL2 tables' identity map of the page holding guest-physical `pa`
+/// (the EL2 init code, `hyp_el2_init`): it turns the MMU on, so its next
+/// instructions are fetched at VA == PA until it jumps to the hyp VA, as
+/// the hyp's `__hyp_idmap_text` is mapped for its init.
+pub fn hyp_idmap(pa: u64) -> Region {
+    let page = pa & !(abi::PAGE_SIZE - 1);
+    Region {
+        va: page,
+        pa: page,
+        size: abi::PAGE_SIZE,
+        use_: Use::Text,
+    }
+}
+
+/// The hyp VA size the layout follows (`hyp_va_bits`: 48, TCR_ELx.T0SZ 16).
+const HYP_VA_BITS: u32 = 48;
+/// The lowest bit of the tag: RAM spans at most 2^36 bytes (`MAX_RAM`),
+/// as `tag_lsb` sits just above what the linear map of RAM needs.
+const HYP_TAG_LSB: u32 = 36;
+/// The tag (random under KASLR in the hyp; fixed here, any would do).
+const HYP_TAG: u64 = 0x5a5;
+/// Guest-virtual address of `RAM_BASE`: the region bit and the tag. Its
+/// low 32 bits are 0, so a RAM address truncated to 32 bits is its offset
+/// into RAM, a VA below 4 GiB, where nothing of RAM is mapped.
+pub const HYP_VA_BASE: u64 = (1 << (HYP_VA_BITS - 1)) | (HYP_TAG << HYP_TAG_LSB);
+
+/// The guest-virtual address of guest-physical `gpa`: RAM at the hyp VA
+/// (`HYP_VA_BASE` + its offset into RAM), anything else (the doorbell)
+/// where it is.
 pub fn guest_va(gpa: u64) -> u64 {
-    gpa
+    match gpa.checked_sub(RAM_BASE) {
+        Some(off) if off < MAX_RAM => HYP_VA_BASE + off,
+        _ => gpa,
+    }
 }
 
-/// The guest-physical address behind guest-virtual `va`, where it is RAM.
+/// The guest-physical address behind guest-virtual `va` ([`guest_va`]'s
+/// inverse), where it is RAM.
 pub fn guest_pa(va: u64) -> Option<u64> {
-    (RAM_BASE..RAM_BASE + MAX_RAM).contains(&va).then_some(va)
+    va.checked_sub(HYP_VA_BASE)
+        .filter(|&off| off < MAX_RAM)
+        .map(|off| RAM_BASE + off)
 }
 
 const _: () = {
@@ -167,7 +233,13 @@ const _: () = {
     assert!(BLOB_WINDOW.is_multiple_of(BLOB_ALIGN) && BLOB_WINDOW_END.is_multiple_of(BLOB_ALIGN));
     assert!(BLOB_WINDOW_END <= ARENA_BASE);
     assert!(ARENA_BASE - RAM_BASE + 16 * 1024 * 1024 <= MIN_RAM);
+    // The edge region is one 2 MiB block of the arena, split around its hole.
+    assert!(EDGE_REGION == 2 << 20 && RAM_ALIGN.is_multiple_of(EDGE_REGION));
     assert!(MIN_RAM.is_multiple_of(RAM_ALIGN) && MAX_RAM.is_multiple_of(RAM_ALIGN));
+    // The hyp VA: the region bit above the tag, the tag above RAM, all
+    // within TTBR0's 48 bits; low 32 bits clear (see HYP_VA_BASE).
+    assert!(MAX_RAM <= 1 << HYP_TAG_LSB && HYP_TAG < 1 << (HYP_VA_BITS - 1 - HYP_TAG_LSB));
+    assert!(HYP_VA_BASE + MAX_RAM <= 1 << HYP_VA_BITS && HYP_VA_BASE.is_multiple_of(1 << 32));
     // RAM stays below the doorbell, and within a 40-bit IPA space.
     assert!(RAM_BASE + MAX_RAM <= abi::DOORBELL_GPA);
     assert!(abi::DOORBELL_GPA + abi::PAGE_SIZE <= 1 << 40);
@@ -193,27 +265,54 @@ mod tests {
     fn regions_are_ordered_disjoint_and_page_aligned() {
         let r = regions(MIN_RAM, &[TEST_BLOB]);
         for w in r.windows(2) {
-            assert!(w[0].1 <= w[1].0, "{w:?}");
+            assert!(w[0].pa + w[0].size <= w[1].pa, "{w:?}");
         }
-        for (s, e, _) in &r {
+        for x in &r {
             assert!(
-                s < e && s.is_multiple_of(4096) && e.is_multiple_of(4096),
-                "{s:#x}..{e:#x}"
+                x.size > 0 && x.pa.is_multiple_of(4096) && x.size.is_multiple_of(4096),
+                "{x:?}"
             );
+            assert_eq!(x.va, guest_va(x.pa), "{x:?}");
         }
-        assert_eq!(r.first().unwrap().0, GUARD_END);
+        assert_eq!(r.first().unwrap().pa, GUARD_END);
         let blob: Vec<_> = r
             .iter()
-            .filter(|x| (BLOB_WINDOW..BLOB_WINDOW_END).contains(&x.0))
+            .filter(|x| (BLOB_WINDOW..BLOB_WINDOW_END).contains(&x.pa))
+            .map(|x| (x.pa, x.pa + x.size, x.use_))
             .collect();
         assert_eq!(
             blob,
             [
-                &(BLOB_WINDOW, BLOB_WINDOW + 0x3000, Use::Text),
-                &(BLOB_WINDOW + 0x3000, BLOB_WINDOW + 0x5000, Use::ReadOnly),
-                &(BLOB_WINDOW + 0x5000, BLOB_WINDOW + 0x8000, Use::Data),
+                (BLOB_WINDOW, BLOB_WINDOW + 0x3000, Use::Text),
+                (BLOB_WINDOW + 0x3000, BLOB_WINDOW + 0x5000, Use::ReadOnly),
+                (BLOB_WINDOW + 0x5000, BLOB_WINDOW + 0x8000, Use::Data),
             ]
         );
+    }
+
+    #[test]
+    fn ram_lives_at_the_hyp_va_far_above_4_gib_and_truncates_below_it() {
+        for gpa in [
+            GUARD_END,
+            mailbox_gpa(3) + 8,
+            BLOB_WINDOW,
+            BLOB_WINDOW_END - 1,
+            ARENA_BASE,
+            RAM_BASE + MAX_RAM - 1,
+        ] {
+            let va = guest_va(gpa);
+            assert_eq!(guest_pa(va), Some(gpa), "{gpa:#x}");
+            assert!(
+                va >> 47 == 1 && va < 1 << 48,
+                "{va:#x}: the region bit, TTBR0"
+            );
+            assert_eq!(va & 0xffff_ffff, (gpa - RAM_BASE) & 0xffff_ffff);
+            assert_eq!(guest_pa(va & 0xffff_ffff), None, "truncated {gpa:#x}");
+        }
+        assert_eq!(guest_va(abi::DOORBELL_GPA), abi::DOORBELL_GPA);
+        assert_eq!(guest_pa(abi::DOORBELL_GPA), None, "not RAM");
+        assert_eq!(guest_pa(HYP_VA_BASE + MAX_RAM), None);
+        assert_eq!(guest_pa(RAM_BASE), None, "RAM's own address is no VA of it");
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! aarch64 stage-1 page tables (4 KiB granule, 48-bit VA, four levels
-//! L0..L3) for the identity-mapped guest.
+//! L0..L3) of the guest: RAM at the hyp VA, the doorbell where it is (see
+//! `layout`).
 //!
 //! RAM is Normal write-back memory (MAIR index `MT_NORMAL`), inner
 //! shareable; the doorbell page is Device-nGnRE. Fixed areas that need
 //! different permissions (page tables, mailboxes, stacks) and the blobs
 //! (text, read-only data, data) use 4 KiB pages; the arena uses 2 MiB
-//! blocks, like x86_64. Every
+//! blocks, like x86_64, but for its last 2 MiB (the edge region): 4 KiB
+//! pages, the edge hole's descriptor left invalid (0) in every set, so an
+//! access past an edge check's buffer faults as in the hyp. Every
 //! descriptor has AF set (no hardware Access flag management is enabled).
 //!
 //! Two sets of tables are built, one per [`Privilege`], because AArch64
@@ -30,7 +33,7 @@
 // The descriptor bits are named as the Arm ARM names them, whether or not
 // the tables set them.
 #![allow(dead_code)]
-use super::layout::Use;
+use super::layout::{Region, Use};
 use super::sysregs::{MT_DEVICE_NGNRE, MT_NORMAL};
 use crate::Privilege;
 use std::collections::BTreeMap;
@@ -391,17 +394,17 @@ impl PageTables {
     }
 }
 
-/// Identity-map `regions` (start, end, use) for routines at `privilege`,
-/// allocating tables from `[area, area_end)`.
-pub(crate) fn identity_map(
-    regions: &[(u64, u64, Use)],
+/// Map `regions` for routines at `privilege`, allocating tables from
+/// `[area, area_end)`.
+pub(crate) fn map_regions(
+    regions: &[Region],
     privilege: Privilege,
     area: u64,
     area_end: u64,
 ) -> Result<PageTables, PagingError> {
     let mut pt = PageTables::new(area, area_end)?;
-    for &(start, end, use_) in regions {
-        pt.map(start, start, end - start, attrs_for(use_, privilege))?;
+    for r in regions {
+        pt.map(r.va, r.pa, r.size, attrs_for(r.use_, privilege))?;
     }
     Ok(pt)
 }
@@ -423,18 +426,39 @@ mod tests {
 
     fn both(ram: u64) -> (PageTables, PageTables) {
         let r = layout::regions(ram, &[TEST_BLOB]);
-        let k = identity_map(&r, Privilege::Kernel, PAGE_TABLES_GPA, PAGE_TABLES_END).unwrap();
-        let u = identity_map(&r, Privilege::User, k.next_free(), PAGE_TABLES_END).unwrap();
+        let k = map_regions(&r, Privilege::Kernel, PAGE_TABLES_GPA, PAGE_TABLES_END).unwrap();
+        let u = map_regions(&r, Privilege::User, k.next_free(), PAGE_TABLES_END).unwrap();
         (k, u)
     }
 
+    /// Where the EL2 tables' idmap page lies in the tests: the test blob's
+    /// first text page.
+    const IDMAP: u64 = BLOB_WINDOW;
+
+    /// The EL2 tables (with the idmap of the test blob's first page).
+    fn hyp(ram: u64, from: u64) -> PageTables {
+        let mut r = layout::regions(ram, &[TEST_BLOB]);
+        r.push(layout::hyp_idmap(IDMAP + 0x80));
+        map_regions(&r, Privilege::Hyp, from, PAGE_TABLES_END).unwrap()
+    }
+
+    /// The translation of the VA guest-physical `gpa` is mapped at.
+    fn tr(pt: &PageTables, gpa: u64) -> Option<(u64, Attrs)> {
+        pt.translate(guest_va(gpa))
+    }
+
+    /// The leaf descriptor of the VA guest-physical `gpa` is mapped at.
+    fn lf(pt: &PageTables, gpa: u64) -> Option<(u64, u32)> {
+        pt.leaf(guest_va(gpa))
+    }
+
     #[test]
-    fn identity_map_translates_ram_and_doorbell() {
+    fn ram_is_mapped_at_the_hyp_va_and_the_doorbell_where_it_is() {
         let (k, u) = both(64 << 20);
         for pt in [&k, &u] {
-            assert_eq!(pt.translate(0), None, "nothing below RAM");
-            assert_eq!(pt.translate(RAM_BASE), None, "guard at the start of RAM");
-            assert_eq!(pt.translate(GUARD_END - 1), None);
+            assert_eq!(tr(pt, 0), None, "nothing below RAM");
+            assert_eq!(tr(pt, RAM_BASE), None, "guard at the start of RAM");
+            assert_eq!(tr(pt, GUARD_END - 1), None);
             for a in [
                 GUARD_END,
                 mailbox_gpa(3) + 8,
@@ -444,12 +468,15 @@ mod tests {
                 RAM_BASE + (64 << 20) - 1,
                 DOORBELL_GPA,
             ] {
-                assert_eq!(pt.translate(a).map(|x| x.0), Some(a), "{a:#x}");
+                assert_eq!(tr(pt, a).map(|x| x.0), Some(a), "{a:#x}");
             }
-            assert_eq!(pt.translate(RAM_BASE + (64 << 20)), None, "end of RAM");
-            assert_eq!(pt.translate(DOORBELL_GPA - 1), None);
-            assert!(pt.translate(DOORBELL_GPA).unwrap().1.device);
-            assert!(!pt.translate(ARENA_BASE).unwrap().1.device);
+            assert_eq!(tr(pt, RAM_BASE + (64 << 20)), None, "end of RAM");
+            assert_eq!(tr(pt, DOORBELL_GPA - 1), None);
+            assert!(tr(pt, DOORBELL_GPA).unwrap().1.device);
+            assert!(!tr(pt, ARENA_BASE).unwrap().1.device);
+            for a in [GUARD_END, BLOB_WINDOW, ARENA_BASE] {
+                assert_eq!(pt.translate(a), None, "{a:#x}: RAM not at its own address");
+            }
         }
         assert_ne!(k.root, u.root);
     }
@@ -462,7 +489,7 @@ mod tests {
     #[test]
     fn kernel_tables_keep_el0_out_and_only_the_blob_executable() {
         let (k, _) = both(64 << 20);
-        let at = |a: u64| k.translate(a).unwrap().1;
+        let at = |a: u64| tr(&k, a).unwrap().1;
         for a in [
             PAGE_TABLES_GPA,
             mailbox_gpa(0),
@@ -483,13 +510,13 @@ mod tests {
         let r = at(RODATA);
         assert!(r.permits(false, false, false));
         assert!(!r.permits(false, true, false) && !r.permits(false, false, true));
-        assert_eq!(k.translate(DATA + 0x3000), None, "the rest of the window");
+        assert_eq!(tr(&k, DATA + 0x3000), None, "the rest of the window");
     }
 
     #[test]
     fn user_tables_open_data_to_el0_but_not_tables_or_exception_stacks() {
         let (_, u) = both(64 << 20);
-        let at = |a: u64| u.translate(a).unwrap().1;
+        let at = |a: u64| tr(&u, a).unwrap().1;
         for a in [mailbox_gpa(0), stack_top(0) - 8, ARENA_BASE, DOORBELL_GPA] {
             let x = at(a);
             assert!(x.permits(true, true, false), "{a:#x}");
@@ -506,27 +533,23 @@ mod tests {
         assert!(!b.permits(true, true, false) && !b.permits(false, true, false));
     }
 
-    fn hyp(ram: u64, from: u64) -> PageTables {
-        identity_map(
-            &layout::regions(ram, &[TEST_BLOB]),
-            Privilege::Hyp,
-            from,
-            PAGE_TABLES_END,
-        )
-        .unwrap()
-    }
-
     #[test]
     fn el2_tables_use_the_el2_descriptor_format() {
         let (_, u) = both(64 << 20);
         let h = hyp(64 << 20, u.next_free());
-        for (s, e, use_) in layout::regions(64 << 20, &[TEST_BLOB]) {
-            for a in (s..e).step_by(0x1000) {
-                let (d, _) = h.leaf(a).unwrap();
+        let idmap = layout::hyp_idmap(IDMAP);
+        for r in layout::regions(64 << 20, &[TEST_BLOB])
+            .into_iter()
+            .chain([idmap])
+        {
+            let use_ = r.use_;
+            for va in (r.va..r.va + r.size).step_by(0x1000) {
+                let a = va;
+                let (d, _) = h.leaf(va).unwrap();
                 assert_ne!(d & (1 << 6), 0, "{a:#x}: AP[1] is RES1 at EL2");
                 assert_eq!(d & DESC_PXN, 0, "{a:#x}: bit 53 is RES0 at EL2");
                 assert_eq!(d & DESC_NG, 0, "{a:#x}: nG is RES0 at EL2");
-                let x = h.translate(a).unwrap().1;
+                let x = h.translate(va).unwrap().1;
                 let text = use_ == Use::Text;
                 let ro = text || use_ == Use::ReadOnly;
                 assert_eq!(el2_permits(x, false, true), text, "{a:#x} exec");
@@ -545,9 +568,10 @@ mod tests {
         let (k, u) = both(32 << 20);
         let h = hyp(32 << 20, u.next_free());
         for pt in [&k, &u, &h] {
-            for (s, e, use_) in layout::regions(32 << 20, &[TEST_BLOB]) {
-                for a in (s..e).step_by(4096) {
-                    let (d, level) = pt.leaf(a).unwrap();
+            for r in layout::regions(32 << 20, &[TEST_BLOB]) {
+                let use_ = r.use_;
+                for a in (r.pa..r.pa + r.size).step_by(4096) {
+                    let (d, level) = lf(pt, a).unwrap();
                     assert_ne!(d & DESC_AF, 0, "{a:#x}");
                     assert_eq!(d & DESC_NG, 0, "{a:#x}");
                     let want = if use_ == Use::Doorbell {
@@ -559,15 +583,10 @@ mod tests {
                     if use_ != Use::Doorbell {
                         assert_eq!(d & (3 << 8), DESC_SH_INNER, "{a:#x}");
                     }
-                    assert_eq!(
-                        level,
-                        if a >= ARENA_BASE && use_ == Use::Data {
-                            2
-                        } else {
-                            3
-                        },
-                        "{a:#x}"
-                    );
+                    let block = a >= ARENA_BASE
+                        && use_ == Use::Data
+                        && a < RAM_BASE + (32 << 20) - EDGE_REGION;
+                    assert_eq!(level, if block { 2 } else { 3 }, "{a:#x}");
                 }
             }
         }
@@ -576,14 +595,47 @@ mod tests {
     #[test]
     fn the_arena_uses_2m_blocks() {
         let (k, _) = both(64 << 20);
-        // Find the L2 entry for ARENA_BASE: it must be a block.
-        let l1 = k.tables[&k.root][idx(ARENA_BASE, 0)] & ADDR_MASK;
-        let l2 = k.tables[&l1][idx(ARENA_BASE, 1)] & ADDR_MASK;
-        let e = k.tables[&l2][idx(ARENA_BASE, 2)];
+        // Find the L2 entry for the arena's VA: it must be a block.
+        let arena = guest_va(ARENA_BASE);
+        let l1 = k.tables[&k.root][idx(arena, 0)] & ADDR_MASK;
+        let l2 = k.tables[&l1][idx(arena, 1)] & ADDR_MASK;
+        let e = k.tables[&l2][idx(arena, 2)];
         assert_eq!(e & 3, 1, "the arena should be a 2 MiB block, got {e:#x}");
         // And the fixed area below and the blob use pages.
-        assert_eq!(k.tables[&l2][idx(RAM_BASE, 2)] & 3, 3);
-        assert_eq!(k.tables[&l2][idx(BLOB_WINDOW, 2)] & 3, 3);
+        assert_eq!(k.tables[&l2][idx(guest_va(RAM_BASE), 2)] & 3, 3);
+        assert_eq!(k.tables[&l2][idx(guest_va(BLOB_WINDOW), 2)] & 3, 3);
+    }
+
+    /// The raw L3 entry for `va` (its L0-L2 entries must be tables).
+    fn l3_entry(pt: &PageTables, va: u64) -> u64 {
+        let mut t = pt.root;
+        for level in 0..3 {
+            t = pt.tables[&t][idx(va, level)] & ADDR_MASK;
+        }
+        pt.tables[&t][idx(va, 3)]
+    }
+
+    #[test]
+    fn the_edge_hole_alone_is_invalid_at_el1_el0_and_el2() {
+        let ram = 64 << 20;
+        let (k, u) = both(ram);
+        let h = hyp(ram, u.next_free());
+        let hole = edge_hole(ram).unwrap();
+        let end = RAM_BASE + ram;
+        for pt in [&k, &u, &h] {
+            assert_eq!(tr(pt, hole), None);
+            assert_eq!(tr(pt, hole + 0xfff), None);
+            // An invalid descriptor in the L3 table of the edge region.
+            let l3 = lf(pt, hole - 1).map(|(_, level)| level);
+            assert_eq!(l3, Some(3), "4 KiB pages around the hole");
+            for a in [hole - 1, hole + 0x1000, end - EDGE_REGION, end - 1] {
+                assert_eq!(tr(pt, a).map(|x| x.0), Some(a), "{a:#x}");
+            }
+            let below = end - EDGE_REGION - 1;
+            assert_eq!(lf(pt, below).map(|(_, l)| l), Some(2), "a 2 MiB block");
+            let hole_l3 = l3_entry(pt, guest_va(hole));
+            assert_eq!(hole_l3, 0, "the hole's descriptor is invalid");
+        }
     }
 
     #[test]
@@ -592,13 +644,13 @@ mod tests {
         let h = hyp(MAX_RAM, u.next_free());
         assert!(h.next_free() <= PAGE_TABLES_END);
         assert_eq!(
-            k.translate(RAM_BASE + MAX_RAM - 1).map(|x| x.0),
+            tr(&k, RAM_BASE + MAX_RAM - 1).map(|x| x.0),
             Some(RAM_BASE + MAX_RAM - 1)
         );
-        assert_eq!(u.translate(RAM_BASE + MAX_RAM), None);
+        assert_eq!(tr(&u, RAM_BASE + MAX_RAM), None);
         // Twice as much would not fit.
         let r = layout::regions(4 * MAX_RAM, &[TEST_BLOB]);
-        let e = identity_map(
+        let e = map_regions(
             &r,
             Privilege::Kernel,
             PAGE_TABLES_GPA,
@@ -621,5 +673,50 @@ mod tests {
             Err(PagingError::Unaligned(0x4000_0100))
         );
         assert!(pt.map(1 << 48, 0, 4096, a).is_err());
+    }
+
+    /// Every mapped 4 KiB page below `limit` (walking the tables), as VAs.
+    fn mapped_below(pt: &PageTables, limit: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut va = 0;
+        while va < limit {
+            match pt.leaf(va) {
+                Some((_, level)) => {
+                    out.push(va);
+                    va += 1 << (39 - 9 * level);
+                }
+                None => va += 0x1000,
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn below_4_gib_nothing_is_mapped_but_the_el2_idmap_page() {
+        let (k, u) = both(64 << 20);
+        let h = hyp(64 << 20, u.next_free());
+        assert_eq!(mapped_below(&k, 1 << 32), [0u64; 0]);
+        assert_eq!(mapped_below(&u, 1 << 32), [0u64; 0]);
+        assert_eq!(mapped_below(&h, 1 << 32), [IDMAP]);
+        let (pa, x) = h.translate(IDMAP + 0x84).unwrap();
+        assert_eq!(pa, IDMAP + 0x84, "the idmap: VA == PA");
+        assert!(
+            x.el0_exec && !x.ap.writable(),
+            "EL2 text: executable, read-only"
+        );
+        // Truncated to 32 bits, every RAM address lands there (or below
+        // 4 GiB anyway), unmapped in every set but that one text page.
+        for gpa in [
+            GUARD_END,
+            mailbox_gpa(1),
+            stack_top(0) - 8,
+            BLOB_WINDOW,
+            ARENA_BASE,
+        ] {
+            let t = guest_va(gpa) & 0xffff_ffff;
+            assert_eq!(k.translate(t), None, "{gpa:#x}");
+            assert_eq!(u.translate(t), None, "{gpa:#x}");
+            assert_eq!(h.translate(t), None, "{gpa:#x}");
+        }
     }
 }
