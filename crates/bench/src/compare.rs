@@ -29,13 +29,19 @@ pub const MAX_INPUT: u64 = 64 << 20;
 /// sanitized ([`crate::text::sanitize_str`]) before anything prints it.
 pub fn load(path: &Path) -> Result<BenchResult> {
     let bytes = crate::files::read_bounded(path, MAX_INPUT)?;
+    parse(path, &bytes)
+}
+
+/// [`load`] of bytes already read (`path` names them in messages): pure,
+/// so the fuzz harness drives it.
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<BenchResult> {
     let not_bench = |e: &dyn std::fmt::Display| {
         Error::Usage(format!(
             "{} is not a hypclear bench JSON ({e}); write one with `hypclear bench ... --json FILE`",
             shown(path)
         ))
     };
-    let mut v = match crate::files::parse_json(path, &bytes) {
+    let mut v = match crate::files::parse_json(path, bytes) {
         Ok(v) => v,
         Err(crate::files::FileError::Malformed { detail, .. }) => return Err(not_bench(&detail)),
         Err(e) => return Err(e.into()),
