@@ -799,15 +799,25 @@ impl Rendering<'_> {
             .any(|r| r.cols.iter().any(|c| c.cmp.is_err() || !c.note.is_empty()))
     }
 
+    /// A cell's text from the files (a name, a label, a note): markdown
+    /// escapes `|`, which would end the cell and add a column.
+    fn cell(&self, text: &str) -> String {
+        match self.format {
+            Format::Markdown => text.replace('|', "\\|"),
+            Format::Text | Format::Rst => text.to_string(),
+        }
+    }
+
     fn header(&self, notes: bool) -> Vec<String> {
         let mut header = vec![
             "Benchmark".to_string(),
             "Result class".into(),
-            format!("Base {} [{}]", self.unit.label(), self.names[0]),
+            format!("Base {} [{}]", self.unit.label(), self.cell(&self.names[0])),
         ];
         for n in &self.names[1..] {
             header.push(format!(
-                "Change {n} [{:.0}% CI]",
+                "Change {} [{:.0}% CI]",
+                self.cell(n),
                 (1.0 - self.cfg.alpha) * 100.0
             ));
             header.push("q".into());
@@ -840,7 +850,7 @@ impl Rendering<'_> {
     /// change, q and MDE (and the note).
     fn row(&self, r: &Row, notes: bool, marks: &mut Marks<'static>) -> Vec<TCell> {
         let mut row = vec![
-            TCell::new(&r.label),
+            TCell::new(self.cell(&r.label)),
             TCell::new(r.class.name(self.unit)),
             right(match r.base_bps.is_finite() {
                 true => self.unit.format(r.base_bps),
@@ -861,10 +871,10 @@ impl Rendering<'_> {
                 }
             }
             if notes {
-                row.push(TCell::new(match &c.cmp {
-                    Err(why) if c.note.is_empty() => why.clone(),
-                    _ => c.note.clone(),
-                }));
+                row.push(TCell::new(self.cell(match &c.cmp {
+                    Err(why) if c.note.is_empty() => why,
+                    _ => &c.note,
+                })));
             }
         }
         row
