@@ -66,7 +66,8 @@ fn shown(path: &Path) -> String {
 fn check_schema(v: &serde_json::Value, path: &Path) -> Result<()> {
     let Some(doc) = v.as_object() else {
         return Err(Error::Usage(format!(
-            "{} is not a hypclear bench JSON (not a JSON object); write one with              `hypclear bench ... --json FILE`",
+            "{} is not a hypclear bench JSON (not a JSON object); write one with \
+             `hypclear bench ... --json FILE`",
             shown(path)
         )));
     };
@@ -74,7 +75,8 @@ fn check_schema(v: &serde_json::Value, path: &Path) -> Result<()> {
         None => 0,
         Some(n) => n.as_u64().ok_or_else(|| {
             Error::Usage(format!(
-                "{}: schema_version {} is not a version number (0, 1, ...); a damaged or                  hand-edited file? Re-run the bench",
+                "{}: schema_version {} is not a version number (0, 1, ...); a damaged or \
+                 hand-edited file? Re-run the bench",
                 shown(path),
                 crate::text::sanitize_str(&n.to_string())
             ))
