@@ -24,6 +24,7 @@ for t in "${targets[@]}"; do
     [ -f "src/bin/$t.rs" ] || { echo "fuzz: no target $t (have: compare protocol writers)" >&2; exit 2; }
 done
 
+cargo fmt --check
 if ! cargo afl --version 2>/dev/null | grep -q "^cargo-afl $AFL_RS "; then
     echo "=== fuzz: cargo install --locked cargo-afl@$AFL_RS"
     cargo install --locked --quiet "cargo-afl@$AFL_RS"
@@ -48,6 +49,12 @@ report() {
         "edges $(st edges_found) of $(st total_edges); crashes $(st saved_crashes), hangs $(st saved_hangs)"
     for f in "$out"/default/crashes/id:* "$out"/default/hangs/id:*; do
         [ -e "$f" ] || continue
+        # A hang must hang again alone: one starved by a loaded machine
+        # (another build, a QEMU run) finishes in milliseconds.
+        if [[ $f == */hangs/* ]] && timeout 10 "target/release/$t" <"$f" >/dev/null 2>&1; then
+            echo "fuzz $t: $f took over ${timeout_ms} ms once but not alone: ignored"
+            continue
+        fi
         found=1
         echo "fuzz $t: FOUND $PWD/$f"
         echo "  reproduce: $PWD/target/release/$t < '$PWD/$f'"
