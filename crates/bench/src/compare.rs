@@ -37,8 +37,9 @@ pub fn load(path: &Path) -> Result<BenchResult> {
 pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<BenchResult> {
     let not_bench = |e: &dyn std::fmt::Display| {
         Error::Usage(format!(
-            "{} is not a hypclear bench JSON ({e}); write one with `hypclear bench ... --json FILE`",
-            shown(path)
+            "{} is not a hypclear bench JSON ({}); write one with `hypclear bench ... --json FILE`",
+            shown(path),
+            crate::text::clip(&e.to_string(), MAX_STRING)
         ))
     };
     let mut v = match crate::files::parse_json(path, bytes) {
@@ -93,22 +94,30 @@ fn check_schema(v: &serde_json::Value, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Every string of the document, keys included, made safe to print: the
-/// one sanitizer, applied where file text enters.
+/// Most characters `compare` keeps of one string of a file (names,
+/// labels and kernel paths are far shorter) or of a parser's error: a
+/// longer one is cut, so no message or cell carries a damaged file's
+/// megabyte string.
+const MAX_STRING: usize = 200;
+
+/// Every string of the document, keys included, made safe to print (the
+/// one sanitizer, applied where file text enters) and cut to
+/// [`MAX_STRING`] characters.
 fn sanitize_json(v: &mut serde_json::Value) {
     use serde_json::Value;
+    use std::borrow::Cow;
+    let clean = |s: &str| match crate::text::sanitize_str(s) {
+        Cow::Borrowed(b) => crate::text::clip(b, MAX_STRING).into_owned(),
+        Cow::Owned(o) => crate::text::clip(&o, MAX_STRING).into_owned(),
+    };
     match v {
-        Value::String(s) => {
-            if let std::borrow::Cow::Owned(clean) = crate::text::sanitize_str(s) {
-                *s = clean;
-            }
-        }
+        Value::String(s) => *s = clean(s),
         Value::Array(a) => a.iter_mut().for_each(sanitize_json),
         Value::Object(o) => {
             let map = std::mem::take(o);
             for (k, mut x) in map {
                 sanitize_json(&mut x);
-                o.insert(crate::text::sanitize_str(&k).into_owned(), x);
+                o.insert(clean(&k), x);
             }
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => {}

@@ -16,8 +16,9 @@ use crate::units::Rate;
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-/// Longest error message a damaged input may produce (a person reads it).
-const MAX_ERROR: usize = 2048;
+/// Most characters of an error a damaged input may produce (a person
+/// reads it).
+const MAX_ERROR: usize = 4096;
 
 /// `compare`'s input: every document loads or is refused with a usage
 /// error (exit 2) that reads cleanly; what loads writes back to JSON that
@@ -72,7 +73,8 @@ fn assert_refusal(e: &Error) {
     let Error::Usage(msg) = e else {
         panic!("not a usage error: {e:?}");
     };
-    assert!(msg.len() <= MAX_ERROR, "a {}-byte error", msg.len());
+    let n = msg.chars().count();
+    assert!(n <= MAX_ERROR, "a {n}-character error: {msg}");
     assert_clean("an error", msg);
 }
 
