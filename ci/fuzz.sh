@@ -25,6 +25,7 @@ for t in "${targets[@]}"; do
 done
 
 cargo fmt --check
+since=$SECONDS
 if ! cargo afl --version 2>/dev/null | grep -q "^cargo-afl $AFL_RS "; then
     echo "=== fuzz: cargo install --locked cargo-afl@$AFL_RS"
     cargo install --locked --quiet "cargo-afl@$AFL_RS"
@@ -34,8 +35,10 @@ if ! log=$(cargo afl config --build 2>&1) && ! grep -q "already built" <<<"$log"
     echo "$log" >&2
     exit 1
 fi
-echo "=== fuzz: cargo afl build --release ($(cargo afl --version))"
+echo "=== fuzz: $(cargo afl --version) ready in $((SECONDS - since)) s"
+since=$SECONDS
 cargo afl build --release --locked --quiet
+echo "=== fuzz: cargo afl build --release took $((SECONDS - since)) s"
 
 # One line from AFL's fuzzer_stats, then every crash and hang with how to
 # reproduce it; non-zero when there is one.
