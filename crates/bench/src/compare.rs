@@ -29,13 +29,20 @@ pub const MAX_INPUT: u64 = 64 << 20;
 /// sanitized ([`crate::text::sanitize_str`]) before anything prints it.
 pub fn load(path: &Path) -> Result<BenchResult> {
     let bytes = crate::files::read_bounded(path, MAX_INPUT)?;
+    parse(path, &bytes)
+}
+
+/// [`load`] of bytes already read (`path` names them in messages): pure,
+/// so the fuzz harness drives it.
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<BenchResult> {
     let not_bench = |e: &dyn std::fmt::Display| {
         Error::Usage(format!(
-            "{} is not a hypclear bench JSON ({e}); write one with `hypclear bench ... --json FILE`",
-            shown(path)
+            "{} is not a hypclear bench JSON ({}); write one with `hypclear bench ... --json FILE`",
+            shown(path),
+            crate::text::clip(&e.to_string(), MAX_STRING)
         ))
     };
-    let mut v = match crate::files::parse_json(path, &bytes) {
+    let mut v = match crate::files::parse_json(path, bytes) {
         Ok(v) => v,
         Err(crate::files::FileError::Malformed { detail, .. }) => return Err(not_bench(&detail)),
         Err(e) => return Err(e.into()),
@@ -60,7 +67,8 @@ fn shown(path: &Path) -> String {
 fn check_schema(v: &serde_json::Value, path: &Path) -> Result<()> {
     let Some(doc) = v.as_object() else {
         return Err(Error::Usage(format!(
-            "{} is not a hypclear bench JSON (not a JSON object); write one with              `hypclear bench ... --json FILE`",
+            "{} is not a hypclear bench JSON (not a JSON object); write one with \
+             `hypclear bench ... --json FILE`",
             shown(path)
         )));
     };
@@ -68,7 +76,8 @@ fn check_schema(v: &serde_json::Value, path: &Path) -> Result<()> {
         None => 0,
         Some(n) => n.as_u64().ok_or_else(|| {
             Error::Usage(format!(
-                "{}: schema_version {} is not a version number (0, 1, ...); a damaged or                  hand-edited file? Re-run the bench",
+                "{}: schema_version {} is not a version number (0, 1, ...); a damaged or \
+                 hand-edited file? Re-run the bench",
                 shown(path),
                 crate::text::sanitize_str(&n.to_string())
             ))
@@ -85,22 +94,30 @@ fn check_schema(v: &serde_json::Value, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Every string of the document, keys included, made safe to print: the
-/// one sanitizer, applied where file text enters.
+/// Most characters `compare` keeps of one string of a file (names,
+/// labels and kernel paths are far shorter) or of a parser's error: a
+/// longer one is cut, so no message or cell carries a damaged file's
+/// megabyte string.
+const MAX_STRING: usize = 200;
+
+/// Every string of the document, keys included, made safe to print (the
+/// one sanitizer, applied where file text enters) and cut to
+/// [`MAX_STRING`] characters.
 fn sanitize_json(v: &mut serde_json::Value) {
     use serde_json::Value;
+    use std::borrow::Cow;
+    let clean = |s: &str| match crate::text::sanitize_str(s) {
+        Cow::Borrowed(b) => crate::text::clip(b, MAX_STRING).into_owned(),
+        Cow::Owned(o) => crate::text::clip(&o, MAX_STRING).into_owned(),
+    };
     match v {
-        Value::String(s) => {
-            if let std::borrow::Cow::Owned(clean) = crate::text::sanitize_str(s) {
-                *s = clean;
-            }
-        }
+        Value::String(s) => *s = clean(s),
         Value::Array(a) => a.iter_mut().for_each(sanitize_json),
         Value::Object(o) => {
             let map = std::mem::take(o);
             for (k, mut x) in map {
                 sanitize_json(&mut x);
-                o.insert(crate::text::sanitize_str(&k).into_owned(), x);
+                o.insert(clean(&k), x);
             }
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
@@ -793,15 +810,25 @@ impl Rendering<'_> {
             .any(|r| r.cols.iter().any(|c| c.cmp.is_err() || !c.note.is_empty()))
     }
 
+    /// A cell's text from the files (a name, a label, a note): markdown
+    /// escapes `|`, which would end the cell and add a column.
+    fn cell(&self, text: &str) -> String {
+        match self.format {
+            Format::Markdown => text.replace('|', "\\|"),
+            Format::Text | Format::Rst => text.to_string(),
+        }
+    }
+
     fn header(&self, notes: bool) -> Vec<String> {
         let mut header = vec![
             "Benchmark".to_string(),
             "Result class".into(),
-            format!("Base {} [{}]", self.unit.label(), self.names[0]),
+            format!("Base {} [{}]", self.unit.label(), self.cell(&self.names[0])),
         ];
         for n in &self.names[1..] {
             header.push(format!(
-                "Change {n} [{:.0}% CI]",
+                "Change {} [{:.0}% CI]",
+                self.cell(n),
                 (1.0 - self.cfg.alpha) * 100.0
             ));
             header.push("q".into());
@@ -834,7 +861,7 @@ impl Rendering<'_> {
     /// change, q and MDE (and the note).
     fn row(&self, r: &Row, notes: bool, marks: &mut Marks<'static>) -> Vec<TCell> {
         let mut row = vec![
-            TCell::new(&r.label),
+            TCell::new(self.cell(&r.label)),
             TCell::new(r.class.name(self.unit)),
             right(match r.base_bps.is_finite() {
                 true => self.unit.format(r.base_bps),
@@ -855,10 +882,10 @@ impl Rendering<'_> {
                 }
             }
             if notes {
-                row.push(TCell::new(match &c.cmp {
-                    Err(why) if c.note.is_empty() => why.clone(),
-                    _ => c.note.clone(),
-                }));
+                row.push(TCell::new(self.cell(match &c.cmp {
+                    Err(why) if c.note.is_empty() => why,
+                    _ => &c.note,
+                })));
             }
         }
         row

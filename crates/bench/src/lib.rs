@@ -26,6 +26,10 @@ use hypclear_vmm::{blob, error};
 pub mod ab;
 pub mod compare;
 pub mod explain;
+/// Fuzz harnesses of `compare`'s input and the KTAP/rst writers: for
+/// `fuzz/` (feature `fuzzing`) and the corpus replay tests.
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 pub(crate) mod guest;
 pub(crate) mod host;
 pub(crate) mod inference;

@@ -162,7 +162,7 @@ fn render_level(out: &mut String, tests: &[Test], depth: usize, version_line: bo
             render_level(out, &t.subtests, depth + 1, true);
         }
         for d in &t.diagnostics {
-            out.push_str(&format!("{indent}# {}\n", sanitize_text(d)));
+            out.push_str(&format!("{indent}# {}\n", diagnostic(d)));
         }
         let name = sanitize_name(&t.name);
         let line = match t.outcome() {
@@ -175,6 +175,17 @@ fn render_level(out: &mut String, tests: &[Test], depth: usize, version_line: bo
         out.push_str(&indent);
         out.push_str(line.trim_end());
         out.push('\n');
+    }
+}
+
+/// A diagnostic line's text. One that would read as kselftest's
+/// `# Totals:` line, which only [`Document::render`] writes, shows its
+/// colon escaped (a guest's or a file's text must not forge the counts).
+fn diagnostic(text: &str) -> String {
+    let t = sanitize_text(text);
+    match t.strip_prefix("Totals:") {
+        Some(rest) => format!("Totals\\x3a{rest}"),
+        None => t,
     }
 }
 
@@ -280,8 +291,13 @@ mod tests {
             "a#b\nok 9 forged",
             Outcome::Skip("x\r\n\x1b[2Jnot ok 3".into()),
         )
-        .with_diagnostics(["line\nok 1 fake\x07".to_string()]);
+        .with_diagnostics([
+            "line\nok 1 fake\x07".to_string(),
+            " Totals: pass:99 fail:0".to_string(),
+        ]);
         let text = Document::Tests(vec![t]).render();
+        assert_eq!(text.matches("# Totals:").count(), 1, "{text}");
+        assert!(text.contains("\n# Totals\\x3a pass:99 fail:0\n"), "{text}");
         for line in text.lines() {
             assert!(!line.starts_with("ok 9"), "{text}");
             assert!(!line.starts_with("not ok 3"), "{text}");

@@ -78,6 +78,19 @@ pub fn bounded_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
 /// Items [`bounded_list`] names before "and N more".
 pub const LIST_MAX: usize = 10;
 
+/// `text` cut to at most `max` characters (for `max` of 30 or more), the
+/// cut marked with the whole length: a damaged input's megabyte string
+/// gives a message a person reads. Clipping again changes nothing.
+pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    if text.chars().nth(max).is_none() {
+        return Cow::Borrowed(text);
+    }
+    let tail = format!("... ({} bytes)", text.len());
+    let keep = max.saturating_sub(tail.chars().count());
+    let cut = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    Cow::Owned(format!("{}{tail}", &text[..cut]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +116,15 @@ mod tests {
         let s = bounded_list(&items, "; ");
         assert!(s.starts_with("cell 0; cell 1;") && s.ends_with("; cell 9; and 18714 more"));
         assert_eq!(bounded_list(&items[..3], ", "), "cell 0, cell 1, cell 2");
+    }
+
+    #[test]
+    fn clip_cuts_at_a_character_and_says_how_long() {
+        assert!(matches!(clip("abc", 3), Cow::Borrowed("abc")));
+        let long = "äöü".repeat(100);
+        let c = clip(&long, 40);
+        assert_eq!(c, format!("{}... (600 bytes)", &long[..2 * 25]));
+        assert_eq!(c.chars().count(), 40);
+        assert!(matches!(clip(&c, 40), Cow::Borrowed(_)));
     }
 }

@@ -311,7 +311,8 @@ fn read_rings(sections: &Sections, start: u64, end: u64, text_end: u64) -> Resul
     }
     if rings.is_empty() {
         return Err(Error::Blob(
-            "the blob lists no doorbell ring sites (.rodata.hyp_rings):              is its entry.S built with ring.h's RING?"
+            "the blob lists no doorbell ring sites (.rodata.hyp_rings): \
+             is its entry.S built with ring.h's RING?"
                 .into(),
         ));
     }

@@ -7,6 +7,10 @@ pub mod blob;
 pub mod contract;
 mod dirty;
 pub mod error;
+/// The protocol's fuzz harness: for `fuzz/` (feature `fuzzing`) and the
+/// corpus replay test.
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 
 // The crates below, under the names the modules use.
 use hypclear_arch as arch;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
-mod sealed;
+pub(crate) mod sealed;
 pub use sealed::Sealed;
 
 /// One KVM_RUN exit as the hypercall loop sees it.

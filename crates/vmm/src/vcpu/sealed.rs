@@ -37,7 +37,7 @@ const VALUES: usize = 5;
 
 /// One exit's meaning for the sealed protocol.
 #[derive(Debug, PartialEq, Eq)]
-enum SealedStep {
+pub(crate) enum SealedStep {
     Continue,
     /// HC_FAIL: the details are in the mailbox.
     Fail,
@@ -48,7 +48,7 @@ enum SealedStep {
 /// breach's call index), the values so far and whether HC_RESULT came
 /// (pure, so every exit order is testable).
 #[derive(Debug)]
-struct Track {
+pub(crate) struct Track {
     count: u64,
     values: Vec<u64>,
     result: bool,
@@ -58,9 +58,9 @@ struct Track {
 /// (a protected VM's registers are hidden, so no ring-site check and no
 /// [`crate::Rule`] of the mailbox protocol applies).
 #[derive(Debug, PartialEq, Eq)]
-struct Violation {
+pub(crate) struct Violation {
     kind: FailureKind,
-    detail: String,
+    pub(crate) detail: String,
 }
 
 fn violation(kind: FailureKind, detail: impl Into<String>) -> Violation {
@@ -71,7 +71,7 @@ fn violation(kind: FailureKind, detail: impl Into<String>) -> Violation {
 }
 
 impl Track {
-    fn new(count: u64) -> Track {
+    pub(crate) fn new(count: u64) -> Track {
         Track {
             count,
             values: Vec::with_capacity(VALUES),
@@ -79,7 +79,7 @@ impl Track {
         }
     }
 
-    fn step(&mut self, exit: &Exit) -> std::result::Result<SealedStep, Violation> {
+    pub(crate) fn step(&mut self, exit: &Exit) -> std::result::Result<SealedStep, Violation> {
         use FailureKind::{Protocol, UnexpectedExit, UnknownHypercall};
         match exit {
             Exit::Interrupted => Ok(SealedStep::Continue),
