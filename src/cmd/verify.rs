@@ -565,32 +565,51 @@ fn boot_and_run(
             }
         }
         let first = booted.and_then(|b| run_config(ctx, (0, first), b, shared));
-        let mut stop = stops(&first);
-        let mut runs = vec![first];
-        for (go, h) in others {
-            if !side_by_side {
-                let _ = go.send(!stop);
-            }
-            drop(go);
-            match h.join() {
-                Ok(Some(r)) => {
-                    stop |= stops(&r);
-                    runs.push(r);
-                }
-                Ok(None) => {}
-                Err(_) => runs.push(Err(RunError::Internal(
-                    "a verification thread panicked; please report this as a hypclear bug".into(),
-                )
-                .into())),
-            }
-        }
-        Ok::<_, Error>(runs)
+        Ok::<_, Error>(join_others(first, others, side_by_side))
     })?;
     let ctx = ctx_cell
         .into_inner()
         .ok_or_else(|| RunError::Internal("the run context was never set".into()))?;
     Ok((ctx, runs))
 }
+
+/// A configuration's thread: told whether to run (`true`) or stop, it
+/// returns its run, or `None` when it stopped without one.
+type Other<'scope> = (
+    std::sync::mpsc::Sender<bool>,
+    std::thread::ScopedJoinHandle<'scope, Option<Result<ConfigRun>>>,
+);
+
+/// Every run in configuration order, `first` then the others' as they
+/// join. One after the other (not `side_by_side`), each is told to run
+/// only while no run before it stopped the whole run.
+fn join_others(
+    first: Result<ConfigRun>,
+    others: Vec<Other<'_>>,
+    side_by_side: bool,
+) -> Vec<Result<ConfigRun>> {
+    let mut stop = stops(&first);
+    let mut runs = vec![first];
+    for (go, h) in others {
+        if !side_by_side {
+            let _ = go.send(!stop);
+        }
+        drop(go);
+        match h.join() {
+            Ok(Some(r)) => {
+                stop |= stops(&r);
+                runs.push(r);
+            }
+            Ok(None) => {}
+            Err(_) => runs.push(Err(RunError::Internal(
+                "a verification thread panicked; please report this as a hypclear bug".into(),
+            )
+            .into())),
+        }
+    }
+    runs
+}
+
 /// The largest check and the copy source pattern (host) the suite needs
 /// in `mem` bytes of guest RAM.
 fn sizes(filter: &Filter, mem: u64) -> (u64, u64) {
