@@ -341,24 +341,7 @@ fn run_config(
     // Sides with nothing to run were dropped before booting.
     let filter = &side_filter(side, filter).unwrap_or_else(|| filter.clone());
     let (specs, mut skipped) = suite::plan(side, &ctx.caps, filter, arena(ctx.mem), pats);
-    let mut banner = format!(
-        "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
-        vm.blob.aliases.len(),
-        vm.blob.relocs.len(),
-        vm.loaded.base,
-        ctx.seed,
-        format_size(ctx.mem),
-        ctx.common.backing(),
-        arch::COUNTER_NAME,
-        vm.counter_khz
-    );
-    if let Some(load) = side.external().and_then(|e| e.load.as_ref()) {
-        let names: Vec<String> = crate::kernel::routines::FAMILIES
-            .iter()
-            .filter_map(|&f| Some(format!("{f} {}", load.path_name(f)?)))
-            .collect();
-        banner.push_str(&format!("; paths: {}", names.join(", ")));
-    }
+    let banner = banner(ctx, side, &vm);
     let pb = bars.add(progress(specs.len() as u64));
     pb.set_prefix(config.name());
     let opts = RunOptions {
@@ -395,6 +378,31 @@ fn run_config(
         run,
         skipped,
     })
+}
+
+/// The line that introduces a configuration's run: its blob, where it
+/// was loaded, the guest RAM and counter, and a kernel load's paths.
+fn banner(ctx: &Ctx, side: &Side, vm: &Vm) -> String {
+    let config = side.config();
+    let mut banner = format!(
+        "{config:>7} blob: {} aliases, {} relocations, loaded at {:#x} (seed {}), {} {} guest RAM, {} {} kHz",
+        vm.blob.aliases.len(),
+        vm.blob.relocs.len(),
+        vm.loaded.base,
+        ctx.seed,
+        format_size(ctx.mem),
+        ctx.common.backing(),
+        arch::COUNTER_NAME,
+        vm.counter_khz
+    );
+    if let Some(load) = side.external().and_then(|e| e.load.as_ref()) {
+        let names: Vec<String> = crate::kernel::routines::FAMILIES
+            .iter()
+            .filter_map(|&f| Some(format!("{f} {}", load.path_name(f)?)))
+            .collect();
+        banner.push_str(&format!("; paths: {}", names.join(", ")));
+    }
+    banner
 }
 
 /// The filter of a kernel alternatives load: only the routines whose
