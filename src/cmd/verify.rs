@@ -679,22 +679,7 @@ pub(super) fn verify(
         // Decided once: the memory check and the run must agree on it.
         let side_by_side = concurrent(&ctx, &configs);
         check_memory(&ctx, &configs, side_by_side, &filter)?;
-        let p = &ctx.privilege;
-        ctx.say(format_args!(
-            "hypclear {}: {} {}, KVM {}, guest at {} ({})",
-            env!("CARGO_PKG_VERSION"),
-            std::env::consts::ARCH,
-            ctx.caps.model,
-            arch::kvm_flavour(),
-            p.name,
-            p.reason
-        ));
-        for line in super::kernel::summary_lines(&ctx.sides) {
-            ctx.say(line);
-        }
-        if let Some(line) = random_line(ctx.seed, &random_sizes) {
-            ctx.say(line);
-        }
+        announce(&ctx, &random_sizes);
         Ok((ctx, side_by_side))
     };
     let live = Live::new(command, &configs, &random_sizes);
@@ -713,6 +698,27 @@ pub(super) fn verify(
     let error = o.error.take();
     let code = report_outcome(&ctx, &configs, &o, error.as_ref(), command)?;
     error.map_or(Ok(code), Err)
+}
+
+/// The run's opening lines: version, host, KVM, privilege, the kernel
+/// sides, the random sizes.
+fn announce(ctx: &Ctx, random_sizes: &[RandomSize]) {
+    let p = &ctx.privilege;
+    ctx.say(format_args!(
+        "hypclear {}: {} {}, KVM {}, guest at {} ({})",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH,
+        ctx.caps.model,
+        arch::kvm_flavour(),
+        p.name,
+        p.reason
+    ));
+    for line in super::kernel::summary_lines(&ctx.sides) {
+        ctx.say(line);
+    }
+    if let Some(line) = random_line(ctx.seed, random_sizes) {
+        ctx.say(line);
+    }
 }
 
 /// "random sizes (seed S): 1234, 70001, ...": what `--seed S` repeats
