@@ -169,9 +169,17 @@ fn a_closed_stdout_ends_quietly_with_141_and_keeps_the_json() {
     }
     let json = tmp_json("closed-stdout");
     let _ = std::fs::remove_file(&json);
-    let mut child = spawn(&["run", "--json", json.to_str().unwrap()]);
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    // The reader is gone before the child starts, so its first write
+    // already fails (closing it after the spawn raced with that write on a
+    // loaded machine: the run finished before it noticed).
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_hypclear"))
+        .args(["run", "--json", json.to_str().unwrap()])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("cannot run the hypclear binary");
     assert_eq!(out.status.code(), Some(141), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
