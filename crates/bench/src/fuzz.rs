@@ -374,22 +374,13 @@ fn samples(b: &mut Bytes) -> serde_json::Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::PathBuf;
+#[path = "../../../fuzz/inputs.rs"]
+mod replay_inputs;
 
-    /// The files of `fuzz/corpus/<target>` and `fuzz/regressions/<target>`.
-    fn inputs(target: &str) -> Vec<PathBuf> {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
-        let mut out = Vec::new();
-        for dir in ["corpus", "regressions"] {
-            let Ok(rd) = std::fs::read_dir(root.join(dir).join(target)) else {
-                continue;
-            };
-            out.extend(rd.filter_map(|e| e.ok()).map(|e| e.path()));
-        }
-        out.sort();
-        out
-    }
+#[cfg(test)]
+mod tests {
+
+    use super::replay_inputs::inputs;
 
     fn replay(target: &str, harness: fn(&[u8])) {
         let files = inputs(target);

@@ -418,23 +418,14 @@ fn sealed(mut b: Bytes) {
 }
 
 #[cfg(test)]
+#[path = "../../../fuzz/inputs.rs"]
+mod replay_inputs;
+
+#[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
-    /// The files of `fuzz/corpus/<target>` and `fuzz/regressions/<target>`.
-    fn inputs(target: &str) -> Vec<PathBuf> {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
-        let mut out = Vec::new();
-        for dir in ["corpus", "regressions"] {
-            let Ok(rd) = std::fs::read_dir(root.join(dir).join(target)) else {
-                continue;
-            };
-            out.extend(rd.filter_map(|e| e.ok()).map(|e| e.path()));
-        }
-        out.sort();
-        out
-    }
+    use super::replay_inputs::inputs;
 
     /// Every corpus and regression input of the `protocol` target holds
     /// its invariants (what AFL's runs found is kept here).
