@@ -304,7 +304,7 @@ fn the_memory_check_names_rlimit_as() {
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
             let r = libc::rlimit {
-                rlim_cur: 1_200_000 << 10,
+                rlim_cur: 900_000 << 10,
                 rlim_max: libc::RLIM_INFINITY,
             };
             match libc::setrlimit(libc::RLIMIT_AS, &r) {

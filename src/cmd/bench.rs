@@ -206,8 +206,8 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
         ktap,
         "bytes/sec from guest {} ticks at {} kHz; GB/sec = 2^30 bytes/sec, as perf bench prints it \
          (the table: {}, --unit); \
-         guest/host = per session, mean guest over mean host of the same object on a host \
-         buffer, measured in the same process; their geometric mean [95% paired t interval]; \
+         guest/host = per session, mean guest over mean host of the same object on the \
+         guest's own pages (the vCPU stopped), runs taking turns; their geometric mean [95% paired t interval]; \
          {:.1} seconds",
         arch::COUNTER_NAME,
         result.host.counter_khz,
@@ -298,26 +298,19 @@ fn explain(
     Ok(())
 }
 
-/// Host memory for the run, checked before any VM: each guest region and
-/// as much again for the host baseline buffer.
+/// Host memory for the run, checked before any VM: each guest region (the
+/// host baseline runs on the guest's pages).
 fn check_memory(plan: &bench::plan::Plan, common: &Common, need: u64) -> Result<()> {
-    let baseline = if plan.host_baseline { need } else { 0 };
     for b in &plan.backings {
-        // Guest RAM and the host baseline buffer both come from the pool.
-        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need) + baseline, *b)?;
+        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need), *b)?;
     }
-    // What the run touches: each guest region, and as much again for the
-    // host baseline buffer (hugetlb comes from its pool, checked above).
-    let touched = need * if plan.host_baseline { 2 } else { 1 };
+    // Hugetlb comes from its pool, checked above.
     if plan
         .backings
         .iter()
         .any(|b| *b != crate::vmm::memory::Backing::Hugetlb)
     {
-        crate::vmm::memory::check_host_memory(
-            touched,
-            "bench (guest regions plus the host baseline buffer)",
-        )?;
+        crate::vmm::memory::check_host_memory(need, "bench (guest regions)")?;
     }
     Ok(())
 }

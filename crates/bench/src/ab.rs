@@ -410,6 +410,14 @@ fn sizing(g: &mut Guest) -> Result<(u64, u64)> {
 /// (the t interval over guests needs 3).
 const MIN_GUESTS: usize = 4;
 
+/// A guest lasts at most this share of the budget, so that where a block
+/// is long (a 256 MB pass is ~10 ms, its block 50 ms) the budget still
+/// holds a dozen guests: the interval is a t over guests, and with four
+/// of them its quantile at --detect's first level is 4.2, with twelve 2.9.
+/// At 256 MB the placement adds nothing to the spread between guests, so
+/// shorter guests cost no precision (docs/method.md, power table).
+const GUESTS_PER_BUDGET: u32 = 16;
+
 /// One pair of cells and how to measure it.
 struct Pair<'a> {
     plan: &'a Plan,
@@ -428,7 +436,7 @@ impl Pair<'_> {
     /// stop rule; returns the row and the counter's kHz.
     fn measure(&self) -> Result<(AbRow, u64)> {
         let start = Instant::now();
-        let slice = self.opts.budget / 8;
+        let slice = self.opts.budget / GUESTS_PER_BUDGET;
         let mut guests: Vec<(Blocks, u64)> = Vec::new();
         let (mut look, mut next, mut khz) = (0u32, MIN_GUESTS, 0);
         let mut last: Option<Look> = None;

@@ -1,16 +1,18 @@
 //! The host baseline: the very same routine objects the blob is built from,
-//! linked into this binary (see build.rs), run natively on a host buffer
-//! laid out like the guest arena, with the same lowered calls.
-use super::plan::{CellSpec, Plan, pass_call, region_stride};
+//! linked into this binary (see build.rs), run natively on the session's
+//! guest RAM (through the host mapping, between two guest passes, while no
+//! vCPU runs) at the guest's own placements, with the same lowered calls:
+//! guest/host then compares the execution context on the very same pages,
+//! not two buffers' page placement and huge-page luck.
+use super::plan::{CellSpec, Plan, pass_call, placement};
 use super::sequence;
 use super::{PageState, Priority, Sample, sched};
 use crate::check::checker::{Patterns, Placement};
 use crate::error::Result;
-use crate::routines::{self, Kind};
+use crate::routines;
 use crate::vmm::memory::GuestRam;
-use hypclear_abi::PAGE_SIZE;
 use std::collections::BTreeMap;
-use std::sync::Barrier;
+use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use hypclear_guest::host as generated;
@@ -38,39 +40,33 @@ pub(crate) fn names() -> Vec<&'static str> {
 }
 
 /// The same cell natively on the host, with the same routine object,
-/// called with the same lowered arguments as the guest: the buffer and
-/// calls, ready to run ([`HostCell::one`]).
+/// called with the same lowered arguments as the guest on the guest's
+/// pages: the calls, ready to run ([`HostCell::one`]) between guest passes.
 pub(super) struct HostCell<'a> {
     spec: &'a CellSpec,
     plan: &'a Plan,
     session: u64,
     tsc_khz: u64,
-    buf: GuestRam,
+    buf: Arc<GuestRam>,
     places: Vec<Placement>,
     calls: Vec<routines::Lowered>,
     f: HostFn,
 }
 
 impl<'a> HostCell<'a> {
-    /// Share of the host buffer on huge pages ([`GuestRam::huge_share`]).
+    /// Share of the buffer on huge pages ([`GuestRam::huge_share`]): the
+    /// guest's own.
     pub(super) fn huge_share(&self) -> Option<f64> {
         self.buf.huge_share()
     }
 
-    /// `None` when the host has no copy of the cell's routine.
+    /// `None` when the host has no copy of the cell's routine. `buf` is
+    /// the session VM's guest RAM.
     pub(super) fn new(
         spec: &'a CellSpec,
         (plan, pats, session): (&'a Plan, &Patterns, u64),
-        tsc_khz: u64,
+        (buf, tsc_khz): (Arc<GuestRam>, u64),
     ) -> Result<Option<HostCell<'a>>> {
-        let stride = region_stride(plan);
-        // One host buffer laid out like the guest arena: a region per "vCPU".
-        let buf = GuestRam::new(
-            0,
-            (stride * plan.shape.vcpus).next_multiple_of(2 << 20),
-            spec.backing,
-            false,
-        )?;
         let (places, calls) = host_calls(&buf, spec, plan, pats)?;
         let Some(f) = calls.first().and_then(|l| routine(&l.alias)) else {
             return Ok(None);
@@ -136,23 +132,15 @@ impl<'a> HostCell<'a> {
     }
 }
 
-/// The placements in the host buffer (laid out like the guest arena) and
-/// the lowered calls on host addresses; copies get their source written.
+/// The guest's placements in its RAM `buf` and the lowered calls on the
+/// host addresses of those bytes; copies get their source written.
 fn host_calls(
     buf: &GuestRam,
     spec: &CellSpec,
     plan: &Plan,
     pats: &Patterns,
 ) -> Result<(Vec<Placement>, Vec<routines::Lowered>)> {
-    let stride = region_stride(plan);
-    let places: Vec<Placement> = (0..plan.shape.vcpus)
-        .map(|v| {
-            let dst = v * stride + PAGE_SIZE;
-            let src = (plan.routine.kind() == Kind::Copy)
-                .then(|| dst + (plan.shape.size + PAGE_SIZE).next_multiple_of(PAGE_SIZE));
-            Placement::new(dst, plan.shape.size, src, 0)
-        })
-        .collect();
+    let places: Vec<Placement> = (0..plan.shape.vcpus).map(|v| placement(plan, v)).collect();
     let mut calls = Vec::new();
     for p in &places {
         if let Some(src) = p.src {
@@ -163,10 +151,12 @@ fn host_calls(
             spec.variant,
             &pass_call(spec, plan, p, pats.fill),
         )?;
-        // Guest-physical offsets in the buffer -> host addresses.
-        l.args.a0 += buf.host_addr();
-        if p.src.is_some() {
-            l.args.a1 += buf.host_addr();
+        // The guest's bytes at their host addresses (the calls of a pass
+        // stay inside [dst, dst + len), and a copy's inside its source).
+        let dst = buf.host_range(p.dst, p.len)?;
+        l.args.a0 = dst + (l.args.a0 - p.dst);
+        if let Some(src) = p.src {
+            l.args.a1 = buf.host_range(src, p.len)? + (l.args.a1 - src);
         }
         calls.push(l);
     }
@@ -194,10 +184,11 @@ fn host_pass(
                     let a = &l.args;
                     let (mut x0, mut x1) = (a.a0, a.a1);
                     for _ in 0..a.count {
-                        // SAFETY: the lowered arguments stay inside the host
-                        // buffer, exactly as the guest's stay inside its
-                        // region (same placement, same call), and the buffer
-                        // outlives this scope.
+                        // SAFETY: the lowered arguments stay inside guest
+                        // RAM (the guest's own placement and call, whose
+                        // bytes `host_calls` bounds-checked), which outlives
+                        // this scope, and no vCPU runs while a host pass
+                        // does (the passes take turns on one thread).
                         unsafe { f(x0, x1, a.a2) };
                         x0 = x0.wrapping_add(a.a0_step);
                         x1 = x1.wrapping_add(a.a1_step);
@@ -220,6 +211,67 @@ fn host_pass(
 mod tests {
     use super::*;
     use crate::vmm::memory::{Backing, GuestRam};
+
+    /// The host baseline runs on the guest's RAM at the guest's own
+    /// placement: after a host run the guest's target is cleared and the
+    /// page below it (the guard's) is not.
+    #[test]
+    fn the_host_baseline_runs_on_the_guests_pages() {
+        use crate::plan::{Plan, Variants, mem_needed, placement};
+        use crate::{Order, PageState, Shape};
+        use std::time::Duration;
+        let plan = Plan {
+            routine: crate::routines::Routine::ClearPages,
+            shape: Shape {
+                size: 4 << 20,
+                loops: 1,
+                vcpus: 1,
+            },
+            chunks: vec![2 << 20],
+            variants: Variants::All,
+            orders: vec![Order::Forward],
+            fills: vec![PageState::Populate],
+            backings: vec![Backing::Anon],
+            sides: vec![crate::blob::LinkConfig::Vanilla.into()],
+            warmup: 1,
+            max_warmup: 20,
+            repeats: 3,
+            max_runs: 12,
+            sessions: 1,
+            precision: None,
+            priority: crate::Priority::Normal,
+            cache: crate::Cache::Warm,
+            host_baseline: true,
+            prefault: false,
+            timeout: Duration::from_secs(5),
+        };
+        let caps = crate::arch::CpuCaps::default();
+        let (cells, _) = plan.expand(&caps).unwrap();
+        let spec = &cells[0];
+        let ram = Arc::new(
+            GuestRam::new(
+                crate::arch::RAM_BASE,
+                mem_needed(&plan),
+                Backing::Anon,
+                false,
+            )
+            .unwrap(),
+        );
+        let p = placement(&plan, 0);
+        ram.write_bytes(p.dst - PAGE, &vec![0xaa; (PAGE + p.len) as usize])
+            .unwrap();
+        let pats = Patterns::new(1, 0);
+        let mut h = HostCell::new(spec, (&plan, &pats, 0), (ram.clone(), 1))
+            .unwrap()
+            .expect("a host copy of clear_pages");
+        h.one().unwrap();
+        let mut got = vec![0u8; (PAGE + p.len) as usize];
+        ram.read_into(p.dst - PAGE, &mut got).unwrap();
+        assert!(got[..PAGE as usize].iter().all(|b| *b == 0xaa));
+        assert!(got[PAGE as usize..].iter().all(|b| *b == 0));
+    }
+
+    const PAGE: u64 = 4096;
 
     #[test]
     fn host_routines_are_linked_and_clear_memory() {

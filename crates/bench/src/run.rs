@@ -20,7 +20,7 @@ fn run_cell(vm: &mut Vm, spec: &CellSpec, cx: (&Plan, &Patterns, u64), c: &mut C
     let khz = vm.counter_khz;
     // A kernel blob's routines exist only in the guest image: no host.
     let mut h = match plan.host_baseline && plan.sides[spec.side].is_builtin() {
-        true => host::HostCell::new(spec, cx, khz)?,
+        true => host::HostCell::new(spec, cx, (vm.ram.clone(), khz))?,
         false => None,
     };
     let mut g = guest::GuestCell::new(vm, spec, cx)?;

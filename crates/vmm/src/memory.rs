@@ -1,6 +1,6 @@
 //! Guest RAM: one anonymous mapping registered with vm-memory (and, for a
-//! VM, with KVM). The host baseline buffer of `bench` is the same type, so
-//! guest and host runs get the same backing and the same page handling.
+//! VM, with KVM). `bench`'s host baseline runs on it too, at the guest's
+//! placement, so guest and host runs touch the very same pages.
 //!
 //! `--backing anon` uses 4 KiB pages (THP explicitly off), `thp` asks for
 //! transparent huge pages with `MADV_HUGEPAGE`, `hugetlb` maps 2 MiB pages
@@ -480,6 +480,12 @@ impl GuestRam {
         self.host as u64
     }
 
+    /// The host address of guest bytes `[gpa, gpa + len)`, all of which
+    /// lie in this RAM (the host baseline calls a routine on them).
+    pub fn host_range(&self, gpa: u64, len: u64) -> Result<u64> {
+        Ok(self.host_addr() + self.check(gpa, len)? as u64)
+    }
+
     fn check(&self, gpa: u64, len: u64) -> Result<usize> {
         let end = gpa.checked_add(len);
         if gpa < self.base || end.is_none_or(|e| e > self.end()) {
@@ -587,7 +593,7 @@ impl GuestRam {
 
     /// Write back and evict `[gpa, gpa + len)` from every cache level
     /// (`arch::evict` over the host mapping): the cold-cache precondition of
-    /// a bench run, for guest RAM and the host baseline buffer alike.
+    /// a bench run, before guest and host passes alike.
     pub fn evict(&self, gpa: u64, len: u64) -> Result<()> {
         let off = self.check(gpa, len)?;
         // SAFETY: bounds checked against the mapping owned by self, which
