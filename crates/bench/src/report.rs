@@ -39,50 +39,55 @@ pub fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Ta
         "flags",
     ]);
     for c in &r.cells {
-        let a = &c.axes;
-        let mut row = vec![
-            TCell::new(a.routine),
-            TCell::new(&a.variant),
-            TCell::new(r.side_of(c).name),
-            right(format_size(a.chunk)),
-            TCell::new(format!("{:?}", a.order).to_lowercase()),
-            TCell::new(format!("{:?}", a.fill).to_lowercase()),
-            TCell::new(a.backing),
-        ];
-        match &c.guest_bytes_per_sec {
-            Some(s) => {
-                row.push(right(s.n));
-                row.push(right(unit.format(s.median)));
-                row.push(right(unit.format(s.mean)));
-                row.push(right(unit.format(s.stddev)));
-                row.push(right(format!("{:.1}", s.cv * 100.0)));
-                row.push(right(unit.format(s.min)));
-                row.push(right(unit.format(s.max)));
-            }
-            None => row.extend((0..7).map(|_| right("-"))),
-        }
-        row.push(right(
-            c.guest_ticks_per_byte
-                .as_ref()
-                .map(|s| format!("{:.3}", s.median))
-                .unwrap_or_else(|| "-".into()),
-        ));
-        row.push(right(
-            c.host_bytes_per_sec
-                .as_ref()
-                .map(|s| unit.format(s.median))
-                .unwrap_or_else(|| "-".into()),
-        ));
-        row.push(right(match (&c.guest_host, c.guest_host_ratio) {
-            (Some(p), _) => p.text(),
-            // Files before the paired ratio: their ratio of medians.
-            (None, Some(x)) => format!("{x:.2}"),
-            (None, None) => "-".into(),
-        }));
-        row.push(TCell::new(flags(c)));
-        t.add_row(row);
+        t.add_row(cell_row(r, c, unit));
     }
     t
+}
+
+/// A cell's row of [`cells_table`].
+fn cell_row(r: &BenchResult, c: &Cell, unit: crate::units::Rate) -> Vec<TCell> {
+    let a = &c.axes;
+    let mut row = vec![
+        TCell::new(a.routine),
+        TCell::new(&a.variant),
+        TCell::new(r.side_of(c).name),
+        right(format_size(a.chunk)),
+        TCell::new(format!("{:?}", a.order).to_lowercase()),
+        TCell::new(format!("{:?}", a.fill).to_lowercase()),
+        TCell::new(a.backing),
+    ];
+    match &c.guest_bytes_per_sec {
+        Some(s) => {
+            row.push(right(s.n));
+            row.push(right(unit.format(s.median)));
+            row.push(right(unit.format(s.mean)));
+            row.push(right(unit.format(s.stddev)));
+            row.push(right(format!("{:.1}", s.cv * 100.0)));
+            row.push(right(unit.format(s.min)));
+            row.push(right(unit.format(s.max)));
+        }
+        None => row.extend((0..7).map(|_| right("-"))),
+    }
+    row.push(right(
+        c.guest_ticks_per_byte
+            .as_ref()
+            .map(|s| format!("{:.3}", s.median))
+            .unwrap_or_else(|| "-".into()),
+    ));
+    row.push(right(
+        c.host_bytes_per_sec
+            .as_ref()
+            .map(|s| unit.format(s.median))
+            .unwrap_or_else(|| "-".into()),
+    ));
+    row.push(right(match (&c.guest_host, c.guest_host_ratio) {
+        (Some(p), _) => p.text(),
+        // Files before the paired ratio: their ratio of medians.
+        (None, Some(x)) => format!("{x:.2}"),
+        (None, None) => "-".into(),
+    }));
+    row.push(TCell::new(flags(c)));
+    row
 }
 
 /// One line per cell with a host baseline: `guest/host 0.97 [0.94, 1.00]`
@@ -185,21 +190,29 @@ pub(crate) fn flags(c: &Cell) -> String {
             ));
         }
     }
-    if c.axes.shape.vcpus > 1 {
-        let per: Vec<f64> = c
-            .guest
-            .iter()
-            .flat_map(|s| s.per_vcpu_bytes_per_sec.clone())
-            .collect();
-        if !per.is_empty() {
-            f.push(format!(
-                "{} vCPUs, per-vCPU median {} GB/sec",
-                c.axes.shape.vcpus,
-                gbps(crate::stats::median(&per))
-            ));
-        }
-    }
+    f.extend(per_vcpu_flag(c));
     f.join("; ")
+}
+
+/// `"4 vCPUs, per-vCPU median 9.87 GB/sec"` for a cell run on several
+/// vCPUs that has their figures.
+fn per_vcpu_flag(c: &Cell) -> Option<String> {
+    if c.axes.shape.vcpus <= 1 {
+        return None;
+    }
+    let per: Vec<f64> = c
+        .guest
+        .iter()
+        .flat_map(|s| s.per_vcpu_bytes_per_sec.clone())
+        .collect();
+    if per.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} vCPUs, per-vCPU median {} GB/sec",
+        c.axes.shape.vcpus,
+        gbps(crate::stats::median(&per))
+    ))
 }
 
 /// The variance components (Kalibera & Jones) of each result class over
