@@ -490,7 +490,6 @@ fn plot_series(r: &BenchResult) -> Series {
 /// variant/config/order/fill/backing, guest solid and host dashed; below
 /// it the run sequences (see [`run_sequences`]).
 pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
-    use plotters::prelude::*;
     let series = plot_series(r);
     let pts = || series.values().flat_map(|(g, h)| g.iter().chain(h.iter()));
     let (xmin, xmax) = pts().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
@@ -505,60 +504,71 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
     };
     // Drawn into memory, then written in one step like the CSV.
     let mut svg = String::new();
-    let mut draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let whole = SVGBackend::with_string(&mut svg, (1000, 1100)).into_drawing_area();
-        whole.fill(&WHITE)?;
-        let (root, lower) = whole.split_vertically(600);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "hypclear bench: throughput vs chunk size ({}; guest solid, host dashed)",
-                    r.host.cpu_model
-                ),
-                ("sans-serif", 18),
-            )
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(xmin..xmax, 0.0..ymax)?;
-        chart
-            .configure_mesh()
-            // Opaque greys: some SVG renderers ignore opacity.
-            .light_line_style(RGBColor(240, 240, 240))
-            .bold_line_style(RGBColor(210, 210, 210))
-            .x_desc("chunk size")
-            .y_desc("GB/sec (median; 2^30 bytes/s)")
-            .x_label_formatter(&|x| format_size(2f64.powf(*x).round() as u64))
-            .draw()?;
-        for (i, (name, (g, h))) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let mut g = g.clone();
-            g.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart
-                .draw_series(LineSeries::new(g.clone(), color.stroke_width(2)))?
-                .label(format!("{name} (guest)"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-            chart.draw_series(g.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
-            let mut h = h.clone();
-            h.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart.draw_series(DashedLineSeries::new(h, 6, 4, color.stroke_width(1)))?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE)
-            .border_style(BLACK)
-            .draw()?;
-        run_sequences(r, &lower)?;
-        whole.present()?;
-        Ok(())
-    };
-    draw().map_err(|e| Error::Io {
+    draw_plot(r, &series, (xmin, xmax), ymax, &mut svg).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e.to_string()),
     })?;
     hypclear_process::files::write_atomically(path, |f| f.write_all(svg.as_bytes()))
         .map_err(io(path))
+}
+
+/// Draw [`write_plot`]'s picture into `svg`: the throughput lines of
+/// `series` over log2 chunk sizes from `xmin` to `xmax` and GB/s up to
+/// `ymax`, the run sequences below.
+fn draw_plot(
+    r: &BenchResult,
+    series: &Series,
+    (xmin, xmax): (f64, f64),
+    ymax: f64,
+    svg: &mut String,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let whole = SVGBackend::with_string(svg, (1000, 1100)).into_drawing_area();
+    whole.fill(&WHITE)?;
+    let (root, lower) = whole.split_vertically(600);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "hypclear bench: throughput vs chunk size ({}; guest solid, host dashed)",
+                r.host.cpu_model
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(xmin..xmax, 0.0..ymax)?;
+    chart
+        .configure_mesh()
+        // Opaque greys: some SVG renderers ignore opacity.
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(210, 210, 210))
+        .x_desc("chunk size")
+        .y_desc("GB/sec (median; 2^30 bytes/s)")
+        .x_label_formatter(&|x| format_size(2f64.powf(*x).round() as u64))
+        .draw()?;
+    for (i, (name, (g, h))) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let mut g = g.clone();
+        g.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart
+            .draw_series(LineSeries::new(g.clone(), color.stroke_width(2)))?
+            .label(format!("{name} (guest)"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart.draw_series(g.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+        let mut h = h.clone();
+        h.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart.draw_series(DashedLineSeries::new(h, 6, 4, color.stroke_width(1)))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .draw()?;
+    run_sequences(r, &lower)?;
+    whole.present()?;
+    Ok(())
 }
 
 /// One session's runs in order: (run within the session, GB/s, measured).
