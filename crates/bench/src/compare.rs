@@ -585,6 +585,63 @@ fn unmatched_notes(unmatched: Vec<String>) -> Vec<String> {
     )]
 }
 
+/// Each cell's index in a file's cells, by its [`Key`].
+type Index = BTreeMap<Key, usize>;
+
+/// The [`Index`] of `r`'s cells.
+fn cell_index(r: &BenchResult, with_side: bool, mixed: bool) -> Index {
+    r.cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (key(r, c, with_side, mixed), i))
+        .collect()
+}
+
+/// Mixed files: the cells of each later file (`idx`: each file's
+/// [`Index`]) without a counterpart in the first, to list as unmatched.
+fn not_in_first(files: &[(PathBuf, BenchResult)], idx: &[Index]) -> Vec<String> {
+    let mut unmatched = Vec::new();
+    for ((p, r), m) in files.iter().zip(idx).skip(1) {
+        for k in m.keys().filter(|k| !idx[0].contains_key(*k)) {
+            unmatched.push(format!(
+                "{} {}",
+                shown(p),
+                r.cells[m[k]].axes.label_with(false)
+            ));
+        }
+    }
+    unmatched
+}
+
+/// Files of one kind: every later file has exactly the first file's cells
+/// (`idx`: each file's [`Index`]), else a usage error names one that one
+/// has and the other lacks.
+fn check_lined_up(files: &[(PathBuf, BenchResult)], idx: &[Index], single: bool) -> Result<()> {
+    let ((base_path, base), base_idx) = (&files[0], &idx[0]);
+    for ((p, r), m) in files.iter().zip(idx).skip(1) {
+        let lacking =
+            |from: &Index, to: &Index| from.keys().find(|k| !to.contains_key(*k)).cloned();
+        let label = |r: &BenchResult, m: &Index, k: &Key| r.cells[m[k]].axes.label_with(!single);
+        if let Some(k) = lacking(base_idx, m) {
+            return Err(Error::Usage(format!(
+                "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
+                shown(base_path),
+                label(base, base_idx, &k),
+                shown(p)
+            )));
+        }
+        if let Some(k) = lacking(m, base_idx) {
+            return Err(Error::Usage(format!(
+                "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
+                shown(p),
+                label(r, m, &k),
+                shown(base_path)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Several files: each against the first, rows keyed by [`Key`] (the
 /// side only when some file holds several). Built-in and kernel files
 /// (`--allow-mixed`) line up by kernel path; cells without a counterpart
@@ -594,53 +651,20 @@ fn across_files(files: &[(PathBuf, BenchResult)], cfg: &Config) -> Result<Named>
     let single = files.iter().all(|(_, r)| r.sides.len() == 1);
     let with_side = !single;
     let mixed = mixed(files);
-    let index = |r: &BenchResult| -> BTreeMap<Key, usize> {
-        r.cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (key(r, c, with_side, mixed), i))
-            .collect()
+    let idx: Vec<Index> = files
+        .iter()
+        .map(|(_, r)| cell_index(r, with_side, mixed))
+        .collect();
+    let base_idx = &idx[0];
+    let mut unmatched = if mixed {
+        not_in_first(files, &idx)
+    } else {
+        check_lined_up(files, &idx, single)?;
+        Vec::new()
     };
-    let base_idx = index(base);
-    let idx: Vec<BTreeMap<Key, usize>> = files.iter().map(|(_, r)| index(r)).collect();
-    let mut unmatched = Vec::new();
-    for ((p, r), m) in files.iter().zip(&idx).skip(1) {
-        let lacking = |from: &BTreeMap<Key, usize>, to: &BTreeMap<Key, usize>| {
-            from.keys().find(|k| !to.contains_key(*k)).cloned()
-        };
-        if mixed {
-            for k in m.keys().filter(|k| !base_idx.contains_key(*k)) {
-                unmatched.push(format!(
-                    "{} {}",
-                    shown(p),
-                    r.cells[m[k]].axes.label_with(false)
-                ));
-            }
-            continue;
-        }
-        let label = |r: &BenchResult, m: &BTreeMap<Key, usize>, k: &Key| {
-            r.cells[m[k]].axes.label_with(!single)
-        };
-        if let Some(k) = lacking(&base_idx, m) {
-            return Err(Error::Usage(format!(
-                "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
-                shown(base_path),
-                label(base, &base_idx, &k),
-                shown(p)
-            )));
-        }
-        if let Some(k) = lacking(m, &base_idx) {
-            return Err(Error::Usage(format!(
-                "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
-                shown(p),
-                label(r, m, &k),
-                shown(base_path)
-            )));
-        }
-    }
     let names = file_names(files, single);
     let mut rows = Vec::new();
-    for (k, &bi) in &base_idx {
+    for (k, &bi) in base_idx {
         let others: Option<Vec<&Cell>> = files[1..]
             .iter()
             .zip(&idx[1..])

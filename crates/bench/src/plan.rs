@@ -399,21 +399,7 @@ impl Plan {
                 for &order in &self.orders {
                     for &chunk in &self.chunks {
                         let chunk = self.cell_chunk(order, chunk)?;
-                        // clear_page over a larger extent is the kernel's
-                        // clear_pages(addr, npages): run that routine.
-                        let routine = if r == Routine::ClearPage && chunk != PAGE_SIZE {
-                            if !extent_noted {
-                                extent_noted = true;
-                                notes.push(format!(
-                                    "clear_page -k {} runs clear_pages(addr, {}) per call (the clear_pages() extent)",
-                                    format_size(chunk),
-                                    chunk / PAGE_SIZE
-                                ));
-                            }
-                            Routine::ClearPages
-                        } else {
-                            r
-                        };
+                        let routine = self.extent_routine(chunk, &mut extent_noted, &mut notes);
                         let mut axes = self.axes(routine, v, config, chunk, order);
                         axes.side = si;
                         let base = CellSpec {
@@ -440,6 +426,26 @@ impl Plan {
             )));
         }
         Ok((out, notes))
+    }
+
+    /// The routine a cell of `chunk`-byte calls runs: clear_page over a
+    /// larger extent is the kernel's clear_pages(addr, npages), said once
+    /// in `notes`.
+    fn extent_routine(&self, chunk: u64, noted: &mut bool, notes: &mut Vec<String>) -> Routine {
+        let r = self.routine;
+        if r == Routine::ClearPage && chunk != PAGE_SIZE {
+            if !*noted {
+                *noted = true;
+                notes.push(format!(
+                    "clear_page -k {} runs clear_pages(addr, {}) per call (the clear_pages() extent)",
+                    format_size(chunk),
+                    chunk / PAGE_SIZE
+                ));
+            }
+            Routine::ClearPages
+        } else {
+            r
+        }
     }
 
     fn axes(

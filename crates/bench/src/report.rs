@@ -39,50 +39,55 @@ pub fn cells_table(r: &BenchResult, unit: crate::units::Rate) -> comfy_table::Ta
         "flags",
     ]);
     for c in &r.cells {
-        let a = &c.axes;
-        let mut row = vec![
-            TCell::new(a.routine),
-            TCell::new(&a.variant),
-            TCell::new(r.side_of(c).name),
-            right(format_size(a.chunk)),
-            TCell::new(format!("{:?}", a.order).to_lowercase()),
-            TCell::new(format!("{:?}", a.fill).to_lowercase()),
-            TCell::new(a.backing),
-        ];
-        match &c.guest_bytes_per_sec {
-            Some(s) => {
-                row.push(right(s.n));
-                row.push(right(unit.format(s.median)));
-                row.push(right(unit.format(s.mean)));
-                row.push(right(unit.format(s.stddev)));
-                row.push(right(format!("{:.1}", s.cv * 100.0)));
-                row.push(right(unit.format(s.min)));
-                row.push(right(unit.format(s.max)));
-            }
-            None => row.extend((0..7).map(|_| right("-"))),
-        }
-        row.push(right(
-            c.guest_ticks_per_byte
-                .as_ref()
-                .map(|s| format!("{:.3}", s.median))
-                .unwrap_or_else(|| "-".into()),
-        ));
-        row.push(right(
-            c.host_bytes_per_sec
-                .as_ref()
-                .map(|s| unit.format(s.median))
-                .unwrap_or_else(|| "-".into()),
-        ));
-        row.push(right(match (&c.guest_host, c.guest_host_ratio) {
-            (Some(p), _) => p.text(),
-            // Files before the paired ratio: their ratio of medians.
-            (None, Some(x)) => format!("{x:.2}"),
-            (None, None) => "-".into(),
-        }));
-        row.push(TCell::new(flags(c)));
-        t.add_row(row);
+        t.add_row(cell_row(r, c, unit));
     }
     t
+}
+
+/// A cell's row of [`cells_table`].
+fn cell_row(r: &BenchResult, c: &Cell, unit: crate::units::Rate) -> Vec<TCell> {
+    let a = &c.axes;
+    let mut row = vec![
+        TCell::new(a.routine),
+        TCell::new(&a.variant),
+        TCell::new(r.side_of(c).name),
+        right(format_size(a.chunk)),
+        TCell::new(format!("{:?}", a.order).to_lowercase()),
+        TCell::new(format!("{:?}", a.fill).to_lowercase()),
+        TCell::new(a.backing),
+    ];
+    match &c.guest_bytes_per_sec {
+        Some(s) => {
+            row.push(right(s.n));
+            row.push(right(unit.format(s.median)));
+            row.push(right(unit.format(s.mean)));
+            row.push(right(unit.format(s.stddev)));
+            row.push(right(format!("{:.1}", s.cv * 100.0)));
+            row.push(right(unit.format(s.min)));
+            row.push(right(unit.format(s.max)));
+        }
+        None => row.extend((0..7).map(|_| right("-"))),
+    }
+    row.push(right(
+        c.guest_ticks_per_byte
+            .as_ref()
+            .map(|s| format!("{:.3}", s.median))
+            .unwrap_or_else(|| "-".into()),
+    ));
+    row.push(right(
+        c.host_bytes_per_sec
+            .as_ref()
+            .map(|s| unit.format(s.median))
+            .unwrap_or_else(|| "-".into()),
+    ));
+    row.push(right(match (&c.guest_host, c.guest_host_ratio) {
+        (Some(p), _) => p.text(),
+        // Files before the paired ratio: their ratio of medians.
+        (None, Some(x)) => format!("{x:.2}"),
+        (None, None) => "-".into(),
+    }));
+    row.push(TCell::new(flags(c)));
+    row
 }
 
 /// One line per cell with a host baseline: `guest/host 0.97 [0.94, 1.00]`
@@ -185,21 +190,29 @@ pub(crate) fn flags(c: &Cell) -> String {
             ));
         }
     }
-    if c.axes.shape.vcpus > 1 {
-        let per: Vec<f64> = c
-            .guest
-            .iter()
-            .flat_map(|s| s.per_vcpu_bytes_per_sec.clone())
-            .collect();
-        if !per.is_empty() {
-            f.push(format!(
-                "{} vCPUs, per-vCPU median {} GB/sec",
-                c.axes.shape.vcpus,
-                gbps(crate::stats::median(&per))
-            ));
-        }
-    }
+    f.extend(per_vcpu_flag(c));
     f.join("; ")
+}
+
+/// `"4 vCPUs, per-vCPU median 9.87 GB/sec"` for a cell run on several
+/// vCPUs that has their figures.
+fn per_vcpu_flag(c: &Cell) -> Option<String> {
+    if c.axes.shape.vcpus <= 1 {
+        return None;
+    }
+    let per: Vec<f64> = c
+        .guest
+        .iter()
+        .flat_map(|s| s.per_vcpu_bytes_per_sec.clone())
+        .collect();
+    if per.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} vCPUs, per-vCPU median {} GB/sec",
+        c.axes.shape.vcpus,
+        gbps(crate::stats::median(&per))
+    ))
 }
 
 /// The variance components (Kalibera & Jones) of each result class over
@@ -477,7 +490,6 @@ fn plot_series(r: &BenchResult) -> Series {
 /// variant/config/order/fill/backing, guest solid and host dashed; below
 /// it the run sequences (see [`run_sequences`]).
 pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
-    use plotters::prelude::*;
     let series = plot_series(r);
     let pts = || series.values().flat_map(|(g, h)| g.iter().chain(h.iter()));
     let (xmin, xmax) = pts().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
@@ -492,60 +504,71 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
     };
     // Drawn into memory, then written in one step like the CSV.
     let mut svg = String::new();
-    let mut draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let whole = SVGBackend::with_string(&mut svg, (1000, 1100)).into_drawing_area();
-        whole.fill(&WHITE)?;
-        let (root, lower) = whole.split_vertically(600);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "hypclear bench: throughput vs chunk size ({}; guest solid, host dashed)",
-                    r.host.cpu_model
-                ),
-                ("sans-serif", 18),
-            )
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(xmin..xmax, 0.0..ymax)?;
-        chart
-            .configure_mesh()
-            // Opaque greys: some SVG renderers ignore opacity.
-            .light_line_style(RGBColor(240, 240, 240))
-            .bold_line_style(RGBColor(210, 210, 210))
-            .x_desc("chunk size")
-            .y_desc("GB/sec (median; 2^30 bytes/s)")
-            .x_label_formatter(&|x| format_size(2f64.powf(*x).round() as u64))
-            .draw()?;
-        for (i, (name, (g, h))) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let mut g = g.clone();
-            g.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart
-                .draw_series(LineSeries::new(g.clone(), color.stroke_width(2)))?
-                .label(format!("{name} (guest)"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-            chart.draw_series(g.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
-            let mut h = h.clone();
-            h.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart.draw_series(DashedLineSeries::new(h, 6, 4, color.stroke_width(1)))?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE)
-            .border_style(BLACK)
-            .draw()?;
-        run_sequences(r, &lower)?;
-        whole.present()?;
-        Ok(())
-    };
-    draw().map_err(|e| Error::Io {
+    draw_plot(r, &series, (xmin, xmax), ymax, &mut svg).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e.to_string()),
     })?;
     hypclear_process::files::write_atomically(path, |f| f.write_all(svg.as_bytes()))
         .map_err(io(path))
+}
+
+/// Draw [`write_plot`]'s picture into `svg`: the throughput lines of
+/// `series` over log2 chunk sizes from `xmin` to `xmax` and GB/s up to
+/// `ymax`, the run sequences below.
+fn draw_plot(
+    r: &BenchResult,
+    series: &Series,
+    (xmin, xmax): (f64, f64),
+    ymax: f64,
+    svg: &mut String,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let whole = SVGBackend::with_string(svg, (1000, 1100)).into_drawing_area();
+    whole.fill(&WHITE)?;
+    let (root, lower) = whole.split_vertically(600);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "hypclear bench: throughput vs chunk size ({}; guest solid, host dashed)",
+                r.host.cpu_model
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(xmin..xmax, 0.0..ymax)?;
+    chart
+        .configure_mesh()
+        // Opaque greys: some SVG renderers ignore opacity.
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(210, 210, 210))
+        .x_desc("chunk size")
+        .y_desc("GB/sec (median; 2^30 bytes/s)")
+        .x_label_formatter(&|x| format_size(2f64.powf(*x).round() as u64))
+        .draw()?;
+    for (i, (name, (g, h))) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let mut g = g.clone();
+        g.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart
+            .draw_series(LineSeries::new(g.clone(), color.stroke_width(2)))?
+            .label(format!("{name} (guest)"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart.draw_series(g.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+        let mut h = h.clone();
+        h.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart.draw_series(DashedLineSeries::new(h, 6, 4, color.stroke_width(1)))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .draw()?;
+    run_sequences(r, &lower)?;
+    whole.present()?;
+    Ok(())
 }
 
 /// One session's runs in order: (run within the session, GB/s, measured).

@@ -897,7 +897,22 @@ fn check_target(
             wrong += 1
         }
     };
-    let (f, _) = match refill {
+    let (f, _) = scan_target(ram, p, pats, refill, expected, each)?;
+    Ok((f, not_written, wrong))
+}
+
+/// Scan the target at `p` block by block against `expected` (`each` gets
+/// every byte that differs) and, with a `refill`, write the next check's
+/// pre-image over each block once it is scanned.
+fn scan_target<'a>(
+    ram: &GuestRam,
+    p: &Placement,
+    pats: &Patterns,
+    refill: Refill,
+    expected: impl FnMut(usize, usize) -> &'a [u8],
+    each: impl FnMut(usize, u8),
+) -> Result<(Option<usize>, u64)> {
+    Ok(match refill {
         // SAFETY: as in `scan_guard`.
         Refill::No => scan(unsafe { ram.slice(p.dst, p.len) }?, expected, each),
         Refill::Target => {
@@ -928,8 +943,7 @@ fn check_target(
             };
             scan_refill(target, refill, expected, each)
         }
-    };
-    Ok((f, not_written, wrong))
+    })
 }
 
 #[cfg(test)]

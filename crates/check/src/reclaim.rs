@@ -384,20 +384,7 @@ fn run_one(
     let memset = blob
         .alias_index("memset_generic")
         .ok_or_else(|| Error::Blob("the blob has no memset_generic alias".into()))?;
-    let mut vm = Vm::new(
-        crate::vmm::open_kvm()?,
-        &VmOptions {
-            mem: opts.mem,
-            backing: opts.backing,
-            prefault: false,
-            // EL1: the guest powers off with HVC.
-            privilege: Privilege::Kernel,
-            blob: blob.clone(),
-            vcpus: 1,
-            seed: opts.seed,
-            vm_type,
-        },
-    )?;
+    let mut vm = reclaim_vm(opts, blob, vm_type)?;
     let fill_gpa = arch::ARENA_BASE;
     // Not the edge region: a store into its hole faults.
     let fill_bytes = vm.ram.end() - arch::EDGE_REGION - fill_gpa;
@@ -421,7 +408,45 @@ fn run_one(
     contract_kept(sealed.breach)?;
     let fill_seconds = sealed.ticks() as f64 / (khz as f64 * 1000.0);
     let arena = scan(&ram, fill_gpa, fill_bytes, pattern)?;
-    let host_pages = host_pages
+    let host_pages = read_host_pages(&ram, host_pages)?;
+    Ok(RunReport {
+        vm_type,
+        mem: opts.mem,
+        fill_gpa,
+        fill_bytes,
+        fill_ticks: sealed.ticks(),
+        fill_seconds,
+        fill_mb_s: mb_per_s(fill_bytes, fill_seconds),
+        teardown_seconds: took.as_secs_f64(),
+        teardown_mb_s: mb_per_s(fill_bytes, took.as_secs_f64()),
+        expectations: expectations(vm_type, &arena, &host_pages),
+        arena,
+        host_pages,
+    })
+}
+
+/// The one-vCPU VM of one run, of `vm_type`.
+fn reclaim_vm(opts: &ReclaimOptions, blob: &Blob, vm_type: VmType) -> Result<Vm> {
+    Vm::new(
+        crate::vmm::open_kvm()?,
+        &VmOptions {
+            mem: opts.mem,
+            backing: opts.backing,
+            prefault: false,
+            // EL1: the guest powers off with HVC.
+            privilege: Privilege::Kernel,
+            blob: blob.clone(),
+            vcpus: 1,
+            seed: opts.seed,
+            vm_type,
+        },
+    )
+}
+
+/// Read back the pages the host wrote (name, guest-physical address):
+/// where each first holds a byte other than zero.
+fn read_host_pages(ram: &GuestRam, pages: [(&'static str, u64); 2]) -> Result<Vec<HostPage>> {
+    pages
         .into_iter()
         .map(|(name, gpa)| {
             let mut page = vec![0u8; PAGE as usize];
@@ -437,21 +462,7 @@ fn run_one(
                 }),
             })
         })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(RunReport {
-        vm_type,
-        mem: opts.mem,
-        fill_gpa,
-        fill_bytes,
-        fill_ticks: sealed.ticks(),
-        fill_seconds,
-        fill_mb_s: mb_per_s(fill_bytes, fill_seconds),
-        teardown_seconds: took.as_secs_f64(),
-        teardown_mb_s: mb_per_s(fill_bytes, took.as_secs_f64()),
-        expectations: expectations(vm_type, &arena, &host_pages),
-        arena,
-        host_pages,
-    })
+        .collect()
 }
 
 /// The fill's call contract: a breach stopped the fill at that call, so

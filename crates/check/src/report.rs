@@ -69,14 +69,10 @@ pub fn checks_ktap(
 ) -> crate::ktap::Document {
     use crate::ktap::{Outcome, Test};
     let last = last.map(|r| (r.config, r.routine, r.variant.as_str(), r.fill));
-    let cut_line = |c: &str| {
-        format!("interrupted: {c}; this test was cut short and the tests after it did not run")
-    };
     if let (None, Some(c)) = (&last, cut) {
         let leaf = Test::leaf("hypclear", Outcome::Fail).with_diagnostics([cut_line(c)]);
         return crate::ktap::Document::Tests(vec![leaf]);
     }
-    type Routines = Vec<(Routine, Vec<Test>)>;
     let mut configs: Vec<(LinkConfig, Routines)> = Vec::new();
     for (key, x) in &rows.0 {
         let (config, routine, variant) = (key.config, key.routine, key.label());
@@ -104,16 +100,41 @@ pub fn checks_ktap(
             diagnostics.push(cut_line(c));
         }
         let leaf = Test::leaf(variant, outcome).with_diagnostics(diagnostics);
-        if configs.last().is_none_or(|(c, _)| *c != config) {
-            configs.push((config, Vec::new()));
-        }
-        if let Some((_, routines)) = configs.last_mut() {
-            match routines.last_mut() {
-                Some((r, leaves)) if *r == routine => leaves.push(leaf),
-                _ => routines.push((routine, vec![leaf])),
-            }
+        add_leaf(&mut configs, config, routine, leaf);
+    }
+    nest(configs)
+}
+
+/// The diagnostic of the test a run was cut short in, `c` saying why.
+fn cut_line(c: &str) -> String {
+    format!("interrupted: {c}; this test was cut short and the tests after it did not run")
+}
+
+/// Variant leaves grouped by routine, in table order.
+type Routines = Vec<(Routine, Vec<crate::ktap::Test>)>;
+
+/// Append a variant's leaf under its configuration and routine: the last
+/// ones if they match (the rows come in table order), else new ones.
+fn add_leaf(
+    configs: &mut Vec<(LinkConfig, Routines)>,
+    config: LinkConfig,
+    routine: Routine,
+    leaf: crate::ktap::Test,
+) {
+    if configs.last().is_none_or(|(c, _)| *c != config) {
+        configs.push((config, Vec::new()));
+    }
+    if let Some((_, routines)) = configs.last_mut() {
+        match routines.last_mut() {
+            Some((r, leaves)) if *r == routine => leaves.push(leaf),
+            _ => routines.push((routine, vec![leaf])),
         }
     }
+}
+
+/// The KTAP tree: one test per configuration, one subtest per routine.
+fn nest(configs: Vec<(LinkConfig, Routines)>) -> crate::ktap::Document {
+    use crate::ktap::Test;
     crate::ktap::Document::Tests(
         configs
             .into_iter()

@@ -321,25 +321,15 @@ fn tail_short(len: u64) -> bool {
     len > 1024 && len % 64 == 37
 }
 
-/// The tail-residue routine over the default geometry's memset
-/// placements up to [`TAIL_MAX`] (the seeded fill, each placement once),
-/// as the suite runs them: exactly the checks at a size it shortens fail,
-/// one byte short at the end, and 1 KiB, 4 KiB and 64 KiB + 37 are among
-/// them.
-fn run_tail_case(
-    opts: &VmOptions,
-    side: &Side,
-    name: &str,
-    timeout: Duration,
-) -> Result<CaseResult> {
-    let (mut vm, memset, index) = boot(opts, side, Routine::Memset, name)?;
-    let pats = Patterns::new(opts.seed, 0);
+/// The suite's memset checks (seeded fill) up to [`TAIL_MAX`], each
+/// calling selftest entry `index` in place of variant `memset`.
+fn tail_specs(seed: u64, memset: &'static routines::VariantDef, index: u64) -> Vec<CheckSpec> {
     let filter = suite::Filter {
         routines: vec![Routine::Memset],
-        seed: opts.seed,
+        seed,
         ..suite::Filter::default()
     };
-    let specs: Vec<CheckSpec> = suite::memset_placements(&filter, TAIL_MAX)
+    suite::memset_placements(&filter, TAIL_MAX)
         .into_iter()
         .map(|(len, dst_offset)| CheckSpec {
             routine: Routine::Memset,
@@ -353,16 +343,37 @@ fn run_tail_case(
             table: Some((abi::TABLE_SELFTEST, index)),
             edge: None,
         })
-        .collect();
-    let run = run_quietly(&mut vm, &specs, &pats, timeout)?;
-    let judged = |r: &suite::CheckRecord| match tail_short(r.size) {
+        .collect()
+}
+
+/// Whether a tail-residue check came out as it must: one byte short at
+/// the end at a size [`tail_short`] names, passed at every other size.
+fn tail_judged(r: &suite::CheckRecord) -> bool {
+    match tail_short(r.size) {
         true => {
             r.breakdown.not_written == 1
                 && r.breakdown.total() == 1
                 && r.first_bad_offset == Some(r.size as i64 - 1)
         }
         false => r.verdict == Verdict::Pass,
-    };
+    }
+}
+
+/// The tail-residue routine over the default geometry's memset
+/// placements up to [`TAIL_MAX`] (the seeded fill, each placement once),
+/// as the suite runs them: exactly the checks at a size it shortens fail,
+/// one byte short at the end, and 1 KiB, 4 KiB and 64 KiB + 37 are among
+/// them.
+fn run_tail_case(
+    opts: &VmOptions,
+    side: &Side,
+    name: &str,
+    timeout: Duration,
+) -> Result<CaseResult> {
+    let (mut vm, memset, index) = boot(opts, side, Routine::Memset, name)?;
+    let pats = Patterns::new(opts.seed, 0);
+    let specs = tail_specs(opts.seed, memset, index);
+    let run = run_quietly(&mut vm, &specs, &pats, timeout)?;
     let mut failed: Vec<u64> = run
         .records
         .iter()
@@ -373,7 +384,7 @@ fn run_tail_case(
     failed.dedup();
     let detected = run.failure.is_none()
         && run.records.len() == specs.len()
-        && run.records.iter().all(judged)
+        && run.records.iter().all(tail_judged)
         && [1 << 10, 4 << 10, 64 << 10]
             .iter()
             .all(|b| failed.contains(&(b + 37)));

@@ -1178,6 +1178,16 @@ impl Around<'_> {
             at: None,
         }
     }
+
+    /// What the arena already holds at `p` that serves a check that must
+    /// leave `expect` there (its pre-image need not be written again).
+    fn kept(&self, expect: Expect, p: &Placement) -> Option<Known> {
+        self.prepared
+            .as_deref()
+            .copied()
+            .flatten()
+            .filter(|k| k.serves(expect, p))
+    }
 }
 
 /// What a verified target at `p` (that had to become `expect`) is
@@ -1224,12 +1234,7 @@ fn check_one(
 ) -> Result<(CheckRecord, Duration, u64)> {
     let p = around.at.unwrap_or_else(|| placement(spec, layout));
     let expect = spec.expect(pats);
-    let known = around
-        .prepared
-        .as_deref()
-        .copied()
-        .flatten()
-        .filter(|k| k.serves(expect, &p));
+    let known = around.kept(expect, &p);
     checker::prepare_target_except(&vm.ram, &p, pats, expect, known)?;
     let own_source = around.source == SourceCheck::Now && !p.moved;
     if own_source {
@@ -1267,20 +1272,27 @@ fn check_one(
         locate_strays(vm, spec, pats, again, &strays, &mut done.0)?;
     }
     if let Some(k) = around.prepared {
-        let (lo, hi) = (p.dst, p.dst + p.len);
-        *k = match (refill, expect) {
-            (Refill::No, Expect::Byte(value)) if done.0.verdict == Verdict::Pass => {
-                Some(Known::Constant { lo, hi, value })
-            }
-            (Refill::No, Expect::Source) if done.0.verdict == Verdict::Pass => Some(Known::Copy {
-                lo,
-                hi,
-                shift: p.shift(),
-            }),
-            (r, _) => r.leaves(&p),
-        };
+        *k = known_after(&p, refill, expect, done.0.verdict);
     }
     Ok(done)
+}
+
+/// What the target at `p` holds after its check (that had to become
+/// `expect`, then was refilled with `refill`): a passed check's own result
+/// where nothing was refilled, else what the refill leaves.
+fn known_after(p: &Placement, refill: Refill, expect: Expect, verdict: Verdict) -> Option<Known> {
+    let (lo, hi) = (p.dst, p.dst + p.len);
+    match (refill, expect) {
+        (Refill::No, Expect::Byte(value)) if verdict == Verdict::Pass => {
+            Some(Known::Constant { lo, hi, value })
+        }
+        (Refill::No, Expect::Source) if verdict == Verdict::Pass => Some(Known::Copy {
+            lo,
+            hi,
+            shift: p.shift(),
+        }),
+        (r, _) => r.leaves(p),
+    }
 }
 
 /// Where a check reads its source (empty for none): its writes there are
@@ -1556,26 +1568,7 @@ fn settle_source(
             continue;
         };
         if !rerun {
-            let p = placement(&spec, &area.layout);
-            if let Some(src) = p.src {
-                let n = checker::source_changes(&vm.ram, src, p.source(pats)?)?;
-                if n > 0 {
-                    let mut o = checker::Outcome {
-                        first_bad: rec.first_bad_offset,
-                        bad_bytes: 0,
-                        breakdown: rec.breakdown,
-                    };
-                    o.breakdown.source_modified = n;
-                    o.bad_bytes = o.breakdown.total();
-                    judge(rec, &o);
-                    if let Some(r) = rec.reason.as_mut() {
-                        r.push_str(
-                            " (the source was compared after the VM stopped: this copy or \
-                             one run after it changed it)",
-                        );
-                    }
-                }
-            }
+            judge_source_now(vm, &spec, &area.layout, pats, rec)?;
             continue;
         }
         let layout = area.layout;
@@ -1599,6 +1592,38 @@ fn settle_source(
                 return Ok(());
             }
             Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Judge a pending copy whose run cannot be repeated by its own source
+/// range as it is now: changed bytes there count against its record.
+fn judge_source_now(
+    vm: &Vm,
+    spec: &CheckSpec,
+    layout: &Layout,
+    pats: &Patterns,
+    rec: &mut CheckRecord,
+) -> Result<()> {
+    let p = placement(spec, layout);
+    if let Some(src) = p.src {
+        let n = checker::source_changes(&vm.ram, src, p.source(pats)?)?;
+        if n > 0 {
+            let mut o = checker::Outcome {
+                first_bad: rec.first_bad_offset,
+                bad_bytes: 0,
+                breakdown: rec.breakdown,
+            };
+            o.breakdown.source_modified = n;
+            o.bad_bytes = o.breakdown.total();
+            judge(rec, &o);
+            if let Some(r) = rec.reason.as_mut() {
+                r.push_str(
+                    " (the source was compared after the VM stopped: this copy or \
+                     one run after it changed it)",
+                );
+            }
         }
     }
     Ok(())

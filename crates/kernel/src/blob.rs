@@ -19,7 +19,9 @@ use super::kbuild::{self, ConfigSource, KbuildError, Request, Step, StepEvent};
 use super::paths;
 use super::picks;
 use super::routines;
-use super::tree::{Arch, ClearPageShape, Identity, KernelTree, LinkConfig, TreeError};
+use super::tree::{
+    Arch, ClearPageShape, Identity, KernelTree, LinkConfig, LinkDetection, TreeError,
+};
 use hypclear_link::hyprel;
 use hypclear_link::link::{self, Alias, LinkError, LinkSpec, SYMBOL_PREFIX, Toolchain};
 use object::{Object, ObjectSection};
@@ -208,31 +210,7 @@ pub fn make(
     let names = alternatives::feature_names(machine, tree.root(), &built.build_dir)?;
 
     let t = Instant::now();
-    let pairs = |v: &[routines::AliasPair]| {
-        v.iter()
-            .map(|(a, t)| (a.to_string(), t.to_string()))
-            .collect()
-    };
-    let mut meta = Meta {
-        format: FORMAT,
-        arch,
-        tree: identity,
-        kernel_config,
-        config_hash: built.config_hash.clone(),
-        link_config: detected.config,
-        link_reason: detected.reason.clone(),
-        clear_page: detected.clear_page,
-        clear_page_choice: detected.clear_page_choice.clone(),
-        cpu_setup: Some(crate::setup::CpuSetup::read(tree.root(), arch)),
-        aliases: pairs(&routines::kernel_aliases(arch, detected.config)),
-        rows: pairs(&routines::table_rows(
-            arch,
-            detected.config,
-            detected.clear_page,
-        )),
-        features: names.names.clone(),
-        hypclear: env!("CARGO_PKG_VERSION").to_string(),
-    };
+    let mut meta = blob_meta(&tree, identity, kernel_config, &built, &detected, &names);
     let (blob, objects) = link_blob(&tc, &built, &mut meta)?;
     let out = match out {
         Some(out) => {
@@ -253,6 +231,45 @@ pub fn make(
         meta,
         timings,
     })
+}
+
+/// What the blob built for `built.arch` records: the tree it came from
+/// (`identity`, `kernel_config`), how it links (`detected`), its aliases
+/// and rows and the tree's feature numbering (`link_blob` narrows it).
+fn blob_meta(
+    tree: &KernelTree,
+    identity: Identity,
+    kernel_config: String,
+    built: &kbuild::Output,
+    detected: &LinkDetection,
+    names: &FeatureNames,
+) -> Meta {
+    let arch = built.arch;
+    let pairs = |v: &[routines::AliasPair]| {
+        v.iter()
+            .map(|(a, t)| (a.to_string(), t.to_string()))
+            .collect()
+    };
+    Meta {
+        format: FORMAT,
+        arch,
+        tree: identity,
+        kernel_config,
+        config_hash: built.config_hash.clone(),
+        link_config: detected.config,
+        link_reason: detected.reason.clone(),
+        clear_page: detected.clear_page,
+        clear_page_choice: detected.clear_page_choice.clone(),
+        cpu_setup: Some(crate::setup::CpuSetup::read(tree.root(), arch)),
+        aliases: pairs(&routines::kernel_aliases(arch, detected.config)),
+        rows: pairs(&routines::table_rows(
+            arch,
+            detected.config,
+            detected.clear_page,
+        )),
+        features: names.names.clone(),
+        hypclear: env!("CARGO_PKG_VERSION").to_string(),
+    }
 }
 
 /// Link `built`'s objects with hypclear's entry and tables into the blob

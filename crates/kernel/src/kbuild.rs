@@ -585,10 +585,8 @@ pub fn build(
     let dir = build_dir(tree, req, &hash)?;
     let lock = lock_dir(&dir, &mut progress)?;
     let in_tree = dir == tree.root();
-    if !in_tree
-        && (tree.root().join(".config").exists() || tree.root().join("include/config").exists())
-    {
-        return Err(KbuildError::TreeNotClean(tree.root().to_path_buf()));
+    if !in_tree {
+        check_clean(tree)?;
     }
     let mut stamp = current_stamp(tree, arch, &dir, &hash);
     let fresh_config = !dir.join(".config").is_file() || read_stamp(&dir).as_ref() != Some(&stamp);
@@ -609,19 +607,7 @@ pub fn build(
     // 2. prepare, 3. the objects
     let targets = object_targets(tree, arch)?;
     let shim = shim_dir(tree, arch, &dir)?;
-    let mut objects: Vec<BuiltObject> = targets
-        .iter()
-        .map(|(name, t)| BuiltObject {
-            name: name.clone(),
-            path: dir.join(t),
-        })
-        .collect();
-    if let Some(shim) = &shim {
-        objects.push(BuiltObject {
-            name: "clear_pages_inline".into(),
-            path: shim.join(SHIM_OBJECT),
-        });
-    }
+    let objects = built_objects(&dir, &targets, shim.as_deref());
     let all_current = objects
         .iter()
         .all(|o| up_to_date(&o.path, tree.root(), &dir));
@@ -633,12 +619,7 @@ pub fn build(
         steps.objects(&targets, shim.as_deref())?;
     }
     let timings = steps.timings;
-    if let Some(o) = objects.iter().find(|o| !o.path.is_file()) {
-        return Err(KbuildError::NoOutput {
-            step: Step::Objects,
-            path: o.path.clone(),
-        });
-    }
+    check_built(&objects)?;
     Ok(Output {
         build_dir: dir,
         arch,
@@ -647,6 +628,48 @@ pub fn build(
         timings,
         lock,
     })
+}
+
+/// An out-of-tree build needs a tree without a configuration of its own.
+fn check_clean(tree: &KernelTree) -> Result<(), KbuildError> {
+    if tree.root().join(".config").exists() || tree.root().join("include/config").exists() {
+        return Err(KbuildError::TreeNotClean(tree.root().to_path_buf()));
+    }
+    Ok(())
+}
+
+/// The objects a build in `dir` makes: the `targets` (name, object path
+/// in `dir`), then the shim's object when there is a `shim` directory.
+fn built_objects(
+    dir: &Path,
+    targets: &[(String, String)],
+    shim: Option<&Path>,
+) -> Vec<BuiltObject> {
+    let mut objects: Vec<BuiltObject> = targets
+        .iter()
+        .map(|(name, t)| BuiltObject {
+            name: name.clone(),
+            path: dir.join(t),
+        })
+        .collect();
+    if let Some(shim) = shim {
+        objects.push(BuiltObject {
+            name: "clear_pages_inline".into(),
+            path: shim.join(SHIM_OBJECT),
+        });
+    }
+    objects
+}
+
+/// Every object the build was to make exists.
+fn check_built(objects: &[BuiltObject]) -> Result<(), KbuildError> {
+    if let Some(o) = objects.iter().find(|o| !o.path.is_file()) {
+        return Err(KbuildError::NoOutput {
+            step: Step::Objects,
+            path: o.path.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// The build directory (`--build-dir` or the default for the tree, arch

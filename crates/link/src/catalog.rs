@@ -149,6 +149,37 @@ pub enum CatalogError {
     },
 }
 
+/// The value after `key:` on the first of the header's first 12 lines (in
+/// the `*` comment) that has the key, unless it is empty.
+fn header_field(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .take(12)
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix('*')
+                .map(str::trim)
+                .and_then(|l| l.strip_prefix(key))
+                .and_then(|l| l.strip_prefix(':'))
+                .map(|v| v.trim().to_string())
+        })
+        .filter(|v| !v.is_empty())
+}
+
+/// A family, variant or feature name: lowercase letters, digits, `_` and
+/// `-` (which the callers refuse where it does not belong).
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// A `Paths:` entry: `<function>` or `<function>+<feature>`, neither with
+/// a `-`.
+fn is_path(p: &str) -> bool {
+    let (f, feature) = p.split_once('+').unwrap_or((p, "x"));
+    is_name(f) && !f.contains('-') && is_name(feature) && !feature.contains('-')
+}
+
 /// The header of one routine file (`origin` names it in errors).
 pub fn parse_header(text: &str, origin: &str) -> Result<Header, CatalogError> {
     let err = |what: String| CatalogError::Header {
@@ -156,18 +187,7 @@ pub fn parse_header(text: &str, origin: &str) -> Result<Header, CatalogError> {
         what,
     };
     let field = |key: &str| -> Result<String, CatalogError> {
-        text.lines()
-            .take(12)
-            .find_map(|l| {
-                l.trim_start()
-                    .strip_prefix('*')
-                    .map(str::trim)
-                    .and_then(|l| l.strip_prefix(key))
-                    .and_then(|l| l.strip_prefix(':'))
-                    .map(|v| v.trim().to_string())
-            })
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| err(format!("`{key}:` is missing or empty")))
+        header_field(text, key).ok_or_else(|| err(format!("`{key}:` is missing or empty")))
     };
     let variant = field("Variant")?;
     let mut words = variant.split_whitespace();
@@ -176,19 +196,14 @@ pub fn parse_header(text: &str, origin: &str) -> Result<Header, CatalogError> {
             "`Variant: {variant}` is not `<family> <name>`"
         )));
     };
-    let ident = |s: &str| {
-        !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-    };
-    if !ident(family) || !ident(name) || family.contains('-') {
+    if !is_name(family) || !is_name(name) || family.contains('-') {
         return Err(err(format!(
             "`Variant: {variant}`: names are lowercase letters, digits, `_` (and `-` in the variant name)"
         )));
     }
     let requires = match field("Requires")?.as_str() {
         "-" => None,
-        f if ident(f) => Some(f.to_string()),
+        f if is_name(f) => Some(f.to_string()),
         f => return Err(err(format!("`Requires: {f}` is not a feature name or `-`"))),
     };
     let follows = field("Follows")?;
@@ -196,11 +211,7 @@ pub fn parse_header(text: &str, origin: &str) -> Result<Header, CatalogError> {
     let paths: Vec<String> = field("Paths")
         .map(|v| v.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default();
-    let path_ok = |p: &str| {
-        let (f, feature) = p.split_once('+').unwrap_or((p, "x"));
-        ident(f) && !f.contains('-') && ident(feature) && !feature.contains('-')
-    };
-    if let Some(p) = paths.iter().find(|p| !path_ok(p)) {
+    if let Some(p) = paths.iter().find(|p| !is_path(p)) {
         return Err(err(format!(
             "`Paths: {p}` is not `<function>` or `<function>+<feature>` (lowercase, `_`)"
         )));

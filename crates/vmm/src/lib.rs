@@ -250,6 +250,59 @@ fn init_mailbox(ram: &GuestRam, id: u64, seed: u64) -> Result<u64> {
     Ok(mailbox)
 }
 
+/// Guest RAM as KVM's memslot 0.
+fn memory_region(ram: &GuestRam) -> kvm_userspace_memory_region {
+    kvm_userspace_memory_region {
+        slot: 0,
+        flags: 0,
+        guest_phys_addr: ram.base(),
+        memory_size: ram.size(),
+        userspace_addr: ram.host_addr(),
+    }
+}
+
+/// Load `beside` (if any) after the first blob, which is `first` bytes
+/// long at `base`.
+fn load_beside(
+    ram: &GuestRam,
+    base: u64,
+    first: u64,
+    beside: Option<&Blob>,
+) -> Result<Option<(Arc<Blob>, Loaded)>> {
+    match beside {
+        Some(b) => {
+            let at = beside_address(base, first, b.size)?;
+            Ok(Some((Arc::new(b.clone()), b.load(ram, at)?)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Give the vCPU whose mailbox is at `mailbox` the alias table of the
+/// blob loaded beside (if any).
+fn write_beside_table(
+    ram: &GuestRam,
+    mailbox: u64,
+    beside: Option<&(Arc<Blob>, Loaded)>,
+) -> Result<()> {
+    if let Some((b, l)) = beside {
+        // The guest reads the table at its guest-virtual address.
+        let table = |name: &str| b.symbol(name).map(|a| l.va + a);
+        ram.write_u64(mailbox + abi::MB_BESIDE_START, table("alias_table_start")?)?;
+        ram.write_u64(mailbox + abi::MB_BESIDE_END, table("alias_table_end")?)?;
+    }
+    Ok(())
+}
+
+/// The guest counter's frequency as the first vCPU reads it (0 without
+/// vCPUs).
+fn first_counter_khz(vcpus: &[Vcpu]) -> Result<u64> {
+    match vcpus.first() {
+        Some(v) => Ok(arch::counter_khz(&v.fd)?),
+        None => Ok(0),
+    }
+}
+
 impl Vm {
     /// Map guest RAM, load the blob and write the page tables, then create
     /// the VM and register RAM as its memslot, and set up the vCPUs.
@@ -268,23 +321,10 @@ impl Vm {
             opts.backing,
             opts.prefault,
         )?);
-        let region = kvm_userspace_memory_region {
-            slot: 0,
-            flags: 0,
-            guest_phys_addr: ram.base(),
-            memory_size: ram.size(),
-            userspace_addr: ram.host_addr(),
-        };
         let blob = Arc::new(opts.blob.clone());
         let base = load_address(opts.seed, blob.size)?;
         let loaded = blob.load(ram.as_ref(), base)?;
-        let beside = match beside {
-            Some(b) => {
-                let at = beside_address(base, blob.size, b.size)?;
-                Some((Arc::new(b.clone()), b.load(ram.as_ref(), at)?))
-            }
-            None => None,
-        };
+        let beside = load_beside(&ram, base, blob.size, beside)?;
         let blobs: Vec<Loaded> = std::iter::once(loaded)
             .chain(beside.iter().map(|b| b.1))
             .collect();
@@ -300,7 +340,7 @@ impl Vm {
         let vm_state = arch::setup_vm(&fd, opts.privilege)?;
         // SAFETY: the region is a live mapping owned by `ram`, which the
         // Vm keeps alive for as long as the VM fd exists.
-        unsafe { fd.set_user_memory_region(region) }
+        unsafe { fd.set_user_memory_region(memory_region(&ram)) }
             .map_err(Error::kvm("KVM_SET_USER_MEMORY_REGION"))?;
 
         let mut vcpus = Vec::new();
@@ -308,21 +348,13 @@ impl Vm {
             let vfd = fd.create_vcpu(id).map_err(Error::kvm("KVM_CREATE_VCPU"))?;
             arch::setup_vcpu(&kvm, &fd, &vfd, id, &loaded, &mem_state, opts.privilege)?;
             let mailbox = init_mailbox(&ram, id, opts.seed)?;
-            if let Some((b, l)) = &beside {
-                // The guest reads the table at its guest-virtual address.
-                let table = |name: &str| b.symbol(name).map(|a| l.va + a);
-                ram.write_u64(mailbox + abi::MB_BESIDE_START, table("alias_table_start")?)?;
-                ram.write_u64(mailbox + abi::MB_BESIDE_END, table("alias_table_end")?)?;
-            }
+            write_beside_table(&ram, mailbox, beside.as_ref())?;
             let mut vcpu = Vcpu::new(vfd, id, mailbox, ram.clone(), sym.clone(), rings.clone());
             vcpu.vm_type = opts.vm_type;
             vcpus.push(vcpu);
         }
         arch::finish_vm(&vm_state)?;
-        let counter_khz = match vcpus.first() {
-            Some(v) => arch::counter_khz(&v.fd)?,
-            None => 0,
-        };
+        let counter_khz = first_counter_khz(&vcpus)?;
         Ok(Vm {
             kvm,
             fd,

@@ -392,6 +392,26 @@ unsafe fn populate(host: *mut u8, len: usize) -> std::result::Result<(), String>
     Ok(())
 }
 
+/// The mmap flags of guest RAM with `backing`.
+fn mmap_flags(backing: Backing, prefault: bool) -> libc::c_int {
+    let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    if backing == Backing::Hugetlb {
+        // No MAP_NORESERVE here: the pool must be reserved at mmap time,
+        // or a short pool turns into SIGBUS on first touch.
+        flags |= libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
+    } else {
+        flags |= libc::MAP_NORESERVE;
+    }
+    // MAP_POPULATE would fault anon and thp memory in before the
+    // madvise in `GuestRam::new`, in pages of whatever size THP's global
+    // setting gives (4 KiB under `[madvise]`: a thp run on small pages);
+    // those are populated after the advice instead. hugetlb has no advice.
+    if prefault && backing == Backing::Hugetlb {
+        flags |= libc::MAP_POPULATE;
+    }
+    flags
+}
+
 impl GuestRam {
     pub fn new(base: u64, size: u64, backing: Backing, prefault: bool) -> Result<Self> {
         let err = |detail: String| Error::Memory {
@@ -400,24 +420,9 @@ impl GuestRam {
             detail,
         };
         let len = usize::try_from(size).map_err(|_| err("size does not fit in usize".into()))?;
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        if backing == Backing::Hugetlb {
-            // No MAP_NORESERVE here: the pool must be reserved at mmap time,
-            // or a short pool turns into SIGBUS on first touch.
-            flags |= libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
-        } else {
-            flags |= libc::MAP_NORESERVE;
-        }
-        // MAP_POPULATE would fault anon and thp memory in before the
-        // madvise below, in pages of whatever size THP's global setting
-        // gives (4 KiB under `[madvise]`: a thp run on small pages); those
-        // are populated after the advice instead. hugetlb has no advice.
-        if prefault && backing == Backing::Hugetlb {
-            flags |= libc::MAP_POPULATE;
-        }
         let region: MmapRegion = MmapRegionBuilder::new(len)
             .with_mmap_prot(libc::PROT_READ | libc::PROT_WRITE)
-            .with_mmap_flags(flags)
+            .with_mmap_flags(mmap_flags(backing, prefault))
             .with_hugetlbfs(backing == Backing::Hugetlb)
             .build()
             .map_err(|e| {

@@ -180,28 +180,7 @@ impl Protocol {
                 value,
                 pc,
             } if *addr == abi::DOORBELL_GPA => {
-                if *len != 8 {
-                    return Err(violation(
-                        Rule::DoorbellWidth,
-                        format!(
-                            "{len}-byte store of {value:#x} to the doorbell: hypercalls are \
-                             single 8-byte stores"
-                        ),
-                    ));
-                }
-                if let Some(pc) = pc
-                    && !self.sites.contains(*pc)
-                {
-                    return Err(violation(
-                        Rule::RingSite,
-                        format!(
-                            "store of {value:#x} to the doorbell from {pc:#x}, not one of the \
-                             harness's {} ring sites: a routine's own store, or one half of a \
-                             wider store, is no hypercall",
-                            self.sites.0.len()
-                        ),
-                    ));
-                }
+                self.check_ring(*len, *value, *pc)?;
                 self.hypercall(*value, &mb())
             }
             Exit::Store {
@@ -225,6 +204,34 @@ impl Protocol {
                 format!("exit the protocol does not use: {what}"),
             )),
         }
+    }
+
+    /// A doorbell store is a hypercall only as one 8-byte store from one
+    /// of the harness's ring sites (when the exit tells the PC).
+    fn check_ring(&self, len: usize, value: u64, pc: Option<u64>) -> Result<(), Violation> {
+        if len != 8 {
+            return Err(violation(
+                Rule::DoorbellWidth,
+                format!(
+                    "{len}-byte store of {value:#x} to the doorbell: hypercalls are \
+                     single 8-byte stores"
+                ),
+            ));
+        }
+        if let Some(pc) = pc
+            && !self.sites.contains(pc)
+        {
+            return Err(violation(
+                Rule::RingSite,
+                format!(
+                    "store of {value:#x} to the doorbell from {pc:#x}, not one of the \
+                     harness's {} ring sites: a routine's own store, or one half of a \
+                     wider store, is no hypercall",
+                    self.sites.0.len()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn expected(&self) -> &'static str {

@@ -739,6 +739,23 @@ pub fn privilege_name(p: Privilege) -> &'static str {
     }
 }
 
+/// Whether the CPU has MOPS (`isar2`: ID_AA64ISAR2_EL1) and, if it says
+/// so, whether the instructions work in a guest (probed in one).
+fn mops_support(kvm: &Kvm, isar2: u64) -> String {
+    if !sr::has_mops(isar2) {
+        return "MOPS no".to_string();
+    }
+    match probe_mops(kvm) {
+        Ok(None) => "MOPS yes, works in a guest".to_string(),
+        Ok(Some(esr)) => format!(
+            "MOPS advertised but the instructions trap in a guest (ESR_EL1 {esr:#x}: {}); \
+             KVM does not enable them (HCRX_EL2.MSCEn), so the mops variants are skipped",
+            super::decode::ec_name(super::decode::ec(esr))
+        ),
+        Err(e) => format!("MOPS advertised; the guest probe failed: {e}"),
+    }
+}
+
 /// Extra architecture details for `info` (name, value).
 pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
     let mut v = Vec::new();
@@ -749,19 +766,7 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
         format!("{midr:#010x} ({})", super::decode::midr_model(midr)),
     ));
     if let Some((_, isar2, mmfr0)) = regs {
-        let mops = if !sr::has_mops(isar2) {
-            "MOPS no".to_string()
-        } else {
-            match probe_mops(kvm) {
-                Ok(None) => "MOPS yes, works in a guest".to_string(),
-                Ok(Some(esr)) => format!(
-                    "MOPS advertised but the instructions trap in a guest (ESR_EL1 {esr:#x}: {}); \
-                     KVM does not enable them (HCRX_EL2.MSCEn), so the mops variants are skipped",
-                    super::decode::ec_name(super::decode::ec(esr))
-                ),
-                Err(e) => format!("MOPS advertised; the guest probe failed: {e}"),
-            }
-        };
+        let mops = mops_support(kvm, isar2);
         v.push(("ID_AA64ISAR2_EL1".into(), format!("{isar2:#018x} ({mops})")));
         v.push((
             "ID_AA64MMFR0_EL1".into(),
