@@ -36,6 +36,16 @@ impl From<hypclear_process::files::FileError> for Error {
     }
 }
 
+impl From<hypclear_kernel::external::SideError> for Error {
+    fn from(e: hypclear_kernel::external::SideError) -> Self {
+        use hypclear_kernel::external::SideError;
+        match e {
+            SideError::Unusable(why) => Error::Usage(why),
+            SideError::Blob(e) => Error::Kernel(e),
+        }
+    }
+}
+
 impl From<hypclear_process::interrupt::Interrupted> for Error {
     fn from(e: hypclear_process::interrupt::Interrupted) -> Self {
         Error::Run(e.into())

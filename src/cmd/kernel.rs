@@ -1,20 +1,16 @@
 //! `--kernel-tree` / `--blob` on run, verify, bench and info (select the
 //! kernel blob before anything else), and `hypclear blob`.
-use crate::blob::{Blob, BlobBytes, LinkConfig};
+use crate::blob::LinkConfig;
 use crate::cli::{BlobArgs, Common};
 use crate::error::{Error, Result};
-use crate::kernel::alternatives;
-use crate::kernel::blob::{self as kblob, AltChoice, KernelBlobError, Loaded, MakeRequest};
+use crate::kernel::Side;
+use crate::kernel::blob::{self as kblob, AltChoice, MakeRequest};
+use crate::kernel::external::{self, clean};
 use crate::kernel::paths;
 use crate::kernel::picks;
-use crate::kernel::routines;
-use crate::kernel::side::{SideKind, Source};
-use crate::kernel::tree::{self, Arch};
-use crate::kernel::{External, Side};
+use crate::kernel::side::Source;
+use crate::kernel::tree::Arch;
 use crate::routines::Routine;
-use hypclear_format::text;
-use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -114,14 +110,11 @@ pub(super) fn sides(common: &Common) -> Result<Vec<Side>> {
             short = format!("{short}#{}", out.len() + 1);
         }
         shorts.push(short.clone());
-        out.push(Side::Kernel(Arc::new(external(loaded, source, short)?)));
+        out.push(Side::Kernel(Arc::new(external::external(
+            loaded, source, short,
+        )?)));
     }
     Ok(out)
-}
-
-/// Text from a kernel tree or blob file, safe for a terminal or a table.
-fn clean(s: &str) -> String {
-    text::sanitize_str(s).into_owned()
 }
 
 /// A kernel side's column name: the tree's directory name, or the blob
@@ -137,72 +130,6 @@ fn short_name(given: &Path, source: Source) -> String {
         || given.display().to_string(),
         |s| s.to_string_lossy().into_owned(),
     )
-}
-
-fn external(l: Loaded, source: Source, short: String) -> Result<External> {
-    let m = &l.meta;
-    let config = match m.link_config {
-        tree::LinkConfig::Vanilla => LinkConfig::Vanilla,
-        tree::LinkConfig::Memset => LinkConfig::Memset,
-    };
-    let image = Some(BlobBytes::Shared(Arc::from(l.image.as_slice())));
-    let blob = Blob::parse(
-        config,
-        BlobBytes::Shared(Arc::from(l.elf.as_slice())),
-        image,
-    )
-    .map_err(|e| Error::Usage(format!("{}: {e}", l.path.display())))?;
-    for (row, _) in &m.rows {
-        if blob.alias_index(row).is_none() {
-            return Err(Error::Usage(format!(
-                "{}: the alias table has no row `{row}`; rebuild the blob with this hypclear",
-                l.path.display()
-            )));
-        }
-    }
-    // A tree's path, version and the lines about its files are text we did
-    // not write: made safe once, here, for every table and message after.
-    let label = clean(&format!(
-        "kernel {} ({})",
-        m.tree.kernelversion,
-        m.tree.path.display()
-    ));
-    let report = json!({
-        "source": SideKind::from(source),
-        "file": l.path,
-        "arch": m.arch,
-        "tree": m.tree,
-        "kernel_config": m.kernel_config,
-        "config_hash": m.config_hash,
-        "link_config": m.link_config,
-        "link_reason": m.link_reason,
-        "clear_page": m.clear_page,
-        "cpu_setup": m.cpu_setup,
-        "aliases": m.aliases,
-        "alternatives": l.alternatives,
-        "features_present": l.features,
-        "applied": l.applied,
-        "paths": l.paths,
-        "alt_paths": l.load,
-        "linked_by": m.hypclear,
-    });
-    Ok(External {
-        blob,
-        source,
-        variants: routines::variants(m.arch, m.clear_page),
-        report,
-        paths: l.paths.iter().map(|p| clean(p)).collect(),
-        label,
-        short: clean(&short),
-        kernelversion: clean(&m.tree.kernelversion),
-        features: l.features,
-        applied: l.applied,
-        clear_page_choice: m.clear_page_choice.clone(),
-        arch: m.arch,
-        clear_page: m.clear_page,
-        file: l.path,
-        load: l.load,
-    })
 }
 
 /// What one kernel side's tree would run on this guest's CPU.
@@ -304,7 +231,7 @@ pub(super) fn every_path(common: &Common, sides: Vec<Side>) -> Result<Vec<Side>>
     let mut out = Vec::new();
     for side in sides {
         match side.external() {
-            Some(e) => out.extend(path_sides(e, &guest, |_| e.short.clone())?),
+            Some(e) => out.extend(external::path_sides(e, &guest, |_| e.short.clone())?),
             None => out.push(side),
         }
     }
@@ -338,65 +265,12 @@ pub(super) fn bench_paths(
             Some(p) => format!("{} ({p})", e.short),
             None => e.short.clone(),
         };
-        let loads = path_sides(e, &guest, name)?;
+        let loads = external::path_sides(e, &guest, name)?;
         out.extend(loads.into_iter().filter(|s| {
             s.external()
                 .and_then(|x| x.load.as_ref())
                 .is_some_and(|l| l.verifies(fam).is_some() && l.runnable() == paths::Runnable::Yes)
         }));
-    }
-    Ok(out)
-}
-
-/// The loads of one kernel side's alternatives paths, the host's pick
-/// first, each with the short name `short(load)`.
-fn path_sides(
-    e: &External,
-    guest: &BTreeSet<String>,
-    short: impl Fn(&paths::Load) -> String,
-) -> Result<Vec<Side>> {
-    let p = kblob::prepare(&e.file)?;
-    let host = alternatives::host_features(p.img.machine);
-    let names = p.names();
-    let decisions = paths::Decisions {
-        names: &names,
-        host: &host,
-        guest,
-    };
-    let all = paths::enumerate(&p.img, &decisions).map_err(KernelBlobError::from)?;
-    // Only x86 6.x trees (vanilla, clear_page out of line) have the C choice.
-    let clear_page_pick = e.clear_page_choice.as_ref().and_then(|c| {
-        let (f, _) = c.pick(&host);
-        crate::kernel::routines::clear_page_variant(f)
-    });
-    let always = paths::always(&names);
-    let mut out = Vec::new();
-    for load in paths::loads(&all, clear_page_pick) {
-        let mut by_family: BTreeMap<crate::routines::Family, BTreeSet<String>> = BTreeMap::new();
-        for path in &load.paths {
-            by_family.insert(path.family, path.features.union(&always).cloned().collect());
-        }
-        let present = |routine: &str| {
-            paths::family_of(routine)
-                .and_then(|f| by_family.get(&f))
-                .unwrap_or(&host)
-        };
-        // The decision as a whole, for the report and the built-in
-        // equivalents: the host's features, with those the load's
-        // families decide replaced by their paths'.
-        let decided: BTreeSet<&String> = all
-            .iter()
-            .filter(|a| load.verifies(a.family).is_some())
-            .flat_map(|a| &a.features)
-            .collect();
-        let features: BTreeSet<String> = host
-            .iter()
-            .filter(|f| !decided.contains(f))
-            .chain(load.paths.iter().flat_map(|a| &a.features))
-            .cloned()
-            .collect();
-        let l = p.apply("every path".into(), &present, &features, Some(load.clone()))?;
-        out.push(Side::Kernel(Arc::new(external(l, e.source, short(&load))?)));
     }
     Ok(out)
 }

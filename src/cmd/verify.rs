@@ -988,17 +988,11 @@ fn json_doc<'a>(
         partial: o.interrupted,
         partial_reason: None,
         kernel: ctx.sides.iter().find_map(Side::external).map(|e| &e.report),
-        kernel_paths: ctx.sides.iter().find(|s| !s.is_builtin()).map(|s| {
-            // As its guest decides them: without `dczva` under --dc-zva off.
-            let side = crate::bench::PlanSide {
-                dc_zva: ctx
-                    .common
-                    .dc_zva()
-                    .and_then(|d| d.states().first().copied()),
-                ..s.clone().into()
-            };
-            json!(crate::bench::SideInfo::of(&side).kernel_paths)
-        }),
+        kernel_paths: ctx
+            .sides
+            .iter()
+            .find_map(Side::external)
+            .map(|e| json!(crate::kernel::external::builtin_paths(e))),
         geometry: o.geometry,
         random_sizes: &o.random_sizes,
         rows: o.rows.0.iter().map(RowJson::of).collect(),

@@ -582,21 +582,10 @@ impl SideInfo {
     /// run what its alternatives took (arm64 DC ZVA is decided inside the
     /// routine on both sides alike).
     pub fn of(side: &PlanSide) -> SideInfo {
-        let mut kernel_paths = std::collections::BTreeMap::new();
-        if let Some(e) = side.external() {
-            for fam in crate::kernel::routines::FAMILIES {
-                let p = crate::kernel::picks::equivalent(
-                    e.arch,
-                    fam,
-                    &e.applied,
-                    e.clear_page_choice.as_ref(),
-                    &e.features,
-                );
-                if let crate::kernel::picks::Equivalent::Builtin { variant, .. } = p {
-                    kernel_paths.insert(fam.to_string(), variant.to_string());
-                }
-            }
-        }
+        let kernel_paths = side
+            .external()
+            .map(crate::kernel::external::builtin_paths)
+            .unwrap_or_default();
         SideInfo {
             name: side.name(),
             kind: side.kind(),

@@ -32,10 +32,12 @@ pub use side::{External, Side};
 
 // The crates below, under the names the modules use.
 use hypclear_arch as arch;
+use hypclear_format::text;
 use hypclear_process::files;
 use hypclear_vmm::error;
 pub mod alternatives;
 pub mod blob;
+pub mod external;
 pub mod guest_src;
 pub mod kbuild;
 pub mod paths;
