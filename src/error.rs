@@ -68,14 +68,6 @@ impl Error {
         }
     }
 
-    /// Why the work it stopped is partial (see [`RunError::partial_reason`]).
-    pub(crate) fn partial_reason(&self) -> String {
-        match self {
-            Error::Run(e) => e.partial_reason(),
-            e => e.to_string(),
-        }
-    }
-
     /// Process exit status for this error (an interruption's by its signal).
     pub(crate) fn exit_code(&self) -> i32 {
         match self {

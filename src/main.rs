@@ -3,6 +3,7 @@
 mod cli;
 mod cmd;
 mod error;
+mod progress;
 
 // The crates below, under the names the modules use.
 use hypclear_arch as arch;

@@ -1,6 +1,6 @@
 //! `hypclear bench`: the plan from the command line (usage errors before
 //! KVM), then the context, the run and the reports.
-use super::{Ctx, progress};
+use super::Ctx;
 use crate::arch;
 use crate::bench::{self, BenchResult};
 use crate::cli::{BenchArgs, Common};
@@ -81,7 +81,7 @@ fn run_kept(
             None => Ok(()),
         }
     };
-    let pb = progress(specs.len() as u64 * plan.sessions);
+    let pb = crate::progress::bar(specs.len() as u64 * plan.sessions);
     pb.set_prefix("bench");
     let run = bench::run(
         plan,

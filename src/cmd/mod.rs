@@ -1,10 +1,10 @@
 //! The subcommands. Each resolves a [`Ctx`] once (options validated, CPU
 //! capabilities read, seed and guest privilege decided, guest RAM size
 //! fixed) and then only reads it. run and verify resolve it in two steps:
-//! [`Early`] (what a VM needs to boot), then [`Ctx::complete`] while their
+//! [`boot`] (what a VM needs to boot), then [`Ctx::complete`] while their
 //! first VM boots. A new option for run/verify/bench/info goes into
 //! `cli.rs` (`Common`, or the subcommand's `*Args`) and, when several
-//! commands need its resolved value, into [`Early::resolve`] if a VM
+//! commands need its resolved value, into [`boot`] if a VM
 //! depends on it, else [`Ctx::complete`].
 mod bench;
 mod compare;
@@ -17,6 +17,7 @@ mod verify;
 
 use crate::arch;
 use crate::blob::LinkConfig;
+use crate::check::verify::Boot;
 use crate::cli::{Cli, Cmd, Common, DcZvaChoice, Format};
 use crate::error::{Error, Result, RunError};
 use crate::kernel::Side;
@@ -39,37 +40,24 @@ pub(crate) struct Ctx {
 }
 
 /// The part of [`Ctx`] a VM needs to boot, resolved first so that run and
-/// verify can boot their VMs while the rest is resolved and checked.
-pub(crate) struct Early {
-    pub start: Instant,
-    pub seed: u64,
-    pub privilege: PrivilegeChoice,
-    pub mem: u64,
-    pub timeout: Duration,
-}
-
-impl Early {
-    /// Validate the options a VM depends on and pick the seed and the
-    /// guest privilege (`--cpl auto` reads its cached decision, or runs a
-    /// calibration VM).
-    pub(crate) fn resolve(common: &Common, start: Instant, mem: u64) -> Result<Early> {
-        let timeout = crate::cli::timeout(common.timeout)?;
-        let request = privilege_request(common)?;
-        vmm::validate_mem(mem)?;
-        crate::vmm::memory::precheck(mem, common.backing())?;
-        Ok(Early {
-            start,
-            seed: common.seed.unwrap_or_else(random_seed),
-            privilege: privilege::choose(request)?,
-            mem,
-            timeout,
-        })
-    }
-
-    /// Options of one VM of `side`.
-    pub(crate) fn vm_options(&self, common: &Common, side: &Side) -> Result<VmOptions> {
-        vm_options(common, self.mem, &self.privilege, self.seed, side)
-    }
+/// verify can boot their VMs while the rest is resolved and checked: the
+/// options a VM depends on validated, the seed and the guest privilege
+/// picked (`--cpl auto` reads its cached decision, or runs a calibration
+/// VM).
+pub(crate) fn boot(common: &Common, start: Instant, mem: u64) -> Result<Boot> {
+    let timeout = crate::cli::timeout(common.timeout)?;
+    let request = privilege_request(common)?;
+    vmm::validate_mem(mem)?;
+    crate::vmm::memory::precheck(mem, common.backing())?;
+    Ok(Boot {
+        start,
+        seed: common.seed.unwrap_or_else(random_seed),
+        privilege: privilege::choose(request)?,
+        mem,
+        timeout,
+        backing: common.backing(),
+        prefault: common.prefault,
+    })
 }
 
 impl Ctx {
@@ -82,12 +70,12 @@ impl Ctx {
         mem: u64,
         sides: Vec<Side>,
     ) -> Result<Ctx> {
-        Ctx::complete(common, &Early::resolve(common, start, mem)?, sides)
+        Ctx::complete(common, &boot(common, start, mem)?, sides)
     }
 
-    /// [`Ctx::resolve`] after [`Early::resolve`]: the output file and the
-    /// CPU capabilities.
-    pub(crate) fn complete(common: &Common, early: &Early, sides: Vec<Side>) -> Result<Ctx> {
+    /// [`Ctx::resolve`] after [`boot`]: the output file and the CPU
+    /// capabilities.
+    pub(crate) fn complete(common: &Common, early: &Boot, sides: Vec<Side>) -> Result<Ctx> {
         if let Some(path) = &common.json {
             crate::files::precheck_output(path)?;
         }
@@ -107,7 +95,16 @@ impl Ctx {
 
     /// Options of one VM of `side`.
     pub(crate) fn vm_options(&self, side: &Side) -> Result<VmOptions> {
-        vm_options(&self.common, self.mem, &self.privilege, self.seed, side)
+        let boot = Boot {
+            start: self.start,
+            seed: self.seed,
+            privilege: self.privilege.clone(),
+            mem: self.mem,
+            timeout: self.timeout,
+            backing: self.common.backing(),
+            prefault: self.common.prefault,
+        };
+        Ok(boot.vm_options(side)?)
     }
 
     /// Whether any side is a kernel blob.
@@ -124,26 +121,6 @@ impl Ctx {
             crate::output::print_bytes(format!("{line}\n").as_bytes());
         }
     }
-}
-
-/// Options of one single-vCPU VM of `side`.
-fn vm_options(
-    common: &Common,
-    mem: u64,
-    privilege: &PrivilegeChoice,
-    seed: u64,
-    side: &Side,
-) -> Result<VmOptions> {
-    Ok(VmOptions {
-        mem,
-        backing: common.backing(),
-        prefault: common.prefault,
-        privilege: privilege.privilege,
-        blob: side.blob()?,
-        vcpus: 1,
-        seed,
-        vm_type: vmm::VmType::Normal,
-    })
 }
 
 pub(crate) fn random_seed() -> u64 {
@@ -427,39 +404,4 @@ fn sides(common: &Common, rules: SideRules) -> Result<Vec<Side>> {
         )));
     }
     Ok(kernel)
-}
-
-/// Whether progress bars are drawn: on a terminal, unless `TERM=dumb` or
-/// `HYPCLEAR_PROGRESS=0`.
-fn progress_shown() -> bool {
-    use std::io::IsTerminal;
-    let off = std::env::var("HYPCLEAR_PROGRESS").is_ok_and(|v| v == "0")
-        || std::env::var("TERM").is_ok_and(|t| t == "dumb");
-    !off && std::io::stderr().is_terminal()
-}
-
-/// A group of progress bars (one per concurrent VM), drawing nothing where
-/// [`progress`] would draw nothing: a bar added to a group draws through
-/// the group's target, not its own.
-fn progress_group() -> indicatif::MultiProgress {
-    if progress_shown() {
-        indicatif::MultiProgress::new()
-    } else {
-        indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
-    }
-}
-
-/// A progress bar on stderr, only on a terminal (not for `TERM=dumb` or
-/// `HYPCLEAR_PROGRESS=0`, e.g. a serial console that is logged).
-fn progress(len: u64) -> indicatif::ProgressBar {
-    if !progress_shown() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let pb = indicatif::ProgressBar::new(len);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} checks {elapsed}")
-    {
-        pb.set_style(style.progress_chars("=> "));
-    }
-    pb
 }
