@@ -77,6 +77,43 @@ impl Error {
     }
 }
 
+/// What the `--json` file holds when the final write fails: the last
+/// checkpoint that could be written (finished cells of all), or what was
+/// there before the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kept {
+    Before,
+    Cells(usize, usize),
+}
+
+impl Kept {
+    fn describe(self) -> String {
+        match self {
+            Kept::Before => "no checkpoint could be written either: the file holds what was \
+                             there before the run; free space and run again"
+                .into(),
+            Kept::Cells(done, of) => format!(
+                "the file still holds the last checkpoint that could be written ({done} of \
+                 {of} cells finished, \"partial\": true, \"partial_reason\" \"in progress\"): \
+                 the process was not killed, it could not write the rest; free space and run again"
+            ),
+        }
+    }
+}
+
+/// A failed final `--json` write, saying what the file holds instead.
+pub(crate) fn unsaved(e: Error, json: Option<&std::path::Path>, kept: Kept) -> Error {
+    let is_json = |p: &str| json.is_some_and(|j| j.display().to_string() == p);
+    match e {
+        Error::Run(RunError::Io { path, source }) if is_json(&path) => Error::Unsaved {
+            path,
+            kept: kept.describe(),
+            source,
+        },
+        e => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +126,29 @@ mod tests {
             EXIT_FAILED
         );
         assert_eq!(Error::from(RunError::Interrupted).exit_code(), 130);
+    }
+
+    /// Issue 38: after ENOSPC the stale checkpoint claimed the process was
+    /// killed, and the error said only "I/O error on FILE".
+    #[test]
+    fn a_failed_final_write_says_what_the_json_still_holds() {
+        let enospc = || {
+            Error::Run(RunError::Io {
+                path: "out.json".into(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            })
+        };
+        let json = Some(std::path::Path::new("out.json"));
+        let msg = unsaved(enospc(), json, Kept::Cells(3, 8)).to_string();
+        assert!(
+            msg.contains("out.json") && msg.contains("3 of 8 cells") && msg.contains("not killed"),
+            "{msg}"
+        );
+        let msg = unsaved(enospc(), json, Kept::Before).to_string();
+        assert!(msg.contains("before the run"), "{msg}");
+        // A failed --csv is not described as the JSON.
+        let other = unsaved(enospc(), Some(std::path::Path::new("x.json")), Kept::Before);
+        assert!(matches!(other, Error::Run(_)));
+        assert!(crate::bench::IN_PROGRESS.contains("could not write its final result"));
     }
 }

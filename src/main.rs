@@ -1,5 +1,6 @@
 //! hypclear binary: the CLI edge. Errors become a message and an exit
 //! status (0 pass, 1 failure, 2 usage/environment).
+mod bench_lines;
 mod cli;
 mod cmd;
 mod error;

@@ -1,10 +1,10 @@
 //! `hypclear bench`: the plan from the command line (usage errors before
 //! KVM), then the context, the run and the reports.
 use super::Ctx;
-use crate::arch;
 use crate::bench::{self, BenchResult};
+use crate::bench_lines as lines;
 use crate::cli::{BenchArgs, Common};
-use crate::error::{Result, RunError};
+use crate::error::{Kept, Result, RunError, unsaved};
 use crate::kernel::Side;
 use crate::vmm::memory::Backing;
 use std::time::Instant;
@@ -38,9 +38,8 @@ pub(super) fn bench(
     for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {
         crate::files::precheck_output(path)?;
     }
-    let need = plan.mem_needed();
-    check_memory(&plan, common, need)?;
-    let ctx = Ctx::resolve(common, start, common.mem.unwrap_or(need).max(need), sides)?;
+    let mem = bench::check_memory(&plan, common.mem)?;
+    let ctx = Ctx::resolve(common, start, mem, sides)?;
     let (specs, notes) = plan.expand(&ctx.caps)?;
     if let Some(opts) = a.ab() {
         match bench::ab::pairs(&plan, &specs, &ctx.privilege) {
@@ -151,20 +150,7 @@ fn ab(
     (plan, specs, pairs): (&bench::plan::Plan, &[bench::CellSpec], &[(usize, usize)]),
     opts: bench::ab::AbOptions,
 ) -> Result<i32> {
-    say!(
-        ktap,
-        "bench A/B in one guest: {} pair(s), per call on the same buffer, randomised ABBA \
-         blocks; {}",
-        pairs.len(),
-        match opts.detect {
-            Some(d) => format!(
-                "until flagged or equivalent within +-{}%, at most {:.0} s a pair",
-                d * 100.0,
-                opts.budget.as_secs_f64()
-            ),
-            None => format!("{:.0} s a pair", opts.budget.as_secs_f64()),
-        }
-    );
+    say!(ktap, "{}", lines::ab_headline(pairs.len(), &opts));
     let run = (ctx.seed, &ctx.privilege, &ctx.caps);
     let mut result = bench::run_ab(plan, specs, pairs, run, opts)?;
     if result.partial {
@@ -174,17 +160,7 @@ fn ab(
     if ktap {
         crate::output::print_bytes(bench::ab::ktap(&result.ab).render().as_bytes());
     }
-    say!(
-        ktap,
-        "change = throughput of B against A: per guest the Hodges-Lehmann shift of its \
-         blocks' ln(B time / A time), their mean over the guests (fresh VMs, both images \
-         moved, main and beside swapped every other one) with its t interval at the level \
-         shown (--detect spends 5% over its looks); MDE = the change this n detects with \
-         power 0.8; a block with a call over {}x its side's median, or in a batch that lost \
-         time to other tasks, is dropped whole; {:.1} seconds",
-        bench::ab::OUTLIER,
-        ctx.start.elapsed().as_secs_f64()
-    );
+    say!(ktap, "{}", lines::ab_legend(ctx.start.elapsed()));
     if let Some(path) = &common.json {
         crate::files::write_json(path, &result)?;
     }
@@ -202,17 +178,11 @@ fn print_results(ktap: bool, a: &BenchArgs, ctx: &Ctx, result: &BenchResult) {
     if ktap {
         crate::output::print_bytes(bench::report::cells_ktap(result).render().as_bytes());
     }
+    let unit = a.unit.label();
     say!(
         ktap,
-        "bytes/sec from guest {} ticks at {} kHz; GB/sec = 2^30 bytes/sec, as perf bench prints it \
-         (the table: {}, --unit); \
-         guest/host = per session, mean guest over mean host of the same object on the \
-         guest's own pages (the vCPU stopped), runs taking turns; their geometric mean [95% paired t interval]; \
-         {:.1} seconds",
-        arch::COUNTER_NAME,
-        result.host.counter_khz,
-        a.unit.label(),
-        ctx.start.elapsed().as_secs_f64()
+        "{}",
+        lines::unit_line(result, unit, ctx.start.elapsed())
     );
     for l in bench::report::guest_host_lines(result) {
         say!(ktap, "{l}");
@@ -241,24 +211,8 @@ fn explain(
     scope: bench::explain::Scope,
     result: &mut BenchResult,
 ) -> Result<()> {
-    use crate::routines::privilege::{self, CplChoice, ElChoice, Request};
-    use bench::explain::{ExplainOptions, ExplainRun};
-    // Where DC ZVA exists (arm64) the privilege is the DC ZVA side of its
-    // own; elsewhere (x86, where PVM emulates CPL0) it is a cause to test.
-    let cpl = arch::dc_zva_privilege(arch::DcZva::On).is_none();
-    let other = match (cpl, ctx.privilege.privilege) {
-        (false, _) => None,
-        (true, arch::Privilege::User) => Some(CplChoice::Kernel),
-        (true, arch::Privilege::Kernel) => Some(CplChoice::User),
-        (true, arch::Privilege::Hyp) => None,
-    };
-    let other = match other {
-        Some(cpl) => Some(privilege::choose(Request {
-            cpl,
-            el: ElChoice::Auto,
-        })?),
-        None => None,
-    };
+    use bench::explain::{self as x, ExplainOptions, ExplainRun};
+    let other = x::other_privilege(ctx.privilege.privilege)?;
     let run = ExplainRun {
         plan,
         seed: ctx.seed,
@@ -270,48 +224,16 @@ fn explain(
             ..ExplainOptions::default()
         },
     };
-    let mut found = Vec::new();
-    for (spec, cell) in specs.iter().zip(&result.cells) {
-        let side = plan.sides[spec.side].name();
-        if let Some(e) = bench::explain::explain_cell(&run, spec, cell, &side, cpl)? {
-            for l in bench::explain::lines(&e, &run.opts) {
-                say!(ktap, "{l}");
-            }
-            found.push(e);
+    let mut print = |e: &x::Explanation| {
+        for l in x::lines(e, &run.opts) {
+            say!(ktap, "{l}");
         }
-    }
+    };
+    let found = x::explain_all(&run, specs, &result.cells, &mut print)?;
     if found.is_empty() {
-        let (lo, hi) = run.opts.band;
-        let unpaired = result
-            .cells
-            .iter()
-            .filter(|c| c.guest_host.is_none() || !c.state.is_measured())
-            .count();
-        say!(
-            ktap,
-            "explain: nothing to explain: {} cell(s) with guest/host within {lo:.2}-{hi:.2}, {unpaired} \
-             without a guest/host (no host baseline, or unmeasurable under load: see flags)",
-            result.cells.len() - unpaired
-        );
+        say!(ktap, "{}", x::nothing_to_explain(&result.cells, &run.opts));
     }
     result.explain = found;
-    Ok(())
-}
-
-/// Host memory for the run, checked before any VM: each guest region (the
-/// host baseline runs on the guest's pages).
-fn check_memory(plan: &bench::plan::Plan, common: &Common, need: u64) -> Result<()> {
-    for b in &plan.backings {
-        crate::vmm::memory::precheck(common.mem.unwrap_or(need).max(need), *b)?;
-    }
-    // Hugetlb comes from its pool, checked above.
-    if plan
-        .backings
-        .iter()
-        .any(|b| *b != crate::vmm::memory::Backing::Hugetlb)
-    {
-        crate::vmm::memory::check_host_memory(need, "bench (guest regions)")?;
-    }
     Ok(())
 }
 
@@ -325,7 +247,11 @@ fn announce(
     cells: usize,
     notes: &[String],
 ) -> Result<()> {
-    say!(ktap, "{}", headline(a, ctx, plan, cells));
+    say!(
+        ktap,
+        "{}",
+        lines::headline(plan, &ctx.caps.model, cells, &ctx.privilege)
+    );
     say!(ktap, "precondition: {}", plan.cache.describe());
     if plan.backings.contains(&Backing::Thp) && crate::vmm::memory::thp_refused() {
         say!(
@@ -381,89 +307,14 @@ fn pick_notes(a: &BenchArgs, ctx: &Ctx) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The run's first line: routine, CPU, cells, sessions, runs, privilege.
-fn headline(a: &BenchArgs, ctx: &Ctx, plan: &bench::plan::Plan, cells: usize) -> String {
-    let p = &ctx.privilege;
-    format!(
-        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} + {} measured), guest at {} ({})",
-        a.routine,
-        ctx.caps.model,
-        cells,
-        match plan.precision {
-            Some(p) => format!(
-                "{}..{} (until +-{}%)",
-                plan.sessions,
-                p.max_sessions,
-                bench::precision::pct_text(p.half_width * 100.0)
-            ),
-            None => plan.sessions.to_string(),
-        },
-        match plan.max_warmup {
-            0 => format!("{} warm-up", plan.warmup),
-            m => format!("{}..{m} warm-up until steady", plan.warmup),
-        },
-        plan.repeats,
-        p.name,
-        p.reason
-    )
-}
-
-/// What the `--json` file holds when the final write fails: the last
-/// checkpoint that could be written (finished cells of all), or what was
-/// there before the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kept {
-    Before,
-    Cells(usize, usize),
-}
-
-impl Kept {
-    fn describe(self) -> String {
-        match self {
-            Kept::Before => "no checkpoint could be written either: the file holds what was \
-                             there before the run; free space and run again"
-                .into(),
-            Kept::Cells(done, of) => format!(
-                "the file still holds the last checkpoint that could be written ({done} of \
-                 {of} cells finished, \"partial\": true, \"partial_reason\" \"in progress\"): \
-                 the process was not killed, it could not write the rest; free space and run again"
-            ),
-        }
-    }
-}
-
 /// Cells with measured samples in a result so far.
 fn finished_cells(r: &BenchResult) -> usize {
     r.cells.iter().filter(|c| !c.guest.is_empty()).count()
 }
 
-/// A failed final `--json` write, saying what the file holds instead.
-fn unsaved(
-    e: crate::error::Error,
-    json: Option<&std::path::Path>,
-    kept: Kept,
-) -> crate::error::Error {
-    let is_json = |p: &str| json.is_some_and(|j| j.display().to_string() == p);
-    match e {
-        crate::error::Error::Run(RunError::Io { path, source }) if is_json(&path) => {
-            crate::error::Error::Unsaved {
-                path,
-                kept: kept.describe(),
-                source,
-            }
-        }
-        e => e,
-    }
-}
-
-/// The bench JSON (the result carries its sides and kernel blob).
-fn write_json(path: &std::path::Path, result: &BenchResult) -> Result<()> {
-    Ok(crate::files::write_json(path, result)?)
-}
-
 fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<()> {
     if let Some(path) = &ctx.common.json {
-        write_json(path, result)?;
+        crate::files::write_json(path, result)?;
     }
     if let Some(path) = &a.csv {
         bench::report::write_csv(result, path)?;
@@ -472,33 +323,4 @@ fn write_outputs(ctx: &Ctx, a: &BenchArgs, result: &BenchResult) -> Result<()> {
         bench::report::write_plot(result, path)?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Issue 38: after ENOSPC the stale checkpoint claimed the process was
-    /// killed, and the error said only "I/O error on FILE".
-    #[test]
-    fn a_failed_final_write_says_what_the_json_still_holds() {
-        let enospc = || {
-            crate::error::Error::Run(RunError::Io {
-                path: "out.json".into(),
-                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
-            })
-        };
-        let json = Some(std::path::Path::new("out.json"));
-        let msg = unsaved(enospc(), json, Kept::Cells(3, 8)).to_string();
-        assert!(
-            msg.contains("out.json") && msg.contains("3 of 8 cells") && msg.contains("not killed"),
-            "{msg}"
-        );
-        let msg = unsaved(enospc(), json, Kept::Before).to_string();
-        assert!(msg.contains("before the run"), "{msg}");
-        // A failed --csv is not described as the JSON.
-        let other = unsaved(enospc(), Some(std::path::Path::new("x.json")), Kept::Before);
-        assert!(matches!(other, crate::error::Error::Run(_)));
-        assert!(crate::bench::IN_PROGRESS.contains("could not write its final result"));
-    }
 }

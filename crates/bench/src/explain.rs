@@ -390,6 +390,68 @@ pub fn explain_cell(
     }))
 }
 
+/// Whether the guest privilege is a cause `--explain` tests: where DC
+/// ZVA exists (arm64) the privilege is the DC ZVA side of its own;
+/// elsewhere (x86, where PVM emulates CPL0) it is a cause to test.
+pub fn privilege_is_a_cause() -> bool {
+    crate::arch::dc_zva_privilege(crate::arch::DcZva::On).is_none()
+}
+
+/// The other privilege the cells are measured under when the privilege
+/// is a cause to test (see [`privilege_is_a_cause`]), chosen as `--cpl`
+/// would choose it; `None`: nothing to measure.
+pub fn other_privilege(p: Privilege) -> Result<Option<PrivilegeChoice>> {
+    use crate::routines::privilege::{self, CplChoice, ElChoice, Request};
+    let cpl = match (privilege_is_a_cause(), p) {
+        (false, _) => None,
+        (true, Privilege::User) => Some(CplChoice::Kernel),
+        (true, Privilege::Kernel) => Some(CplChoice::User),
+        (true, Privilege::Hyp) => None,
+    };
+    cpl.map(|cpl| {
+        privilege::choose(Request {
+            cpl,
+            el: ElChoice::Auto,
+        })
+    })
+    .transpose()
+}
+
+/// Every cell of `cells` (the results of `specs`) with a guest/host gap
+/// explained ([`explain_cell`]); `each` gets every explanation as it is
+/// made, so what was explained so far is out when a later cell fails.
+pub fn explain_all(
+    run: &ExplainRun,
+    specs: &[CellSpec],
+    cells: &[Cell],
+    each: &mut dyn FnMut(&Explanation),
+) -> Result<Vec<Explanation>> {
+    let cpl = privilege_is_a_cause();
+    let mut found = Vec::new();
+    for (spec, cell) in specs.iter().zip(cells) {
+        let side = run.plan.sides[spec.side].name();
+        if let Some(e) = explain_cell(run, spec, cell, &side, cpl)? {
+            each(&e);
+            found.push(e);
+        }
+    }
+    Ok(found)
+}
+
+/// The line when no cell of `cells` has a gap to explain.
+pub fn nothing_to_explain(cells: &[Cell], o: &ExplainOptions) -> String {
+    let (lo, hi) = o.band;
+    let unpaired = cells
+        .iter()
+        .filter(|c| c.guest_host.is_none() || !c.state.is_measured())
+        .count();
+    format!(
+        "explain: nothing to explain: {} cell(s) with guest/host within {lo:.2}-{hi:.2}, {unpaired} \
+         without a guest/host (no host baseline, or unmeasurable under load: see flags)",
+        cells.len() - unpaired
+    )
+}
+
 /// The text of one explanation: a heading, the table, the conclusion.
 pub fn lines(e: &Explanation, o: &ExplainOptions) -> Vec<String> {
     use comfy_table::{Table, presets};

@@ -48,4 +48,4 @@ pub use plan::{CellSpec, Plan, PlanSide};
 pub use sequence::Steady;
 
 pub use model::*;
-pub use run::{IN_PROGRESS, run, run_ab};
+pub use run::{IN_PROGRESS, check_memory, run, run_ab};

@@ -341,3 +341,19 @@ pub fn run(
     }
     Ok(cx.result(&cells, &g, false))
 }
+
+/// The guest RAM of the plan's VMs (`mem`: `--mem`, at least what the
+/// plan needs), once the host is found to hold the run, before any VM:
+/// each guest region (the host baseline runs on the guest's pages).
+pub fn check_memory(plan: &Plan, mem: Option<u64>) -> Result<u64> {
+    let need = plan.mem_needed();
+    let mem = mem.unwrap_or(need).max(need);
+    for b in &plan.backings {
+        crate::vmm::memory::precheck(mem, *b)?;
+    }
+    // Hugetlb comes from its pool, checked above.
+    if plan.backings.iter().any(|b| *b != Backing::Hugetlb) {
+        crate::vmm::memory::check_host_memory(need, "bench (guest regions)")?;
+    }
+    Ok(mem)
+}
