@@ -13,10 +13,10 @@ mod kernel;
 mod reclaim;
 mod run;
 mod selftest;
+mod sides;
 mod verify;
 
 use crate::arch;
-use crate::blob::LinkConfig;
 use crate::check::verify::Boot;
 use crate::cli::{Cli, Cmd, Common, DcZvaChoice, Format};
 use crate::error::{Error, Result, RunError};
@@ -219,7 +219,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
     let command = cli.command.unwrap_or_else(|| Cmd::Run {
         args: crate::cli::RunArgs::default(),
     });
-    let sides = command_sides(common, &command)?;
+    let sides = sides::command_sides(common, &command)?;
     let resolve = |sides: Vec<Side>| Ctx::resolve(common, start, common.mem(), sides);
     match command {
         Cmd::Blob { args, .. } => kernel::blob(common, &args),
@@ -304,104 +304,4 @@ fn check_options(cli: &Cli) -> Result<()> {
         Some(Cmd::Man) => common.only("man", &[])?,
     }
     Ok(())
-}
-
-/// The sides `command` runs on.
-fn command_sides(common: &Common, command: &Cmd) -> Result<Vec<Side>> {
-    Ok(match command {
-        Cmd::Run { .. } | Cmd::Verify { .. } | Cmd::Info => sides(common, SideRules::default())?,
-        Cmd::Bench { args, .. } => sides(
-            common,
-            SideRules {
-                several_kernels: true,
-                builtin_beside: args.builtin,
-            },
-        )?,
-        Cmd::Blob { .. } => Vec::new(),
-        _ if common.kernel.is_set() => {
-            return Err(Error::Usage(
-                "--kernel-tree/--blob apply to run, verify, bench, info and blob only \
-                 (selftest runs hypclear's own broken routines; compare reads JSON)"
-                    .into(),
-            ));
-        }
-        _ => common
-            .builtin_configs()
-            .into_iter()
-            .map(Side::Builtin)
-            .collect(),
-    })
-}
-
-/// What a subcommand allows of its sides.
-#[derive(Debug, Clone, Copy, Default)]
-struct SideRules {
-    /// Several kernel sides in one invocation (bench).
-    several_kernels: bool,
-    /// `--builtin`: the built-ins beside the kernel sides.
-    builtin_beside: bool,
-}
-
-/// The sides of run, verify, info and bench: the kernel blobs asked for
-/// (`--kernel-tree`, `--blob`), else the built-in link configurations of
-/// `--config`. Only bench takes several kernel sides, and built-ins beside
-/// them (`--builtin`: first, in `--config` or else the kernels' link
-/// configurations).
-fn sides(common: &Common, rules: SideRules) -> Result<Vec<Side>> {
-    let SideRules {
-        several_kernels: bench,
-        builtin_beside: builtin,
-    } = rules;
-    let kernel = kernel::sides(common)?;
-    if kernel.is_empty() {
-        if builtin {
-            return Err(Error::Usage(
-                "--builtin adds the built-in routines beside --kernel-tree/--blob sides; \
-                 without those, bench runs the built-ins anyway (leave --builtin out)"
-                    .into(),
-            ));
-        }
-        return Ok(common
-            .builtin_configs()
-            .into_iter()
-            .map(Side::Builtin)
-            .collect());
-    }
-    if !bench && kernel.len() > 1 {
-        return Err(Error::Usage(format!(
-            "{} kernel sides given (--kernel-tree/--blob); only bench runs several in one \
-             invocation: give one here",
-            kernel.len()
-        )));
-    }
-    let mut kernel_configs: Vec<LinkConfig> = Vec::new();
-    for s in &kernel {
-        if !kernel_configs.contains(&s.config()) {
-            kernel_configs.push(s.config());
-        }
-    }
-    if builtin {
-        let configs = common
-            .config
-            .map_or(kernel_configs, crate::cli::ConfigChoice::configs);
-        return Ok(configs
-            .into_iter()
-            .map(Side::Builtin)
-            .chain(kernel)
-            .collect());
-    }
-    if let Some(choice) = common.config
-        && let Some(s) = kernel
-            .iter()
-            .find(|s| !choice.configs().contains(&s.config()))
-    {
-        return Err(Error::Usage(format!(
-            "the {} is linked in the {} configuration; --config {} is not available for it \
-             (bench: add --builtin to run the built-ins in that configuration beside it)",
-            s.describe(),
-            s.config(),
-            choice.name()
-        )));
-    }
-    Ok(kernel)
 }
