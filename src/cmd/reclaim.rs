@@ -6,14 +6,7 @@ use crate::error::{EXIT_FAILED, Result, RunError};
 use serde_json::json;
 
 pub(super) fn reclaim(common: &Common, args: &ReclaimArgs) -> Result<i32> {
-    let opts = ReclaimOptions {
-        mem: common.mem.unwrap_or(RECLAIM_MEM),
-        seed: common.seed.unwrap_or_else(super::random_seed),
-        backing: common.backing(),
-        timeout: crate::cli::timeout(common.timeout)?,
-        control: !args.no_control,
-    };
-    let report = reclaim::run(&opts)?;
+    let report = reclaim::run(&options(common, args)?)?;
     if let Some(path) = &common.json {
         let doc = json!({
             "tool": "hypclear",
@@ -52,16 +45,7 @@ pub(super) fn reclaim(common: &Common, args: &ReclaimArgs) -> Result<i32> {
     if !ktap {
         say(table(runs).to_string());
     }
-    for r in runs {
-        for e in &r.expectations {
-            say(format!(
-                "{}: {}: {}",
-                reclaim::run_name(r.vm_type),
-                e.check,
-                e.detail
-            ));
-        }
-    }
+    expectation_lines(runs).into_iter().for_each(&say);
     let ok = runs.iter().all(RunReport::passed);
     say(format!(
         "reclaim: {}: {}",
@@ -69,6 +53,33 @@ pub(super) fn reclaim(common: &Common, args: &ReclaimArgs) -> Result<i32> {
         "a protected VM's pages read zero after teardown; the control (ordinary VM) keeps its pattern"
     ));
     Ok(if ok { 0 } else { EXIT_FAILED })
+}
+
+/// The options of `hypclear reclaim`.
+fn options(common: &Common, args: &ReclaimArgs) -> Result<ReclaimOptions> {
+    Ok(ReclaimOptions {
+        mem: common.mem.unwrap_or(RECLAIM_MEM),
+        seed: common.seed.unwrap_or_else(super::random_seed),
+        backing: common.backing(),
+        timeout: crate::cli::timeout(common.timeout)?,
+        control: !args.no_control,
+    })
+}
+
+/// One line per expectation of each run: what was checked, what was seen.
+fn expectation_lines(runs: &[RunReport]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in runs {
+        for e in &r.expectations {
+            out.push(format!(
+                "{}: {}: {}",
+                reclaim::run_name(r.vm_type),
+                e.check,
+                e.detail
+            ));
+        }
+    }
+    out
 }
 
 /// What was filled, with what.

@@ -95,22 +95,7 @@ pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
         }
     }
     let cut = Cut::of(results.len(), stopped)?;
-    let mut t = crate::table::table(&[
-        "config",
-        "injected fault",
-        "expected",
-        "detected",
-        "observed",
-    ]);
-    for (config, r) in &results {
-        t.add_row(vec![
-            comfy_table::Cell::new(config.name()),
-            comfy_table::Cell::new(&r.name),
-            comfy_table::Cell::new(format!("{:?}", r.expected)),
-            comfy_table::Cell::new(if r.detected { "yes" } else { "NO" }),
-            comfy_table::Cell::new(&r.observed),
-        ]);
-    }
+    let t = table(&results);
     let n = results.len();
     let ok = results.iter().filter(|(_, r)| r.detected).count();
     if ctx.common.format == Format::Ktap {
@@ -140,6 +125,27 @@ pub(super) fn selftest(ctx: &Ctx) -> Result<i32> {
         crate::files::write_json(path, &doc)?;
     }
     cut.finish("selftest", ok == n)
+}
+
+/// The table of the cases: each injected fault, expected and observed.
+fn table(results: &[(LinkConfig, CaseResult)]) -> comfy_table::Table {
+    let mut t = crate::table::table(&[
+        "config",
+        "injected fault",
+        "expected",
+        "detected",
+        "observed",
+    ]);
+    for (config, r) in results {
+        t.add_row(vec![
+            comfy_table::Cell::new(config.name()),
+            comfy_table::Cell::new(&r.name),
+            comfy_table::Cell::new(format!("{:?}", r.expected)),
+            comfy_table::Cell::new(if r.detected { "yes" } else { "NO" }),
+            comfy_table::Cell::new(&r.observed),
+        ]);
+    }
+    t
 }
 
 /// `hypclear selftest --hostile`: every hostile guest must end the way its
