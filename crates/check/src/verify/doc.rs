@@ -1,5 +1,6 @@
-//! The JSON document of run/verify ([`Doc`], `schema`: the keys, their
-//! order and values are what tests/ and compare read) and its summary.
+//! The JSON document of run/verify ([`Doc`]: its keys, their order and
+//! values are a schema that tests/ and readers of the file rely on) and
+//! the summary line's figures.
 use super::outcome::{Outcome, Report};
 use super::plan::Plan;
 use crate::arch::CpuCaps;
@@ -13,7 +14,7 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// The `partial_reason` of a JSON written while the run goes on.
-pub const IN_PROGRESS: &str = "in progress: written while the run went on; a file that still says \
+pub(crate) const IN_PROGRESS: &str = "in progress: written while the run went on; a file that still says \
                                so was left by a process killed without a word (SIGKILL, the OOM \
                                killer, a lost machine) or one that could not write its final result \
                                (its error message says which)";

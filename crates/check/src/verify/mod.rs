@@ -9,7 +9,7 @@ mod outcome;
 mod plan;
 mod run;
 
-pub use doc::{Doc, IN_PROGRESS, Summary};
+pub use doc::{Doc, Summary};
 pub use outcome::{Outcome, Report};
 pub use plan::{Admitted, Boot, Plan, check_filter};
 pub use run::{Bars, Checkpoint, run};
