@@ -97,23 +97,39 @@ fn measured_ratio(d: &serde_json::Value, what: &str) -> (f64, f64, f64) {
     (r["estimate"].as_f64().unwrap(), lo, hi)
 }
 
+/// One quiet and one loaded bench: whether their guest/host intervals
+/// overlap, and both said.
+fn pair(attempt: u32) -> (bool, String) {
+    let quiet = bench(&format!("load-quiet-{attempt}"));
+    let loaded = {
+        let _hog = Hog::start();
+        bench(&format!("load-hog-{attempt}"))
+    };
+    let (q, qlo, qhi) = measured_ratio(&quiet, "quiet");
+    let (l, llo, lhi) = measured_ratio(&loaded, "busy loop");
+    let said = format!(
+        "guest/host quiet {q:.3} [{qlo:.3}, {qhi:.3}], busy loop {l:.3} [{llo:.3}, {lhi:.3}]"
+    );
+    eprintln!("{said}");
+    (llo <= qhi && qlo <= lhi, said)
+}
+
+/// A bias (the preempted runs kept moved guest/host by 0.55-0.78x) moves
+/// every pair; two 95% intervals of an unbiased pair miss each other now
+/// and then when the machine is busy besides (other builds on both cores),
+/// so a pair that misses is measured once more and both must miss to fail.
 #[test]
 fn a_busy_loop_beside_the_bench_changes_neither_the_runs_nor_guest_host() {
     if !kvm_available("bench under load") {
         return;
     }
-    let quiet = bench("load-quiet");
-    let loaded = {
-        let _hog = Hog::start();
-        bench("load-hog")
-    };
-    let (q, qlo, qhi) = measured_ratio(&quiet, "quiet");
-    let (l, llo, lhi) = measured_ratio(&loaded, "busy loop");
-    eprintln!(
-        "guest/host quiet {q:.3} [{qlo:.3}, {qhi:.3}], busy loop {l:.3} [{llo:.3}, {lhi:.3}]"
-    );
+    let (ok, first) = pair(1);
+    if ok {
+        return;
+    }
+    let (ok, second) = pair(2);
     assert!(
-        llo <= qhi && qlo <= lhi,
-        "guest/host moved under load: quiet {q:.3} [{qlo:.3}, {qhi:.3}], busy loop {l:.3} [{llo:.3}, {lhi:.3}]"
+        ok,
+        "guest/host moved under load twice: {first}; then {second}"
     );
 }
