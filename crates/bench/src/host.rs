@@ -217,34 +217,9 @@ mod tests {
     /// page below it (the guard's) is not.
     #[test]
     fn the_host_baseline_runs_on_the_guests_pages() {
-        use crate::plan::{Plan, Variants, mem_needed, placement};
-        use crate::{Order, PageState, Shape};
-        use std::time::Duration;
-        let plan = Plan {
-            routine: crate::routines::Routine::ClearPages,
-            shape: Shape {
-                size: 4 << 20,
-                loops: 1,
-                vcpus: 1,
-            },
-            chunks: vec![2 << 20],
-            variants: Variants::All,
-            orders: vec![Order::Forward],
-            fills: vec![PageState::Populate],
-            backings: vec![Backing::Anon],
-            sides: vec![crate::blob::LinkConfig::Vanilla.into()],
-            warmup: 1,
-            max_warmup: 20,
-            repeats: 3,
-            max_runs: 12,
-            sessions: 1,
-            precision: None,
-            priority: crate::Priority::Normal,
-            cache: crate::Cache::Warm,
-            host_baseline: true,
-            prefault: false,
-            timeout: Duration::from_secs(5),
-        };
+        use crate::plan::{mem_needed, placement};
+        use hypclear_abi::PAGE_SIZE as PAGE;
+        let plan = crate::plan::tests::plan();
         let caps = crate::arch::CpuCaps::default();
         let (cells, _) = plan.expand(&caps).unwrap();
         let spec = &cells[0];
@@ -270,8 +245,6 @@ mod tests {
         assert!(got[..PAGE as usize].iter().all(|b| *b == 0xaa));
         assert!(got[PAGE as usize..].iter().all(|b| *b == 0));
     }
-
-    const PAGE: u64 = 4096;
 
     #[test]
     fn host_routines_are_linked_and_clear_memory() {

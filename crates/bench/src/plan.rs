@@ -599,10 +599,12 @@ impl SideInfo {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn plan() -> Plan {
+    /// A clear_pages plan of 16 MB, 4 KB and 2 MB chunks, both orders (the
+    /// host baseline's test runs it too).
+    pub(crate) fn plan() -> Plan {
         Plan {
             routine: Routine::ClearPages,
             shape: Shape {
