@@ -183,7 +183,7 @@ impl Format {
         if supported.contains(&self) {
             return Ok(());
         }
-        Err(crate::error::Error::Usage(format!(
+        Err(crate::error::Error::usage(format!(
             "`{command}` does not print --format {}; use one of: {}",
             self.name(),
             supported
@@ -266,7 +266,7 @@ impl Common {
         if extra.is_empty() {
             return Ok(());
         }
-        Err(crate::error::Error::Usage(format!(
+        Err(crate::error::Error::usage(format!(
             "`{command}` does not take {} (it takes {}); leave {} out",
             extra.join(", "),
             if applies.is_empty() {
@@ -782,7 +782,7 @@ impl BenchArgs {
             (None, None) => Some(DEFAULT_PRECISION_PCT),
         };
         let planned = self.sessions.unwrap_or(DEFAULT_SESSIONS);
-        let usage = |m: String| Err(crate::error::Error::Usage(m));
+        let usage = |m: String| Err(crate::error::Error::usage(m));
         match (pct, self.max_sessions) {
             (None, Some(_)) => usage(
                 "--max-sessions caps --precision, which is off here (--sessions N runs exactly N): \
@@ -808,12 +808,12 @@ pub(crate) const MAX_TIMEOUT_S: f64 = 86_400.0;
 /// exit 2, otherwise; never a panic or a wrapped deadline).
 pub(crate) fn timeout(secs: f64) -> crate::error::Result<std::time::Duration> {
     if !(secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_S) {
-        return Err(crate::error::Error::Usage(format!(
+        return Err(crate::error::Error::usage(format!(
             "--timeout {secs} is not usable: give seconds above 0 and at most {MAX_TIMEOUT_S} (one day)"
         )));
     }
     std::time::Duration::try_from_secs_f64(secs)
-        .map_err(|e| crate::error::Error::Usage(format!("--timeout {secs}: {e}")))
+        .map_err(|e| crate::error::Error::usage(format!("--timeout {secs}: {e}")))
 }
 
 #[cfg(test)]

@@ -2,26 +2,32 @@
 //! here) into one exit status. Each message says what happened and what to
 //! do about it.
 use hypclear_kernel::blob::KernelBlobError;
-use hypclear_process::exit::Category;
 pub(crate) use hypclear_process::exit::EXIT_FAILED;
+use hypclear_process::exit::{Category, Failure};
 pub(crate) use hypclear_vmm::error::Error as RunError;
 
+/// One variant per library crate whose errors reach the binary; each
+/// keeps its own category. A VMM error sits at [`Error::Run`] whichever
+/// crate passed it up, so one pattern finds an interruption.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
-    /// A bad command line (exit 2).
-    #[error("{0}")]
-    Usage(String),
-    /// The VMM, a check or a benchmark failed (its own category).
+    /// The VMM's errors, the one usage error among them (exit 2).
     #[error(transparent)]
-    Run(#[from] RunError),
+    Run(RunError),
+    #[error(transparent)]
+    Routines(hypclear_routines::error::Error),
+    #[error(transparent)]
+    Check(hypclear_check::error::Error),
+    #[error(transparent)]
+    Bench(hypclear_bench::error::Error),
     /// A kernel tree or kernel blob file that cannot be used (exit 2).
     #[error(transparent)]
     Kernel(#[from] KernelBlobError),
     /// The result file could not be written at the end (ENOSPC); `kept`
     /// says what the file holds instead (exit 1).
-    #[error("cannot write the result to {path}: {source}; {kept}")]
+    #[error("cannot write the result to {}: {source}; {kept}", path.display())]
     Unsaved {
-        path: String,
+        path: std::path::PathBuf,
         kept: String,
         #[source]
         source: std::io::Error,
@@ -29,6 +35,52 @@ pub(crate) enum Error {
 }
 
 pub(crate) type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// A bad command line (exit 2): the VMM's usage error, the one there is.
+    pub(crate) fn usage(msg: String) -> Error {
+        Error::Run(RunError::Usage(msg))
+    }
+}
+
+impl From<RunError> for Error {
+    fn from(e: RunError) -> Self {
+        Error::Run(e)
+    }
+}
+
+impl From<hypclear_routines::error::Error> for Error {
+    fn from(e: hypclear_routines::error::Error) -> Self {
+        use hypclear_routines::error::Error as E;
+        match e {
+            E::Vmm(e) => Error::Run(e),
+            e => Error::Routines(e),
+        }
+    }
+}
+
+impl From<hypclear_check::error::Error> for Error {
+    fn from(e: hypclear_check::error::Error) -> Self {
+        use hypclear_check::error::Error as E;
+        match e {
+            E::Vmm(e) => Error::Run(e),
+            E::Routines(e) => e.into(),
+            e => Error::Check(e),
+        }
+    }
+}
+
+impl From<hypclear_bench::error::Error> for Error {
+    fn from(e: hypclear_bench::error::Error) -> Self {
+        use hypclear_bench::error::Error as E;
+        match e {
+            E::Vmm(e) => Error::Run(e),
+            E::Routines(e) => e.into(),
+            E::Check(e) => e.into(),
+            e => Error::Bench(e),
+        }
+    }
+}
 
 impl From<hypclear_process::files::FileError> for Error {
     fn from(e: hypclear_process::files::FileError) -> Self {
@@ -40,7 +92,7 @@ impl From<hypclear_kernel::external::SideError> for Error {
     fn from(e: hypclear_kernel::external::SideError) -> Self {
         use hypclear_kernel::external::SideError;
         match e {
-            SideError::Unusable(why) => Error::Usage(why),
+            SideError::Unusable(why) => Error::usage(why),
             SideError::Blob(e) => Error::Kernel(e),
         }
     }
@@ -58,21 +110,15 @@ impl From<hypclear_process::interrupt::InstallError> for Error {
     }
 }
 
-impl Error {
-    pub(crate) fn category(&self) -> Category {
+impl Failure for Error {
+    fn category(&self) -> Category {
         match self {
-            Error::Usage(_) => Category::Usage,
             Error::Run(e) => e.category(),
+            Error::Routines(e) => e.category(),
+            Error::Check(e) => e.category(),
+            Error::Bench(e) => e.category(),
             Error::Kernel(_) => Category::Environment,
             Error::Unsaved { .. } => Category::Run,
-        }
-    }
-
-    /// Process exit status for this error (an interruption's by its signal).
-    pub(crate) fn exit_code(&self) -> i32 {
-        match self {
-            Error::Run(e) => e.exit_code(),
-            e => e.category().exit_code(),
         }
     }
 }
@@ -103,7 +149,7 @@ impl Kept {
 
 /// A failed final `--json` write, saying what the file holds instead.
 pub(crate) fn unsaved(e: Error, json: Option<&std::path::Path>, kept: Kept) -> Error {
-    let is_json = |p: &str| json.is_some_and(|j| j.display().to_string() == p);
+    let is_json = |p: &std::path::Path| json.is_some_and(|j| j == p);
     match e {
         Error::Run(RunError::Io { path, source }) if is_json(&path) => Error::Unsaved {
             path,
@@ -120,9 +166,15 @@ mod tests {
 
     #[test]
     fn usage_and_kernel_errors_exit_2_run_errors_keep_theirs() {
-        assert_eq!(Error::Usage(String::new()).exit_code(), 2);
+        assert_eq!(Error::usage(String::new()).exit_code(), 2);
         assert_eq!(
-            Error::from(RunError::Verification(String::new())).exit_code(),
+            Error::from(hypclear_bench::error::Error::TooFewBlocks {
+                cell: String::new(),
+                kept: 0,
+                of: 0,
+                guests: 1
+            })
+            .exit_code(),
             EXIT_FAILED
         );
         assert_eq!(Error::from(RunError::Interrupted).exit_code(), 130);

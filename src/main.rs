@@ -13,6 +13,7 @@ use hypclear_check as check;
 use hypclear_check::report;
 use hypclear_format::{ktap, table, text, units};
 use hypclear_kernel as kernel;
+use hypclear_process::exit::Failure as _;
 use hypclear_process::{errln, files, interrupt, out, outln, output};
 use hypclear_routines as routines;
 use hypclear_vmm as vmm;

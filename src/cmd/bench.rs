@@ -7,6 +7,7 @@ use crate::cli::{BenchArgs, Common};
 use crate::error::{Kept, Result, RunError, unsaved};
 use crate::kernel::Side;
 use crate::vmm::memory::Backing;
+use hypclear_process::exit::Failure;
 use std::time::Instant;
 
 /// A human-readable line: stdout, or stderr when stdout carries KTAP.
@@ -95,7 +96,7 @@ fn run_kept(
     let mut result = match (run, last) {
         (Ok(r), _) => r,
         // Cut short after some cells: what they hold is the result.
-        (Err(RunError::Interrupted), Some(r)) => r,
+        (Err(hypclear_bench::error::Error::Vmm(RunError::Interrupted)), Some(r)) => r,
         (Err(e), Some(mut r)) => {
             // The error ends the run; the cells so far say why they stop.
             r.partial_reason = Some(e.partial_reason());

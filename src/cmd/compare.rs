@@ -58,7 +58,7 @@ fn refuse_mixed(files: &[(std::path::PathBuf, BenchResult)], allow: bool) -> Res
     let builtin = kinds.iter().filter(|k| k.1 == "built-in routines").count();
     if !allow && builtin != 0 && builtin != kinds.len() {
         let list: Vec<String> = kinds.iter().map(|(p, k)| format!("{p}: {k}")).collect();
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "refusing to compare built-in routines with a kernel tree's routines ({}); pass --allow-mixed to compare them anyway",
             crate::text::bounded_list(&list, "; ")
         )));

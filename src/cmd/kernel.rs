@@ -41,7 +41,7 @@ fn progress(line: &str) {
 /// `hypclear blob --kernel-tree PATH [--arch A] -o FILE`.
 pub(super) fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
     let [tree_path] = common.kernel.kernel_tree.as_slice() else {
-        return Err(Error::Usage(
+        return Err(Error::usage(
             "hypclear blob needs one --kernel-tree PATH (the kernel source tree to build)".into(),
         ));
     };
@@ -74,13 +74,13 @@ pub(super) fn sides(common: &Common) -> Result<Vec<Side>> {
     if let Some(a) = k.arch
         && Some(a) != Arch::host()
     {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--arch {a}: a kernel blob for another architecture cannot run here; build it with \
              `hypclear blob --arch {a} --kernel-tree TREE -o FILE` and run it with --blob on an {a} host"
         )));
     }
     if k.kernel_build_dir.is_some() && k.kernel_tree.len() > 1 {
-        return Err(Error::Usage(
+        return Err(Error::usage(
             "--kernel-build-dir names one build directory: with several --kernel-tree, leave it \
              out (each tree gets its own cache directory)"
                 .into(),
@@ -247,7 +247,7 @@ pub(super) fn bench_paths(
     routine: Routine,
 ) -> Result<Vec<Side>> {
     if common.kernel.alternatives.is_some() || sides.iter().all(Side::is_builtin) {
-        return Err(Error::Usage(
+        return Err(Error::usage(
             "--every-path times the alternatives paths of a kernel side: give --kernel-tree or \
              --blob, and no --alternatives (which names one path)"
                 .into(),

@@ -135,7 +135,7 @@ pub(crate) fn random_seed() -> u64 {
 /// (aarch64 only: a usage error elsewhere).
 fn privilege_request(common: &Common) -> Result<privilege::Request> {
     if common.el.is_some() && !cfg!(target_arch = "aarch64") {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--el is an arm64 option (exception levels); on {} use --cpl",
             std::env::consts::ARCH
         )));
@@ -168,7 +168,7 @@ fn check_dc_zva(common: &Common, bench: bool) -> Result<()> {
         false => format!("--dc-zva {}", d.name()),
     };
     if arch::dc_zva_privilege(arch::DcZva::On).is_none() {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "{flag} is an arm64 option (DC ZVA does not exist on {}); leave it out",
             std::env::consts::ARCH
         )));
@@ -185,7 +185,7 @@ fn check_dc_zva(common: &Common, bench: bool) -> Result<()> {
         }
         _ => return Ok(()),
     };
-    Err(Error::Usage(format!("{flag} {why}")))
+    Err(Error::usage(format!("{flag} {why}")))
 }
 
 /// Dispatch a parsed command line; returns the process exit status.
@@ -196,7 +196,7 @@ fn check_dc_zva(common: &Common, bench: bool) -> Result<()> {
 pub(crate) fn main(cli: Cli, start: Instant) -> Result<i32> {
     let ktap = cli.common.format == Format::Ktap;
     match dispatch(cli, start) {
-        Err(e @ Error::Run(RunError::KvmUnavailable(_))) if ktap => {
+        Err(e @ Error::Run(RunError::KvmUnavailable { .. })) if ktap => {
             let doc = crate::ktap::Document::SkipAll(e.to_string());
             crate::output::print_bytes(doc.render().as_bytes());
             Ok(crate::ktap::KSFT_SKIP)

@@ -34,7 +34,7 @@ pub(super) fn reclaim(common: &Common, args: &ReclaimArgs) -> Result<i32> {
         }
         Found::Skipped(why) => {
             return Err(RunError::Unsupported {
-                what: "protected VMs (reclaim: SKIP)".into(),
+                what: "protected VMs (reclaim: SKIP)",
                 detail: why.clone(),
             }
             .into());

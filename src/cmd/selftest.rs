@@ -3,9 +3,10 @@ use super::Ctx;
 use crate::blob::LinkConfig;
 use crate::check::selftest::CaseResult;
 use crate::cli::Format;
-use crate::error::{EXIT_FAILED, Result, RunError};
+use crate::error::{EXIT_FAILED, Error, Result, RunError};
 use crate::ktap::{Document, Outcome, Test};
 use crate::vmm::host::HostInfo;
+use hypclear_process::exit::Failure;
 use serde_json::json;
 
 /// One KTAP test per link configuration, one leaf per injected fault: `ok`
@@ -33,22 +34,22 @@ fn ktap(results: &[(LinkConfig, CaseResult)]) -> Document {
 /// What stopped the cases short, if anything did (a stop request, a VMM
 /// error): the cases that ran are reported, marked partial.
 struct Cut {
-    stopped: Option<RunError>,
+    stopped: Option<Error>,
 }
 
 impl Cut {
     /// `stopped` ended the cases after `ran` of them; when none ran there
     /// is nothing to report, only the error.
-    fn of(ran: usize, stopped: Option<RunError>) -> Result<Cut> {
-        match stopped {
-            Some(e) if ran == 0 => Err(e.into()),
+    fn of(ran: usize, stopped: Option<impl Into<Error>>) -> Result<Cut> {
+        match stopped.map(Into::into) {
+            Some(e) if ran == 0 => Err(e),
             stopped => Ok(Cut { stopped }),
         }
     }
 
     /// The JSON's `partial_reason` and KTAP's `# interrupted:` line.
     fn reason(&self) -> Option<String> {
-        self.stopped.as_ref().map(RunError::partial_reason)
+        self.stopped.as_ref().map(Failure::partial_reason)
     }
 
     /// KTAP's mark of a cut run: a failing test, so a parser (kunit.py)
@@ -67,14 +68,14 @@ impl Cut {
     /// else whether every case was handled.
     fn finish(self, command: &str, all_ok: bool) -> Result<i32> {
         match self.stopped {
-            Some(RunError::Interrupted) => {
+            Some(Error::Run(RunError::Interrupted)) => {
                 crate::errln!(
                     "hypclear {command}: interrupted ({}); the results above are partial",
                     crate::interrupt::name()
                 );
                 Ok(crate::interrupt::exit_code())
             }
-            Some(e) => Err(e.into()),
+            Some(e) => Err(e),
             None => Ok(if all_ok { 0 } else { EXIT_FAILED }),
         }
     }

@@ -19,7 +19,7 @@ pub(super) fn command_sides(common: &Common, command: &Cmd) -> Result<Vec<Side>>
         )?,
         Cmd::Blob { .. } => Vec::new(),
         _ if common.kernel.is_set() => {
-            return Err(Error::Usage(
+            return Err(Error::usage(
                 "--kernel-tree/--blob apply to run, verify, bench, info and blob only \
                  (selftest runs hypclear's own broken routines; compare reads JSON)"
                     .into(),
@@ -55,7 +55,7 @@ fn sides(common: &Common, rules: SideRules) -> Result<Vec<Side>> {
     let kernel = super::kernel::sides(common)?;
     if kernel.is_empty() {
         if builtin {
-            return Err(Error::Usage(
+            return Err(Error::usage(
                 "--builtin adds the built-in routines beside --kernel-tree/--blob sides; \
                  without those, bench runs the built-ins anyway (leave --builtin out)"
                     .into(),
@@ -68,7 +68,7 @@ fn sides(common: &Common, rules: SideRules) -> Result<Vec<Side>> {
             .collect());
     }
     if !bench && kernel.len() > 1 {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "{} kernel sides given (--kernel-tree/--blob); only bench runs several in one \
              invocation: give one here",
             kernel.len()
@@ -95,7 +95,7 @@ fn sides(common: &Common, rules: SideRules) -> Result<Vec<Side>> {
             .iter()
             .find(|s| !choice.configs().contains(&s.config()))
     {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "the {} is linked in the {} configuration; --config {} is not available for it \
              (bench: add --builtin to run the built-ins in that configuration beside it)",
             s.describe(),

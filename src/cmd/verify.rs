@@ -44,7 +44,7 @@ pub(super) fn verify(
         Ok::<_, crate::error::Error>(admitted)
     };
     let json = common.json.as_deref();
-    let mut write = |doc: &Doc<'_>| -> std::result::Result<(), RunError> {
+    let mut write = |doc: &Doc<'_>| -> std::result::Result<(), crate::check::error::Error> {
         match json {
             Some(path) => Ok(crate::files::write_json_checkpoint(path, doc)?),
             None => Ok(()),

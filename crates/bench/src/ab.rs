@@ -195,13 +195,12 @@ impl<'a> Guest<'a> {
             kept_contract(&r)?;
             let out = checker::check(&self.vm.ram, &self.place, expect, self.pats)?;
             if !out.passed() {
-                return Err(Error::Verification(format!(
-                    "{}: the measured region is wrong ({}: {} bad bytes); no number is \
-                     reported for a wrong routine",
-                    spec.axes.label(),
-                    out.breakdown.label(),
-                    out.bad_bytes
-                )));
+                return Err(Error::WrongRegion {
+                    cell: spec.axes.label(),
+                    breakdown: out.breakdown.label(),
+                    bad_bytes: out.bad_bytes,
+                    first_bad: out.first_bad,
+                });
             }
         }
         Ok(())
@@ -266,20 +265,16 @@ fn repeated(cmd: &Command, n: u64) -> Command {
 fn bounded(ticks: u64, timeout: Duration, khz: u64) -> Result<u64> {
     let most = (timeout.as_secs_f64() * khz as f64 * 1e3) as u64;
     if ticks > most {
-        return Err(Error::Guest(Box::new(crate::vmm::GuestFailure::protocol(
-            format!(
-                "a batch slot took {ticks} ticks, more than the batch's timeout ({most} ticks)"
-            ),
-        ))));
+        return Err(Error::protocol(format!(
+            "a batch slot took {ticks} ticks, more than the batch's timeout ({most} ticks)"
+        )));
     }
     Ok(ticks)
 }
 
 fn kept_contract(r: &CallResult) -> Result<()> {
     match r.breach {
-        Some(b) => Err(Error::Verification(format!(
-            "the routine broke the calling contract ({b}); no number is reported for a wrong routine"
-        ))),
+        Some(breach) => Err(Error::Contract { breach }),
         None => Ok(()),
     }
 }
@@ -495,13 +490,12 @@ impl Pair<'_> {
         let kept: usize = guests.iter().map(|g| g.0.logs.len()).sum();
         let dropped: u64 = guests.iter().map(|g| g.0.dropped_blocks).sum();
         let Some((s, verdict, alpha)) = last else {
-            return Err(Error::Verification(format!(
-                "{}: A/B kept {kept} blocks of {} in {} guests (the rest were disturbed): too \
-                 few to report",
-                self.specs[0].axes.label(),
-                kept as u64 + dropped,
-                guests.len()
-            )));
+            return Err(Error::TooFewBlocks {
+                cell: self.specs[0].axes.label(),
+                kept,
+                of: kept as u64 + dropped,
+                guests: guests.len(),
+            });
         };
         let ns = |side: usize| {
             let all: Vec<f64> = guests.iter().flat_map(|g| g.0.ns[side].clone()).collect();

@@ -35,12 +35,9 @@ pub fn load(path: &Path) -> Result<BenchResult> {
 /// [`load`] of bytes already read (`path` names them in messages): pure,
 /// so the fuzz harness drives it.
 pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<BenchResult> {
-    let not_bench = |e: &dyn std::fmt::Display| {
-        Error::Usage(format!(
-            "{} is not a hypclear bench JSON ({}); write one with `hypclear bench ... --json FILE`",
-            shown(path),
-            crate::text::clip(&e.to_string(), MAX_STRING)
-        ))
+    let not_bench = |e: &dyn std::fmt::Display| Error::NotBenchJson {
+        file: shown(path),
+        why: crate::text::clip(&e.to_string(), MAX_STRING).into_owned(),
     };
     let mut v = match crate::files::parse_json(path, bytes) {
         Ok(v) => v,
@@ -66,30 +63,25 @@ fn shown(path: &Path) -> String {
 /// it is refused rather than misread.
 fn check_schema(v: &serde_json::Value, path: &Path) -> Result<()> {
     let Some(doc) = v.as_object() else {
-        return Err(Error::Usage(format!(
-            "{} is not a hypclear bench JSON (not a JSON object); write one with \
-             `hypclear bench ... --json FILE`",
-            shown(path)
-        )));
+        return Err(Error::NotBenchJson {
+            file: shown(path),
+            why: "not a JSON object".into(),
+        });
     };
     let version = match doc.get("schema_version") {
         None => 0,
-        Some(n) => n.as_u64().ok_or_else(|| {
-            Error::Usage(format!(
-                "{}: schema_version {} is not a version number (0, 1, ...); a damaged or \
-                 hand-edited file? Re-run the bench",
-                shown(path),
-                crate::text::sanitize_str(&n.to_string())
-            ))
+        Some(n) => n.as_u64().ok_or_else(|| Error::BadSchemaVersion {
+            file: shown(path),
+            value: crate::text::sanitize_str(&n.to_string()).into_owned(),
         })?,
     };
     let supported = crate::files::SCHEMA_VERSION;
     if version > supported {
-        return Err(Error::Usage(format!(
-            "{} has schema_version {version}, newer than this hypclear reads (up to \
-             {supported}); compare it with the hypclear that wrote it, or a newer one",
-            shown(path)
-        )));
+        return Err(Error::NewerSchema {
+            file: shown(path),
+            version,
+            supported,
+        });
     }
     Ok(())
 }
@@ -142,15 +134,14 @@ fn validate_throughput(r: &BenchResult, path: &Path) -> Result<()> {
                     .map(|x| (s, x))
             });
             if let Some((s, x)) = bad {
-                return Err(Error::Usage(format!(
-                    "{}: row {}, {side} sample of session {} run {}: throughput {x:e} bytes/s is \
-                     not a rate a machine measures (it must be finite, above 0 and below 10 TB/s); \
-                     a damaged or hand-edited file? Re-run the bench or drop the file",
-                    shown(path),
-                    c.axes.label_with(true),
-                    s.session,
-                    s.run
-                )));
+                return Err(Error::ImplausibleRate {
+                    file: shown(path),
+                    row: c.axes.label_with(true),
+                    side,
+                    session: s.session,
+                    run: s.run,
+                    value: x,
+                });
             }
         }
     }
@@ -318,35 +309,24 @@ fn validate<'a>(
     opts: &CompareOptions,
 ) -> Result<(&'a PathBuf, &'a BenchResult)> {
     let (alpha, margin) = (opts.alpha, opts.margin);
-    let (base_path, base) = files
-        .first()
-        .map(|(p, r)| (p, r))
-        .ok_or_else(|| Error::Usage("compare needs a base file".into()))?;
+    let (base_path, base) = files.first().map(|(p, r)| (p, r)).ok_or(Error::NoBase)?;
     if !(alpha > 0.0 && alpha < 0.5) {
-        return Err(Error::Usage(format!(
-            "--alpha {alpha} must be between 0 and 0.5"
-        )));
+        return Err(Error::Alpha(alpha));
     }
     if !(0.0..1.0).contains(&margin) {
-        return Err(Error::Usage(format!(
-            "--margin {margin} must be a fraction between 0 and 1 (0.02 = 2%)"
-        )));
+        return Err(Error::Margin(margin));
     }
     for (p, r) in &files[1..] {
         if !opts.allow_different_hosts && !base.host.same_host(&r.host) {
-            return Err(Error::Usage(format!(
-                "{} comes from a different host than {} ({} / {} / {} vs {} / {} / {}); \
-                 pass --per-host for one table per host, or --allow-different-hosts to \
-                 compare anyway",
-                shown(p),
-                shown(base_path),
-                r.host.cpu_model,
-                r.host.kernel,
-                r.host.kvm_flavour,
-                base.host.cpu_model,
-                base.host.kernel,
-                base.host.kvm_flavour
-            )));
+            let id = |h: &crate::vmm::host::HostInfo| {
+                format!("{} / {} / {}", h.cpu_model, h.kernel, h.kvm_flavour)
+            };
+            return Err(Error::DifferentHosts {
+                file: shown(p),
+                base: shown(base_path),
+                host: id(&r.host),
+                base_host: id(&base.host),
+            });
         }
     }
     Ok((base_path, base))
@@ -417,10 +397,9 @@ pub fn compare(files: &[(PathBuf, BenchResult)], opts: &CompareOptions) -> Resul
     notes.insert(0, matching_note(files, mixed(files)));
     notes.extend(files.iter().filter_map(|(_, r)| dc_zva_note(r)));
     if rows.is_empty() {
-        return Err(Error::Usage(format!(
-            "no row lines up between the sides: {}",
-            bounded_list(&notes, "; ")
-        )));
+        return Err(Error::NothingLinesUp {
+            notes: bounded_list(&notes, "; "),
+        });
     }
     decide_columns(&mut rows, names.len() - 1, &cfg);
     if design == Design::Independent {
@@ -498,14 +477,11 @@ type Named = (Vec<String>, Vec<Row>, Vec<String>);
 fn within_file(path: &Path, r: &BenchResult, cfg: &Config) -> Result<Named> {
     let names = side_names(r);
     if names.len() < 2 {
-        return Err(Error::Usage(format!(
-            "{} holds {} side(s) ({}): one file compares two or more (`hypclear bench ... \
-             --config both`, or several --kernel-tree/--blob, or --builtin beside one); to \
-             compare runs, pass two files",
-            shown(path),
-            names.len(),
-            bounded_list(&names, ", ")
-        )));
+        return Err(Error::OneSide {
+            file: shown(path),
+            count: names.len(),
+            names: bounded_list(&names, ", "),
+        });
     }
     let mixed = sides::mixed(r);
     let per_side: Vec<Vec<(PathKey, &Cell)>> =
@@ -623,20 +599,18 @@ fn check_lined_up(files: &[(PathBuf, BenchResult)], idx: &[Index], single: bool)
             |from: &Index, to: &Index| from.keys().find(|k| !to.contains_key(*k)).cloned();
         let label = |r: &BenchResult, m: &Index, k: &Key| r.cells[m[k]].axes.label_with(!single);
         if let Some(k) = lacking(base_idx, m) {
-            return Err(Error::Usage(format!(
-                "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
-                shown(base_path),
-                label(base, base_idx, &k),
-                shown(p)
-            )));
+            return Err(Error::AxesDiffer {
+                has: shown(base_path),
+                cell: label(base, base_idx, &k),
+                lacks: shown(p),
+            });
         }
         if let Some(k) = lacking(m, base_idx) {
-            return Err(Error::Usage(format!(
-                "the axes do not line up: {} has `{}` but {} does not; run both benches with the same options",
-                shown(p),
-                label(r, m, &k),
-                shown(base_path)
-            )));
+            return Err(Error::AxesDiffer {
+                has: shown(p),
+                cell: label(r, m, &k),
+                lacks: shown(base_path),
+            });
         }
     }
     Ok(())
@@ -1154,10 +1128,13 @@ mod tests {
         for v in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e308, 1e30, 10e12] {
             let r = result("vanilla", 4096, &one(&[100.0, v]), "cpu");
             match validate_throughput(&r, p) {
-                Err(Error::Usage(m)) => assert!(
-                    m.starts_with("x.json: row memset") && m.contains("session 0 run 1"),
-                    "{m}"
-                ),
+                Err(e @ Error::ImplausibleRate { .. }) => {
+                    let m = e.to_string();
+                    assert!(
+                        m.starts_with("x.json: row memset") && m.contains("session 0 run 1"),
+                        "{m}"
+                    )
+                }
                 other => panic!("{v} accepted: {other:?}"),
             }
         }

@@ -6,7 +6,7 @@
 //! settings measured again beside them, sessions interleaved (the order
 //! reversed every other session), and which variant moves the ratio.
 use crate::arch::{CpuCaps, Privilege};
-use crate::error::Result;
+use crate::error::{Error, Result};
 pub use crate::model::{Effect, Explanation, Row, Settings, Variant};
 use crate::plan::{CellSpec, Plan, Variants};
 use crate::routines::privilege::PrivilegeChoice;
@@ -295,14 +295,17 @@ impl ExplainRun<'_> {
             &mut |_| Ok(()),
         ) {
             Ok(r) => r,
-            Err(crate::error::Error::Interrupted) => return Err(crate::error::Error::Interrupted),
+            Err(e @ crate::error::Error::Vmm(crate::error::VmmError::Interrupted)) => {
+                return Err(e);
+            }
             // A variant that fails here (CPL0 on PVM: rep stos emulated
             // past the watchdog) is a finding, not the end of the others.
             Err(e) => return Ok(Err(first_line(&e.to_string()))),
         };
-        let mut cell = r.cells.into_iter().next().ok_or_else(|| {
-            crate::error::Error::Internal("explain: a one-cell plan ran no cell".into())
-        })?;
+        let mut cell =
+            r.cells.into_iter().next().ok_or_else(|| {
+                crate::error::Error::internal("explain: a one-cell plan ran no cell")
+            })?;
         for x in cell.guest.iter_mut().chain(cell.host.iter_mut()) {
             x.session = session;
         }
@@ -330,7 +333,7 @@ impl ExplainRun<'_> {
             }
             for i in order {
                 if crate::interrupt::requested() {
-                    return Err(crate::error::Error::Interrupted);
+                    return Err(crate::error::VmmError::Interrupted.into());
                 }
                 let (_, s, acc) = &mut all[i];
                 let Ok(cell) = acc else { continue };
@@ -415,6 +418,7 @@ pub fn other_privilege(p: Privilege) -> Result<Option<PrivilegeChoice>> {
         })
     })
     .transpose()
+    .map_err(Error::from)
 }
 
 /// Every cell of `cells` (the results of `specs`) with a guest/host gap

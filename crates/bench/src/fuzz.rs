@@ -70,9 +70,9 @@ fn render_all(files: &[(PathBuf, crate::BenchResult)]) {
 /// A refusal is a usage error of bounded length without raw control or
 /// bidi characters.
 fn assert_refusal(e: &Error) {
-    let Error::Usage(msg) = e else {
-        panic!("not a usage error: {e:?}");
-    };
+    use hypclear_process::exit::{Category, Failure};
+    assert_eq!(e.category(), Category::Usage, "not a usage error: {e:?}");
+    let msg = &e.to_string();
     let n = msg.chars().count();
     assert!(n <= MAX_ERROR, "a {n}-character error: {msg}");
     assert_clean("an error", msg);
@@ -236,6 +236,8 @@ fn record(
         edge: None,
         ticks: 1,
         reason: (verdict != Verdict::Pass).then_some(reason),
+        stray_bytes: None,
+        fault_distance: None,
     }
 }
 

@@ -70,7 +70,7 @@ fn guest_pass(
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(Error::Internal("vCPU thread panicked".into())))
+                    .unwrap_or_else(|_| Err(Error::internal("vCPU thread panicked")))
             })
             .collect()
     });
@@ -89,9 +89,7 @@ fn guest_pass(
 /// routine (the guest stopped its calls at the breach).
 fn kept_contract(r: &CallResult) -> Result<()> {
     match r.breach {
-        Some(b) => Err(Error::Verification(format!(
-            "the routine broke the calling contract ({b}); no number is reported for a wrong routine"
-        ))),
+        Some(breach) => Err(Error::Contract { breach }),
         None => Ok(()),
     }
 }
@@ -127,6 +125,7 @@ impl<'a> GuestCell<'a> {
             .iter()
             .map(|p| {
                 routines::command(&vm.blob, spec.variant, &pass_call(spec, plan, p, pats.fill))
+                    .map_err(Error::from)
             })
             .collect::<Result<Vec<_>>>()?;
         let mut g = GuestCell {
@@ -198,9 +197,7 @@ impl<'a> GuestCell<'a> {
 
 /// Guest counters are guest data: a sum that overflows is a protocol error.
 fn overflow(what: &str) -> crate::error::Error {
-    crate::error::Error::Guest(Box::new(crate::vmm::GuestFailure::protocol(format!(
-        "guest timestamps do not add up: {what} overflows"
-    ))))
+    crate::error::Error::protocol(format!("guest timestamps do not add up: {what} overflows"))
 }
 
 /// What the timed passes of one run measured.
@@ -277,13 +274,12 @@ fn verify_pass(
 }
 
 fn verification_error(spec: &CellSpec, out: &checker::Outcome) -> Error {
-    Error::Verification(format!(
-        "{}: the measured region is wrong ({}: {} bad bytes, first at offset {}); no number is reported for a wrong routine",
-        spec.axes.label(),
-        out.breakdown.label(),
-        out.bad_bytes,
-        out.first_bad.unwrap_or(0)
-    ))
+    Error::WrongRegion {
+        cell: spec.axes.label(),
+        breakdown: out.breakdown.label(),
+        bad_bytes: out.bad_bytes,
+        first_bad: Some(out.first_bad.unwrap_or(0)),
+    }
 }
 
 #[cfg(test)]

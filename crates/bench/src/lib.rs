@@ -22,9 +22,10 @@ use hypclear_kernel as kernel;
 use hypclear_process::{files, interrupt};
 use hypclear_routines as routines;
 use hypclear_vmm as vmm;
-use hypclear_vmm::{blob, error};
+use hypclear_vmm::blob;
 pub mod ab;
 pub mod compare;
+pub mod error;
 pub mod explain;
 /// Fuzz harnesses of `compare`'s input and the KTAP/rst writers: for
 /// `fuzz/` (feature `fuzzing`) and the corpus replay tests.

@@ -203,35 +203,31 @@ impl Plan {
     /// when given) is found here, before KVM is touched.
     pub fn validate(&self, mem: Option<u64>) -> Result<()> {
         if self.shape.vcpus == 0 || self.shape.vcpus > abi::MAX_VCPUS {
-            return Err(Error::Usage(format!(
-                "--vcpus {} is out of range: use 1 to {}",
-                self.shape.vcpus,
-                abi::MAX_VCPUS
-            )));
+            return Err(Error::Vcpus {
+                vcpus: self.shape.vcpus,
+                max: abi::MAX_VCPUS,
+            });
         }
         let plan = self;
         plan.cells(None)?;
         let need = plan.mem_needed();
         if need > arch::MAX_RAM {
-            return Err(Error::Usage(format!(
-                "-s {} x {} vCPU(s) needs {} of guest RAM, more than the largest guest RAM ({}); \
-                 use a smaller -s or fewer --vcpus",
-                format_size(self.shape.size),
-                self.shape.vcpus,
-                format_size(need),
-                format_size(arch::MAX_RAM)
-            )));
+            return Err(Error::BeyondRam {
+                size: self.shape.size,
+                vcpus: self.shape.vcpus,
+                need,
+                max: arch::MAX_RAM,
+            });
         }
         if let Some(m) = mem
             && m < need
         {
-            return Err(Error::Usage(format!(
-                "--mem {} is too small for -s {} x {} vCPU(s): use --mem {} or more (or leave --mem out)",
-                format_size(m),
-                format_size(self.shape.size),
-                self.shape.vcpus,
-                format_size(need)
-            )));
+            return Err(Error::MemTooSmall {
+                mem: m,
+                size: self.shape.size,
+                vcpus: self.shape.vcpus,
+                need,
+            });
         }
         Ok(())
     }
@@ -284,39 +280,32 @@ impl Plan {
 
     fn check_counts(&self) -> Result<()> {
         if self.shape.size > arch::MAX_RAM {
-            return Err(Error::Usage(format!(
-                "-s {} is larger than the largest guest RAM ({}); pick a size up to it",
-                format_size(self.shape.size),
-                format_size(arch::MAX_RAM)
-            )));
+            return Err(Error::SizeTooLarge {
+                size: self.shape.size,
+                max: arch::MAX_RAM,
+            });
         }
         if self.shape.size == 0 || !self.shape.size.is_multiple_of(PAGE_SIZE) {
-            return Err(Error::Usage(format!(
-                "-s {} is not a whole number of 4KB pages; bench sizes must be (e.g. -s 256MB)",
-                self.shape.size
-            )));
+            return Err(Error::SizeNotPages {
+                size: self.shape.size,
+            });
         }
         if self.shape.loops == 0 || self.repeats == 0 || self.sessions == 0 {
-            return Err(Error::Usage(
-                "-l, --repeats and --sessions must be at least 1".into(),
-            ));
+            return Err(Error::ZeroCount);
         }
         if self.max_runs < self.repeats {
-            return Err(Error::Usage(format!(
-                "--max-runs {} is below --repeats {}: the cap counts every measured run, \
-                 undisturbed or not; use --max-runs {} or more",
-                self.max_runs, self.repeats, self.repeats
-            )));
+            return Err(Error::MaxRuns {
+                max_runs: self.max_runs,
+                repeats: self.repeats,
+            });
         }
         let window = crate::inference::SteadyConfig::default().window as u64;
         if self.max_warmup != 0 && self.max_warmup < window.max(self.warmup) {
-            return Err(Error::Usage(format!(
-                "--max-warmup {} is below the steady-state window ({window} runs) or --warmup {}: \
-                 use --max-warmup {} or more, or 0 for exactly --warmup runs",
-                self.max_warmup,
-                self.warmup,
-                window.max(self.warmup)
-            )));
+            return Err(Error::MaxWarmup {
+                max_warmup: self.max_warmup,
+                window,
+                warmup: self.warmup,
+            });
         }
         Ok(())
     }
@@ -335,10 +324,11 @@ impl Plan {
         };
         if let (Some(want), Some(first)) = (names.iter().find(|w| !known(w)), self.sides.first()) {
             let vs = routines::variants(r, first);
-            return Err(Error::Usage(format!(
-                "unknown variant `{want}` for {r}; choose all or one of: {}",
-                vs.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
-            )));
+            return Err(Error::UnknownVariant {
+                routine: r,
+                name: want.clone(),
+                known: vs.iter().map(|v| v.name).collect(),
+            });
         }
         Ok(())
     }
@@ -349,25 +339,22 @@ impl Plan {
         let chunk = match (order, r.fixed_size()) {
             (Order::Oneshot, _) => self.shape.size,
             (_, Some(f)) if r == Routine::CopyPage && chunk != f && chunk != self.shape.size => {
-                return Err(Error::Usage(format!(
-                    "{r} always copies {} per call: use -k 4KB (or bench memcpy for other chunk sizes)",
-                    format_size(f)
-                )));
+                return Err(Error::FixedChunk {
+                    routine: r,
+                    fixed: f,
+                });
             }
             (_, Some(f)) if r == Routine::CopyPage => f,
             _ => chunk,
         };
         if chunk == 0 || !self.shape.size.is_multiple_of(chunk) {
-            return Err(Error::Usage(format!(
-                "-s {} is not a multiple of -k {}",
-                format_size(self.shape.size),
-                format_size(chunk)
-            )));
+            return Err(Error::NotMultiple {
+                size: self.shape.size,
+                chunk,
+            });
         }
         if r.page_granular() && !chunk.is_multiple_of(PAGE_SIZE) {
-            return Err(Error::Usage(format!(
-                "{r} works on whole pages: -k {chunk} is not a multiple of 4096"
-            )));
+            return Err(Error::ChunkNotPages { routine: r, chunk });
         }
         Ok(chunk)
     }
@@ -420,10 +407,10 @@ impl Plan {
             }
         }
         if out.is_empty() {
-            return Err(Error::Usage(format!(
-                "nothing to run for {r} with -f {}",
-                self.variants.label()
-            )));
+            return Err(Error::NothingToRun {
+                routine: r,
+                filter: self.variants.label(),
+            });
         }
         Ok((out, notes))
     }
@@ -692,7 +679,7 @@ pub(crate) mod tests {
             // -k the whole -s (the default) half the time: sizes that divide.
             p.chunks = vec![if whole { size } else { chunk }];
             match p.validate(mem) {
-                Err(Error::Usage(_)) => {}
+                Err(e) if crate::error::Failure::exit_code(&e) == 2 => {}
                 Err(e) => prop_assert!(false, "not a usage error: {e}"),
                 Ok(()) => {
                     let g = GUARD.next_multiple_of(PAGE_SIZE) as u128;
@@ -716,24 +703,27 @@ pub(crate) mod tests {
     fn bad_plans_are_usage_errors() {
         let mut p = plan();
         p.shape.size = 4097;
-        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        assert!(matches!(p.expand(&caps()), Err(Error::SizeNotPages { .. })));
         let mut p = plan();
         p.chunks = vec![3 << 20];
-        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        assert!(matches!(p.expand(&caps()), Err(Error::NotMultiple { .. })));
         let mut p = plan();
         p.routine = Routine::CopyPage;
         p.chunks = vec![8192];
-        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        assert!(matches!(p.expand(&caps()), Err(Error::FixedChunk { .. })));
         let mut p = plan();
         p.variants = Variants::Named(vec!["nope".into()]);
-        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        assert!(matches!(
+            p.expand(&caps()),
+            Err(Error::UnknownVariant { .. })
+        ));
         let mut p = plan();
         p.max_warmup = 3;
-        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        assert!(matches!(p.expand(&caps()), Err(Error::MaxWarmup { .. })));
         p.max_warmup = 0;
         assert!(p.expand(&caps()).is_ok());
         p.max_runs = 2;
-        assert!(matches!(p.expand(&caps()), Err(Error::Usage(_))));
+        assert!(matches!(p.expand(&caps()), Err(Error::MaxRuns { .. })));
     }
 
     #[test]

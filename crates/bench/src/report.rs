@@ -1,5 +1,5 @@
 //! Bench output: the table, raw samples as CSV, and the SVG plot.
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, VmmError};
 pub use crate::model::Reproducibility;
 use crate::table::{right, table};
 use crate::units::format_size;
@@ -356,9 +356,12 @@ impl Reproducibility {
 
 /// Every raw sample (guest and host) as one CSV row, with the fingerprint.
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.display().to_string(),
-        source,
+    move |source| {
+        VmmError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+        .into()
     }
 }
 
@@ -400,8 +403,8 @@ struct CsvRow<'a> {
 /// Written in one step (a temporary file renamed over `path`): a run cut
 /// short never leaves half a file.
 pub fn write_csv(r: &BenchResult, path: &Path) -> Result<()> {
-    let csv_err = |e: csv::Error| Error::Io {
-        path: path.display().to_string(),
+    let csv_err = |e: csv::Error| VmmError::Io {
+        path: path.to_path_buf(),
         source: std::io::Error::other(e),
     };
     let mut w = csv::Writer::from_writer(Vec::new());
@@ -495,7 +498,7 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
     let (xmin, xmax) = pts().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
     let ymax = pts().fold(0.0f64, |a, p| a.max(p.1)).max(0.1) * 1.1;
     if xmin > xmax {
-        return Err(Error::Usage("nothing to plot: no cell has samples".into()));
+        return Err(Error::NothingToPlot);
     }
     let (xmin, xmax) = if xmin == xmax {
         (xmin - 1.0, xmax + 1.0)
@@ -504,8 +507,8 @@ pub fn write_plot(r: &BenchResult, path: &Path) -> Result<()> {
     };
     // Drawn into memory, then written in one step like the CSV.
     let mut svg = String::new();
-    draw_plot(r, &series, (xmin, xmax), ymax, &mut svg).map_err(|e| Error::Io {
-        path: path.display().to_string(),
+    draw_plot(r, &series, (xmin, xmax), ymax, &mut svg).map_err(|e| VmmError::Io {
+        path: path.to_path_buf(),
         source: std::io::Error::other(e.to_string()),
     })?;
     hypclear_process::files::write_atomically(path, |f| f.write_all(svg.as_bytes()))

@@ -64,7 +64,7 @@ fn run_cells(
 ) -> Result<bool> {
     for &i in idx {
         match run_cell(vm, &specs[i], cx, &mut cells[i]) {
-            Err(crate::error::Error::Interrupted) => return Ok(false),
+            Err(crate::error::Error::Vmm(crate::error::VmmError::Interrupted)) => return Ok(false),
             other => other?,
         }
         progress.inc(1);

@@ -47,7 +47,7 @@ impl SideRun {
         let ctl = match steady_config(plan) {
             Some(cfg) => Some(
                 WarmupController::new(cfg, plan.warmup as usize)
-                    .map_err(|e| Error::Usage(format!("--max-warmup: {e}")))?,
+                    .map_err(|e| Error::WarmupRule(e.to_string()))?,
             ),
             None => None,
         };

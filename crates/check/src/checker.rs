@@ -401,7 +401,7 @@ impl Placement {
             .checked_add(len)
             .and_then(|end| pats.source().get(self.src_index..end))
             .ok_or_else(|| {
-                Error::Internal(format!(
+                Error::internal(format!(
                     "the source pattern ({} bytes) is shorter than a copy of {len} bytes at index {}",
                     pats.source().len(),
                     self.src_index
@@ -507,7 +507,7 @@ pub(crate) fn prepare_guards(ram: &GuestRam, p: &Placement, pats: &Patterns) -> 
 /// Write the source of a copy (if `p` has one).
 pub(crate) fn prepare_source(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<()> {
     match p.src {
-        Some(src) => ram.write_bytes(src, p.source(pats)?),
+        Some(src) => Ok(ram.write_bytes(src, p.source(pats)?)?),
         None => Ok(()),
     }
 }
@@ -792,7 +792,7 @@ pub(crate) fn check_with(
 fn check_move(ram: &GuestRam, p: &Placement, pats: &Patterns) -> Result<Outcome> {
     let src = p
         .src
-        .ok_or_else(|| Error::Internal("an overlapping copy without a source".into()))?;
+        .ok_or_else(|| Error::internal("an overlapping copy without a source"))?;
     let stream = p.source(pats)?;
     let (lo, hi) = p.span();
     let mut b = Breakdown::default();

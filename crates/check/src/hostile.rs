@@ -8,7 +8,7 @@
 //! wording of a message.
 use crate::arch;
 use crate::checker::{Patterns, Snapshot};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, VmmError};
 use crate::kernel::Side;
 use crate::routines::{self, Routine};
 use crate::selftest::{Cases, DST_OFFSET, LEN};
@@ -200,10 +200,10 @@ pub fn run(
     timeout: Duration,
 ) -> Result<Cases<HostileResult>> {
     if let Some(bad) = only.iter().find(|n| !names().contains(&n.as_str())) {
-        return Err(Error::Usage(format!(
-            "no hostile case `{bad}`; the cases are {}",
-            names().join(", ")
-        )));
+        return Err(Error::UnknownCase {
+            name: bad.clone(),
+            known: names(),
+        });
     }
     Ok(Cases::collect(
         CASES
@@ -240,7 +240,7 @@ fn run_case(
     };
     let seen = match res {
         Ok(record) => Seen::Completed(record.map(Box::new)),
-        Err(Error::Guest(f)) => Seen::Failed(f),
+        Err(Error::Vmm(VmmError::Guest(f))) => Seen::Failed(f),
         Err(e) => return Err(e),
     };
     Ok(HostileResult {
@@ -319,7 +319,8 @@ fn scribble(vm: &mut Vm, index: u64, i: usize, timeout: Duration) -> Result<()> 
         },
         returns: crate::vmm::Returns::Nothing,
     };
-    vm.vcpu(0)?.call(&cmd, timeout).map(|_| ())
+    vm.vcpu(0)?.call(&cmd, timeout)?;
+    Ok(())
 }
 
 /// What a case that checks no memory reports when it ran to its end.
@@ -357,7 +358,7 @@ fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<()> {
                     b.wait();
                     started?;
                     v.call(&cmd, timeout)?;
-                    v.exit(timeout)
+                    Ok(v.exit(timeout)?)
                 })
             })
             .collect();
@@ -365,7 +366,7 @@ fn log_race(vm: &mut Vm, index: u64, timeout: Duration) -> Result<()> {
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(Error::Internal("vCPU thread panicked".into())))
+                    .unwrap_or_else(|_| Err(Error::internal("vCPU thread panicked")))
             })
             .collect()
     });
@@ -385,7 +386,9 @@ fn memset_case(
     let variant = routines::variants(Routine::Memset, side)
         .into_iter()
         .next()
-        .ok_or_else(|| Error::Blob("no memset variant".into()))?;
+        .ok_or(Error::NoPlainVariant {
+            routine: Routine::Memset,
+        })?;
     let spec = CheckSpec {
         routine: Routine::Memset,
         variant,

@@ -381,9 +381,9 @@ fn run_one(
     pattern: Pattern,
     vm_type: VmType,
 ) -> Result<RunReport> {
-    let memset = blob
-        .alias_index("memset_generic")
-        .ok_or_else(|| Error::Blob("the blob has no memset_generic alias".into()))?;
+    let memset = blob.alias_index("memset_generic").ok_or(Error::NoAlias {
+        alias: "memset_generic",
+    })?;
     let mut vm = reclaim_vm(opts, blob, vm_type)?;
     let fill_gpa = arch::ARENA_BASE;
     // Not the edge region: a store into its hole faults.
@@ -427,7 +427,7 @@ fn run_one(
 
 /// The one-vCPU VM of one run, of `vm_type`.
 fn reclaim_vm(opts: &ReclaimOptions, blob: &Blob, vm_type: VmType) -> Result<Vm> {
-    Vm::new(
+    let vm = Vm::new(
         crate::vmm::open_kvm()?,
         &VmOptions {
             mem: opts.mem,
@@ -440,7 +440,8 @@ fn reclaim_vm(opts: &ReclaimOptions, blob: &Blob, vm_type: VmType) -> Result<Vm>
             seed: opts.seed,
             vm_type,
         },
-    )
+    )?;
+    Ok(vm)
 }
 
 /// Read back the pages the host wrote (name, guest-physical address):
@@ -470,10 +471,7 @@ fn read_host_pages(ram: &GuestRam, pages: [(&'static str, u64); 2]) -> Result<Ve
 fn contract_kept(breach: Option<crate::vmm::Breach>) -> Result<()> {
     match breach {
         None => Ok(()),
-        Some(b) => Err(Error::Verification(format!(
-            "the guest's memset_generic broke the call contract ({b}) while filling the arena, \
-             so the reclaim went unchecked"
-        ))),
+        Some(breach) => Err(Error::ReclaimUnchecked { breach }),
     }
 }
 

@@ -63,6 +63,16 @@ pub struct CheckRecord {
     pub ticks: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Bytes outside its window the stray-write log located exactly (none
+    /// when it found no stray page, or only pages): what a verdict on a
+    /// stray write is decided on; `reason` says it for people.
+    #[serde(skip)]
+    pub stray_bytes: Option<u64>,
+    /// An edge check's fault: how far past (or before) the buffer at the
+    /// hole the access got, at least; what a verdict on an edge fault is
+    /// decided on.
+    #[serde(skip)]
+    pub fault_distance: Option<u64>,
 }
 
 /// One row of the verification table and one KTAP leaf: the checks of a

@@ -170,6 +170,8 @@ mod tests {
             fill: None,
             overlap: None,
             verdict,
+            stray_bytes: None,
+            fault_distance: None,
             first_bad_offset: (verdict == Verdict::Fail).then_some(7),
             bad_bytes: u64::from(verdict == Verdict::Fail),
             breakdown: Breakdown::default(),

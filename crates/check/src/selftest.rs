@@ -7,7 +7,7 @@
 use crate::arch;
 use crate::blob::LinkConfig;
 use crate::checker::{self, Patterns};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, VmmError};
 use crate::kernel::Side;
 use crate::routines::{self, Routine};
 use crate::suite::{self, CheckSpec, Verdict};
@@ -171,7 +171,7 @@ fn boot(
     let variant = routines::variants(routine, side)
         .into_iter()
         .find(|v| v.requires.is_none())
-        .ok_or_else(|| Error::Blob(format!("no {routine} variant without a CPU requirement")))?;
+        .ok_or(Error::NoPlainVariant { routine })?;
     let vm = Vm::new(crate::vmm::open_kvm()?, opts)?;
     let index = vm.blob.selftest_index(name)?;
     Ok((vm, variant, index))
@@ -286,7 +286,7 @@ fn run_copy_short_case(
     let other = (1..64)
         .find(|o| pats.source().get(o + last) != pats.source().get(last))
         .ok_or_else(|| {
-            Error::Internal("no source offset whose last byte differs from offset 0's".into())
+            Error::internal("no source offset whose last byte differs from offset 0's")
         })?;
     let steps = [(false, 0), (true, 0), (false, 0), (true, other as u64)];
     let (run, verdicts) = run_copies(&mut vm, memcpy, index, &steps, &pats, timeout)?;
@@ -458,7 +458,7 @@ fn run_memset_case(
             };
             (caught_in_record(expected, &rec), observed)
         }
-        Err(Error::Guest(f)) => (
+        Err(Error::Vmm(VmmError::Guest(f))) => (
             caught_as_failure(expected, &f, &vm, &spec),
             format!("{:?}: {}", f.kind, f.detail),
         ),
@@ -490,18 +490,14 @@ fn caught_in_record(expected: Expect, rec: &suite::CheckRecord) -> bool {
         Expect::WrongReturn => only(|k| k == BreachKind::Return),
         Expect::EdgeOverrun => {
             breach == Some(BreachKind::Fault)
-                && rec.reason.as_deref().is_some_and(|r| {
-                    r.starts_with("over-write: faulted 0 bytes past the target end")
-                })
+                && rec.edge == Some(crate::record::Edge::TargetEnd)
+                && rec.fault_distance == Some(0)
         }
         Expect::StrayWrite => memory(
             b.outside == 1
                 && b.total() == 1
                 && first == Some(LEN as i64 + (8 << 20))
-                && rec
-                    .reason
-                    .as_deref()
-                    .is_some_and(|r| r.contains("stray write: 1 bytes")),
+                && rec.stray_bytes == Some(1),
         ),
         Expect::Short => {
             memory(b.not_written == 1 && b.total() == 1 && first == Some(LEN as i64 - 1))

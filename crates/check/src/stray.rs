@@ -35,12 +35,12 @@ pub(crate) fn outside(dirty: &[u64], allowed: &[(u64, u64)]) -> Vec<u64> {
 /// Before a call that may write `allowed` (and the harness its areas):
 /// every other page is watched.
 pub(crate) fn watch(vm: &mut Vm, windows: impl IntoIterator<Item = (u64, u64)>) -> Result<()> {
-    vm.watch_writes(&allowed(windows))
+    Ok(vm.watch_writes(&allowed(windows))?)
 }
 
 /// After it: the watched pages it wrote.
 pub(crate) fn after(vm: &mut Vm) -> Result<Vec<u64>> {
-    vm.writes_outside()
+    Ok(vm.writes_outside()?)
 }
 
 /// Runs of bytes `[gpa, gpa + len)` a call wrote into `pages`: the arena
@@ -135,6 +135,9 @@ pub(crate) fn judge(rec: &mut CheckRecord, p: &Placement, pages: &[u64], runs: &
         ..rec.breakdown
     };
     rec.bad_bytes = rec.breakdown.total();
+    if !runs.is_empty() {
+        rec.stray_bytes = Some(rec.stray_bytes.unwrap_or(0) + bytes);
+    }
     rec.first_bad_offset = rec
         .first_bad_offset
         .or(Some(first.wrapping_sub(p.dst) as i64));

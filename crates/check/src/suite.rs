@@ -4,7 +4,7 @@ use crate::blob::LinkConfig;
 use crate::checker::{
     self, Breakdown, Expect, GUARD, How, Known, Patterns, Placement, Refill, SourceCheck,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, VmmError};
 pub use crate::record::{CheckRecord, Edge, RowKey, Rows, Totals, Verdict};
 use crate::routines::{self, Call, Kind, Routine, VariantDef};
 use crate::stray;
@@ -1042,6 +1042,8 @@ fn record(
         edge: s.edge,
         ticks: 0,
         reason,
+        stray_bytes: None,
+        fault_distance: None,
     }
 }
 
@@ -1405,7 +1407,11 @@ fn verify(
 fn breached(rec: &mut CheckRecord, b: Breach, p: &Placement) {
     rec.verdict = Verdict::Fail;
     let what = match (b.kind, rec.edge) {
-        (crate::vmm::BreachKind::Fault, Some(edge)) => edge_fault(edge, b, p),
+        (crate::vmm::BreachKind::Fault, Some(edge)) => {
+            let distance = edge_distance(edge, b, p);
+            rec.fault_distance = Some(distance);
+            edge_fault(edge, distance, b.want)
+        }
         _ => b.to_string(),
     };
     rec.reason = Some(match rec.reason.take() {
@@ -1415,27 +1421,33 @@ fn breached(rec: &mut CheckRecord, b: Breach, p: &Placement) {
     rec.contract = Some(b);
 }
 
-/// An edge check's fault, said against the buffer at the hole: the access
-/// that reached into it began at or before the faulting address, so the
-/// distance is how far past (or before) the buffer it got at least. The
-/// guest reports guest-virtual addresses.
-fn edge_fault(edge: Edge, b: Breach, p: &Placement) -> String {
-    let (addr, pc) = (b.got, b.want);
+/// An edge check's fault against the buffer at the hole: the access that
+/// reached into it began at or before the faulting address, so this is
+/// how far past (or before) the buffer it got at least. The guest reports
+/// guest-virtual addresses.
+fn edge_distance(edge: Edge, b: Breach, p: &Placement) -> u64 {
+    let addr = b.got;
     let dst = arch::guest_va(p.dst);
     let src = arch::guest_va(p.src.unwrap_or(p.dst));
     match edge {
-        Edge::TargetEnd => format!(
-            "over-write: faulted {} bytes past the target end (pc {pc:#x})",
-            addr.wrapping_sub(dst + p.len)
-        ),
-        Edge::SourceEnd => format!(
-            "over-read: faulted {} bytes past the source end (pc {pc:#x})",
-            addr.wrapping_sub(src + p.len)
-        ),
-        Edge::SourceStart => format!(
-            "under-read: faulted {} bytes before the source start (pc {pc:#x})",
-            src.wrapping_sub(addr)
-        ),
+        Edge::TargetEnd => addr.wrapping_sub(dst + p.len),
+        Edge::SourceEnd => addr.wrapping_sub(src + p.len),
+        Edge::SourceStart => src.wrapping_sub(addr),
+    }
+}
+
+/// [`edge_distance`] said for people.
+fn edge_fault(edge: Edge, distance: u64, pc: u64) -> String {
+    match edge {
+        Edge::TargetEnd => {
+            format!("over-write: faulted {distance} bytes past the target end (pc {pc:#x})")
+        }
+        Edge::SourceEnd => {
+            format!("over-read: faulted {distance} bytes past the source end (pc {pc:#x})")
+        }
+        Edge::SourceStart => {
+            format!("under-read: faulted {distance} bytes before the source start (pc {pc:#x})")
+        }
     }
 }
 
@@ -1500,7 +1512,7 @@ impl Arena {
             (hi - self.layout.src_base) as usize,
         );
         pats.source().get(a..b).ok_or_else(|| {
-            Error::Internal(format!(
+            Error::internal(format!(
                 "the source area [{a:#x}, {b:#x}) is longer than the source pattern ({} bytes)",
                 pats.source().len()
             ))
@@ -1584,7 +1596,7 @@ fn settle_source(
                 out.check_time += dt;
                 out.checked_bytes += bytes;
             }
-            Err(Error::Guest(f)) => {
+            Err(Error::Vmm(VmmError::Guest(f))) => {
                 let rec = &mut out.records[index];
                 rec.verdict = Verdict::Fail;
                 rec.reason = Some(f.detail.clone());
@@ -1656,11 +1668,11 @@ fn run_batch(
     stray::watch(vm, windows.chain([area.layout.src_range()]))?;
     let (results, failed) = match vm.vcpu(0)?.call_batch(&cmds, timeout) {
         Ok(r) => (r, None),
-        Err(Error::Guest(f)) => {
+        Err(VmmError::Guest(f)) => {
             let (cur, done) = vm.vcpu(0)?.batch_progress(&cmds);
             (done, Some((cur, f)))
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     let strays = stray::after(vm)?;
     let mut done = Vec::with_capacity(results.len());
@@ -1735,7 +1747,7 @@ fn run_alone(
                     area.defer(index, spec, p);
                 }
             }
-            Err(Error::Guest(f)) => {
+            Err(Error::Vmm(VmmError::Guest(f))) => {
                 out.guest_failed(vm, spec, pats, *f);
                 return settle_source(vm, area, pats, timeout, false, out);
             }
@@ -1797,7 +1809,7 @@ pub fn run(
         watch.bar.set_position(i as u64);
         match r {
             Ok(()) => {}
-            Err(Error::Interrupted) => {
+            Err(Error::Vmm(VmmError::Interrupted)) => {
                 out.interrupted = true;
                 settle_source(vm, &mut area, pats, timeout, false, &mut out)?;
                 break;
@@ -1922,7 +1934,7 @@ fn run_single(
             }
             Ok(())
         }
-        Err(Error::Guest(f)) => {
+        Err(Error::Vmm(VmmError::Guest(f))) => {
             out.guest_failed(vm, spec, pats, *f);
             settle_source(vm, area, pats, timeout, false, out)
         }

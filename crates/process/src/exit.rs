@@ -41,3 +41,27 @@ impl Category {
         }
     }
 }
+
+/// Every crate's error enum: its category, and from it the exit status
+/// and the reason a partial result gives, the same way for all of them.
+pub trait Failure: std::fmt::Display {
+    fn category(&self) -> Category;
+
+    /// Process exit status (an interruption's by its signal).
+    fn exit_code(&self) -> i32 {
+        match self.category() {
+            Category::Interrupted => crate::interrupt::exit_code(),
+            c => c.exit_code(),
+        }
+    }
+
+    /// Why the work it stopped is partial, as the JSON's `partial_reason`
+    /// and KTAP's `# interrupted:` line say it: the signal's name for a
+    /// stop request ("SIGTERM"), else the message.
+    fn partial_reason(&self) -> String {
+        match self.category() {
+            Category::Interrupted => crate::interrupt::name().to_string(),
+            _ => self.to_string(),
+        }
+    }
+}

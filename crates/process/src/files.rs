@@ -26,39 +26,40 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     /// Found before the run, by [`precheck_output`].
-    #[error("cannot write {path} (fix the path or its permissions; checked before the run)")]
+    #[error("cannot write {} (fix the path or its permissions; checked before the run)", path.display())]
     Unwritable {
-        path: String,
+        path: PathBuf,
         #[source]
         source: std::io::Error,
     },
     /// A target that can never hold the result, found before the run.
-    #[error("cannot write {path}: {why} (checked before the run; nothing was started)")]
-    BadTarget { path: String, why: String },
-    #[error("I/O error on {path}")]
+    #[error("cannot write {}: {why} (checked before the run; nothing was started)", path.display())]
+    BadTarget { path: PathBuf, why: String },
+    #[error("I/O error on {}", path.display())]
     Io {
-        path: String,
+        path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {}: {source}", path.display())]
     Unreadable {
-        path: String,
+        path: PathBuf,
         #[source]
         source: std::io::Error,
     },
     #[error(
-        "{path} is larger than {} MiB, the most hypclear reads from such a file; \
+        "{} is larger than {} MiB, the most hypclear reads from such a file; \
          is it the right file (not a device, a log or a concatenation)?",
+        path.display(),
         limit >> 20
     )]
-    TooLarge { path: String, limit: u64 },
-    #[error("{path} is not valid JSON: {detail}")]
-    Malformed { path: String, detail: String },
+    TooLarge { path: PathBuf, limit: u64 },
+    #[error("{} is not valid JSON: {detail}", path.display())]
+    Malformed { path: PathBuf, detail: String },
 }
 
-fn shown(path: &Path) -> String {
-    path.display().to_string()
+fn shown(path: &Path) -> PathBuf {
+    path.to_path_buf()
 }
 
 /// The directory and the file name of a result target; a name ending in

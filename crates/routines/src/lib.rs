@@ -14,7 +14,8 @@ use hypclear_kernel as kernel;
 pub use hypclear_link::catalog;
 use hypclear_process::{errln, files};
 use hypclear_vmm as vmm;
-use hypclear_vmm::{blob, error};
+use hypclear_vmm::blob;
+pub mod error;
 pub mod lower;
 
 pub use catalog::Family;
@@ -146,7 +147,11 @@ mod tests {
         vs.iter()
             .copied()
             .find(|v| is_named(v, name))
-            .ok_or_else(|| Error::Usage(format!("unknown variant `{name}` for {routine}")))
+            .ok_or_else(|| {
+                Error::Vmm(crate::error::VmmError::Usage(format!(
+                    "unknown variant `{name}` for {routine}"
+                )))
+            })
     }
 
     use super::*;

@@ -47,20 +47,20 @@ pub fn lower(config: LinkConfig, variant: &VariantDef, call: &Call) -> Result<Lo
         (r, c) => alias_name(r.family(c).name(), variant.name),
     };
     if call.routine.page_granular() && !call.len.is_multiple_of(abi::PAGE_SIZE) {
-        return Err(Error::Usage(format!(
-            "{} works on whole pages: {} bytes is not a multiple of {}",
-            call.routine,
-            call.len,
-            abi::PAGE_SIZE
-        )));
+        return Err(Error::NotWholePages {
+            routine: call.routine,
+            len: call.len,
+            page: abi::PAGE_SIZE,
+        });
     }
     if let Some(f) = call.routine.fixed_size()
         && call.len != f
     {
-        return Err(Error::Usage(format!(
-            "{} always works on {f} bytes, not {}",
-            call.routine, call.len
-        )));
+        return Err(Error::FixedSize {
+            routine: call.routine,
+            fixed: f,
+            len: call.len,
+        });
     }
     let step = call.step as u64;
     let mut a = Args {
@@ -108,11 +108,10 @@ pub fn lower(config: LinkConfig, variant: &VariantDef, call: &Call) -> Result<Lo
 /// consecutive chunks (a step of one chunk).
 pub(crate) fn lower_pages_as_page(variant: &VariantDef, call: &Call) -> Result<Lowered> {
     if call.count > 1 && call.step != call.len as i64 {
-        return Err(Error::Usage(format!(
-            "this blob has no clear_pages routine: clear_pages runs as clear_page on consecutive \
-             pages, which needs a chunk step equal to the chunk size (got step {} for {} bytes)",
-            call.step, call.len
-        )));
+        return Err(Error::PagesNotConsecutive {
+            step: call.step,
+            len: call.len,
+        });
     }
     let mut l = lower(
         LinkConfig::Vanilla,
@@ -145,11 +144,9 @@ pub fn command(blob: &Blob, variant: &VariantDef, call: &Call) -> Result<Command
     {
         l = lower_pages_as_page(variant, call)?;
     }
-    let index = blob.alias_index(&l.alias).ok_or_else(|| {
-        Error::Blob(format!(
-            "the {} blob has no alias `{}`",
-            blob.config, l.alias
-        ))
+    let index = blob.alias_index(&l.alias).ok_or_else(|| Error::NoAlias {
+        config: blob.config,
+        alias: l.alias.clone(),
     })?;
     Ok(Command {
         table: abi::TABLE_ALIAS,

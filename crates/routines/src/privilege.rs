@@ -236,11 +236,7 @@ pub fn choose(req: Request) -> Result<PrivilegeChoice> {
     }
     if req.cpl == CplChoice::User {
         if req.el == ElChoice::El2 {
-            return Err(Error::Usage(
-                "--el 2 runs the routines at EL2; EL0 (--cpl 3, --no-dc-zva) runs under EL1: \
-                 use --el 1 or --el auto with them"
-                    .into(),
-            ));
+            return Err(Error::El2WithEl0);
         }
         return choose_cpl(req.cpl);
     }
@@ -263,10 +259,11 @@ pub fn choose(req: Request) -> Result<PrivilegeChoice> {
         return Ok(c);
     }
     if req.el == ElChoice::El2 {
-        return Err(Error::Unsupported {
-            what: "a guest at EL2 (--el 2)".into(),
+        return Err(crate::error::VmmError::Unsupported {
+            what: "a guest at EL2 (--el 2)",
             detail: hyp.detail,
-        });
+        }
+        .into());
     }
     let mut c = choose_cpl(req.cpl)?;
     // The first clause only (the JSON and `info` carry the whole detail).
@@ -367,7 +364,9 @@ fn calibrate() -> Result<Option<u64>> {
     let v = crate::variants(Routine::Memset, &side)
         .into_iter()
         .find(|v| v.requires.is_none())
-        .ok_or_else(|| Error::Blob("no memset variant without CPU requirements".into()))?;
+        .ok_or(Error::NoPlainVariant {
+            routine: Routine::Memset,
+        })?;
     let call = Call {
         routine: Routine::Memset,
         dst: crate::arch::ARENA_BASE,

@@ -1,51 +1,55 @@
 //! Typed errors of the hypclear library. Each message says what happened and,
 //! where there is one, what to do about it.
+use crate::memory::Backing;
+use crate::units::format_size;
 use serde::Serialize;
 use std::fmt;
+use std::path::PathBuf;
 use thiserror::Error;
 
-pub use hypclear_process::exit::{Category, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
+pub use hypclear_process::exit::{Category, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Failure};
 
 #[derive(Debug, Error)]
 pub enum Error {
     // ---- environment / usage: exit 2, before any check runs ----
     #[error(
-        "cannot open the KVM device {0}; load the KVM module (modprobe kvm_intel, kvm_amd or kvm_pvm) \
-         and make sure this user can read and write /dev/kvm (e.g. add it to the kvm group)"
+        "cannot open the KVM device {}: {}; load the KVM module (modprobe kvm_intel, kvm_amd or kvm_pvm) \
+         and make sure this user can read and write /dev/kvm (e.g. add it to the kvm group)",
+        path.display(), why
     )]
-    KvmUnavailable(String),
+    KvmUnavailable { path: PathBuf, why: String },
     #[error("{0}")]
     Usage(String),
     #[error("KVM does not support {what}: {detail}")]
-    Unsupported { what: String, detail: String },
+    Unsupported { what: &'static str, detail: String },
     #[error("cannot allocate {size} bytes of guest RAM with {backing} backing: {detail}")]
     Memory {
         size: u64,
-        backing: String,
+        backing: Backing,
         detail: String,
     },
 
     #[error(
-        "not enough host memory: {what} needs {need} bytes ({need_h}), but only {available} bytes \
-         are available ({detail}); use a smaller size or --mem, or free memory first"
+        "not enough host memory: {what} needs {need} bytes ({}), but only {available} bytes \
+         are available ({detail}); use a smaller size or --mem, or free memory first",
+        format_size(*need)
     )]
     HostMemory {
         what: String,
         need: u64,
-        need_h: String,
         available: u64,
         detail: String,
     },
 
     #[error(
         "the address-space limit RLIMIT_AS (ulimit -v) is {limit} bytes ({limit_kb} kB) with \
-         {mapped} bytes mapped already, and this run maps {need} bytes more ({need_h}: guest \
+         {mapped} bytes mapped already, and this run maps {need} bytes more ({}: guest \
          RAM, buffers, threads); raise it (ulimit -v {suggest_kb}, or unlimited) or use a \
-         smaller --mem or -s"
+         smaller --mem or -s",
+        format_size(*need)
     )]
     AddressSpace {
         need: u64,
-        need_h: String,
         limit: u64,
         limit_kb: u64,
         mapped: u64,
@@ -70,10 +74,6 @@ pub enum Error {
     #[error("{0}")]
     Guest(Box<GuestFailure>),
 
-    // ---- a routine produced wrong memory (exit 1) ----
-    #[error("verification failed: {0}")]
-    Verification(String),
-
     /// The architecture code failed (its own error type, with its category).
     #[error(transparent)]
     Arch(#[from] crate::arch::Error),
@@ -82,9 +82,12 @@ pub enum Error {
     #[error("internal error: {0}; please report it with the command line")]
     Internal(String),
 
-    #[error("cannot write {path} (fix the path or its permissions; checked before the run)")]
+    #[error(
+        "cannot write {} (fix the path or its permissions; checked before the run)",
+        path.display()
+    )]
     Output {
-        path: String,
+        path: PathBuf,
         #[source]
         source: std::io::Error,
     },
@@ -95,9 +98,9 @@ pub enum Error {
     )]
     Interrupted,
 
-    #[error("I/O error on {path}")]
+    #[error("I/O error on {}", path.display())]
     Io {
-        path: String,
+        path: PathBuf,
         #[source]
         source: std::io::Error,
     },
@@ -143,12 +146,12 @@ impl From<crate::arch::HostError> for Error {
     }
 }
 
-impl Error {
-    pub fn category(&self) -> Category {
+impl Failure for Error {
+    fn category(&self) -> Category {
         match self {
             Error::Interrupted => Category::Interrupted,
             Error::Usage(_) => Category::Usage,
-            Error::KvmUnavailable(_)
+            Error::KvmUnavailable { .. }
             | Error::Unsupported { .. }
             | Error::Memory { .. }
             | Error::Output { .. }
@@ -156,7 +159,6 @@ impl Error {
             | Error::AddressSpace { .. } => Category::Environment,
             Error::Internal(_) => Category::Internal,
             Error::Guest(_) => Category::Guest,
-            Error::Verification(_) => Category::Verification,
             Error::Arch(e) => e.category(),
             Error::Kvm { .. }
             | Error::GuestMemory { .. }
@@ -165,25 +167,9 @@ impl Error {
             | Error::Io { .. } => Category::Run,
         }
     }
+}
 
-    /// Why the work it stopped is partial, as the JSON's `partial_reason`
-    /// and KTAP's `# interrupted:` line say it: the signal's name for a
-    /// stop request ("SIGTERM"), else the message.
-    pub fn partial_reason(&self) -> String {
-        match self {
-            Error::Interrupted => crate::interrupt::name().to_string(),
-            e => e.to_string(),
-        }
-    }
-
-    /// Process exit status for this error (an interruption's by its signal).
-    pub fn exit_code(&self) -> i32 {
-        match self.category() {
-            Category::Interrupted => crate::interrupt::exit_code(),
-            c => c.exit_code(),
-        }
-    }
-
+impl Error {
     /// A failed KVM ioctl: [`Error::Interrupted`] when the SIGINT cut it
     /// short (see [`crate::interrupt::cut_short`]).
     pub fn kvm(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> Error {
@@ -368,7 +354,14 @@ mod tests {
     #[test]
     fn categories_give_the_documented_exit_codes() {
         assert_eq!(Error::Usage(String::new()).exit_code(), EXIT_USAGE);
-        assert_eq!(Error::Verification(String::new()).exit_code(), EXIT_FAILED);
+        assert_eq!(
+            Error::Io {
+                path: "x".into(),
+                source: std::io::Error::other("x")
+            }
+            .exit_code(),
+            EXIT_FAILED
+        );
         assert_eq!(Error::Blob(String::new()).exit_code(), EXIT_FAILED);
         assert_eq!(Error::Interrupted.exit_code(), EXIT_INTERRUPTED);
     }

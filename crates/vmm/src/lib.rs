@@ -59,18 +59,23 @@ pub fn open_kvm() -> Result<Kvm> {
     let path = std::env::var("HYPCLEAR_KVM_DEVICE").unwrap_or_else(|_| "/dev/kvm".into());
     let cpath = std::ffi::CString::new(path.clone())
         .map_err(|_| Error::Usage(format!("HYPCLEAR_KVM_DEVICE={path:?} is not a path")))?;
-    let kvm =
-        Kvm::new_with_path(&cpath).map_err(|e| Error::KvmUnavailable(format!("{path}: {e}")))?;
+    let kvm = Kvm::new_with_path(&cpath).map_err(|e| Error::KvmUnavailable {
+        path: path.clone().into(),
+        why: e.to_string(),
+    })?;
     let v = kvm.get_api_version();
     if v < 0 {
-        return Err(Error::KvmUnavailable(format!(
-            "{path}: not a KVM device (KVM_GET_API_VERSION failed: {})",
-            std::io::Error::last_os_error()
-        )));
+        return Err(Error::KvmUnavailable {
+            path: path.into(),
+            why: format!(
+                "not a KVM device (KVM_GET_API_VERSION failed: {})",
+                std::io::Error::last_os_error()
+            ),
+        });
     }
     if v != 12 {
         return Err(Error::Unsupported {
-            what: "the stable KVM API".into(),
+            what: "the stable KVM API",
             detail: format!("KVM_GET_API_VERSION returned {v}, expected 12"),
         });
     }
@@ -418,7 +423,7 @@ impl Vm {
     fn start_dirty_log(&mut self) -> Result<()> {
         if !dirty::enable_manual_protect(&self.fd)? {
             return Err(Error::Unsupported {
-                what: "KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2".into(),
+                what: "KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2",
                 detail: "KVM cannot leave logged pages writable (Linux 5.8+)".into(),
             });
         }

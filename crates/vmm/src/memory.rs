@@ -147,7 +147,7 @@ pub fn precheck(size: u64, backing: Backing) -> Result<()> {
     if page_kb != 2048 || free < need {
         return Err(Error::Memory {
             size,
-            backing: backing.to_string(),
+            backing,
             detail: format!(
                 "only {free} free huge pages of {page_kb} kB, {need} of 2 MiB needed; reserve them \
                  first, e.g. `echo {} > /proc/sys/vm/nr_hugepages`",
@@ -289,7 +289,6 @@ pub fn check_host_memory(need: u64, what: &str) -> Result<()> {
         return Err(Error::HostMemory {
             what: what.into(),
             need,
-            need_h: crate::units::format_size(need),
             available,
             detail,
         });
@@ -325,10 +324,8 @@ fn check_address_space(need: u64, limit: Option<u64>, status: &str) -> Result<()
     if mapped.saturating_add(need) <= limit {
         return Ok(());
     }
-    let h = crate::units::format_size;
     Err(Error::AddressSpace {
         need,
-        need_h: h(need),
         limit,
         limit_kb: limit / 1024,
         mapped,
@@ -416,7 +413,7 @@ impl GuestRam {
     pub fn new(base: u64, size: u64, backing: Backing, prefault: bool) -> Result<Self> {
         let err = |detail: String| Error::Memory {
             size,
-            backing: backing.to_string(),
+            backing,
             detail,
         };
         let len = usize::try_from(size).map_err(|_| err("size does not fit in usize".into()))?;
@@ -586,7 +583,7 @@ impl GuestRam {
         if rc != 0 {
             return Err(Error::Memory {
                 size: self.size,
-                backing: self.backing.to_string(),
+                backing: self.backing,
                 detail: format!(
                     "madvise(MADV_DONTFORK): {}",
                     std::io::Error::last_os_error()
@@ -663,6 +660,7 @@ impl crate::arch::RamAccess for GuestRam {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Failure;
     use std::path::PathBuf;
 
     /// `--prefault` with thp: populated after MADV_HUGEPAGE, so on huge

@@ -2,7 +2,7 @@
 //! [`Report`] run/verify hand back.
 use crate::arch::CpuCaps;
 use crate::blob::LinkConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result, VmmError};
 use crate::suite::{self, CheckRecord, Geometry, RandomSize, Rows};
 use crate::vmm::GuestFailure;
 use serde_json::json;
@@ -97,14 +97,14 @@ impl Outcome {
                 // A stop request while this side's VM booted: nothing of
                 // it to report, but the others' results (and the table)
                 // stand.
-                Err(Error::Interrupted) => {
+                Err(Error::Vmm(VmmError::Interrupted)) => {
                     o.interrupted = true;
                     continue;
                 }
                 // A guest that failed before its first check (a watchdog
                 // timeout at boot) is reported like one that failed in a
                 // check.
-                Err(Error::Guest(f)) => {
+                Err(Error::Vmm(VmmError::Guest(f))) => {
                     o.failure.get_or_insert(*f);
                     continue;
                 }

@@ -9,7 +9,6 @@ use crate::kernel::paths::Runnable;
 use crate::routines::privilege::PrivilegeChoice;
 use crate::routines::{self, Routine};
 use crate::suite::{self, CheckRecord, Filter, RandomSize};
-use crate::units::format_size;
 use crate::vmm::memory::Backing;
 use crate::vmm::{self, VmOptions};
 use hypclear_abi::PAGE_SIZE;
@@ -123,12 +122,7 @@ impl Plan {
                     suite::sum(&[arch::ARENA_BASE - arch::RAM_BASE, need]),
                     arch::RAM_ALIGN,
                 );
-                return Err(Error::Usage(format!(
-                    "--mem {} is too small for the requested sizes: they need {} of arena; use --mem {} or more",
-                    format_size(mem),
-                    format_size(need),
-                    format_size(fit)
-                )));
+                return Err(Error::MemTooSmall { mem, need, fit });
             }
         }
         Ok(())
@@ -236,10 +230,10 @@ fn check_variants(sides: &[Side], f: &Filter) -> Result<()> {
                 .collect();
             names.sort();
             names.dedup();
-            return Err(Error::Usage(format!(
-                "unknown variant `{v}` for the selected routines; known variants: {}",
-                names.join(", ")
-            )));
+            return Err(Error::UnknownVariant {
+                name: v.clone(),
+                known: names,
+            });
         }
     }
     Ok(())
@@ -250,24 +244,17 @@ pub fn check_filter(sides: &[Side], f: &Filter) -> Result<()> {
     check_variants(sides, f)?;
     for &size in &f.sizes {
         if size > suite::MAX_SIZE {
-            return Err(Error::Usage(format!(
-                "--size {size} ({}) is larger than the largest guest RAM ({}): no check of it \
-                 fits; pick a size up to {}",
-                format_size(size),
-                format_size(suite::MAX_SIZE),
-                format_size(suite::MAX_SIZE)
-            )));
+            return Err(Error::SizeTooLarge {
+                size,
+                max: suite::MAX_SIZE,
+            });
         }
         for r in Routine::ALL {
             if !(f.routines.is_empty() || f.routines.contains(&r)) {
                 continue;
             }
             if r.page_granular() && (size == 0 || size % PAGE_SIZE != 0) {
-                return Err(Error::Usage(format!(
-                    "{r} works on whole pages: --size {size} is not a multiple of 4096 \
-                     (try {} or pick --routine memset/memcpy)",
-                    format_size(size.div_ceil(4096).max(1) * 4096)
-                )));
+                return Err(Error::NotWholePages { routine: r, size });
             }
         }
     }
@@ -371,11 +358,11 @@ mod tests {
                 ..Filter::default()
             };
             let checked = check_filter(std::slice::from_ref(&side), &f)
-                .and_then(|()| vmm::validate_mem(mem));
+                .and_then(|()| Ok(vmm::validate_mem(mem)?));
             match checked {
-                Err(Error::Usage(_)) => {}
-                Err(e) if e.exit_code() == 2 => {}
-                Err(e) => proptest::prop_assert!(false, "exit {}: {e}", e.exit_code()),
+                // Usage or environment: exit 2.
+                Err(e) if crate::error::Failure::exit_code(&e) == 2 => {}
+                Err(e) => proptest::prop_assert!(false, "exit {}: {e}", crate::error::Failure::exit_code(&e)),
                 Ok(()) => {
                     proptest::prop_assert!(size <= suite::MAX_SIZE);
                     let caps = arch::CpuCaps::default();

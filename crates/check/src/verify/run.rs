@@ -281,8 +281,8 @@ fn join_others(
                 runs.push(r);
             }
             Ok(None) => {}
-            Err(_) => runs.push(Err(Error::Internal(
-                "a verification thread panicked; please report this as a hypclear bug".into(),
+            Err(_) => runs.push(Err(Error::internal(
+                "a verification thread panicked; please report this as a hypclear bug",
             ))),
         }
     }
@@ -301,7 +301,7 @@ fn boot_and_run<E: From<Error>>(
     prepare: impl FnOnce() -> std::result::Result<Admitted, E>,
 ) -> std::result::Result<(Admitted, Vec<Result<ConfigRun>>), E> {
     let Some((first, rest)) = shared.plan.sides.split_first() else {
-        return Err(Error::Internal("no link configuration to run".into()).into());
+        return Err(Error::internal("no link configuration to run").into());
     };
     let cell = OnceLock::new();
     let runs = std::thread::scope(|s| {
@@ -323,7 +323,7 @@ fn boot_and_run<E: From<Error>>(
     })?;
     let a = cell
         .into_inner()
-        .ok_or_else(|| Error::Internal("the run context was never set".into()))?;
+        .ok_or_else(|| Error::internal("the run context was never set"))?;
     Ok((a, runs))
 }
 
