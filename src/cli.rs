@@ -119,11 +119,10 @@ pub(crate) struct Common {
     /// kernel side and bench --builtin: the kernel's configuration]
     #[arg(long, value_enum, global = true)]
     pub config: Option<ConfigChoice>,
-    /// Guest RAM backing (and the host baseline's buffer) [default: anon;
-    /// bench: thp, as QEMU and cloud-hypervisor back guest RAM (with 4 KiB
-    /// pages a guest pays for its two-level page walks: docs/method.md)]
-    #[arg(long, value_enum, global = true)]
-    pub backing: Option<Backing>,
+    /// Guest RAM backing (and the host baseline's buffer); bench compares
+    /// the --backings it is given, this one when only it is given
+    #[arg(long, value_enum, global = true, default_value = "anon")]
+    pub backing: Backing,
     /// Populate guest RAM on the host before the guest starts
     #[arg(long, global = true)]
     pub prefault: bool,
@@ -239,16 +238,13 @@ fn parse_arch(s: &str) -> Result<crate::kernel::tree::Arch, String> {
     }
 }
 
+/// `bench --backings` when neither it nor `--backing` is given.
+const BENCH_BACKING: Backing = Backing::Thp;
+
 /// Guest RAM when --mem is not given.
 pub(crate) const DEFAULT_MEM: u64 = 256 << 20;
 
 impl Common {
-    /// Guest RAM backing of every command but bench (see
-    /// [`BenchArgs::plan`]): `--backing`, else anon.
-    pub(crate) fn backing(&self) -> Backing {
-        self.backing.unwrap_or(Backing::Anon)
-    }
-
     pub(crate) fn mem(&self) -> u64 {
         self.mem.unwrap_or(DEFAULT_MEM)
     }
@@ -457,7 +453,9 @@ pub(crate) struct BenchArgs {
         default_value = "populate"
     )]
     pub fill: Vec<crate::bench::PageState>,
-    /// Backing(s) to compare [default: --backing]
+    /// Backing(s) to compare [default: thp, as QEMU and cloud-hypervisor
+    /// back guest RAM (with 4 KiB pages a guest pays for its two-level page
+    /// walks: docs/method.md); a --backing given alone sets it]
     #[arg(long = "backings", value_enum, value_delimiter = ',')]
     pub backings: Vec<Backing>,
     /// Unmeasured warm-up runs per session (at least; see --max-warmup)
@@ -707,10 +705,13 @@ impl BenchArgs {
             variants: Variants::from_names(&a.function),
             orders: a.order.clone(),
             fills: a.fill.clone(),
-            backings: if a.backings.is_empty() {
-                vec![common.backing.unwrap_or(Backing::Thp)]
-            } else {
-                a.backings.clone()
+            backings: match (
+                a.backings.is_empty(),
+                common.given.iter().any(|g| g == "--backing"),
+            ) {
+                (false, _) => a.backings.clone(),
+                (true, true) => vec![common.backing],
+                (true, false) => vec![BENCH_BACKING],
             },
             sides: crate::bench::PlanSide::expand(
                 sides,
@@ -940,6 +941,37 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(m.contains("does not take --seed"), "{m}");
+    }
+
+    /// Each backing option has one default: --backing anon, bench's
+    /// --backings thp; a --backing given alone is bench's axis.
+    #[test]
+    fn backing_defaults_once_per_option() {
+        let backings = |words: &[&str]| {
+            let c = parse(words);
+            let Some(Cmd::Bench { args, .. }) = &c.command else {
+                panic!("{words:?}: not bench");
+            };
+            let plan = args.plan(&c.common, &[crate::blob::LinkConfig::Vanilla.into()]);
+            plan.unwrap_or_else(|e| panic!("{words:?}: {e}")).backings
+        };
+        assert_eq!(parse(&["run"]).common.backing, Backing::Anon);
+        assert_eq!(backings(&["bench", "memset"]), [BENCH_BACKING]);
+        assert_eq!(
+            backings(&["bench", "memset", "--backing", "anon"]),
+            [Backing::Anon]
+        );
+        assert_eq!(
+            backings(&[
+                "bench",
+                "memset",
+                "--backing",
+                "anon",
+                "--backings",
+                "hugetlb"
+            ]),
+            [Backing::Hugetlb]
+        );
     }
 
     #[test]

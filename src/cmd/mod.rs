@@ -48,14 +48,14 @@ pub(crate) fn boot(common: &Common, start: Instant, mem: u64) -> Result<Boot> {
     let timeout = crate::cli::timeout(common.timeout)?;
     let request = privilege_request(common)?;
     vmm::validate_mem(mem)?;
-    crate::vmm::memory::precheck(mem, common.backing())?;
+    crate::vmm::memory::precheck(mem, common.backing)?;
     Ok(Boot {
         start,
         seed: common.seed.unwrap_or_else(random_seed),
         privilege: privilege::choose(request)?,
         mem,
         timeout,
-        backing: common.backing(),
+        backing: common.backing,
         prefault: common.prefault,
     })
 }
@@ -101,7 +101,7 @@ impl Ctx {
             privilege: self.privilege.clone(),
             mem: self.mem,
             timeout: self.timeout,
-            backing: self.common.backing(),
+            backing: self.common.backing,
             prefault: self.common.prefault,
         };
         Ok(boot.vm_options(side)?)

@@ -60,7 +60,7 @@ fn options(common: &Common, args: &ReclaimArgs) -> Result<ReclaimOptions> {
     Ok(ReclaimOptions {
         mem: common.mem.unwrap_or(RECLAIM_MEM),
         seed: common.seed.unwrap_or_else(super::random_seed),
-        backing: common.backing(),
+        backing: common.backing,
         timeout: crate::cli::timeout(common.timeout)?,
         control: !args.no_control,
     })
