@@ -7,13 +7,13 @@ use hypclear_process::exit::{Category, Failure};
 pub(crate) use hypclear_vmm::error::Error as RunError;
 
 /// One variant per library crate whose errors reach the binary; each
-/// keeps its own category. A VMM error sits at [`Error::Run`] whichever
+/// keeps its own category. A VMM error sits at [`Error::Vmm`] whichever
 /// crate passed it up, so one pattern finds an interruption.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
     /// The VMM's errors, the one usage error among them (exit 2).
     #[error(transparent)]
-    Run(RunError),
+    Vmm(RunError),
     #[error(transparent)]
     Routines(hypclear_routines::error::Error),
     #[error(transparent)]
@@ -39,13 +39,13 @@ pub(crate) type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// A bad command line (exit 2): the VMM's usage error, the one there is.
     pub(crate) fn usage(msg: String) -> Error {
-        Error::Run(RunError::Usage(msg))
+        Error::Vmm(RunError::Usage(msg))
     }
 }
 
 impl From<RunError> for Error {
     fn from(e: RunError) -> Self {
-        Error::Run(e)
+        Error::Vmm(e)
     }
 }
 
@@ -53,7 +53,7 @@ impl From<hypclear_routines::error::Error> for Error {
     fn from(e: hypclear_routines::error::Error) -> Self {
         use hypclear_routines::error::Error as E;
         match e {
-            E::Vmm(e) => Error::Run(e),
+            E::Vmm(e) => Error::Vmm(e),
             e => Error::Routines(e),
         }
     }
@@ -63,7 +63,7 @@ impl From<hypclear_check::error::Error> for Error {
     fn from(e: hypclear_check::error::Error) -> Self {
         use hypclear_check::error::Error as E;
         match e {
-            E::Vmm(e) => Error::Run(e),
+            E::Vmm(e) => Error::Vmm(e),
             E::Routines(e) => e.into(),
             e => Error::Check(e),
         }
@@ -74,17 +74,11 @@ impl From<hypclear_bench::error::Error> for Error {
     fn from(e: hypclear_bench::error::Error) -> Self {
         use hypclear_bench::error::Error as E;
         match e {
-            E::Vmm(e) => Error::Run(e),
+            E::Vmm(e) => Error::Vmm(e),
             E::Routines(e) => e.into(),
             E::Check(e) => e.into(),
             e => Error::Bench(e),
         }
-    }
-}
-
-impl From<hypclear_process::files::FileError> for Error {
-    fn from(e: hypclear_process::files::FileError) -> Self {
-        Error::Run(e.into())
     }
 }
 
@@ -98,22 +92,16 @@ impl From<hypclear_kernel::external::SideError> for Error {
     }
 }
 
-impl From<hypclear_process::interrupt::Interrupted> for Error {
-    fn from(e: hypclear_process::interrupt::Interrupted) -> Self {
-        Error::Run(e.into())
-    }
-}
-
-impl From<hypclear_process::interrupt::InstallError> for Error {
-    fn from(e: hypclear_process::interrupt::InstallError) -> Self {
-        Error::Run(e.into())
-    }
-}
+hypclear_vmm::lift_into_vmm!(
+    Error: hypclear_vmm::error::lifted::FileError,
+    hypclear_vmm::error::lifted::Interrupted,
+    hypclear_vmm::error::lifted::InstallError
+);
 
 impl Failure for Error {
     fn category(&self) -> Category {
         match self {
-            Error::Run(e) => e.category(),
+            Error::Vmm(e) => e.category(),
             Error::Routines(e) => e.category(),
             Error::Check(e) => e.category(),
             Error::Bench(e) => e.category(),
@@ -151,7 +139,7 @@ impl Kept {
 pub(crate) fn unsaved(e: Error, json: Option<&std::path::Path>, kept: Kept) -> Error {
     let is_json = |p: &std::path::Path| json.is_some_and(|j| j == p);
     match e {
-        Error::Run(RunError::Io { path, source }) if is_json(&path) => Error::Unsaved {
+        Error::Vmm(RunError::Io { path, source }) if is_json(&path) => Error::Unsaved {
             path,
             kept: kept.describe(),
             source,
@@ -185,7 +173,7 @@ mod tests {
     #[test]
     fn a_failed_final_write_says_what_the_json_still_holds() {
         let enospc = || {
-            Error::Run(RunError::Io {
+            Error::Vmm(RunError::Io {
                 path: "out.json".into(),
                 source: std::io::Error::from_raw_os_error(libc::ENOSPC),
             })
@@ -200,7 +188,7 @@ mod tests {
         assert!(msg.contains("before the run"), "{msg}");
         // A failed --csv is not described as the JSON.
         let other = unsaved(enospc(), Some(std::path::Path::new("x.json")), Kept::Before);
-        assert!(matches!(other, Error::Run(_)));
+        assert!(matches!(other, Error::Vmm(_)));
         assert!(crate::bench::IN_PROGRESS.contains("could not write its final result"));
     }
 }

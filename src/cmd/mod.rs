@@ -196,7 +196,7 @@ fn check_dc_zva(common: &Common, bench: bool) -> Result<()> {
 pub(crate) fn main(cli: Cli, start: Instant) -> Result<i32> {
     let ktap = cli.common.format == Format::Ktap;
     match dispatch(cli, start) {
-        Err(e @ Error::Run(RunError::KvmUnavailable { .. })) if ktap => {
+        Err(e @ Error::Vmm(RunError::KvmUnavailable { .. })) if ktap => {
             let doc = crate::ktap::Document::SkipAll(e.to_string());
             crate::output::print_bytes(doc.render().as_bytes());
             Ok(crate::ktap::KSFT_SKIP)

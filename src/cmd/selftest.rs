@@ -68,7 +68,7 @@ impl Cut {
     /// else whether every case was handled.
     fn finish(self, command: &str, all_ok: bool) -> Result<i32> {
         match self.stopped {
-            Some(Error::Run(RunError::Interrupted)) => {
+            Some(Error::Vmm(RunError::Interrupted)) => {
                 crate::errln!(
                     "hypclear {command}: interrupted ({}); the results above are partial",
                     crate::interrupt::name()

@@ -240,20 +240,4 @@ impl From<RoutinesError> for Error {
     }
 }
 
-impl From<crate::arch::HostError> for Error {
-    fn from(e: crate::arch::HostError) -> Self {
-        Error::Vmm(e.into())
-    }
-}
-
-impl From<hypclear_process::interrupt::Interrupted> for Error {
-    fn from(e: hypclear_process::interrupt::Interrupted) -> Self {
-        Error::Vmm(e.into())
-    }
-}
-
-impl From<hypclear_process::files::FileError> for Error {
-    fn from(e: hypclear_process::files::FileError) -> Self {
-        Error::Vmm(e.into())
-    }
-}
+crate::vmm::lift_into_vmm!(Error);

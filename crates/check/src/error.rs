@@ -86,28 +86,6 @@ impl Failure for Error {
 }
 
 impl Error {
-    /// The VMM's error beneath, for a caller that tells guest failures and
-    /// interruptions apart.
-    pub fn vmm(&self) -> Option<&VmmError> {
-        match self {
-            Error::Vmm(e) => Some(e),
-            _ => None,
-        }
-    }
-
-    /// The guest's failure, when that is what this is.
-    pub fn guest(&self) -> Option<&GuestFailure> {
-        match self.vmm() {
-            Some(VmmError::Guest(f)) => Some(f),
-            _ => None,
-        }
-    }
-
-    /// Whether a stop request cut the work short.
-    pub fn interrupted(&self) -> bool {
-        self.category() == Category::Interrupted
-    }
-
     /// A fault of hypclear itself (exit 2, "please report it").
     pub fn internal(what: impl Into<String>) -> Error {
         Error::Vmm(VmmError::Internal(what.into()))
@@ -125,20 +103,4 @@ impl From<RoutinesError> for Error {
     }
 }
 
-impl From<crate::arch::HostError> for Error {
-    fn from(e: crate::arch::HostError) -> Self {
-        Error::Vmm(e.into())
-    }
-}
-
-impl From<hypclear_process::interrupt::Interrupted> for Error {
-    fn from(e: hypclear_process::interrupt::Interrupted) -> Self {
-        Error::Vmm(e.into())
-    }
-}
-
-impl From<hypclear_process::files::FileError> for Error {
-    fn from(e: hypclear_process::files::FileError) -> Self {
-        Error::Vmm(e.into())
-    }
-}
+crate::vmm::lift_into_vmm!(Error);

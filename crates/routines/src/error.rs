@@ -61,25 +61,4 @@ impl Failure for Error {
     }
 }
 
-impl Error {
-    /// The VMM's error beneath, for a caller that tells guest failures and
-    /// interruptions apart.
-    pub fn vmm(&self) -> Option<&VmmError> {
-        match self {
-            Error::Vmm(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<crate::arch::HostError> for Error {
-    fn from(e: crate::arch::HostError) -> Self {
-        Error::Vmm(e.into())
-    }
-}
-
-impl From<hypclear_process::interrupt::Interrupted> for Error {
-    fn from(e: hypclear_process::interrupt::Interrupted) -> Self {
-        Error::Vmm(e.into())
-    }
-}
+crate::vmm::lift_into_vmm!(Error);

@@ -195,6 +195,35 @@ impl From<crate::arch::RamError> for Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// The lower errors that become the VMM's on their way up, for
+/// [`lift_into_vmm!`](crate::lift_into_vmm).
+pub mod lifted {
+    pub use hypclear_arch::HostError;
+    pub use hypclear_process::files::FileError;
+    pub use hypclear_process::interrupt::{InstallError, Interrupted};
+}
+
+/// `From` impls that turn the lower errors (an architecture's, a stop
+/// request, a file's; or those listed) into an error enum's `Vmm` variant,
+/// as the VMM's own error does: one way up for them in every crate above.
+#[macro_export]
+macro_rules! lift_into_vmm {
+    ($t:ty) => {
+        $crate::lift_into_vmm!(
+            $t: $crate::error::lifted::HostError,
+            $crate::error::lifted::Interrupted,
+            $crate::error::lifted::FileError
+        );
+    };
+    ($t:ty: $($from:ty),+) => {$(
+        impl From<$from> for $t {
+            fn from(e: $from) -> Self {
+                Self::Vmm(e.into())
+            }
+        }
+    )+};
+}
+
 /// What went wrong in the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
