@@ -1,6 +1,6 @@
 //! Typed errors of the hypclear library. Each message says what happened and,
 //! where there is one, what to do about it.
-use crate::memory::Backing;
+use crate::backing::Backing;
 use crate::units::format_size;
 use serde::Serialize;
 use std::fmt;

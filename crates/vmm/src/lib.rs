@@ -3,6 +3,7 @@
 //! Everything here is architecture neutral; `crate::arch` provides the
 //! layout, register setup and exception decoding.
 
+mod backing;
 pub mod blob;
 pub mod contract;
 mod dirty;

@@ -6,35 +6,11 @@
 //! transparent huge pages with `MADV_HUGEPAGE`, `hugetlb` maps 2 MiB pages
 //! from the hugetlb pool. `--prefault` populates the host side up front
 //! (`MAP_POPULATE`), so only the guest's own first touch remains.
+pub use crate::backing::Backing;
 use crate::error::{Error, Result};
-use serde::Serialize;
 use vm_memory::{
     Bytes, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion, mmap::MmapRegionBuilder,
 };
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
-)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum Backing {
-    /// Anonymous memory, 4 KiB pages (THP off for this mapping).
-    Anon,
-    /// Anonymous memory with transparent huge pages requested.
-    Thp,
-    /// 2 MiB pages from the hugetlb pool (/proc/sys/vm/nr_hugepages).
-    Hugetlb,
-}
-
-impl std::fmt::Display for Backing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Backing::Anon => "anon",
-            Backing::Thp => "thp",
-            Backing::Hugetlb => "hugetlb",
-        })
-    }
-}
 
 /// Whether the host refuses transparent huge pages outright
 /// (`/sys/kernel/mm/transparent_hugepage/enabled` reads `[never]`): then
