@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing on the stable toolchain (docs/fuzzing.md): AFL++
-# through cargo-afl, each target for HYPCLEAR_FUZZ_SECONDS (default 60).
+# through cargo-afl, every target for HYPCLEAR_FUZZ_SECONDS (default 60), side
+# by side.
 #
-#   ci/fuzz.sh                                   # every target, 60 s each (CI)
+#   ci/fuzz.sh                                   # every target, 60 s, side by side (CI)
 #   HYPCLEAR_FUZZ_SECONDS=3600 ci/fuzz.sh compare  # one target, an hour
 #
 # Installs cargo-afl (pinned) if missing and builds AFL++ from the source it
@@ -69,7 +70,11 @@ report() {
 export AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1
 # Another fuzzer or build may hold the cores; do not insist on one.
 export AFL_NO_AFFINITY=1
+# The targets run side by side (on this 2-core machine three AFL processes
+# share the cores: fewer executions each, a third of the wall time), then
+# each is reported in turn.
 failed=0
+pids=()
 for t in "${targets[@]}"; do
     out=out/$t
     rm -rf "$out" && mkdir -p "$out/in"
@@ -79,8 +84,13 @@ for t in "${targets[@]}"; do
     dict=()
     [ -f "dict/$t.dict" ] && dict=(-x "dict/$t.dict")
     echo "=== fuzz $t: ${seconds} s"
-    if ! cargo afl fuzz -i "$out/in" -o "$out" -V "$seconds" -t "$timeout_ms" "${dict[@]}" \
-        "target/release/$t" >"$out/afl.log" 2>&1; then
+    cargo afl fuzz -i "$out/in" -o "$out" -V "$seconds" -t "$timeout_ms" "${dict[@]}" \
+        "target/release/$t" >"$out/afl.log" 2>&1 &
+    pids+=("$!")
+done
+for i in "${!targets[@]}"; do
+    t=${targets[$i]} out=out/${targets[$i]}
+    if ! wait "${pids[$i]}"; then
         tail -n 30 "$out/afl.log" >&2
         failed=1
         continue
