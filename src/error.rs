@@ -4,7 +4,7 @@
 use hypclear_kernel::blob::KernelBlobError;
 pub(crate) use hypclear_process::exit::EXIT_FAILED;
 use hypclear_process::exit::{Category, Failure};
-pub(crate) use hypclear_vmm::error::Error as RunError;
+pub(crate) use hypclear_vmm::error::Error as VmmError;
 
 /// One variant per library crate whose errors reach the binary; each
 /// keeps its own category. A VMM error sits at [`Error::Vmm`] whichever
@@ -13,7 +13,7 @@ pub(crate) use hypclear_vmm::error::Error as RunError;
 pub(crate) enum Error {
     /// The VMM's errors, the one usage error among them (exit 2).
     #[error(transparent)]
-    Vmm(RunError),
+    Vmm(VmmError),
     #[error(transparent)]
     Routines(hypclear_routines::error::Error),
     #[error(transparent)]
@@ -39,12 +39,12 @@ pub(crate) type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// A bad command line (exit 2): the VMM's usage error, the one there is.
     pub(crate) fn usage(msg: String) -> Error {
-        Error::Vmm(RunError::Usage(msg))
+        Error::Vmm(VmmError::Usage(msg))
     }
 }
 
-impl From<RunError> for Error {
-    fn from(e: RunError) -> Self {
+impl From<VmmError> for Error {
+    fn from(e: VmmError) -> Self {
         Error::Vmm(e)
     }
 }
@@ -139,7 +139,7 @@ impl Kept {
 pub(crate) fn unsaved(e: Error, json: Option<&std::path::Path>, kept: Kept) -> Error {
     let is_json = |p: &std::path::Path| json.is_some_and(|j| j == p);
     match e {
-        Error::Vmm(RunError::Io { path, source }) if is_json(&path) => Error::Unsaved {
+        Error::Vmm(VmmError::Io { path, source }) if is_json(&path) => Error::Unsaved {
             path,
             kept: kept.describe(),
             source,
@@ -165,7 +165,7 @@ mod tests {
             .exit_code(),
             EXIT_FAILED
         );
-        assert_eq!(Error::from(RunError::Interrupted).exit_code(), 130);
+        assert_eq!(Error::from(VmmError::Interrupted).exit_code(), 130);
     }
 
     /// Issue 38: after ENOSPC the stale checkpoint claimed the process was
@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn a_failed_final_write_says_what_the_json_still_holds() {
         let enospc = || {
-            Error::Vmm(RunError::Io {
+            Error::Vmm(VmmError::Io {
                 path: "out.json".into(),
                 source: std::io::Error::from_raw_os_error(libc::ENOSPC),
             })

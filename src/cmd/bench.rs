@@ -4,7 +4,7 @@ use super::Ctx;
 use crate::bench::{self, BenchResult};
 use crate::bench_lines as lines;
 use crate::cli::{BenchArgs, Common};
-use crate::error::{Kept, Result, RunError, unsaved};
+use crate::error::{Kept, Result, VmmError, unsaved};
 use crate::kernel::Side;
 use crate::vmm::memory::Backing;
 use hypclear_process::exit::Failure;
@@ -96,7 +96,7 @@ fn run_kept(
     let mut result = match (run, last) {
         (Ok(r), _) => r,
         // Cut short after some cells: what they hold is the result.
-        (Err(hypclear_bench::error::Error::Vmm(RunError::Interrupted)), Some(r)) => r,
+        (Err(hypclear_bench::error::Error::Vmm(VmmError::Interrupted)), Some(r)) => r,
         (Err(e), Some(mut r)) => {
             // The error ends the run; the cells so far say why they stop.
             r.partial_reason = Some(e.partial_reason());

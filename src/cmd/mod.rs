@@ -19,7 +19,7 @@ mod verify;
 use crate::arch;
 use crate::check::verify::Boot;
 use crate::cli::{Cli, Cmd, Common, DcZvaChoice, Format};
-use crate::error::{Error, Result, RunError};
+use crate::error::{Error, Result, VmmError};
 use crate::kernel::Side;
 use crate::routines::privilege::{self, CplChoice, ElChoice, PrivilegeChoice};
 use crate::vmm::{self, VmOptions};
@@ -196,7 +196,7 @@ fn check_dc_zva(common: &Common, bench: bool) -> Result<()> {
 pub(crate) fn main(cli: Cli, start: Instant) -> Result<i32> {
     let ktap = cli.common.format == Format::Ktap;
     match dispatch(cli, start) {
-        Err(e @ Error::Vmm(RunError::KvmUnavailable { .. })) if ktap => {
+        Err(e @ Error::Vmm(VmmError::KvmUnavailable { .. })) if ktap => {
             let doc = crate::ktap::Document::SkipAll(e.to_string());
             crate::output::print_bytes(doc.render().as_bytes());
             Ok(crate::ktap::KSFT_SKIP)
@@ -237,7 +237,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             let mut out = Vec::new();
             clap_mangen::Man::new(cmd)
                 .render(&mut out)
-                .map_err(|e| RunError::Internal(format!("rendering the man page failed: {e}")))?;
+                .map_err(|e| VmmError::Internal(format!("rendering the man page failed: {e}")))?;
             crate::output::print_bytes(&out);
             Ok(0)
         }

@@ -2,7 +2,7 @@
 //! reclaims it (crates/check/src/reclaim.rs), with its control.
 use crate::check::reclaim::{self, Found, ReclaimOptions, Report, RunReport};
 use crate::cli::{Common, Format, RECLAIM_MEM, ReclaimArgs};
-use crate::error::{EXIT_FAILED, Result, RunError};
+use crate::error::{EXIT_FAILED, Result, VmmError};
 use serde_json::json;
 
 pub(super) fn reclaim(common: &Common, args: &ReclaimArgs) -> Result<i32> {
@@ -33,7 +33,7 @@ pub(super) fn reclaim(common: &Common, args: &ReclaimArgs) -> Result<i32> {
             return Ok(crate::ktap::KSFT_SKIP);
         }
         Found::Skipped(why) => {
-            return Err(RunError::Unsupported {
+            return Err(VmmError::Unsupported {
                 what: "protected VMs (reclaim: SKIP)",
                 detail: why.clone(),
             }

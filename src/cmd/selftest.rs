@@ -3,7 +3,7 @@ use super::Ctx;
 use crate::blob::LinkConfig;
 use crate::check::selftest::CaseResult;
 use crate::cli::Format;
-use crate::error::{EXIT_FAILED, Error, Result, RunError};
+use crate::error::{EXIT_FAILED, Error, Result, VmmError};
 use crate::ktap::{Document, Outcome, Test};
 use crate::vmm::host::HostInfo;
 use hypclear_process::exit::Failure;
@@ -68,7 +68,7 @@ impl Cut {
     /// else whether every case was handled.
     fn finish(self, command: &str, all_ok: bool) -> Result<i32> {
         match self.stopped {
-            Some(Error::Vmm(RunError::Interrupted)) => {
+            Some(Error::Vmm(VmmError::Interrupted)) => {
                 crate::errln!(
                     "hypclear {command}: interrupted ({}); the results above are partial",
                     crate::interrupt::name()

@@ -6,7 +6,7 @@ use crate::arch;
 use crate::check::suite::{self, Filter, RandomSize};
 use crate::check::verify::{self, Doc, Plan, Report};
 use crate::cli::{Common, Format, VerifyArgs};
-use crate::error::{EXIT_FAILED, Result, RunError};
+use crate::error::{EXIT_FAILED, Result, VmmError};
 use crate::kernel::Side;
 use crate::progress;
 use crate::report;
@@ -58,7 +58,7 @@ pub(super) fn verify(
         bar: progress::bar,
     };
     let mut report = verify::run(&plan, &bars, prepare, checkpoint)?;
-    let ctx = ctx.ok_or_else(|| RunError::Internal("the run context was never set".into()))?;
+    let ctx = ctx.ok_or_else(|| VmmError::Internal("the run context was never set".into()))?;
     for banner in &report.banners {
         ctx.say(banner);
     }

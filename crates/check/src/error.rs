@@ -48,6 +48,9 @@ pub enum Error {
         name: String,
         known: Vec<&'static str>,
     },
+    /// The blob has no variant of `routine` at all (exit 1).
+    #[error("the guest blob is unusable: no {routine} variant")]
+    NoVariant { routine: Routine },
     /// The blob has no variant of `routine` that runs on any CPU (exit 1).
     #[error("the guest blob is unusable: no {routine} variant without a CPU requirement")]
     NoPlainVariant { routine: Routine },
@@ -77,7 +80,9 @@ impl Failure for Error {
             | Error::SizeTooLarge { .. }
             | Error::NotWholePages { .. }
             | Error::UnknownCase { .. } => Category::Usage,
-            Error::NoPlainVariant { .. } | Error::NoAlias { .. } => Category::Run,
+            Error::NoVariant { .. } | Error::NoPlainVariant { .. } | Error::NoAlias { .. } => {
+                Category::Run
+            }
             Error::ReclaimUnchecked { .. } => Category::Verification,
             Error::Routines(e) => e.category(),
             Error::Vmm(e) => e.category(),

@@ -386,7 +386,7 @@ fn memset_case(
     let variant = routines::variants(Routine::Memset, side)
         .into_iter()
         .next()
-        .ok_or(Error::NoPlainVariant {
+        .ok_or(Error::NoVariant {
             routine: Routine::Memset,
         })?;
     let spec = CheckSpec {
