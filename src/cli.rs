@@ -489,9 +489,9 @@ pub(crate) struct BenchArgs {
     /// --max-sessions
     #[arg(long)]
     pub sessions: Option<u64>,
-    /// Add sessions until every cell's 95% interval (guest/host, or the
-    /// guest's throughput without a host baseline) lies within +-PCT% of
-    /// its estimate; off: exactly --sessions. [default: 2.5 without
+    /// Add sessions until every cell's 95% intervals (its guest throughput
+    /// and, with a host baseline, its guest/host) lie within +-PCT% of
+    /// their estimates; off: exactly --sessions. [default: 2.5 without
     /// --sessions, off with it]
     #[arg(long, value_name = "PCT|off", value_parser = clap_precision)]
     pub precision: Option<PrecisionArg>,

@@ -1,12 +1,12 @@
 //! `--precision`: sessions are added, two at a time (so the side order
 //! and the guest/host order stay balanced), until every measured cell's
-//! 95% interval lies within +-P of its estimate, up to `--max-sessions`.
-//! A cell is judged on its guest/host (the paired per-session ratio)
-//! where it has a host baseline, else on its guest throughput (the t
-//! interval of the session means' logs). One invocation's figure then
-//! carries the spread its host showed, not a fixed count's luck: on a
-//! noisy host a 256 MB clear's guest/host moved 0.90-1.02 between three
-//! invocations of 4 sessions.
+//! 95% intervals lie within +-P of their estimates, up to `--max-sessions`.
+//! A cell is judged on its guest throughput (the t interval of the session
+//! means' logs) and, where it has a host baseline, on its guest/host (the
+//! paired per-session ratio): the wider of the two decides. One
+//! invocation's figures then carry the spread its host showed, not a fixed
+//! count's luck: on a noisy host a 256 MB clear's guest/host moved
+//! 0.90-1.02 between three invocations of 4 sessions.
 use crate::Cell;
 pub use crate::model::{Judged, Outcome, Widest};
 use crate::stats::geometric_mean_interval;
@@ -68,18 +68,32 @@ impl Outcome {
     }
 }
 
-/// The relative half-width of `cell`'s interval (summarized, see
-/// [`crate::summarize`]): `None` for a cell without figures (not
-/// measured: more sessions do not make it one), `Some(None)` with one
-/// session (no interval yet).
+/// The relative half-width of `cell`'s widest interval (summarized, see
+/// [`crate::summarize`]): its guest throughput's (the t interval of the
+/// session means' logs) and, with a host baseline, its guest/host's; the
+/// wider decides, so the throughput a cell prints is as precise as its
+/// ratio. `None` for a cell without figures (not measured: more sessions
+/// do not make it one), `Some(None)` with one session (no interval yet).
 fn half_width(cell: &Cell) -> Option<(Judged, Option<f64>)> {
     if !cell.state.is_measured() {
         return None;
     }
     let rel = |est: f64, [lo, hi]: [f64; 2]| (hi / est - 1.0).max(1.0 - lo / est);
-    if let Some(p) = &cell.guest_host {
-        return Some((Judged::GuestHost, p.interval.map(|i| rel(p.estimate, i))));
+    let ratio = cell
+        .guest_host
+        .as_ref()
+        .map(|p| (Judged::GuestHost, p.interval.map(|i| rel(p.estimate, i))));
+    let guest = guest_half_width(cell, rel).map(|w| (Judged::Guest, w));
+    let width = |w: &Option<f64>| w.unwrap_or(f64::INFINITY);
+    match (guest, ratio) {
+        (Some(g), Some(r)) => Some(if width(&g.1) > width(&r.1) { g } else { r }),
+        (g, r) => g.or(r),
     }
+}
+
+/// The guest throughput's relative half-width: `None` without a session
+/// mean, `Some(None)` with one (no interval yet).
+fn guest_half_width(cell: &Cell, rel: impl Fn(f64, [f64; 2]) -> f64) -> Option<Option<f64>> {
     let logs: Vec<f64> = cell
         .guest_sessions()
         .iter()
@@ -91,7 +105,7 @@ fn half_width(cell: &Cell) -> Option<(Judged, Option<f64>)> {
         return None;
     }
     let (est, interval) = geometric_mean_interval(&logs, 0.05);
-    Some((Judged::Guest, interval.map(|i| rel(est, i))))
+    Some(interval.map(|i| rel(est, i)))
 }
 
 /// Where `cells` (summarized) stand against `want`, after `sessions`.
@@ -190,6 +204,27 @@ mod tests {
         let o = outcome(&[cell(1, |_| 1.0)], WANT, 1, 1);
         assert!(!o.reached);
         assert_eq!(o.widest.unwrap().half_width_pct, None);
+    }
+
+    /// Issue 37: a guest/host within the target said nothing of the
+    /// throughput printed beside it, whose sessions may spread far wider
+    /// (guest and host drifting together).
+    #[test]
+    fn a_tight_ratio_does_not_hide_a_spread_throughput() {
+        let axes = Axes::test_memset(crate::blob::LinkConfig::Vanilla, 4096);
+        let level = |s: u64| if s.is_multiple_of(2) { 90.0 } else { 110.0 };
+        let (mut g, mut h) = (Vec::new(), Vec::new());
+        for s in 0..4 {
+            for r in 0..3 {
+                g.push(sample(s, r, level(s)));
+                h.push(sample(s, r, level(s)));
+            }
+        }
+        let mut c = Cell::new(axes, g, h);
+        summarize(&mut c, 3);
+        let o = outcome(&[c], WANT, 4, 4);
+        assert!(!o.reached, "{o:?}");
+        assert_eq!(o.widest.unwrap().judged, Judged::Guest);
     }
 
     #[test]
