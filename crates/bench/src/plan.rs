@@ -588,6 +588,7 @@ impl SideInfo {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::error::Failure as _;
 
     /// A clear_pages plan of 16 MB, 4 KB and 2 MB chunks, both orders (the
     /// host baseline's test runs it too).
@@ -679,7 +680,7 @@ pub(crate) mod tests {
             // -k the whole -s (the default) half the time: sizes that divide.
             p.chunks = vec![if whole { size } else { chunk }];
             match p.validate(mem) {
-                Err(e) if crate::error::Failure::exit_code(&e) == 2 => {}
+                Err(e) if e.exit_code() == 2 => {}
                 Err(e) => prop_assert!(false, "not a usage error: {e}"),
                 Ok(()) => {
                     let g = GUARD.next_multiple_of(PAGE_SIZE) as u128;

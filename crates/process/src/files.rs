@@ -58,15 +58,11 @@ pub enum FileError {
     Malformed { path: PathBuf, detail: String },
 }
 
-fn shown(path: &Path) -> PathBuf {
-    path.to_path_buf()
-}
-
 /// The directory and the file name of a result target; a name ending in
 /// `/` (or none at all, `..`) is refused: it can only be a directory.
 fn split(path: &Path) -> Result<(PathBuf, OsString), FileError> {
     let bad = |why: &str| FileError::BadTarget {
-        path: shown(path),
+        path: path.to_path_buf(),
         why: why.into(),
     };
     if path.as_os_str().as_bytes().ends_with(b"/") {
@@ -132,11 +128,11 @@ fn take_kept(path: &Path) -> Option<std::fs::File> {
 pub fn precheck_output(path: &Path) -> Result<(), FileError> {
     use std::os::unix::fs::FileTypeExt;
     let bad = |why: &str| FileError::BadTarget {
-        path: shown(path),
+        path: path.to_path_buf(),
         why: why.into(),
     };
     let unwritable = |source| FileError::Unwritable {
-        path: shown(path),
+        path: path.to_path_buf(),
         source,
     };
     let (dir, name) = split(path)?;
@@ -361,7 +357,7 @@ pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Resul
         doc: &'a T,
     }
     let io = |source| FileError::Io {
-        path: shown(path),
+        path: path.to_path_buf(),
         source,
     };
     write_atomically(path, |w| {
@@ -427,7 +423,7 @@ fn write_in(
 /// /dev/zero, or an endless pipe) is refused after `limit + 1` bytes.
 pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     let file = std::fs::File::open(path).map_err(|source| FileError::Unreadable {
-        path: shown(path),
+        path: path.to_path_buf(),
         source,
     })?;
     read_limited(file, path, limit)
@@ -438,12 +434,12 @@ fn read_limited(file: impl Read, path: &Path, limit: u64) -> Result<Vec<u8>, Fil
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|source| FileError::Unreadable {
-            path: shown(path),
+            path: path.to_path_buf(),
             source,
         })?;
     if bytes.len() as u64 > limit {
         return Err(FileError::TooLarge {
-            path: shown(path),
+            path: path.to_path_buf(),
             limit,
         });
     }
@@ -459,7 +455,7 @@ pub fn parse_json(path: &Path, bytes: &[u8]) -> Result<serde_json::Value, FileEr
         Ok(v)
     });
     parsed.map_err(|e| FileError::Malformed {
-        path: shown(path),
+        path: path.to_path_buf(),
         detail: e.to_string(),
     })
 }
@@ -540,7 +536,7 @@ pub struct PrivateDir {
 impl PrivateDir {
     pub fn open(path: &Path) -> Result<PrivateDir, FileError> {
         let fail = |source: std::io::Error| FileError::Unwritable {
-            path: shown(path),
+            path: path.to_path_buf(),
             source,
         };
         if let Some(parent) = path.parent() {
@@ -556,7 +552,7 @@ impl PrivateDir {
         let me = rustix::process::geteuid().as_raw();
         if st.st_uid != me {
             return Err(FileError::BadTarget {
-                path: shown(path),
+                path: path.to_path_buf(),
                 why: format!(
                     "the directory belongs to uid {}, not to this user (uid {me}); \
                      remove it or point XDG_CACHE_HOME at a directory of your own",
@@ -583,7 +579,7 @@ impl PrivateDir {
     pub fn read(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>, FileError> {
         let path = self.path.join(name);
         let fail = |source: std::io::Error| FileError::Unreadable {
-            path: shown(&path),
+            path: path.clone(),
             source,
         };
         let flags =
@@ -606,7 +602,7 @@ impl PrivateDir {
     /// Replace `name` in one step (see [`write_atomically`]).
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<(), FileError> {
         let io = |source| FileError::Io {
-            path: shown(&self.path.join(name)),
+            path: self.path.join(name),
             source,
         };
         let dir = self.fd.as_fd().try_clone_to_owned().map_err(io)?;

@@ -332,6 +332,7 @@ fn split_runnable(sides: Vec<Side>, filter: &Filter) -> (Vec<Side>, Vec<(Side, S
 mod tests {
     use super::*;
     use crate::blob::LinkConfig;
+    use crate::error::Failure as _;
     use proptest::prelude::Strategy as _;
 
     proptest::proptest! {
@@ -361,8 +362,8 @@ mod tests {
                 .and_then(|()| Ok(vmm::validate_mem(mem)?));
             match checked {
                 // Usage or environment: exit 2.
-                Err(e) if crate::error::Failure::exit_code(&e) == 2 => {}
-                Err(e) => proptest::prop_assert!(false, "exit {}: {e}", crate::error::Failure::exit_code(&e)),
+                Err(e) if e.exit_code() == 2 => {}
+                Err(e) => proptest::prop_assert!(false, "exit {}: {e}", e.exit_code()),
                 Ok(()) => {
                     proptest::prop_assert!(size <= suite::MAX_SIZE);
                     let caps = arch::CpuCaps::default();
