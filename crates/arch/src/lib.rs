@@ -258,12 +258,12 @@ use self::x86_64 as native;
 pub use self::aarch64::protected::{KvmArmMode, kvm_arm_mode};
 pub use native::cache::evict;
 pub use native::host::{
-    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, EDGE_REGION, LOAD_ALIGN, MAX_RAM,
-    MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
-    corruptible_areas, counter_khz, cpu_caps, cpu_details, create_vm, describe_exception,
+    ARENA_BASE, BLOB_WINDOW, BLOB_WINDOW_END, COUNTER_NAME, EDGE_REGION, KvmAnswers, LOAD_ALIGN,
+    MAX_RAM, MIN_RAM, MemoryState, RAM_ALIGN, RAM_BASE, UNDEFINED_INSTRUCTION_CLASS, VmState,
+    adopt, corruptible_areas, counter_khz, cpu_caps, cpu_details, create_vm, describe_exception,
     edge_hole, fault_address, finish_vm, guest_pa, guest_va, harness_areas, hyp_support,
-    kvm_flavour, kvm_paging, mailbox_gpa, pc, prepare_memory, privilege_name, registers,
-    reinitialised, setup_vcpu, setup_vm,
+    kvm_answers, kvm_flavour, kvm_paging, mailbox_gpa, pc, prepare_memory, privilege_name,
+    registers, reinitialised, setup_vcpu, setup_vm,
 };
 pub use native::loader::load_image;
 pub use native::{

@@ -156,6 +156,10 @@ struct CacheEntry {
     user: bool,
     reason: String,
     calibration_insn_emulation: Option<u64>,
+    /// KVM's answers the calibration had (x86: the supported CPUID), for
+    /// the next process to take instead of asking (`arch::adopt`).
+    #[serde(default)]
+    kvm: Option<crate::arch::KvmAnswers>,
 }
 
 /// `$XDG_CACHE_HOME/hypclear` (or `~/.cache/hypclear`); None when caching
@@ -289,6 +293,9 @@ fn choose_cpl(choice: CplChoice) -> Result<PrivilegeChoice> {
         } else {
             Privilege::Kernel
         };
+        if let Some(a) = &e.kvm {
+            crate::arch::adopt(a);
+        }
         let mut c = mk(p, e.reason, e.calibration_insn_emulation);
         c.source = Some(DecisionSource::Cached {
             file: dir.join(CACHE_NAME).display().to_string(),
@@ -305,6 +312,7 @@ fn choose_cpl(choice: CplChoice) -> Result<PrivilegeChoice> {
                 user: c.privilege == Privilege::User,
                 reason: c.reason.clone(),
                 calibration_insn_emulation: c.calibration_insn_emulation,
+                kvm: crate::arch::kvm_answers(),
             },
         );
     }
@@ -409,6 +417,7 @@ mod tests {
             user: true,
             reason: "emulated".into(),
             calibration_insn_emulation: Some(1067),
+            kvm: None,
         };
         assert!(cached(&dir, &key()).is_none(), "no file is a miss");
         store(&dir, &entry);
@@ -461,6 +470,7 @@ mod tests {
             user: false,
             reason: "native".into(),
             calibration_insn_emulation: Some(0),
+            kvm: None,
         };
         store(&dir, &entry);
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
@@ -471,6 +481,55 @@ mod tests {
         assert!(cached(&dir, &key()).is_none());
         assert!(t.elapsed() < std::time::Duration::from_millis(500));
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A cached decision hands the calibration's KVM answers to the next
+    /// process (x86: the supported CPUID, then not asked of KVM again before
+    /// the first hypercall). The answers are the process's, so the hit runs
+    /// in a child of this test.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_cache_hit_hands_over_kvms_answers() {
+        let answers: crate::arch::KvmAnswers = serde_json::from_str(
+            r#"{"cpuid": [[0,0,0,13,1752462657,1145913699,1769238117],[1,0,0,10555153,0,0,0]]}"#,
+        )
+        .expect("answers");
+        if std::env::var_os("HYPCLEAR_ADOPT_CHILD").is_some() {
+            let key = CacheKey::current().expect("this boot's key");
+            let dir = cache_dir().expect("the cache directory");
+            let entry = CacheEntry {
+                key,
+                user: true,
+                reason: "emulated".into(),
+                calibration_insn_emulation: Some(1067),
+                kvm: Some(answers.clone()),
+            };
+            store(&dir, &entry);
+            assert!(crate::arch::kvm_answers().is_none(), "nothing asked yet");
+            let c = choose_cpl(CplChoice::Auto).expect("the cached decision");
+            assert!(matches!(c.source, Some(DecisionSource::Cached { .. })));
+            assert_eq!(crate::arch::kvm_answers(), Some(answers));
+            return;
+        }
+        let base = std::env::temp_dir().join(format!("hypclear-adopt-{}", std::process::id()));
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "privilege::tests::a_cache_hit_hands_over_kvms_answers",
+            ])
+            .env("HYPCLEAR_ADOPT_CHILD", "1")
+            .env("XDG_CACHE_HOME", &base)
+            .env_remove("HYPCLEAR_CPL_CACHE")
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&base);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("1 passed"), "{text}");
     }
 
     #[test]

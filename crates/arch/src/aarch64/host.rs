@@ -756,6 +756,22 @@ fn mops_support(kvm: &Kvm, isar2: u64) -> String {
     }
 }
 
+/// What KVM answered this process that a cache may keep for the next one:
+/// nothing on arm64 (its one question, KVM_ARM_PREFERRED_TARGET, is a
+/// single cheap ioctl; x86 keeps its CPUID table).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KvmAnswers {}
+
+/// The answers worth caching: none on arm64.
+pub fn kvm_answers() -> Option<KvmAnswers> {
+    None
+}
+
+/// Take cached answers: there are none to take on arm64.
+pub fn adopt(_: &KvmAnswers) -> bool {
+    false
+}
+
 /// Extra architecture details for `info` (name, value).
 pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
     let mut v = Vec::new();

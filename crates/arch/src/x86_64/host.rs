@@ -77,18 +77,77 @@ pub fn hyp_support(_kvm: &Kvm) -> HypSupport {
     }
 }
 
-/// KVM_GET_SUPPORTED_CPUID, asked once per process (0.1 ms a call here;
-/// every VM's vCPUs, `cpu_caps` and `cpu_details` need it). The answer
-/// cannot change while the process holds /dev/kvm open: it depends on the
-/// CPU, the kernel and the KVM module's parameters, and the module cannot
-/// be reloaded under an open fd. A failed query is not kept.
+/// KVM_GET_SUPPORTED_CPUID, asked once per process (every VM's vCPUs,
+/// `cpu_caps` and `cpu_details` need it), or taken from [`adopt`]. The
+/// answer cannot change while the process holds /dev/kvm open: it depends
+/// on the CPU, the kernel and the KVM module's parameters, and the module
+/// cannot be reloaded under an open fd. A failed query is not kept; a
+/// caller that comes while another asks waits for its answer.
 fn supported_cpuid(kvm: &Kvm) -> std::result::Result<kvm_bindings::CpuId, kvm_ioctls::Error> {
-    static ONCE: std::sync::OnceLock<kvm_bindings::CpuId> = std::sync::OnceLock::new();
-    if let Some(c) = ONCE.get() {
+    let mut known = SUPPORTED_CPUID.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = known.as_ref() {
         return Ok(c.clone());
     }
     let c = kvm.get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)?;
-    Ok(ONCE.get_or_init(|| c).clone())
+    *known = Some(c.clone());
+    Ok(c)
+}
+
+static SUPPORTED_CPUID: std::sync::Mutex<Option<kvm_bindings::CpuId>> = std::sync::Mutex::new(None);
+
+/// What KVM answered this process that a cache may keep for the next one
+/// (keyed by the boot, kernel and KVM modules, as the `--cpl auto`
+/// decision is): the supported CPUID table. Asking for it costs 0.3-0.4 ms
+/// under nested KVM (each leaf a CPUID exit to the outer hypervisor), the
+/// largest single step before a guest's first hypercall there.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KvmAnswers {
+    /// Per entry: function, index, flags, eax, ebx, ecx, edx.
+    cpuid: Vec<[u32; 7]>,
+}
+
+/// The answers this process has had from KVM, if it asked.
+pub fn kvm_answers() -> Option<KvmAnswers> {
+    let known = SUPPORTED_CPUID.lock().unwrap_or_else(|p| p.into_inner());
+    let cpuid = known
+        .as_ref()?
+        .as_slice()
+        .iter()
+        .map(|e| [e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx])
+        .collect();
+    Some(KvmAnswers { cpuid })
+}
+
+/// Take cached answers instead of asking KVM, unless this process already
+/// asked. Answers that cannot be KVM's (no vendor or feature leaf, more
+/// entries than KVM returns) are ignored: `false`.
+pub fn adopt(a: &KvmAnswers) -> bool {
+    let has = |f: u32| a.cpuid.iter().any(|e| e[0] == f);
+    if !(has(0) && has(1)) || a.cpuid.len() > KVM_MAX_CPUID_ENTRIES {
+        return false;
+    }
+    let entries: Vec<kvm_bindings::kvm_cpuid_entry2> = a
+        .cpuid
+        .iter()
+        .map(
+            |&[function, index, flags, eax, ebx, ecx, edx]| kvm_bindings::kvm_cpuid_entry2 {
+                function,
+                index,
+                flags,
+                eax,
+                ebx,
+                ecx,
+                edx,
+                ..Default::default()
+            },
+        )
+        .collect();
+    let Ok(c) = kvm_bindings::CpuId::from_entries(&entries) else {
+        return false;
+    };
+    let mut known = SUPPORTED_CPUID.lock().unwrap_or_else(|p| p.into_inner());
+    known.get_or_insert(c);
+    true
 }
 
 /// What vCPU setup needs from the memory setup.
@@ -430,6 +489,19 @@ pub fn cpu_details(kvm: &Kvm) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_that_cannot_be_kvms_are_not_taken() {
+        let leaf = |f: u32| [f, 0, 0, 1, 2, 3, 4];
+        for cpuid in [
+            vec![],
+            vec![leaf(1)],
+            vec![leaf(0)],
+            [vec![leaf(0)], vec![leaf(1); KVM_MAX_CPUID_ENTRIES]].concat(),
+        ] {
+            assert!(!adopt(&KvmAnswers { cpuid }));
+        }
+    }
 
     #[test]
     fn the_flavour_is_the_loaded_vendor_module() {
