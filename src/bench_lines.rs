@@ -19,10 +19,11 @@ pub(crate) fn headline(
         cells,
         match plan.precision {
             Some(p) => format!(
-                "{}..{} (until +-{}%)",
+                "{}..{} (until +-{}%, at most {:.0} s)",
                 plan.sessions,
                 p.max_sessions,
-                bench::precision::pct_text(p.half_width * 100.0)
+                bench::precision::pct_text(p.half_width * 100.0),
+                p.max_seconds.as_secs_f64()
             ),
             None => plan.sessions.to_string(),
         },

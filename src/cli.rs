@@ -491,13 +491,18 @@ pub(crate) struct BenchArgs {
     pub sessions: Option<u64>,
     /// Add sessions until every cell's 95% intervals (its guest throughput
     /// and, with a host baseline, its guest/host) lie within +-PCT% of
-    /// their estimates; off: exactly --sessions. [default: 2.5 without
+    /// their estimates; off: exactly --sessions. [default: 1 without
     /// --sessions, off with it]
     #[arg(long, value_name = "PCT|off", value_parser = clap_precision)]
     pub precision: Option<PrecisionArg>,
-    /// Sessions at most under --precision [default: 4 x the planned sessions]
+    /// Sessions at most under --precision [default: 50 x the planned sessions]
     #[arg(long)]
     pub max_sessions: Option<u64>,
+    /// Wall seconds of sessions at most under --precision: no pair is
+    /// added that would pass it at the mean session so far (the planned
+    /// sessions always run) [default: 25]
+    #[arg(long, value_name = "SECS")]
+    pub max_seconds: Option<f64>,
     /// vCPUs clearing disjoint regions at once
     #[arg(long, default_value_t = 1)]
     pub vcpus: u64,
@@ -743,12 +748,17 @@ impl BenchArgs {
 /// Sessions of a bench without `--sessions` (at least, under `--precision`).
 pub(crate) const DEFAULT_SESSIONS: u64 = 4;
 
-/// `--max-sessions` without it: this many times the planned sessions.
-pub(crate) const DEFAULT_MAX_SESSIONS_FACTOR: u64 = 4;
+/// `--max-sessions` without it: this many times the planned sessions (so
+/// that `--max-seconds` is what ends a noisy run).
+pub(crate) const DEFAULT_MAX_SESSIONS_FACTOR: u64 = 50;
 
-/// `--precision` without `--sessions`: +-2.5%, so that two invocations'
-/// guest/host agree within +-5%.
-pub(crate) const DEFAULT_PRECISION_PCT: f64 = 2.5;
+/// `--precision` without `--sessions`: +-1%, the size of the changes
+/// reviewers argue about (issue 37), within [`DEFAULT_MAX_SECONDS`].
+pub(crate) const DEFAULT_PRECISION_PCT: f64 = 1.0;
+
+/// `--max-seconds` without it: with setup and reporting, an answer (or
+/// "NOT reached") within half a minute.
+pub(crate) const DEFAULT_MAX_SECONDS: f64 = 25.0;
 
 /// `--precision PCT|off`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -784,37 +794,47 @@ impl BenchArgs {
         };
         let planned = self.sessions.unwrap_or(DEFAULT_SESSIONS);
         let usage = |m: String| Err(crate::error::Error::usage(m));
+        let caps = self.max_sessions.is_some() || self.max_seconds.is_some();
         match (pct, self.max_sessions) {
-            (None, Some(_)) => usage(
-                "--max-sessions caps --precision, which is off here (--sessions N runs exactly N): \
-                 add --precision PCT, or leave --max-sessions out"
+            (None, _) if caps => usage(
+                "--max-sessions and --max-seconds cap --precision, which is off here \
+                 (--sessions N runs exactly N): add --precision PCT, or leave them out"
                     .into(),
             ),
             (Some(_), Some(m)) if m < planned => usage(format!(
                 "--max-sessions {m} is below the {planned} planned sessions: use {planned} or more"
             )),
-            (None, None) => Ok(None),
+            (None, _) => Ok(None),
             (Some(p), m) => Ok(Some(crate::bench::precision::Precision {
                 half_width: p / 100.0,
                 max_sessions: m.unwrap_or(planned.saturating_mul(DEFAULT_MAX_SESSIONS_FACTOR)),
+                max_seconds: seconds(
+                    "--max-seconds",
+                    self.max_seconds.unwrap_or(DEFAULT_MAX_SECONDS),
+                )?,
             })),
         }
     }
 }
 
-/// Longest accepted `--timeout`.
+/// Longest accepted `--timeout` (and `--max-seconds`).
 pub(crate) const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 /// `--timeout` as a Duration: finite, above 0, at most a day (usage error,
 /// exit 2, otherwise; never a panic or a wrapped deadline).
 pub(crate) fn timeout(secs: f64) -> crate::error::Result<std::time::Duration> {
+    seconds("--timeout", secs)
+}
+
+/// Option `flag`'s seconds as a Duration, as [`timeout`] takes them.
+fn seconds(flag: &str, secs: f64) -> crate::error::Result<std::time::Duration> {
     if !(secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_S) {
         return Err(crate::error::Error::usage(format!(
-            "--timeout {secs} is not usable: give seconds above 0 and at most {MAX_TIMEOUT_S} (one day)"
+            "{flag} {secs} is not usable: give seconds above 0 and at most {MAX_TIMEOUT_S} (one day)"
         )));
     }
     std::time::Duration::try_from_secs_f64(secs)
-        .map_err(|e| crate::error::Error::usage(format!("--timeout {secs}: {e}")))
+        .map_err(|e| crate::error::Error::usage(format!("{flag} {secs}: {e}")))
 }
 
 #[cfg(test)]

@@ -298,15 +298,15 @@ fn demand_fill_and_reverse_order_and_vcpus() {
 }
 
 /// Without --sessions, sessions are added two at a time until every
-/// interval is within --precision, up to --max-sessions: a target no
-/// run can reach runs to the cap and says so, a loose one stops at the
-/// planned 4.
+/// interval is within --precision, up to --max-sessions or while the next
+/// pair fits --max-seconds: a target no run can reach runs to a cap and
+/// says which, a loose one stops at the planned 4.
 #[test]
 fn precision_adds_sessions_in_pairs_up_to_the_cap() {
     if !kvm_available("bench --precision") {
         return;
     }
-    let run = |name: &str, pct: &str| {
+    let run = |name: &str, pct: &str, max_sessions: &str, max_seconds: &str| {
         let args = [
             "bench",
             "memset",
@@ -325,12 +325,14 @@ fn precision_adds_sessions_in_pairs_up_to_the_cap() {
             "--precision",
             pct,
             "--max-sessions",
-            "6",
+            max_sessions,
+            "--max-seconds",
+            max_seconds,
         ];
         run_json(name, &args)
     };
     // +-0.0001%: unreachable, so the cap.
-    let (j, out) = run("precision-cap", "0.0001");
+    let (j, out) = run("precision-cap", "0.0001", "6", "600");
     let p = &j["precision"];
     assert_eq!(j["sessions"], 6, "{out}");
     assert_eq!(p["sessions"], 6, "{p}");
@@ -344,7 +346,13 @@ fn precision_adds_sessions_in_pairs_up_to_the_cap() {
     // pass 31%, where t(3) puts 4 sessions past +-50%; then one more pair
     // is added. The stopping rule itself is unit-tested in
     // crates/bench/src/precision.rs; here the run must report it truthfully.
-    let (j, out) = run("precision-loose", "50");
+    // The time cap: the planned 4 always run, no pair after them fits.
+    let (j, out) = run("precision-budget", "0.0001", "100", "0.001");
+    let p = &j["precision"];
+    assert_eq!(j["sessions"], 4, "{out}");
+    assert_eq!(p["limited_by"], "seconds", "{p}");
+    assert!(out.contains("would pass --max-seconds 0"), "{out}");
+    let (j, out) = run("precision-loose", "50", "6", "600");
     let p = &j["precision"];
     let n = j["sessions"].as_u64().unwrap();
     let reached = p["reached"].as_bool().unwrap();
@@ -381,7 +389,15 @@ fn bench_usage_errors_exit_2() {
         ),
         (
             vec!["bench", "memset", "--sessions", "3", "--max-sessions", "8"],
-            "caps --precision",
+            "cap --precision",
+        ),
+        (
+            vec!["bench", "memset", "--sessions", "3", "--max-seconds", "8"],
+            "cap --precision",
+        ),
+        (
+            vec!["bench", "memset", "--max-seconds", "0"],
+            "--max-seconds 0 is not usable",
         ),
         (
             vec!["bench", "memset", "--max-sessions", "2"],

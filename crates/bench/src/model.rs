@@ -952,6 +952,26 @@ pub struct Outcome {
     pub reached: bool,
     /// The cell furthest from it; `None` without a measured cell.
     pub widest: Option<Widest>,
+    /// Wall seconds the sessions took (setup and reporting aside).
+    #[serde(default)]
+    pub seconds: f64,
+    /// `--max-seconds`: sessions are added while the next pair fits.
+    #[serde(default)]
+    pub budget_s: f64,
+    /// What ended the run short of the target; `None` when it was reached
+    /// (or the run is still going, in a checkpoint).
+    #[serde(default)]
+    pub limited_by: Option<Limit>,
+}
+
+/// The cap that ended a run short of its `--precision` target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// `--max-sessions`.
+    Sessions,
+    /// `--max-seconds`: the next pair of sessions would not have fitted.
+    Seconds,
 }
 
 /// The widest interval of a run, relative to its estimate.

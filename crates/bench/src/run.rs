@@ -137,13 +137,13 @@ fn snapshot(
     caps: &CpuCaps,
     cells: &[Cell],
     counter_khz: u64,
-    (partial, sessions): (bool, u64),
+    (partial, sessions, elapsed): (bool, u64, std::time::Duration),
     setup: &[f64],
 ) -> BenchResult {
     let cells = summarized(cells, plan.repeats);
     let precision = plan
         .precision
-        .map(|p| precision::outcome(&cells, p, plan.sessions, sessions));
+        .map(|p| precision::outcome(&cells, p, plan.sessions, (sessions, elapsed)));
     let mut r = BenchResult {
         tool: "hypclear".into(),
         command: "bench".into(),
@@ -189,7 +189,15 @@ pub fn run_ab(
     let (plan, nice) = &with_priority(plan);
     let (rows, khz) = ab::run(plan, specs, pairs, (privilege, seed), opts)?;
     let partial = crate::interrupt::requested() || rows.len() < pairs.len();
-    let mut r = snapshot((plan, *nice), privilege, caps, &[], khz, (partial, 1), &[]);
+    let mut r = snapshot(
+        (plan, *nice),
+        privilege,
+        caps,
+        &[],
+        khz,
+        (partial, 1, std::time::Duration::ZERO),
+        &[],
+    );
     r.ab = rows;
     Ok(r)
 }
@@ -228,6 +236,8 @@ struct Gathered {
     counter_khz: u64,
     setup: Vec<f64>,
     sessions: u64,
+    /// Wall time of the sessions so far.
+    elapsed: std::time::Duration,
 }
 
 /// The fixed inputs of a run: the plan (at the priority it got), the
@@ -250,7 +260,7 @@ impl RunCx<'_> {
             self.caps,
             cells,
             g.counter_khz,
-            (partial, g.sessions),
+            (partial, g.sessions, g.elapsed),
             &g.setup,
         )
     }
@@ -326,16 +336,20 @@ pub fn run(
         .map(|s| Cell::new(s.axes.clone(), vec![], vec![]))
         .collect();
     let mut g = Gathered::default();
+    let start = std::time::Instant::now();
     for session in 0..plan.max_sessions() {
         if session >= plan.sessions {
             progress.inc_length(specs.len() as u64);
         }
         g.sessions = session + 1;
-        if !cx.session((specs, session), (&mut cells, &mut g), progress, checkpoint)? {
+        let finished = cx.session((specs, session), (&mut cells, &mut g), progress, checkpoint)?;
+        g.elapsed = start.elapsed();
+        if !finished {
             return Ok(cx.result(&cells, &g, true));
         }
         let so_far = || summarized(&cells, plan.repeats);
-        if precision::stop_after(g.sessions, plan.sessions, plan.precision, &so_far) {
+        let done = (g.sessions, g.elapsed);
+        if precision::stop_after(done, plan.sessions, plan.precision, &so_far) {
             break;
         }
     }
