@@ -426,11 +426,13 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
         path: path.to_path_buf(),
         source,
     })?;
-    read_limited(file, path, limit)
+    read_limited(file, path, limit, 0)
 }
 
-fn read_limited(file: impl Read, path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
-    let mut bytes = Vec::new();
+/// Read at most `limit` bytes (more is [`FileError::TooLarge`]); `hint`: the
+/// size expected, read in one call where it is right.
+fn read_limited(file: impl Read, path: &Path, limit: u64, hint: u64) -> Result<Vec<u8>, FileError> {
+    let mut bytes = Vec::with_capacity(usize::try_from(hint.min(limit) + 1).unwrap_or(0));
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|source| FileError::Unreadable {
@@ -596,7 +598,8 @@ impl PrivateDir {
                 "not a regular file of this user; remove it",
             )));
         }
-        read_limited(std::fs::File::from(fd), &path, limit).map(Some)
+        let size = u64::try_from(st.st_size).unwrap_or(0);
+        read_limited(std::fs::File::from(fd), &path, limit, size).map(Some)
     }
 
     /// Replace `name` in one step (see [`write_atomically`]).

@@ -210,7 +210,8 @@ fn cached(dir: &std::path::Path, key: &CacheKey) -> Option<CacheEntry> {
 /// symlink); failing to write the cache only costs the next run a
 /// calibration, so it is not an error.
 fn store(dir: &std::path::Path, entry: &CacheEntry) {
-    if let (Some(d), Ok(bytes)) = (open_cache(dir), serde_json::to_vec_pretty(entry)) {
+    // Compact: it is read before every --cpl auto VM's first hypercall.
+    if let (Some(d), Ok(bytes)) = (open_cache(dir), serde_json::to_vec(entry)) {
         let _ = d.write(CACHE_NAME, &bytes);
     }
 }
