@@ -15,7 +15,7 @@ pub struct Interrupted;
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
 pub struct InstallError(String);
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// Why the run stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +123,7 @@ pub fn install() -> Result<(), InstallError> {
             // _exit, both async-signal-safe.
             unsafe { signal_hook::low_level::register(libc::SIGALRM, grace_ran_out) }
                 .map_err(|e| format!("cannot start the stop watcher: {e}"))?;
+            GRACE_HANDLED.store(true, Ordering::SeqCst);
             Ok(())
         })
         .clone()
@@ -137,10 +138,17 @@ pub const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// Start the [`GRACE`]: SIGALRM after it, which [`grace_ran_out`] turns
 /// into the end of the process. A timer, not a watcher thread: starting a
 /// thread cost 0.1 ms before every run's first hypercall here.
+/// Only where [`install`] caught SIGALRM (a command that saves partial
+/// results): elsewhere SIGALRM's default action would kill the process.
 fn start_grace() {
-    // SAFETY: alarm has no preconditions and is async-signal-safe.
-    unsafe { libc::alarm(GRACE.as_secs() as libc::c_uint) };
+    if GRACE_HANDLED.load(Ordering::SeqCst) {
+        // SAFETY: alarm has no preconditions and is async-signal-safe.
+        unsafe { libc::alarm(GRACE.as_secs() as libc::c_uint) };
+    }
 }
+
+/// Whether [`grace_ran_out`] handles SIGALRM.
+static GRACE_HANDLED: AtomicBool = AtomicBool::new(false);
 
 /// The grace after a stop request ran out: say so and end the process
 /// with the request's status (from a signal handler: a static message,
