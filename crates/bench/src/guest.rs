@@ -101,7 +101,8 @@ fn pass_timeout(plan: &Plan) -> Duration {
 
 /// One cell's guest side on `vm` in one session, ready to run: its
 /// commands and placements, after an untimed verification pass
-/// ([`GuestCell::new`]); [`GuestCell::verify`] runs the one after.
+/// ([`GuestCell::new`]); [`GuestCell::check_outcome`] checks what the
+/// timed runs left.
 pub(super) struct GuestCell<'a> {
     vm: &'a mut Vm,
     spec: &'a CellSpec,
@@ -142,10 +143,25 @@ impl<'a> GuestCell<'a> {
         Ok(g)
     }
 
-    /// An untimed verification pass (before and after the timed runs).
-    pub(super) fn verify(&mut self) -> Result<()> {
+    /// The untimed verification pass before the timed runs.
+    fn verify(&mut self) -> Result<()> {
         let c = (self.plan, self.spec, self.pats, self.timeout);
         verify_pass(self.vm, &self.cmds, &self.places, c)
+    }
+
+    /// After the timed runs (guest and host, on these pages): what they
+    /// left, checked where they left it: the target as the last pass wrote
+    /// it, the guards and a copy's source as the verification pass wrote
+    /// them, so a stray write or an overrun in any timed run shows. (A
+    /// second verification pass, as before, rewrote the guards first and
+    /// so could not see one; it also cost a pass and a pattern write of
+    /// the target, a tenth of a 256 MB session.)
+    pub(super) fn check_outcome(&self) -> Result<()> {
+        check_left(
+            &self.vm.ram,
+            &self.places,
+            (self.plan, self.spec, self.pats),
+        )
     }
 
     /// One timed run (`-l` passes, each from the precondition).
@@ -273,6 +289,22 @@ fn verify_pass(
     Ok(())
 }
 
+/// [`GuestCell::check_outcome`]: `places` as the passes left them.
+fn check_left(
+    ram: &crate::vmm::memory::GuestRam,
+    places: &[Placement],
+    (plan, spec, pats): (&Plan, &CellSpec, &Patterns),
+) -> Result<()> {
+    let expect = checker::Expect::of(plan.routine.kind(), pats.fill);
+    for p in places {
+        let out = checker::check(ram, p, expect, pats)?;
+        if !out.passed() {
+            return Err(verification_error(spec, &out));
+        }
+    }
+    Ok(())
+}
+
 fn verification_error(spec: &CellSpec, out: &checker::Outcome) -> Error {
     Error::WrongRegion {
         cell: spec.axes.label(),
@@ -285,6 +317,45 @@ fn verification_error(spec: &CellSpec, out: &checker::Outcome) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 37: what the timed runs left is checked where they left it. A
+    /// byte a timed run wrote past the target fails the cell; the second
+    /// verification pass this replaced rewrote the guards first and passed.
+    #[test]
+    fn a_stray_write_in_a_timed_run_fails_the_cell() {
+        use crate::vmm::memory::{Backing, GuestRam};
+        let plan = crate::plan::tests::plan();
+        let (cells, _) = plan.expand(&crate::arch::CpuCaps::default()).unwrap();
+        let spec = &cells[0];
+        let ram = GuestRam::new(
+            crate::arch::RAM_BASE,
+            crate::plan::mem_needed(&plan),
+            Backing::Anon,
+            false,
+        )
+        .unwrap();
+        let pats = Patterns::new(7, 0);
+        let p = crate::plan::placement(&plan, 0);
+        let expect = checker::Expect::of(plan.routine.kind(), pats.fill);
+        checker::prepare(&ram, &p, &pats, expect).unwrap();
+        // The timed runs: clear_pages of the target.
+        let zeros = vec![0u8; p.len as usize];
+        ram.write_bytes(p.dst, &zeros).unwrap();
+        check_left(&ram, &[p], (&plan, spec, &pats)).expect("a clean outcome");
+        // One of them wrote a byte past the end.
+        let mut past = [0u8];
+        ram.read_into(p.dst + p.len, &mut past).unwrap();
+        ram.write_bytes(p.dst + p.len, &[!past[0]]).unwrap();
+        let e = check_left(&ram, &[p], (&plan, spec, &pats)).unwrap_err();
+        assert!(
+            matches!(e, Error::WrongRegion { .. }),
+            "{e}: an overrun in a timed run must fail the cell"
+        );
+        // What the former after-pass saw: the guards rewritten, all clean.
+        checker::prepare(&ram, &p, &pats, expect).unwrap();
+        ram.write_bytes(p.dst, &zeros).unwrap();
+        assert!(check_left(&ram, &[p], (&plan, spec, &pats)).is_ok());
+    }
 
     #[test]
     fn emulated_means_emulation_beyond_the_doorbell() {

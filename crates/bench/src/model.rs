@@ -228,8 +228,9 @@ pub struct Cell {
     /// `None` unless it is [`CellState::Measured`].
     #[serde(default)]
     pub state: CellState,
-    /// Untimed verification passes (one before and one after the timed
-    /// runs of every session).
+    /// Passes whose memory was checked: per session the untimed
+    /// verification pass before the timed runs, and what the timed runs
+    /// left after them.
     pub verified_runs: u64,
     /// The warm-up runs (unmeasured), in order; empty in older files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
