@@ -2,7 +2,7 @@
 //! and the guest/host order stay balanced), until every measured cell's
 //! 95% intervals lie within +-P of their estimates, up to `--max-sessions`
 //! or while the next pair fits `--max-seconds` (at the mean session so
-//! far): the default (+-1% in at most 25 s of sessions) answers a 1%
+//! far): the default (+-1% in at most 28 s of sessions) answers a 1%
 //! question within half a minute or says it could not.
 //! A cell is judged on its guest throughput (the t interval of the session
 //! means' logs) and, where it has a host baseline, on its guest/host (the
@@ -43,7 +43,7 @@ pub fn pct_text(pct: f64) -> String {
 
 impl Outcome {
     /// `"24 session(s) in 6.5 s (4 planned, added two at a time until
-    /// every 95% interval was within +-1%, at most 200 or 25 s); widest:
+    /// every 95% interval was within +-1%, at most 200 or 28 s); widest:
     /// ... +-0.9%"`.
     pub fn text(&self) -> String {
         let widest = self.widest.as_ref().map_or(String::new(), |w| {
@@ -52,7 +52,7 @@ impl Outcome {
                 w.cell,
                 w.judged.text(),
                 w.half_width_pct
-                    .map_or("(no interval)".into(), |p| format!("+-{p:.1}%"))
+                    .map_or("(no interval)".into(), |p| format!("+-{p:.2}%"))
             )
         });
         let target = pct_text(self.target_pct);
