@@ -84,6 +84,9 @@ sample compare-null -- compare null.json
 sample bench-cpl3 -- bench memset -f erms -s 64KB -k 64KB --sessions 4 --repeats 3 --config vanilla --cpl 3 --json cpl3.json
 sample bench-cpl0 -- bench memset -f erms -s 64KB -k 64KB --sessions 4 --repeats 3 --config vanilla --cpl 0 --json cpl0.json
 sample compare-cpl -- compare cpl3.json cpl0.json
+# The default precision rule: sessions until +-1% (guest and guest/host),
+# at most --max-seconds of them; one cell.
+sample bench-precision -- bench memset -f erms -s 256MB --config vanilla --seed 2026
 
 if [ -n "${HYPCLEAR_KERNEL_TREE:-}" ]; then
     a=$HYPCLEAR_KERNEL_TREE
