@@ -351,7 +351,7 @@ fn precision_adds_sessions_in_pairs_up_to_the_cap() {
     let p = &j["precision"];
     assert_eq!(j["sessions"], 4, "{out}");
     assert_eq!(p["limited_by"], "seconds", "{p}");
-    assert!(out.contains("would pass --max-seconds 0"), "{out}");
+    assert!(out.contains("would pass --max-seconds 0.001"), "{out}");
     let (j, out) = run("precision-loose", "50", "6", "600");
     let p = &j["precision"];
     let n = j["sessions"].as_u64().unwrap();

@@ -65,12 +65,12 @@ impl Outcome {
         if self.reached {
             return format!(
                 "{n} session(s) in {secs:.1} s ({} planned, added two at a time until every 95% \
-                 interval was within +-{target}%, at most {max} or {budget:.0} s){widest}",
+                 interval was within +-{target}%, at most {max} or {budget} s){widest}",
                 self.planned_sessions,
             );
         }
         let cap = match self.limited_by {
-            Some(Limit::Seconds) => format!("the next pair would pass --max-seconds {budget:.0}"),
+            Some(Limit::Seconds) => format!("the next pair would pass --max-seconds {budget}"),
             _ => format!("--max-sessions {max}"),
         };
         format!(
