@@ -94,9 +94,8 @@ fn kb_field(text: &str, name: &str) -> Option<u64> {
 /// `HYPCLEAR_MEM_OVERCOMMIT=1` allows more, for guests that touch little),
 /// within RLIMIT_AS, and for `backing` hugetlb in the free huge pages.
 pub fn precheck(size: u64, backing: Backing) -> Result<()> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let overcommit = std::env::var("HYPCLEAR_MEM_OVERCOMMIT").is_ok_and(|v| v == "1");
-    if let Some(total) = kb_field(&meminfo, "MemTotal:").map(|kb| kb.saturating_mul(1024))
+    if let Some(total) = total_ram()
         && size > total
         && !overcommit
     {
@@ -108,14 +107,15 @@ pub fn precheck(size: u64, backing: Backing) -> Result<()> {
             gib(total)
         )));
     }
-    check_address_space(
-        size.saturating_add(MAP_OVERHEAD),
-        rlimit_as(),
-        &self_status(),
-    )?;
+    // What is mapped already matters only under a limit (procfs text
+    // costs ~0.03 ms before every first hypercall).
+    let limit = rlimit_as();
+    let status = limit.map(|_| self_status()).unwrap_or_default();
+    check_address_space(size.saturating_add(MAP_OVERHEAD), limit, &status)?;
     if backing != Backing::Hugetlb {
         return Ok(());
     }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let field = |name: &str| kb_field(&meminfo, name);
     let free = field("HugePages_Free:").unwrap_or(0);
     let page_kb = field("Hugepagesize:").unwrap_or(2048);
@@ -275,6 +275,18 @@ pub fn check_host_memory(need: u64, what: &str) -> Result<()> {
 /// `bytes` as GiB with one decimal ("23.5GB", GB = 2^30 as in --mem).
 fn gib(bytes: u64) -> String {
     format!("{:.1}GB", bytes as f64 / f64::from(1u32 << 30))
+}
+
+/// The host's RAM in bytes (MemTotal, from sysinfo(2): one call, where
+/// /proc/meminfo is text the kernel formats for every read).
+fn total_ram() -> Option<u64> {
+    // SAFETY: a zeroed sysinfo is a valid value for the call to fill in.
+    let mut i: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `i` is valid for the call.
+    if unsafe { libc::sysinfo(&mut i) } != 0 {
+        return None;
+    }
+    i.totalram.checked_mul(u64::from(i.mem_unit.max(1)))
 }
 
 /// This process's RLIMIT_AS (`ulimit -v`) in bytes; None when unlimited.
@@ -636,6 +648,13 @@ impl crate::arch::RamAccess for GuestRam {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn total_ram_is_meminfos_memtotal() {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let kb = kb_field(&meminfo, "MemTotal:").unwrap();
+        assert_eq!(total_ram(), Some(kb * 1024));
+    }
     use crate::error::Failure;
     use std::path::PathBuf;
 
