@@ -137,9 +137,9 @@ pub const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Start the [`GRACE`]: SIGALRM after it, which [`grace_ran_out`] turns
 /// into the end of the process. A timer, not a watcher thread: starting a
-/// thread cost 0.1 ms before every run's first hypercall here.
-/// Only where [`install`] caught SIGALRM (a command that saves partial
-/// results): elsewhere SIGALRM's default action would kill the process.
+/// thread cost 0.07 ms before every run's first hypercall here. Only where
+/// [`install`] caught SIGALRM (a command that saves partial results):
+/// elsewhere SIGALRM's default action would kill the process.
 fn start_grace() {
     if GRACE_HANDLED.load(Ordering::SeqCst) {
         // SAFETY: alarm has no preconditions and is async-signal-safe.
