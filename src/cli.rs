@@ -994,6 +994,44 @@ mod tests {
         );
     }
 
+    /// The precision rule's defaults are constants that the help states:
+    /// the plan a bare bench gets and the words of `--help` agree.
+    #[test]
+    fn the_precision_defaults_are_what_the_help_says() {
+        let c = parse(&["bench", "memset"]);
+        let Some(Cmd::Bench { args, .. }) = &c.command else {
+            panic!("not bench");
+        };
+        let p = args
+            .plan(&c.common, &[crate::blob::LinkConfig::Vanilla.into()])
+            .unwrap()
+            .precision
+            .expect("a precision rule without --sessions");
+        assert_eq!(p.half_width * 100.0, DEFAULT_PRECISION_PCT);
+        assert_eq!(p.max_seconds.as_secs_f64(), DEFAULT_MAX_SECONDS);
+        assert_eq!(
+            p.max_sessions,
+            DEFAULT_SESSIONS * DEFAULT_MAX_SESSIONS_FACTOR
+        );
+        let mut cmd = Cli::command();
+        cmd.build();
+        let bench = cmd.find_subcommand("bench").unwrap();
+        let help = |id: &str| {
+            let a = bench.get_arguments().find(|a| a.get_id() == id).unwrap();
+            a.get_help().map(ToString::to_string).unwrap_or_default()
+        };
+        let says = |id: &str, want: String| assert!(help(id).contains(&want), "{}", help(id));
+        says(
+            "precision",
+            format!("[default: {DEFAULT_PRECISION_PCT} without"),
+        );
+        says("max_seconds", format!("[default: {DEFAULT_MAX_SECONDS}]"));
+        says(
+            "max_sessions",
+            format!("[default: {DEFAULT_MAX_SESSIONS_FACTOR} x the planned"),
+        );
+    }
+
     #[test]
     fn completions_and_man_take_no_common_options() {
         for words in [
