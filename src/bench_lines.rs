@@ -19,7 +19,7 @@ pub(crate) fn headline(
         cells,
         match plan.precision {
             Some(p) => format!(
-                "{}..{} (until +-{}%, at most {:.0} s)",
+                "{}..{} (until +-{}%, at most {} s)",
                 plan.sessions,
                 p.max_sessions,
                 bench::precision::pct_text(p.half_width * 100.0),

@@ -648,6 +648,8 @@ impl crate::arch::RamAccess for GuestRam {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Failure;
+    use std::path::PathBuf;
 
     #[test]
     fn total_ram_is_meminfos_memtotal() {
@@ -655,8 +657,6 @@ mod tests {
         let kb = kb_field(&meminfo, "MemTotal:").unwrap();
         assert_eq!(total_ram(), Some(kb * 1024));
     }
-    use crate::error::Failure;
-    use std::path::PathBuf;
 
     /// `--prefault` with thp: populated after MADV_HUGEPAGE, so on huge
     /// pages (MAP_POPULATE before the advice gave 4 KiB pages under THP
