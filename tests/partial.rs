@@ -49,7 +49,8 @@ fn a_killed_bench_leaves_partial_json_that_compare_reads() {
         "1",
     ];
     // A temporary file an earlier killed run left (issue 38: nothing
-    // removed them): the precheck sweeps it, its process having ended.
+    // removed them): the first checkpoint write sweeps it, its process
+    // having ended.
     let mut dead = std::process::Command::new("true").spawn().unwrap();
     let stale = json.with_file_name(format!(".bench-killed.json.tmp-{}-0", dead.id()));
     dead.wait().unwrap();

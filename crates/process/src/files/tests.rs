@@ -86,11 +86,15 @@ fn stale_temporaries_of_ended_processes_are_swept_others_kept() {
     for n in [&stale, &running, &foreign] {
         std::fs::write(dir.join(n), "x").unwrap();
     }
-    precheck_output(&dir.join("out.json")).unwrap();
+    let out = dir.join("out.json");
+    precheck_output(&out).unwrap();
+    let all = [foreign.as_str(), &running, &stale];
+    assert_eq!(names(&dir), all, "the precheck lists no directory");
+    write_json(&out, &serde_json::json!({})).unwrap();
     assert_eq!(
         names(&dir),
-        [foreign, running],
-        "only the ended process's is gone"
+        [foreign.as_str(), &running, "out.json"],
+        "only the ended process's is gone, at the first write"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
