@@ -225,7 +225,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
         Cmd::Blob { args, .. } => kernel::blob(common, &args),
         Cmd::Compare { args, .. } => compare::compare(common, &args),
         Cmd::Completions { shell } => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut cmd = Cli::command();
             // Into memory first: generate() panics on a failed write.
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut cmd, "hypclear", &mut out);
@@ -233,7 +233,7 @@ fn dispatch(cli: Cli, start: Instant) -> Result<i32> {
             Ok(0)
         }
         Cmd::Man => {
-            let cmd = <Cli as clap::CommandFactory>::command();
+            let cmd = Cli::command();
             let mut out = Vec::new();
             clap_mangen::Man::new(cmd)
                 .render(&mut out)
