@@ -556,15 +556,23 @@ impl PrivateDir {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(fail)?;
-        }
-        match rfs::mkdir(path, Mode::from_raw_mode(0o700)) {
-            Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(fail(e.into())),
-        }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rfs::open(path, flags, Mode::empty()).map_err(|e| fail(e.into()))?;
+        // Made only where missing: an existing directory is opened in one
+        // call (it is read before every `--cpl auto` VM).
+        let fd = match rfs::open(path, flags, Mode::empty()) {
+            Err(Errno::NOENT) => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(fail)?;
+                }
+                match rfs::mkdir(path, Mode::from_raw_mode(0o700)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(fail(e.into())),
+                }
+                rfs::open(path, flags, Mode::empty())
+            }
+            other => other,
+        };
+        let fd = fd.map_err(|e| fail(e.into()))?;
         let st = rfs::fstat(&fd).map_err(|e| fail(e.into()))?;
         let me = rustix::process::geteuid().as_raw();
         if st.st_uid != me {

@@ -236,6 +236,11 @@ fn private_dir_is_tightened_and_its_files_never_followed() {
     let link = base.join("linked");
     std::os::unix::fs::symlink(&dir, &link).unwrap();
     assert!(PrivateDir::open(&link).is_err());
+    // A missing directory (and its parents) is made, this user's only.
+    let made = base.join("cache/hypclear");
+    PrivateDir::open(&made).unwrap();
+    let mode = std::fs::metadata(&made).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
     if rustix::process::geteuid().is_root() {
         // Someone else's directory (root can make one) is refused.
         let theirs = base.join("theirs");
