@@ -7,7 +7,7 @@
 //! reads the vCPU's `insn_emulation` KVM statistic. The decision is cached
 //! per boot (see [`CacheKey`]): a later `--cpl auto` reuses it without a
 //! calibration VM, and probes again when the boot, the kernel, the KVM
-//! module or hypclear changed.
+//! device (a KVM module reloaded) or hypclear changed.
 use crate::blob::LinkConfig;
 use crate::error::{Error, Result};
 use crate::vmm::memory::Backing;
@@ -98,23 +98,49 @@ impl PrivilegeChoice {
 }
 
 /// What a cached `--cpl auto` decision depends on: the boot, the running
-/// kernel, the KVM modules loaded (their srcversion) and hypclear itself.
-/// Any change makes the cache miss and the next `--cpl auto` calibrate.
+/// kernel, the KVM device and hypclear itself. Any change makes the cache
+/// miss and the next `--cpl auto` calibrate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub(crate) struct CacheKey {
     pub boot_id: String,
     pub kernel_release: String,
-    pub kvm_modules: Vec<(String, String)>,
-    pub kvm_flavour: crate::arch::KvmFlavour,
+    pub kvm_device: KvmDevice,
     pub hypclear: String,
+}
+
+/// The KVM device's (`/dev/kvm`'s) inode and change time. devtmpfs makes the node anew each
+/// time a KVM vendor module registers it, so a module reloaded (another
+/// build, other parameters such as `npt=0`, another vendor module) is
+/// another device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub(crate) struct KvmDevice {
+    pub ino: u64,
+    pub ctime_ns: i128,
+}
+
+impl KvmDevice {
+    fn current() -> Option<KvmDevice> {
+        Self::of(std::path::Path::new(&crate::vmm::kvm_device_path()))
+    }
+
+    fn of(path: &std::path::Path) -> Option<KvmDevice> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(KvmDevice {
+            ino: m.ino(),
+            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+        })
+    }
 }
 
 impl CacheKey {
     /// The key of this boot; None when the boot cannot be identified
     /// (then nothing is cached).
     pub(crate) fn current() -> Option<CacheKey> {
-        // One open and one read per file (procfs and sysfs hand out these
-        // few bytes in one read): this runs before every `--cpl auto` VM.
+        // Few calls (this runs before every `--cpl auto` VM): one open and
+        // one read per file (procfs hands out these few bytes in one read)
+        // and one stat; no sysfs lookups (the modules' srcversion, two to
+        // five lookups, cost 25-40 us here).
         let read = |p: &str| {
             use std::io::Read;
             let mut buf = [0u8; 128];
@@ -123,23 +149,10 @@ impl CacheKey {
                 .ok()
                 .map(|s| s.trim().to_string())
         };
-        let kvm_modules = ["kvm", "kvm_intel", "kvm_amd", "kvm_pvm"]
-            .iter()
-            .filter_map(|m| {
-                let dir = format!("/sys/module/{m}");
-                std::path::Path::new(&dir).exists().then(|| {
-                    (
-                        m.to_string(),
-                        read(&format!("{dir}/srcversion")).unwrap_or_else(|| "built-in".into()),
-                    )
-                })
-            })
-            .collect();
         Some(CacheKey {
             boot_id: read("/proc/sys/kernel/random/boot_id")?,
             kernel_release: read("/proc/sys/kernel/osrelease")?,
-            kvm_modules,
-            kvm_flavour: crate::arch::kvm_flavour(),
+            kvm_device: KvmDevice::current()?,
             hypclear: format!(
                 "{} {}",
                 env!("CARGO_PKG_VERSION"),
@@ -403,14 +416,16 @@ mod tests {
         CacheKey {
             boot_id: "b".into(),
             kernel_release: "6.18".into(),
-            kvm_modules: vec![("kvm_pvm".into(), "ABC".into())],
-            kvm_flavour: crate::arch::KvmFlavour::Pvm,
+            kvm_device: KvmDevice {
+                ino: 82,
+                ctime_ns: 1_764_923_883_035_629_609,
+            },
             hypclear: "0.1.0 x".into(),
         }
     }
 
     #[test]
-    fn cache_hits_only_for_the_same_boot_kernel_module_and_build() {
+    fn cache_hits_only_for_the_same_boot_kernel_device_and_build() {
         let dir = std::env::temp_dir().join(format!("hypclear-cpl-{}", std::process::id()));
         let file = dir.join(CACHE_NAME);
         let entry = CacheEntry {
@@ -434,7 +449,17 @@ mod tests {
                 ..key()
             },
             CacheKey {
-                kvm_modules: vec![("kvm_pvm".into(), "DEF".into())],
+                kvm_device: KvmDevice {
+                    ino: 83,
+                    ..key().kvm_device
+                },
+                ..key()
+            },
+            CacheKey {
+                kvm_device: KvmDevice {
+                    ctime_ns: key().kvm_device.ctime_ns + 1,
+                    ..key().kvm_device
+                },
                 ..key()
             },
             CacheKey {
@@ -450,6 +475,22 @@ mod tests {
         std::fs::write(&file, "not json").expect("write");
         assert!(cached(&dir, &key()).is_none(), "a corrupt file is a miss");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A node made anew (a module reloaded: devtmpfs removes and creates
+    /// /dev/kvm) is another device, even where the inode number is reused.
+    #[test]
+    fn a_device_node_made_again_is_another_device() {
+        let node = std::env::temp_dir().join(format!("hypclear-kvm-node-{}", std::process::id()));
+        std::fs::write(&node, "").unwrap();
+        let before = KvmDevice::of(&node).expect("the node");
+        assert_eq!(KvmDevice::of(&node), Some(before), "the same node");
+        std::fs::remove_file(&node).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::write(&node, "").unwrap();
+        assert_ne!(KvmDevice::of(&node), Some(before));
+        std::fs::remove_file(&node).unwrap();
+        assert_eq!(KvmDevice::of(&node), None, "no device, no key");
     }
 
     /// Issue 38: a cache file planted as a symlink was written through (a

@@ -54,10 +54,14 @@ pub struct VmOptions {
     pub vm_type: VmType,
 }
 
-/// Open /dev/kvm (or `$HYPCLEAR_KVM_DEVICE`), with an error that says how
-/// to fix it.
+/// The KVM device hypclear opens: /dev/kvm, or `$HYPCLEAR_KVM_DEVICE`.
+pub fn kvm_device_path() -> String {
+    std::env::var("HYPCLEAR_KVM_DEVICE").unwrap_or_else(|_| "/dev/kvm".into())
+}
+
+/// Open [`kvm_device_path`], with an error that says how to fix it.
 pub fn open_kvm() -> Result<Kvm> {
-    let path = std::env::var("HYPCLEAR_KVM_DEVICE").unwrap_or_else(|_| "/dev/kvm".into());
+    let path = kvm_device_path();
     let cpath = std::ffi::CString::new(path.clone())
         .map_err(|_| Error::Usage(format!("HYPCLEAR_KVM_DEVICE={path:?} is not a path")))?;
     let kvm = Kvm::new_with_path(&cpath).map_err(|e| Error::KvmUnavailable {
