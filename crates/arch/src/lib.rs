@@ -213,6 +213,15 @@ pub trait RamAccess {
     fn size(&self) -> u64;
     /// Copy `bytes` to guest-physical `gpa`.
     fn write_bytes(&self, gpa: u64, bytes: &[u8]) -> Result<(), RamError>;
+    /// Copy `words` (page-table entries, descriptors) to guest-physical
+    /// `gpa`, little-endian, in one write.
+    fn write_words(&self, gpa: u64, words: &[u64]) -> Result<(), RamError> {
+        let mut bytes = Vec::with_capacity(words.len() * 8);
+        for w in words {
+            bytes.extend_from_slice(&w.to_le_bytes());
+        }
+        self.write_bytes(gpa, &bytes)
+    }
     /// The vm-memory view (for linux-loader and typed accesses).
     fn mem(&self) -> &vm_memory::GuestMemoryMmap;
 }

@@ -201,8 +201,7 @@ pub fn prepare_memory(ram: &impl RamAccess, _vcpus: u64, blobs: &[Loaded]) -> Re
     let hyp = tables(&hyp_regions, Privilege::Hyp, user.next_free())?;
     for pt in [&kernel, &user, &hyp] {
         for (gpa, table) in pt.tables() {
-            let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
-            ram.write_bytes(gpa, &bytes)?;
+            ram.write_words(gpa, table)?;
         }
     }
     Ok(MemoryState {

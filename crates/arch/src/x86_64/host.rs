@@ -171,19 +171,10 @@ pub fn prepare_memory(ram: &impl RamAccess, vcpus: u64, blobs: &[Loaded]) -> Res
     })
     .map_err(Error::PageTables)?;
     for (gpa, table) in pt.tables() {
-        let bytes: Vec<u8> = table.iter().flat_map(|e| e.to_le_bytes()).collect();
-        ram.write_bytes(gpa, &bytes)?;
+        ram.write_words(gpa, table)?;
     }
-    let gdt: Vec<u8> = regs::gdt(abi::MAX_VCPUS)
-        .iter()
-        .flat_map(|e| e.to_le_bytes())
-        .collect();
-    ram.write_bytes(GDT_GPA, &gdt)?;
-    let idt: Vec<u8> = regs::idt(loaded.vectors)
-        .iter()
-        .flat_map(|e| e.to_le_bytes())
-        .collect();
-    ram.write_bytes(IDT_GPA, &idt)?;
+    ram.write_words(GDT_GPA, &regs::gdt(abi::MAX_VCPUS))?;
+    ram.write_words(IDT_GPA, &regs::idt(loaded.vectors))?;
     for v in 0..vcpus {
         ram.write_bytes(tss_gpa(v), &regs::tss(v))?;
     }

@@ -9,7 +9,6 @@
 //! entry has the U/S bit so the same tables serve CPL 3 and CPL 0.
 use super::layout::{ARENA_BASE, BLOB_WINDOW, guest_va};
 use crate::BlobSections;
-use std::collections::BTreeMap;
 use thiserror::Error;
 
 pub(crate) const PTE_PRESENT: u64 = 1 << 0;
@@ -61,44 +60,56 @@ pub enum PagingError {
     Unaligned(u64),
 }
 
-/// Page tables under construction: table GPA -> 512 entries.
+/// Page tables under construction, allocated in turn from `start`: the
+/// table at GPA `start + 4096 * i` is `tables[i]` (an index, not a map:
+/// a 256 MB guest maps over a thousand pages before its first hypercall).
 #[derive(Debug, Default)]
 pub struct PageTables {
     pub root: u64,
-    tables: BTreeMap<u64, Box<[u64; 512]>>,
-    next: u64,
+    start: u64,
+    tables: Vec<Box<[u64; 512]>>,
     end: u64,
 }
 
 impl PageTables {
     fn alloc(&mut self) -> Result<u64, PagingError> {
-        if self.next + 4096 > self.end {
+        let gpa = self.start + 4096 * self.tables.len() as u64;
+        if gpa + 4096 > self.end {
             return Err(PagingError::OutOfTables {
                 needed: self.tables.len() + 1,
                 available: self.tables.len(),
             });
         }
-        let gpa = self.next;
-        self.next += 4096;
-        self.tables.insert(gpa, Box::new([0; 512]));
+        self.tables.push(Box::new([0; 512]));
         Ok(gpa)
+    }
+
+    /// The table at `gpa`, if it is one of these.
+    fn table(&self, gpa: u64) -> Option<&[u64; 512]> {
+        let i = gpa.checked_sub(self.start)? / 4096;
+        self.tables.get(usize::try_from(i).ok()?).map(|t| &**t)
+    }
+
+    fn table_mut(&mut self, gpa: u64) -> Option<&mut [u64; 512]> {
+        let i = gpa.checked_sub(self.start)? / 4096;
+        self.tables
+            .get_mut(usize::try_from(i).ok()?)
+            .map(|t| &mut **t)
     }
 
     /// Table at `table`, entry `idx`: follow it or create the next level.
     fn descend(&mut self, table: u64, idx: usize) -> Result<u64, PagingError> {
-        let cur = self.tables[&table][idx];
+        let cur = self.table(table).map_or(0, |t| t[idx]);
         if cur & PTE_PRESENT != 0 {
             return Ok(cur & ADDR_MASK);
         }
         let next = self.alloc()?;
-        if let Some(t) = self.tables.get_mut(&table) {
-            t[idx] = next | TABLE;
-        }
+        self.set(table, idx, next | TABLE);
         Ok(next)
     }
 
     fn set(&mut self, table: u64, idx: usize, val: u64) {
-        if let Some(t) = self.tables.get_mut(&table) {
+        if let Some(t) = self.table_mut(table) {
             t[idx] = val;
         }
     }
@@ -129,7 +140,7 @@ impl PageTables {
     pub fn walk(&self, va: u64) -> Option<(u64, Perm)> {
         let mut table = self.root;
         for (level, shift) in [39u32, 30, 21, 12].into_iter().enumerate() {
-            let e = self.tables.get(&table)?[idx(va, shift)];
+            let e = self.table(table)?[idx(va, shift)];
             if e & PTE_PRESENT == 0 || e & PTE_USER == 0 {
                 return None;
             }
@@ -147,7 +158,8 @@ impl PageTables {
 
     /// Tables to write into guest memory, by guest-physical address.
     pub fn tables(&self) -> impl Iterator<Item = (u64, &[u64; 512])> {
-        self.tables.iter().map(|(k, v)| (*k, &**v))
+        let gpas = (self.start..).step_by(4096);
+        gpas.zip(self.tables.iter().map(|t| &**t))
     }
 }
 
@@ -179,7 +191,7 @@ pub(crate) fn guest_map(m: &GuestMap) -> Result<PageTables, PagingError> {
         return Err(PagingError::Unaligned(m.ram_size));
     }
     let mut pt = PageTables {
-        next: m.area.0,
+        start: m.area.0,
         end: m.area.1,
         ..Default::default()
     };
