@@ -127,6 +127,16 @@ fn link_with_the_pipeline(tree: &KernelTree, arch: Arch) {
     };
     let made = make(&req, Some(&file), |l| println!("  {l}")).expect("blob");
     let bytes = std::fs::read(&made.file).expect("blob file");
+    // A side's blob (no -o) stays readable when the next hypclear to link
+    // the tree removes the link files (a CI run read it after they were
+    // gone): the same bytes, at a name of their own.
+    let side = make(&req, None, |_| {}).expect("the side's blob").file;
+    let work = side.with_file_name("hypclear-blob");
+    assert!(work.is_dir(), "{} is beside the link files", side.display());
+    std::fs::remove_dir_all(&work).unwrap();
+    assert_eq!(std::fs::read(&side).expect("the side's blob"), bytes);
+    let again = make(&req, None, |_| {}).expect("the side's blob").file;
+    assert_eq!(again, side, "the same blob, the same file");
     let meta = read_meta(&made.file, &bytes).expect("valid blob");
     assert_eq!(meta, made.meta);
     println!(

@@ -211,14 +211,16 @@ pub fn make(
 
     let t = Instant::now();
     let mut meta = blob_meta(&tree, identity, kernel_config, &built, &detected, &names);
-    let (blob, objects) = link_blob(&tc, &built, &mut meta)?;
+    let (linked, objects) = link_blob(&tc, &built, &mut meta)?;
+    // Read while `built` holds the build directory's lock: the next
+    // hypclear to link there removes the link files.
+    let bytes = std::fs::read(&linked).map_err(io(&linked))?;
     let out = match out {
         Some(out) => {
-            let bytes = std::fs::read(&blob).map_err(io(&blob))?;
             crate::files::write_atomically(out, |w| w.write_all(&bytes)).map_err(io(out))?;
             out.to_path_buf()
         }
-        None => blob,
+        None => publish(&built.build_dir, &bytes)?,
     };
     timings.push(("link".into(), t.elapsed()));
     progress(&format!(
@@ -231,6 +233,22 @@ pub fn make(
         meta,
         timings,
     })
+}
+
+/// The blob of a `--kernel-tree` side, where it stays readable after the
+/// build directory's lock is released (the side reads it again later, an
+/// `info` for its picks): `kernel-<xxh3 of its bytes>.blob` beside the
+/// link files, never removed, replaced in one step, so another hypclear
+/// linking the same tree (or another hypclear build linking it anew) never
+/// takes it from under a reader. One file per distinct blob, about 100 KB.
+fn publish(build_dir: &Path, bytes: &[u8]) -> Result<PathBuf, KernelBlobError> {
+    let name = format!("kernel-{:016x}.blob", twox_hash::XxHash3_64::oneshot(bytes));
+    let path = build_dir.join(name);
+    let same = std::fs::metadata(&path).is_ok_and(|m| m.len() == bytes.len() as u64);
+    if !same {
+        crate::files::write_atomically(&path, |w| w.write_all(bytes)).map_err(io(&path))?;
+    }
+    Ok(path)
 }
 
 /// What the blob built for `built.arch` records: the tree it came from
