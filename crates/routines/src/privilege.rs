@@ -108,14 +108,15 @@ pub(crate) struct CacheKey {
     pub hypclear: String,
 }
 
-/// The KVM device's (`/dev/kvm`'s) inode and change time. devtmpfs makes the node anew each
-/// time a KVM vendor module registers it, so a module reloaded (another
-/// build, other parameters such as `npt=0`, another vendor module) is
-/// another device.
+/// The KVM device's (`/dev/kvm`'s) inode and change time. devtmpfs makes
+/// the node anew each time a KVM vendor module registers it, so a module
+/// reloaded (another build, other parameters such as `npt=0`, another
+/// vendor module) is another device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub(crate) struct KvmDevice {
     pub ino: u64,
-    pub ctime_ns: i128,
+    pub ctime: i64,
+    pub ctime_nsec: i64,
 }
 
 impl KvmDevice {
@@ -128,7 +129,8 @@ impl KvmDevice {
         let m = std::fs::metadata(path).ok()?;
         Some(KvmDevice {
             ino: m.ino(),
-            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+            ctime: m.ctime(),
+            ctime_nsec: m.ctime_nsec(),
         })
     }
 }
@@ -418,7 +420,8 @@ mod tests {
             kernel_release: "6.18".into(),
             kvm_device: KvmDevice {
                 ino: 82,
-                ctime_ns: 1_764_923_883_035_629_609,
+                ctime: 1_764_923_883,
+                ctime_nsec: 35_629_609,
             },
             hypclear: "0.1.0 x".into(),
         }
@@ -457,7 +460,7 @@ mod tests {
             },
             CacheKey {
                 kvm_device: KvmDevice {
-                    ctime_ns: key().kvm_device.ctime_ns + 1,
+                    ctime_nsec: key().kvm_device.ctime_nsec + 1,
                     ..key().kvm_device
                 },
                 ..key()
