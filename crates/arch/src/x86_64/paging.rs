@@ -84,17 +84,20 @@ impl PageTables {
         Ok(gpa)
     }
 
-    /// The table at `gpa`, if it is one of these.
+    /// Which of these tables is at `gpa`, if one is.
+    fn index(&self, gpa: u64) -> Option<usize> {
+        let off = gpa.checked_sub(self.start)?;
+        let i = usize::try_from(off / 4096).ok()?;
+        (off.is_multiple_of(4096) && i < self.tables.len()).then_some(i)
+    }
+
     fn table(&self, gpa: u64) -> Option<&[u64; 512]> {
-        let i = gpa.checked_sub(self.start)? / 4096;
-        self.tables.get(usize::try_from(i).ok()?).map(|t| &**t)
+        self.tables.get(self.index(gpa)?).map(|t| &**t)
     }
 
     fn table_mut(&mut self, gpa: u64) -> Option<&mut [u64; 512]> {
-        let i = gpa.checked_sub(self.start)? / 4096;
-        self.tables
-            .get_mut(usize::try_from(i).ok()?)
-            .map(|t| &mut **t)
+        let i = self.index(gpa)?;
+        self.tables.get_mut(i).map(|t| &mut **t)
     }
 
     /// Table at `table`, entry `idx`: follow it or create the next level.
@@ -253,6 +256,19 @@ mod tests {
             hole,
             blobs: vec![BLOB],
         })
+    }
+
+    /// Only a table's own address names it: not an address inside one
+    /// (an entry pointing there is not followed), nor one past the last.
+    #[test]
+    fn a_table_is_found_at_its_own_address_only() {
+        let pt = map(64 << 20, None).unwrap();
+        let n = pt.tables().count() as u64;
+        assert!(pt.table(pt.root).is_some());
+        assert!(pt.table(pt.root + 8).is_none());
+        assert!(pt.table(0x10000 + 4096 * (n - 1)).is_some());
+        assert!(pt.table(0x10000 + 4096 * n).is_none());
+        assert!(pt.table(0x10000 - 4096).is_none());
     }
 
     #[test]
