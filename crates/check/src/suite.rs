@@ -64,10 +64,24 @@ pub const RANDOM_SIZES: usize = 16;
 const RANDOM_MIN: u64 = FULL_MAX + 1;
 const RANDOM_MAX: u64 = 8 << 20;
 /// The built-in memcpy sizes up to this cross every destination offset
-/// with every source offset; the larger one (32 MiB: each such copy costs
-/// as much as 16 at 2 MiB) pairs each destination offset with source 0
-/// and one other in turn, so it still meets every offset of either side.
+/// with every source offset (`--geometry full`); a larger one pairs each
+/// destination offset with source 0 and one other in turn, so it still
+/// meets every offset of either side. quick crosses them up to
+/// [`QUICK_PAIRED_MAX`]: every pair at 4095..4097, where each copy's main
+/// loop already runs 64 times, and each offset of either side at 2 MiB
+/// and up (every pair at 2 MiB was 6 of the 12.5 GB a configuration's
+/// checker read, and half its guest time).
 const PAIRED_MAX: u64 = (8 << 20) + 1;
+const QUICK_PAIRED_MAX: u64 = 4097;
+
+/// The largest listed memcpy size that crosses every destination offset
+/// with every source offset in `geometry`.
+fn paired_max(geometry: Geometry) -> u64 {
+    match geometry {
+        Geometry::Quick => QUICK_PAIRED_MAX,
+        Geometry::Full => PAIRED_MAX,
+    }
+}
 /// Source misalignments for memcpy.
 pub(crate) const SRC_OFFSETS: &[u64] = &[0, 1, 8, 33, 63];
 /// clear_pages page counts: a page, odd extents, a 2 MiB folio.
@@ -798,7 +812,7 @@ fn listed_sizes(copy: bool, filter: &Filter) -> Vec<Bytes> {
         } else {
             LARGE_DST_OFFSETS
         };
-        if copy && filter.sizes.is_empty() && len > PAIRED_MAX {
+        if copy && filter.sizes.is_empty() && len > paired_max(filter.geometry) {
             // Every dst offset from src+0 and from one misaligned source
             // in turn: each offset of either side, not each pair.
             for (i, &d) in dsts.iter().enumerate() {
@@ -2146,30 +2160,29 @@ pub(crate) mod tests {
         let copy = routine == Routine::Memcpy;
         let has = |len, d, s| has_placement(&got, copy, (len, d, s));
         let srcs: &[u64] = if copy { SRC_OFFSETS } else { &[0] };
-        for &len in SIZES
-            .iter()
-            .chain(LARGE_SIZES)
-            .filter(|&&l| l <= PAIRED_MAX)
-        {
+        for &len in SIZES.iter().chain(LARGE_SIZES) {
             let dsts = if len <= (2 << 20) + 1 {
                 (0..64).collect()
             } else {
                 LARGE_DST_OFFSETS.to_vec()
             };
-            for d in dsts {
-                assert!(srcs.iter().all(|&s| has(len, d, s)), "{routine} {len} {d}");
+            if len <= 4097 {
+                for d in dsts {
+                    assert!(srcs.iter().all(|&s| has(len, d, s)), "{routine} {len} {d}");
+                }
+                continue;
             }
-        }
-        // 32 MiB: every dst offset from src+0, every src offset.
-        let big: Vec<&Shape> = got.iter().filter(|x| x.0 == 32 << 20).collect();
-        for &d in LARGE_DST_OFFSETS {
-            assert!(has(32 << 20, d, 0), "{routine} 32 MiB dst+{d}");
-        }
-        for &s in srcs {
-            assert!(
-                big.iter().any(|x| x.3 == copy.then_some(s)),
-                "{routine} src+{s}"
-            );
+            // Above it: every dst offset from src+0, every src offset.
+            for d in dsts {
+                assert!(has(len, d, 0), "{routine} {len} dst+{d}");
+            }
+            let at: Vec<&Shape> = got.iter().filter(|x| x.0 == len).collect();
+            for &s in srcs {
+                assert!(
+                    at.iter().any(|x| x.3 == copy.then_some(s)),
+                    "{routine} {len} src+{s}"
+                );
+            }
         }
         residues_covered(routine, &got);
         // Above 32 MiB by default; above 4 GiB in full only.
@@ -2277,6 +2290,19 @@ pub(crate) mod tests {
             for o in 0..64 {
                 assert!(copy_set.contains(&(len, 1, o, Some(0), Fill::Zero)));
                 assert!(copy_set.contains(&(len, 1, 0, Some(o), Fill::Zero)));
+            }
+        }
+        // full crosses every dst with every src offset up to 8 MiB + 1.
+        for len in [(2 << 20) - 1, 2 << 20, (2 << 20) + 1] {
+            for d in 0..64 {
+                for &s in SRC_OFFSETS {
+                    assert!(copy_set.contains(&(len, 1, d, Some(s), Fill::Zero)));
+                }
+            }
+        }
+        for &d in LARGE_DST_OFFSETS {
+            for &s in SRC_OFFSETS {
+                assert!(copy_set.contains(&(PAIRED_MAX, 1, d, Some(s), Fill::Zero)));
             }
         }
         let mut seen = BTreeSet::new();
