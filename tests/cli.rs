@@ -292,7 +292,8 @@ fn backings_verify_or_explain() {
 /// Issue 38: `--json FIFO` (no reader) hung for ever in open, SIGINT
 /// ignored; `--json new.json/` passed the precheck, ran the whole run and
 /// lost its results. Each target that cannot hold the result exits 2 at
-/// once, before any VM (no KVM needed).
+/// once, before any VM (no KVM needed): its kind is checked first by every
+/// command (run and verify leave only the probe file to the first VM's boot).
 #[test]
 fn output_targets_that_cannot_hold_the_result_exit_2_before_any_vm() {
     let dir = tempfile::tempdir().unwrap();

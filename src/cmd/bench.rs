@@ -37,7 +37,7 @@ pub(super) fn bench(
     let plan = a.plan(common, &sides)?;
     let ktap = common.format == crate::cli::Format::Ktap;
     for path in [&common.json, &a.csv, &a.plot].into_iter().flatten() {
-        crate::files::precheck_output(path)?;
+        crate::files::precheck_output(path, crate::files::Precheck::Writable)?;
     }
     let mem = bench::check_memory(&plan, common.mem)?;
     let ctx = Ctx::resolve(common, start, mem, sides)?;

@@ -46,7 +46,7 @@ pub(super) fn blob(common: &Common, args: &BlobArgs) -> Result<i32> {
         ));
     };
     // Before the build: a path that cannot be written fails now, not after it.
-    crate::files::precheck_output(&args.output)?;
+    crate::files::precheck_output(&args.output, crate::files::Precheck::Writable)?;
     check_config(common)?;
     let made = kblob::make(&request(common, tree_path), Some(&args.output), progress)?;
     let m = &made.meta;

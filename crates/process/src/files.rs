@@ -85,7 +85,7 @@ fn split(path: &Path) -> Result<(PathBuf, OsString), FileError> {
 /// `/dev` or `/proc` (`/dev/stdout` redirected to a file is the shell's
 /// file, never renamed over).
 fn in_place(path: &Path) -> std::io::Result<bool> {
-    if path.starts_with("/dev") || path.starts_with("/proc") {
+    if under_dev_or_proc(path) {
         return Ok(true);
     }
     match std::fs::metadata(path) {
@@ -93,6 +93,10 @@ fn in_place(path: &Path) -> std::io::Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+fn under_dev_or_proc(path: &Path) -> bool {
+    path.starts_with("/dev") || path.starts_with("/proc")
 }
 
 /// In-place targets opened by [`precheck_output`] and kept open until
@@ -118,13 +122,27 @@ fn take_kept(path: &Path) -> Option<std::fs::File> {
     Some(kept.swap_remove(i).1)
 }
 
+/// How much [`precheck_output`] proves of a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precheck {
+    /// Its kind alone, without making a file: a directory, a socket, a
+    /// name ending in `/` or a FIFO without a reader is refused (one stat;
+    /// a FIFO is opened and kept). run and verify check this much before
+    /// their first VM and the rest while it boots.
+    Kind,
+    /// And that it can be written: an existing file opens for writing, a
+    /// new name can be made in its directory (a temporary file, gone again).
+    Writable,
+}
+
 /// Check, before any work (a check, a build), that an output file can be
 /// written the way [`write_atomically`] writes it, leaving nothing behind:
 /// a regular file or a new name in an existing writable directory, a FIFO
 /// with a reader (kept open for the result), a terminal or `/dev/stdout`.
 /// A directory, a name ending in `/`, a FIFO without a reader or a socket
 /// exit 2 naming the path, so a long run never ends with its results lost.
-pub fn precheck_output(path: &Path) -> Result<(), FileError> {
+/// `how` says how much of that is proved now ([`Precheck`]).
+pub fn precheck_output(path: &Path, how: Precheck) -> Result<(), FileError> {
     use std::os::unix::fs::FileTypeExt;
     let bad = |why: &str| FileError::BadTarget {
         path: path.to_path_buf(),
@@ -135,8 +153,9 @@ pub fn precheck_output(path: &Path) -> Result<(), FileError> {
         source,
     };
     let (dir, name) = split(path)?;
-    let place = in_place(path).map_err(unwritable)?;
-    match std::fs::metadata(path) {
+    let meta = std::fs::metadata(path);
+    let place = under_dev_or_proc(path) || meta.as_ref().is_ok_and(|m| !m.is_file());
+    match meta {
         Ok(m) if m.is_dir() => Err(bad(
             "it is a directory; name a file in it (e.g. DIR/out.json)",
         )),
@@ -162,6 +181,7 @@ pub fn precheck_output(path: &Path) -> Result<(), FileError> {
             }
             Ok(())
         }
+        Ok(_) | Err(_) if how == Precheck::Kind => Ok(()),
         Ok(_) => {
             // An existing regular file must open for writing (untouched).
             std::fs::OpenOptions::new()

@@ -87,7 +87,7 @@ fn stale_temporaries_of_ended_processes_are_swept_others_kept() {
         std::fs::write(dir.join(n), "x").unwrap();
     }
     let out = dir.join("out.json");
-    precheck_output(&out).unwrap();
+    precheck_output(&out, Precheck::Writable).unwrap();
     let all = [foreign.as_str(), &running, &stale];
     assert_eq!(names(&dir), all, "the precheck lists no directory");
     write_json(&out, &serde_json::json!({})).unwrap();
@@ -101,10 +101,16 @@ fn stale_temporaries_of_ended_processes_are_swept_others_kept() {
 
 #[test]
 fn targets_that_cannot_hold_a_result_are_refused_before_the_run() {
-    let dir = scratch("targets");
-    let refused = |p: &Path| match precheck_output(p) {
+    for how in [Precheck::Kind, Precheck::Writable] {
+        refused_by_kind(how);
+    }
+}
+
+fn refused_by_kind(how: Precheck) {
+    let dir = scratch(&format!("targets-{how:?}"));
+    let refused = |p: &Path| match precheck_output(p, how) {
         Err(FileError::BadTarget { why, .. }) => why,
-        other => panic!("{}: {other:?}", p.display()),
+        other => panic!("{how:?} {}: {other:?}", p.display()),
     };
     assert!(refused(&dir).contains("directory"));
     let slash = PathBuf::from(format!("{}/new.json/", dir.display()));
@@ -124,13 +130,28 @@ fn targets_that_cannot_hold_a_result_are_refused_before_the_run() {
         t.elapsed() < std::time::Duration::from_secs(1),
         "the open blocked"
     );
-    assert!(precheck_output(&dir.join("new.json")).is_ok());
-    assert!(precheck_output(Path::new("/dev/null")).is_ok());
+    assert!(precheck_output(&dir.join("new.json"), how).is_ok());
+    assert!(precheck_output(Path::new("/dev/null"), how).is_ok());
     assert!(
         names(&dir) == ["fifo"],
         "the precheck left {:?}",
         names(&dir)
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `Kind` tells from the path and its type alone: a name in a directory
+/// that does not exist passes it, and only `Writable` (a probe file in
+/// that directory) refuses it.
+#[test]
+fn only_the_writable_precheck_tries_the_directory() {
+    let dir = scratch("kind");
+    let missing = dir.join("gone").join("out.json");
+    assert!(precheck_output(&missing, Precheck::Kind).is_ok());
+    assert!(matches!(
+        precheck_output(&missing, Precheck::Writable),
+        Err(FileError::Unwritable { .. })
+    ));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -152,7 +173,7 @@ fn a_fifo_with_a_reader_gets_the_final_document_once() {
     };
     // The reader's open blocks until a writer comes: wait for the precheck to see it.
     let t = std::time::Instant::now();
-    while let Err(FileError::BadTarget { .. }) = precheck_output(&fifo) {
+    while let Err(FileError::BadTarget { .. }) = precheck_output(&fifo, Precheck::Writable) {
         assert!(
             t.elapsed() < std::time::Duration::from_secs(5),
             "no reader came"
