@@ -131,11 +131,27 @@ impl DirtyLog {
                 .saturating_sub(self.base)
                 .div_ceil(PAGE_SIZE)
                 .min(self.pages);
-            for page in first..end {
-                m[(page / 64) as usize] &= !(1u64 << (page % 64));
-            }
+            clear_bits(&mut m, first, end);
         }
         m
+    }
+}
+
+/// Clear bits `[first, end)` of `bitmap` a word at a time: every call
+/// allows the whole copy source (tens of MB), thousands of pages.
+fn clear_bits(bitmap: &mut [u64], first: u64, end: u64) {
+    let mut bit = first;
+    while bit < end {
+        let (word, shift) = ((bit / 64) as usize, bit % 64);
+        let n = (64 - shift).min(end - bit);
+        let bits = match n {
+            64 => !0,
+            _ => ((1u64 << n) - 1) << shift,
+        };
+        if let Some(w) = bitmap.get_mut(word) {
+            *w &= !bits;
+        }
+        bit += n;
     }
 }
 
@@ -173,5 +189,23 @@ mod tests {
         assert_eq!(m[2], 0b10);
         let m = log.mask_outside(&[(0, 0x1_0000_0000)]);
         assert_eq!(m, [0, 0, 0]);
+    }
+
+    #[test]
+    fn bits_are_cleared_exactly_across_words() {
+        for first in 0..200u64 {
+            for end in first..=200 {
+                let mut m = vec![!0u64; 4];
+                clear_bits(&mut m, first, end);
+                for bit in 0..256u64 {
+                    let set = m[(bit / 64) as usize] >> (bit % 64) & 1 == 1;
+                    assert_eq!(
+                        set,
+                        !(first..end).contains(&bit),
+                        "{first}..{end} bit {bit}"
+                    );
+                }
+            }
+        }
     }
 }
