@@ -362,10 +362,11 @@ fn sweep_stale(dirfd: &OwnedFd, dir: &Path, name: &OsStr) {
 /// and still load.
 pub const SCHEMA_VERSION: u64 = 1;
 
-/// Write `value` (a JSON object: a map or a struct) as pretty JSON to
-/// `path`, stamped with [`SCHEMA_VERSION`]. It is serialized straight into
-/// the file (no intermediate `Value` or `String`: a `run` document holds
-/// tens of thousands of records).
+/// Write `value` (a JSON object: a map or a struct) to `path`, stamped
+/// with [`SCHEMA_VERSION`]: its fields and each element of its arrays on a
+/// line of their own ([`outline`]). It is serialized straight into the file
+/// (no intermediate `Value` or `String`: a `run` document holds tens of
+/// thousands of records).
 pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), FileError> {
     #[derive(serde::Serialize)]
     struct Stamped<'a, T: ?Sized> {
@@ -382,8 +383,12 @@ pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Resul
             schema_version: SCHEMA_VERSION,
             doc: value,
         };
-        serde_json::to_writer_pretty(&mut *w, &doc).map_err(std::io::Error::other)?;
-        w.write_all(b"\n")
+        // Buffered here, in a concrete type: serde_json writes every token
+        // on its own, and through `dyn Write` each was a call of its own.
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
+        outline::to_writer(&mut w, &doc).map_err(std::io::Error::other)?;
+        w.write_all(b"\n")?;
+        w.flush()
     })
     .map_err(io)
 }
@@ -656,5 +661,6 @@ impl PrivateDir {
     }
 }
 
+mod outline;
 #[cfg(test)]
 mod tests;
