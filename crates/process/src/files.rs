@@ -89,10 +89,15 @@ fn in_place(path: &Path) -> std::io::Result<bool> {
         return Ok(true);
     }
     match std::fs::metadata(path) {
-        Ok(m) => Ok(!m.is_file()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        meta => Ok(in_place_as(path, &meta)),
     }
+}
+
+/// [`in_place`] of a target already stat'ed (`meta`: its metadata, or
+/// why there is none).
+fn in_place_as(path: &Path, meta: &std::io::Result<std::fs::Metadata>) -> bool {
+    under_dev_or_proc(path) || meta.as_ref().is_ok_and(|m| !m.is_file())
 }
 
 fn under_dev_or_proc(path: &Path) -> bool {
@@ -154,7 +159,7 @@ pub fn precheck_output(path: &Path, how: Precheck) -> Result<(), FileError> {
     };
     let (dir, name) = split(path)?;
     let meta = std::fs::metadata(path);
-    let place = under_dev_or_proc(path) || meta.as_ref().is_ok_and(|m| !m.is_file());
+    let place = in_place_as(path, &meta);
     match meta {
         Ok(m) if m.is_dir() => Err(bad(
             "it is a directory; name a file in it (e.g. DIR/out.json)",
