@@ -1,7 +1,8 @@
 //! `bench --ab` end to end (real VMs): two sides in one guest (the two
 //! link configurations: two blobs side by side), and one side's two
 //! variants (one blob), each call timed, the pair's change with its
-//! interval and MDE in the JSON and through `compare FILE`. Only
+//! interval and MDE in the JSON and through `compare FILE`, and each
+//! side's guest/host on the same buffer (none with `--no-host`). Only
 //! structure, no wall-clock thresholds beyond the budget.
 mod common;
 use common::*;
@@ -25,7 +26,13 @@ fn ab(name: &str, extra: &[&str]) -> serde_json::Value {
     );
     let cmp = hypclear(&["compare", json.to_str().unwrap()]);
     assert_eq!(cmp.status.code(), Some(0), "{}", text(&cmp));
-    assert!(String::from_utf8_lossy(&cmp.stdout).contains("MDE"));
+    let shown = String::from_utf8_lossy(&cmp.stdout);
+    assert!(shown.contains("MDE"));
+    assert_eq!(
+        shown.contains("guest/host"),
+        !extra.contains(&"--no-host"),
+        "{shown}"
+    );
     read_json(&json)
 }
 
@@ -63,6 +70,32 @@ fn two_blobs_in_one_guest_and_two_variants_of_one() {
         "{r}"
     );
     assert!(r["wall_s"].as_f64().unwrap() < 10.0, "{r}");
+    // Built-in sides: each has its host baseline on the guest's buffer.
+    for gh in r["guest_host"].as_array().unwrap() {
+        let est = gh["estimate"].as_f64().unwrap_or(0.0);
+        assert!(est > 0.2 && est < 5.0, "{r}");
+        assert_eq!(
+            gh["sessions"].as_array().unwrap().len() as u64,
+            r["guests"].as_u64().unwrap()
+        );
+    }
+    let no_host = ab(
+        "ab-no-host",
+        &[
+            "--config",
+            "both",
+            "-f",
+            "orig",
+            "--ab",
+            "--budget",
+            "1",
+            "--no-host",
+        ],
+    );
+    assert_eq!(
+        rows(&no_host)[0]["guest_host"],
+        serde_json::json!([null, null])
+    );
     // One blob, two variants; --detect stops at a verdict or the budget.
     let v = ab(
         "ab-variants",

@@ -25,8 +25,9 @@ use crate::inference::blocks::{self, Shift};
 pub use crate::model::{AbRow, AbVerdict};
 use crate::plan::{CellSpec, Plan, pass_call, placement};
 use crate::routines::privilege::PrivilegeChoice;
+use crate::stats::{PairedRatio, SessionRatio};
 use crate::vmm::{CallResult, Command, Vm};
-use crate::{Axes, Cache, PageState, Priority, routines, sched};
+use crate::{Axes, Cache, PageState, Priority, host, routines, sched};
 use hypclear_abi as abi;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -144,6 +145,8 @@ struct Guest<'a> {
     pats: &'a Patterns,
     specs: [&'a CellSpec; 2],
     plan: &'a Plan,
+    /// Both sides' host copies on this guest's buffer, where both have one.
+    host: Option<host::HostPair>,
 }
 
 impl<'a> Guest<'a> {
@@ -165,6 +168,11 @@ impl<'a> Guest<'a> {
             false => None,
         };
         let vm = Vm::with_beside(crate::vmm::open_kvm()?, &opts, beside.as_ref())?;
+        let builtin = specs.iter().all(|s| plan.sides[s.side].is_builtin());
+        let host = match plan.host_baseline && builtin {
+            true => host::HostPair::new(specs, (plan, pats), vm.ram.clone())?,
+            false => None,
+        };
         let place = placement(plan, 0);
         let call = |s: &CellSpec| pass_call(s, plan, &place, pats.fill);
         let m = routines::command(&vm.blob, main.variant, &call(main))?;
@@ -182,6 +190,7 @@ impl<'a> Guest<'a> {
             pats,
             specs,
             plan,
+            host,
         })
     }
 
@@ -209,13 +218,9 @@ impl<'a> Guest<'a> {
     /// One batch: `order` gives each block's first side; returns the
     /// slots' ticks in order and whether the batch lost time to others.
     fn batch(&mut self, order: &[bool], per_slot: u64) -> Result<(Vec<u64>, bool)> {
-        let mut cmds = Vec::with_capacity(order.len() * 4);
-        for &b_first in order {
-            let (x, y) = if b_first { (1, 0) } else { (0, 1) };
-            for s in [x, y, y, x] {
-                cmds.push(repeated(&self.cmds[s], per_slot));
-            }
-        }
+        let cmds: Vec<Command> = slot_sides(order)
+            .map(|s| repeated(&self.cmds[s], per_slot))
+            .collect();
         let est = self.plan.shape.size as f64 * cmds.len() as f64 * per_slot as f64 / 1e8;
         let timeout = self.plan.timeout + Duration::from_secs_f64(est);
         let _rt = sched::Fifo::during(self.plan.priority == Priority::Fifo);
@@ -235,6 +240,22 @@ impl<'a> Guest<'a> {
 }
 
 impl Guest<'_> {
+    /// The host baseline's batch: `order`'s blocks, the host copies on the
+    /// same buffer while the vCPU waits, each slot from the same
+    /// precondition and timed by the host clock; `None` without a host
+    /// baseline.
+    fn host_batch(&self, order: &[bool], per_slot: u64) -> Result<Option<(Vec<f64>, bool)>> {
+        let Some(h) = &self.host else {
+            return Ok(None);
+        };
+        let _rt = sched::Fifo::during(self.plan.priority == Priority::Fifo);
+        let w = sched::Watch::start();
+        let ns = slot_sides(order)
+            .map(|s| h.slot(s, per_slot))
+            .collect::<Result<Vec<f64>>>()?;
+        Ok(Some((ns, w.stop().disturbed())))
+    }
+
     /// `--cache cold`: each slot its own command, the buffer evicted from
     /// every cache level before it (outside the timing), as every timed
     /// pass of the sessions is.
@@ -248,16 +269,21 @@ impl Guest<'_> {
     }
 }
 
-/// `cmd` with its one call made `n` calls on the same buffer (a pass of
-/// several chunks is left as it is: it walks the buffer).
+/// The side of every slot of `order`'s blocks (ABBA, or BAAB where a
+/// block's entry is true), in the order they run.
+fn slot_sides(order: &[bool]) -> impl Iterator<Item = usize> + '_ {
+    order.iter().flat_map(|&b_first| {
+        let (x, y) = if b_first { (1, 0) } else { (0, 1) };
+        [x, y, y, x]
+    })
+}
+
+/// `cmd` with its one call made `n` calls ([`host::repeated`]).
 fn repeated(cmd: &Command, n: u64) -> Command {
-    let mut c = *cmd;
-    if c.args.count == 1 && n > 1 {
-        c.args.count = n;
-        c.args.a0_step = 0;
-        c.args.a1_step = 0;
+    Command {
+        args: host::repeated(cmd.args, n),
+        ..*cmd
     }
-    c
 }
 
 /// A slot's ticks as the guest gave them must fit the batch's timeout:
@@ -296,24 +322,23 @@ impl Blocks {
             self.dropped_batches += 1;
             return;
         }
-        let side_of = |blk: usize, k: usize| usize::from(order[blk] ^ (k == 1 || k == 2));
+        let sides: Vec<usize> = slot_sides(order).collect();
         let refs: [f64; 2] = [0, 1].map(|s| {
             let this: Vec<f64> = slots
                 .iter()
-                .enumerate()
-                .filter(|(i, _)| side_of(i / 4, i % 4) == s)
-                .map(|(_, t)| *t)
+                .zip(&sides)
+                .filter(|(_, side)| **side == s)
+                .map(|(t, _)| *t)
                 .collect();
             match this.len() >= 8 {
                 true => crate::stats::median(&this),
                 false => crate::stats::median(&[self.ns[s].clone(), this].concat()),
             }
         });
-        for (blk, four) in slots.chunks_exact(4).enumerate() {
+        for (four, sides) in slots.chunks_exact(4).zip(sides.chunks_exact(4)) {
             let mut sum = [0f64; 2];
             let mut out = false;
-            for (k, t) in four.iter().enumerate() {
-                let s = side_of(blk, k);
+            for (t, &s) in four.iter().zip(sides) {
                 sum[s] += *t;
                 out |= *t > OUTLIER * refs[s] || *t <= 0.0;
             }
@@ -322,8 +347,8 @@ impl Blocks {
                 continue;
             }
             self.logs.push((sum[1] / sum[0]).ln());
-            for (k, t) in four.iter().enumerate() {
-                self.ns[side_of(blk, k)].push(*t);
+            for (t, &s) in four.iter().zip(sides) {
+                self.ns[s].push(*t);
             }
         }
     }
@@ -432,7 +457,7 @@ impl Pair<'_> {
     fn measure(&self) -> Result<(AbRow, u64)> {
         let start = Instant::now();
         let slice = self.opts.budget / GUESTS_PER_BUDGET;
-        let mut guests: Vec<(Blocks, u64)> = Vec::new();
+        let mut guests: Vec<GuestRun> = Vec::new();
         let (mut look, mut next, mut khz) = (0u32, MIN_GUESTS, 0);
         let mut last: Option<Look> = None;
         loop {
@@ -483,12 +508,12 @@ impl Pair<'_> {
     /// The row of a measured pair.
     fn row(
         &self,
-        (guests, last): (Vec<(Blocks, u64)>, Option<Look>),
+        (guests, last): (Vec<GuestRun>, Option<Look>),
         looks: u32,
         wall: Duration,
     ) -> Result<AbRow> {
-        let kept: usize = guests.iter().map(|g| g.0.logs.len()).sum();
-        let dropped: u64 = guests.iter().map(|g| g.0.dropped_blocks).sum();
+        let kept: usize = guests.iter().map(|g| g.blocks.logs.len()).sum();
+        let dropped: u64 = guests.iter().map(|g| g.blocks.dropped_blocks).sum();
         let Some((s, verdict, alpha)) = last else {
             return Err(Error::TooFewBlocks {
                 cell: self.specs[0].axes.label(),
@@ -498,7 +523,10 @@ impl Pair<'_> {
             });
         };
         let ns = |side: usize| {
-            let all: Vec<f64> = guests.iter().flat_map(|g| g.0.ns[side].clone()).collect();
+            let all: Vec<f64> = guests
+                .iter()
+                .flat_map(|g| g.blocks.ns[side].clone())
+                .collect();
             crate::stats::median(&all)
         };
         let name = |i: usize| {
@@ -507,7 +535,7 @@ impl Pair<'_> {
         };
         let guest_shifts = guests
             .iter()
-            .filter_map(|g| blocks::shift(&g.0.logs, alpha).map(|s| s.est))
+            .filter_map(|g| blocks::shift(&g.blocks.logs, alpha).map(|s| s.est))
             .collect();
         Ok(AbRow {
             axes: self.specs[0].axes.clone(),
@@ -523,20 +551,55 @@ impl Pair<'_> {
             margin: self.opts.detect,
             blocks: kept as u64,
             dropped_blocks: dropped,
-            dropped_batches: guests.iter().map(|g| g.0.dropped_batches).sum(),
-            calls_per_slot: guests.iter().map(|g| g.1).max().unwrap_or(1),
+            dropped_batches: guests.iter().map(|g| g.blocks.dropped_batches).sum(),
+            calls_per_slot: guests.iter().map(|g| g.per_slot).max().unwrap_or(1),
             looks: u64::from(looks),
             guests: guests.len() as u64,
             guest_shifts,
             wall_s: wall.as_secs_f64(),
-            block_log_ratios: guests.into_iter().flat_map(|g| g.0.logs).collect(),
+            guest_host: [0, 1].map(|side| guest_host(&guests, side, self.plan.shape.size)),
+            block_log_ratios: guests.into_iter().flat_map(|g| g.blocks.logs).collect(),
         })
     }
 }
 
-fn logs(guests: &[(Blocks, u64)]) -> Vec<Vec<f64>> {
-    guests.iter().map(|g| g.0.logs.clone()).collect()
+fn logs(guests: &[GuestRun]) -> Vec<Vec<f64>> {
+    guests.iter().map(|g| g.blocks.logs.clone()).collect()
 }
+
+/// `side`'s guest/host over the guests: each guest's mean guest time per
+/// slot over its mean host time per slot (both kept under the outlier
+/// rule), paired by guest as sessions pair theirs; `None` without a host
+/// baseline.
+fn guest_host(guests: &[GuestRun], side: usize, size: u64) -> Option<PairedRatio> {
+    let pairs: Vec<SessionRatio> = guests
+        .iter()
+        .enumerate()
+        .filter_map(|(i, g)| {
+            let bytes = (size * g.per_slot) as f64 * 1e9;
+            let h = g.host.as_ref()?;
+            Some(SessionRatio {
+                session: i as u64,
+                guest: bytes / crate::stats::mean(&g.blocks.ns[side]),
+                host: bytes / crate::stats::mean(&h.ns[side]),
+                ratio: 0.0,
+            })
+        })
+        .collect();
+    PairedRatio::of(&pairs, 0.05)
+}
+
+/// One guest's kept blocks, its host baseline's, and the calls per slot.
+struct GuestRun {
+    blocks: Blocks,
+    host: Option<Blocks>,
+    per_slot: u64,
+}
+
+/// A host batch follows every this many guest batches (the second, the
+/// tenth, ...: every guest has at least two), so the host baseline costs
+/// about a ninth of the A/B's time and sees the same minutes.
+const HOST_EVERY: u64 = 8;
 
 /// Blocks a guest aims for (more guests beat more blocks of one: the
 /// placement varies between guests), within 200 ms and the slice.
@@ -548,7 +611,7 @@ const GUEST_BLOCKS: u32 = 64;
 /// first guest: every later one is verified before its calls, and a
 /// guest costs a large buffer's patterns twice per side and check).
 /// Its blocks and calls per slot.
-fn one_guest(g: &mut Guest, seed: u64, (slice, after): (Duration, bool)) -> Result<(Blocks, u64)> {
+fn one_guest(g: &mut Guest, seed: u64, (slice, after): (Duration, bool)) -> Result<GuestRun> {
     g.verify()?;
     let sized = Instant::now();
     let (per_slot, per_batch) = sizing(g)?;
@@ -566,6 +629,7 @@ fn one_guest(g: &mut Guest, seed: u64, (slice, after): (Duration, bool)) -> Resu
     let start = Instant::now();
     let ns_per = 1e6 / g.vm.counter_khz.max(1) as f64 / per_slot as f64;
     let mut b = Blocks::default();
+    let mut host = g.host.as_ref().map(|_| Blocks::default());
     // At least two batches, so a slow call still gives a few blocks.
     let mut batches = 0;
     while (batches < 2 || start.elapsed() < slice) && !crate::interrupt::requested() {
@@ -573,12 +637,21 @@ fn one_guest(g: &mut Guest, seed: u64, (slice, after): (Duration, bool)) -> Resu
         let (t, disturbed) = g.batch(&o, per_slot)?;
         let ns: Vec<f64> = t.iter().map(|t| *t as f64 * ns_per).collect();
         b.add(&o, &ns, disturbed);
+        if batches % HOST_EVERY == 1
+            && let (Some(hb), Some((ns, disturbed))) = (&mut host, g.host_batch(&o, per_slot)?)
+        {
+            hb.add(&o, &ns, disturbed);
+        }
         batches += 1;
     }
     if after {
         g.verify()?;
     }
-    Ok((b, per_slot))
+    Ok(GuestRun {
+        blocks: b,
+        host,
+        per_slot,
+    })
 }
 
 /// KTAP: one passing test per measured pair (a measurement, not a
@@ -590,7 +663,7 @@ pub fn ktap(rows: &[AbRow]) -> crate::ktap::Document {
         .map(|r| {
             let [lo, hi] = r.interval_pct;
             let name = format!("{} vs {}: {}", r.a, r.b, r.axes.label_with(false));
-            Test::leaf(name, Outcome::Pass).with_diagnostics([format!(
+            let change = format!(
                 "change {:+.2}% [{lo:+.2}%, {hi:+.2}%] at {:.1}%, MDE {:.2}%, {} blocks in {} \
                  guests: {}",
                 r.change_pct,
@@ -599,7 +672,9 @@ pub fn ktap(rows: &[AbRow]) -> crate::ktap::Document {
                 r.blocks,
                 r.guests,
                 r.verdict.text(r.margin)
-            )])
+            );
+            Test::leaf(name, Outcome::Pass)
+                .with_diagnostics(std::iter::once(change).chain(guest_host_lines(r)))
         })
         .collect();
     Document::Tests(vec![Test::parent("ab", leaves)])
@@ -638,7 +713,29 @@ pub fn table(rows: &[AbRow]) -> String {
             crate::table::right(format!("{:.1} s", r.wall_s)),
         ]);
     }
-    t.to_string()
+    let mut out = t.to_string();
+    for line in rows.iter().flat_map(guest_host_lines) {
+        out.push('\n');
+        out.push_str(&line);
+    }
+    out
+}
+
+/// `guest/host 0.98 [0.96, 1.00]  A: cell (12 guests paired)` for each
+/// side of `r` with a host baseline.
+fn guest_host_lines(r: &AbRow) -> impl Iterator<Item = String> + '_ {
+    [&r.a, &r.b]
+        .into_iter()
+        .zip(&r.guest_host)
+        .filter_map(move |(name, gh)| {
+            let gh = gh.as_ref()?;
+            Some(format!(
+                "guest/host {}  {name}: {} ({} guest(s) paired)",
+                gh.text(),
+                r.axes.label_with(false),
+                gh.sessions.len()
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -670,6 +767,52 @@ mod tests {
         }
         b.add(&order, &slots, true);
         assert_eq!((b.logs.len(), b.dropped_batches), (3, 1));
+    }
+
+    #[test]
+    fn blocks_run_abba_or_baab() {
+        let sides: Vec<usize> = slot_sides(&[false, true]).collect();
+        assert_eq!(sides, [0, 1, 1, 0, 1, 0, 0, 1]);
+    }
+
+    /// Guests whose guest calls take `g` ns and host calls `h` ns a side.
+    fn runs(per_guest: &[([f64; 2], Option<[f64; 2]>)]) -> Vec<GuestRun> {
+        per_guest
+            .iter()
+            .map(|(g, h)| {
+                let blocks = |t: [f64; 2]| Blocks {
+                    ns: t.map(|v| vec![v, v * 1.01, v * 0.99]),
+                    ..Blocks::default()
+                };
+                GuestRun {
+                    blocks: blocks(*g),
+                    host: h.map(blocks),
+                    per_slot: 2,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn guest_host_pairs_each_guests_own_host_calls_side_by_side() {
+        // A: guest 110 ns against host 100 (0.91); B: guest 100 against
+        // host 100; one guest without host calls is left out.
+        let g = runs(&[
+            ([110.0, 100.0], Some([100.0, 100.0])),
+            ([121.0, 110.0], Some([110.0, 110.0])),
+            ([99.0, 90.0], Some([90.0, 90.0])),
+            ([50.0, 50.0], None),
+        ]);
+        let a = guest_host(&g, 0, 4096).unwrap();
+        assert!((a.estimate - 1.0 / 1.1).abs() < 1e-9, "{a:?}");
+        assert_eq!(a.sessions.len(), 3);
+        assert!(a.contains(a.estimate));
+        let b = guest_host(&g, 1, 4096).unwrap();
+        assert!((b.estimate - 1.0).abs() < 1e-9, "{b:?}");
+        // Throughput is bytes per slot (size x calls) over the mean time.
+        let bps = 4096.0 * 2.0 * 1e9 / 110.0;
+        assert!((a.sessions[0].guest / bps - 1.0).abs() < 1e-9);
+        assert!(guest_host(&runs(&[([1.0, 1.0], None)]), 0, 4096).is_none());
     }
 
     #[test]

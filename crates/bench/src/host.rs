@@ -6,10 +6,11 @@
 //! not two buffers' page placement and huge-page luck.
 use super::plan::{CellSpec, Plan, pass_call, placement};
 use super::sequence;
-use super::{PageState, Priority, Sample, sched};
+use super::{Cache, PageState, Priority, Sample, sched};
 use crate::check::checker::{Patterns, Placement};
 use crate::error::Result;
 use crate::routines;
+use crate::vmm::Args;
 use crate::vmm::memory::GuestRam;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};
@@ -180,20 +181,7 @@ fn host_pass(
                     let _rt = sched::Fifo::during(fifo);
                     b.wait();
                     let w = sched::Watch::start();
-                    let t0 = Instant::now();
-                    let a = &l.args;
-                    let (mut x0, mut x1) = (a.a0, a.a1);
-                    for _ in 0..a.count {
-                        // SAFETY: the lowered arguments stay inside guest
-                        // RAM (the guest's own placement and call, whose
-                        // bytes `host_calls` bounds-checked), which outlives
-                        // this scope, and no vCPU runs while a host pass
-                        // does (the passes take turns on one thread).
-                        unsafe { f(x0, x1, a.a2) };
-                        x0 = x0.wrapping_add(a.a0_step);
-                        x1 = x1.wrapping_add(a.a1_step);
-                    }
-                    let t1 = Instant::now();
+                    let (t0, t1) = timed(f, &l.args);
                     (t0, t1, w.stop())
                 })
             })
@@ -205,6 +193,82 @@ fn host_pass(
             })
             .collect()
     })
+}
+
+/// `args`' calls of `f` on this thread: (start, end).
+fn timed(f: HostFn, a: &Args) -> (Instant, Instant) {
+    let t0 = Instant::now();
+    let (mut x0, mut x1) = (a.a0, a.a1);
+    for _ in 0..a.count {
+        // SAFETY: the lowered arguments stay inside guest RAM (the guest's
+        // own placement and call, whose bytes `host_calls` bounds-checked),
+        // which outlives every caller, and no vCPU runs while a host call
+        // does (guest and host take turns on one thread).
+        unsafe { f(x0, x1, a.a2) };
+        x0 = x0.wrapping_add(a.a0_step);
+        x1 = x1.wrapping_add(a.a1_step);
+    }
+    (t0, Instant::now())
+}
+
+/// The host baseline of an A/B pair in one guest (`bench --ab`): both
+/// sides' host copies, called with the guest's lowered arguments on the
+/// guest's own buffer while its vCPU waits between batches.
+pub(super) struct HostPair {
+    fs: [HostFn; 2],
+    calls: [Args; 2],
+    buf: Arc<GuestRam>,
+    place: Placement,
+    cache: Cache,
+}
+
+impl HostPair {
+    /// `None` when a side has no host copy (a kernel blob's routines exist
+    /// only in the guest image). `buf` is the guest's RAM.
+    pub(super) fn new(
+        specs: [&CellSpec; 2],
+        (plan, pats): (&Plan, &Patterns),
+        buf: Arc<GuestRam>,
+    ) -> Result<Option<HostPair>> {
+        let one = |spec: &CellSpec| -> Result<Option<(HostFn, Args, Placement)>> {
+            let (places, calls) = host_calls(&buf, spec, plan, pats)?;
+            Ok(match (places.first(), calls.first()) {
+                (Some(p), Some(l)) => routine(&l.alias).map(|f| (f, l.args, *p)),
+                _ => None,
+            })
+        };
+        let (Some(a), Some(b)) = (one(specs[0])?, one(specs[1])?) else {
+            return Ok(None);
+        };
+        Ok(Some(HostPair {
+            fs: [a.0, b.0],
+            calls: [a.1, b.1],
+            place: a.2,
+            buf,
+            cache: plan.cache,
+        }))
+    }
+
+    /// One slot of `side` (`per_slot` calls where the guest's slot repeats
+    /// its call), from the same precondition as the guest's: its ns.
+    pub(super) fn slot(&self, side: usize, per_slot: u64) -> Result<f64> {
+        if self.cache == Cache::Cold {
+            sequence::precondition(&self.buf, &[self.place], false, Cache::Cold)?;
+        }
+        let (a, b) = timed(self.fs[side], &repeated(self.calls[side], per_slot));
+        Ok((b - a).as_nanos() as f64)
+    }
+}
+
+/// `args` with its one call made `n` calls on the same buffer (a pass of
+/// several chunks is left as it is: it walks the buffer).
+pub(super) fn repeated(mut args: Args, n: u64) -> Args {
+    if args.count == 1 && n > 1 {
+        args.count = n;
+        args.a0_step = 0;
+        args.a1_step = 0;
+    }
+    args
 }
 
 #[cfg(test)]
@@ -244,6 +308,44 @@ mod tests {
         ram.read_into(p.dst - PAGE, &mut got).unwrap();
         assert!(got[..PAGE as usize].iter().all(|b| *b == 0xaa));
         assert!(got[PAGE as usize..].iter().all(|b| *b == 0));
+    }
+
+    /// An A/B pair's host slot calls each side's own host copy with the
+    /// guest's arguments on the guest's buffer, `per_slot` times.
+    #[test]
+    fn the_ab_host_baseline_calls_each_side_on_the_guests_buffer() {
+        use crate::plan::{mem_needed, placement};
+        let plan = crate::plan::tests::plan();
+        let (cells, _) = plan.expand(&crate::arch::CpuCaps::default()).unwrap();
+        let ram = Arc::new(
+            GuestRam::new(
+                crate::arch::RAM_BASE,
+                mem_needed(&plan),
+                Backing::Anon,
+                false,
+            )
+            .unwrap(),
+        );
+        let p = placement(&plan, 0);
+        let pats = Patterns::new(1, 0);
+        let pair = HostPair::new([&cells[0], &cells[0]], (&plan, &pats), ram.clone())
+            .unwrap()
+            .expect("host copies");
+        for side in [0, 1] {
+            ram.write_bytes(p.dst, &vec![0xaa; p.len as usize]).unwrap();
+            assert!(pair.slot(side, 3).unwrap() > 0.0);
+            let mut got = vec![0xffu8; p.len as usize];
+            ram.read_into(p.dst, &mut got).unwrap();
+            assert!(got.iter().all(|b| *b == 0), "side {side}");
+        }
+        let one = Args {
+            count: 1,
+            a0_step: 4096,
+            ..Args::default()
+        };
+        assert_eq!((repeated(one, 3).count, repeated(one, 3).a0_step), (3, 0));
+        let walk = Args { count: 4, ..one };
+        assert_eq!(repeated(walk, 3), walk);
     }
 
     #[test]

@@ -909,6 +909,12 @@ pub struct AbRow {
     pub guests: u64,
     pub guest_shifts: Vec<f64>,
     pub wall_s: f64,
+    /// A's and B's guest/host: the same calls by the host copies on each
+    /// guest's buffer (the vCPU waiting), paired by guest; `None` where a
+    /// side has no host copy (a kernel blob), with `--no-host` and in
+    /// older files.
+    #[serde(default)]
+    pub guest_host: [Option<PairedRatio>; 2],
     /// Per kept block, ln(B time / A time).
     pub block_log_ratios: Vec<f64>,
 }
