@@ -13,7 +13,7 @@ pub(crate) fn headline(
     p: &PrivilegeChoice,
 ) -> String {
     format!(
-        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({} + {} measured), guest at {} ({})",
+        "hypclear bench {} on {}: {} cell(s) x {} session(s) x ({}), guest at {} ({})",
         plan.routine,
         model,
         cells,
@@ -27,14 +27,30 @@ pub(crate) fn headline(
             ),
             None => plan.sessions.to_string(),
         },
-        match plan.max_warmup {
-            0 => format!("{} warm-up", plan.warmup),
-            m => format!("{}..{m} warm-up until steady", plan.warmup),
-        },
-        plan.repeats,
+        runs(plan),
         p.name,
         p.reason
     )
+}
+
+/// A session's runs a side: a fixed warm-up and the measured runs, or runs
+/// until the last 5 are steady, the last `--repeats` of them measured.
+fn runs(plan: &bench::Plan) -> String {
+    let r = plan.repeats;
+    match plan.max_warmup {
+        0 => format!("{} warm-up + {r} measured", plan.warmup),
+        m => {
+            let lo = (plan.warmup + r.min(5)).max(5).min(m);
+            let more = match r > 5 {
+                true => format!(" + {} more", r - 5),
+                false => String::new(),
+            };
+            format!(
+                "{lo}..{m} runs until the last 5 are steady, their last {} measured{more}",
+                r.min(5)
+            )
+        }
+    }
 }
 
 /// The line under the table: what the figures are (`unit`: the table's

@@ -496,8 +496,9 @@ pub(crate) struct BenchArgs {
     /// Unmeasured warm-up runs per session (at least; see --max-warmup)
     #[arg(long, default_value_t = 1)]
     pub warmup: u64,
-    /// Extend the warm-up until the runs are steady (no Mann-Kendall trend,
-    /// last 5 within 2%), at most this many runs; 0: exactly --warmup runs
+    /// Run until the last 5 runs are steady (no Mann-Kendall trend, within
+    /// 2%), whose last --repeats are then the first measured ones, at most
+    /// this many runs; 0: exactly --warmup runs, then --repeats
     #[arg(long, default_value_t = 20)]
     pub max_warmup: u64,
     /// Precondition of every timed pass, guest and host: cold evicts the

@@ -1,8 +1,10 @@
 //! The run sequence of one side (guest or host) of one cell in one session:
 //! warm-up runs until the throughput is steady (Mann–Kendall plus a drift
 //! tolerance over the last runs, `inference::WarmupController`) or the cap
-//! is reached, then the measured runs. Guest and host use the same
-//! sequence, so they are measured alike.
+//! is reached, then the measured runs. The window that shows the steady
+//! state is in it: its last `--repeats` runs are the first measured ones
+//! (a 256 MB session warmed up 5 runs a side and then measured 3 more).
+//! Guest and host use the same sequence, so they are measured alike.
 use super::plan::{Plan, SampleRule};
 use super::{Cache, Sample};
 use crate::check::checker::Placement;
@@ -32,6 +34,9 @@ pub(crate) fn steady_config(plan: &Plan) -> Option<SteadyConfig> {
 struct SideRun {
     rule: SampleRule,
     ctl: Option<WarmupController>,
+    /// Undisturbed runs at the end of a settled window that are measured
+    /// (the last `--repeats` of it, at most the window).
+    adopt: usize,
     warmup: Vec<Sample>,
     /// `None` while warming up; then whether it settled (`None` inside:
     /// a fixed warm-up, not judged).
@@ -44,9 +49,12 @@ struct SideRun {
 
 impl SideRun {
     fn new(plan: &Plan) -> Result<SideRun> {
-        let ctl = match steady_config(plan) {
+        let cfg = steady_config(plan);
+        let adopt = cfg.map_or(0, |c| c.window.min(plan.repeats as usize));
+        let ctl = match cfg {
+            // At least `--warmup` runs stay unmeasured.
             Some(cfg) => Some(
-                WarmupController::new(cfg, plan.warmup as usize)
+                WarmupController::new(cfg, (plan.warmup as usize + adopt).min(cfg.max_warmup))
                     .map_err(|e| Error::WarmupRule(e.to_string()))?,
             ),
             None => None,
@@ -55,6 +63,7 @@ impl SideRun {
         Ok(SideRun {
             rule: plan.sample_rule(),
             ctl,
+            adopt,
             warmup: Vec::new(),
             settled: fixed_none.then_some(None),
             emulated: false,
@@ -96,7 +105,26 @@ impl SideRun {
         if self.settled.is_some() {
             self.emulated = self.warmup.iter().all(|s| s.emulated);
         }
+        if self.settled == Some(Some(true)) {
+            self.adopt_window();
+        }
         Ok(())
+    }
+
+    /// The settled window's last [`SideRun::adopt`] undisturbed runs (and
+    /// any disturbed run among them) move from the warm-up to the measured
+    /// runs: the trend test showed them steady.
+    fn adopt_window(&mut self) {
+        let (mut left, mut at) = (self.adopt, self.warmup.len());
+        while left > 0 && at > 0 {
+            at -= 1;
+            left -= usize::from(!self.warmup[at].lost_time);
+        }
+        for mut s in self.warmup.split_off(at) {
+            s.disturbed = SampleRule::disturbed(&s, self.emulated);
+            self.undisturbed += u64::from(!s.disturbed);
+            self.measured.push(s);
+        }
     }
 
     /// The sequence, runs numbered and the warm-up's disturbed ones marked.
@@ -374,6 +402,37 @@ mod tests {
         .unwrap();
         assert_eq!(s.steady.settled, Some(true), "{s:?}");
         assert!(s.steady.warmup_used < 20, "{s:?}");
+    }
+
+    #[test]
+    fn the_settled_windows_last_runs_are_the_first_measured() {
+        // Flat: the window of 5 settles at once, its last 3 are measured.
+        let mut k = 0;
+        let mut flat = || {
+            k += 1;
+            Ok(sample(25.0 + k as f64 * 1e-3))
+        };
+        let s = run(&plan(1, 20), 0, &mut flat).unwrap();
+        assert_eq!((s.steady.warmup_used, s.measured.len()), (2, 3), "{s:?}");
+        assert_eq!(s.steady.settled, Some(true));
+        assert_eq!(s.measured[0].bytes_per_sec, 25.003);
+        // --warmup 4: at least 4 runs stay unmeasured.
+        let s = run(&plan(4, 20), 0, &mut flat).unwrap();
+        assert_eq!((s.steady.warmup_used, s.measured.len()), (4, 3), "{s:?}");
+        // A preempted run inside the window moves with it, marked, and
+        // does not count: 3 undisturbed measured runs still.
+        let mut k = 0;
+        let s = run(&plan(1, 20), 0, || {
+            k += 1;
+            Ok(match k {
+                4 => disturbed_sample(8.0, true, false),
+                _ => sample(25.0),
+            })
+        })
+        .unwrap();
+        let kept = s.measured.iter().filter(|m| !m.disturbed).count();
+        assert_eq!((s.measured.len(), kept), (4, 3), "{s:?}");
+        assert!(s.measured[0].bytes_per_sec == 25.0 && s.measured[1].disturbed);
     }
 
     #[test]
