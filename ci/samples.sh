@@ -87,6 +87,7 @@ sample compare-cpl -- compare cpl3.json cpl0.json
 # The default precision rule: sessions until +-1% (guest and guest/host),
 # at most --max-seconds of them; one cell.
 sample bench-precision -- bench memset -f erms -s 256MB --config vanilla --seed 2026
+sample bench-ab -- bench memset -f erms -s 64KB --config both --detect 1% --seed 2026
 
 if [ -n "${HYPCLEAR_KERNEL_TREE:-}" ]; then
     a=$HYPCLEAR_KERNEL_TREE
@@ -101,6 +102,8 @@ if [ -n "${HYPCLEAR_KERNEL_TREE:-}" ]; then
         sample bench-trees -- bench memset -s 4MB -k 4KB --sessions 4 --repeats 3 \
             --kernel-tree "$b" --kernel-tree "$a" --json trees.json
         sample compare-trees -- compare trees.json
+        sample bench-trees-detect -- bench memset -s 4MB -k 4KB --kernel-tree "$b" --kernel-tree "$a" \
+            --detect 1% --seed 2026
     fi
     echo "samples.sh: kernel-tree samples took $((SECONDS - t_trees)) s" >&2
 fi

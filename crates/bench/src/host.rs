@@ -276,27 +276,25 @@ mod tests {
     use super::*;
     use crate::vmm::memory::{Backing, GuestRam};
 
+    /// The test plan, its cells, a guest RAM for it and its placement.
+    fn fixture() -> (Plan, Vec<CellSpec>, Arc<GuestRam>, Placement) {
+        use crate::plan::{mem_needed, placement};
+        let plan = crate::plan::tests::plan();
+        let (cells, _) = plan.expand(&crate::arch::CpuCaps::default()).unwrap();
+        let bytes = mem_needed(&plan);
+        let ram = GuestRam::new(crate::arch::RAM_BASE, bytes, Backing::Anon, false).unwrap();
+        let p = placement(&plan, 0);
+        (plan, cells, Arc::new(ram), p)
+    }
+
     /// The host baseline runs on the guest's RAM at the guest's own
     /// placement: after a host run the guest's target is cleared and the
     /// page below it (the guard's) is not.
     #[test]
     fn the_host_baseline_runs_on_the_guests_pages() {
-        use crate::plan::{mem_needed, placement};
         use hypclear_abi::PAGE_SIZE as PAGE;
-        let plan = crate::plan::tests::plan();
-        let caps = crate::arch::CpuCaps::default();
-        let (cells, _) = plan.expand(&caps).unwrap();
+        let (plan, cells, ram, p) = fixture();
         let spec = &cells[0];
-        let ram = Arc::new(
-            GuestRam::new(
-                crate::arch::RAM_BASE,
-                mem_needed(&plan),
-                Backing::Anon,
-                false,
-            )
-            .unwrap(),
-        );
-        let p = placement(&plan, 0);
         ram.write_bytes(p.dst - PAGE, &vec![0xaa; (PAGE + p.len) as usize])
             .unwrap();
         let pats = Patterns::new(1, 0);
@@ -314,19 +312,7 @@ mod tests {
     /// guest's arguments on the guest's buffer, `per_slot` times.
     #[test]
     fn the_ab_host_baseline_calls_each_side_on_the_guests_buffer() {
-        use crate::plan::{mem_needed, placement};
-        let plan = crate::plan::tests::plan();
-        let (cells, _) = plan.expand(&crate::arch::CpuCaps::default()).unwrap();
-        let ram = Arc::new(
-            GuestRam::new(
-                crate::arch::RAM_BASE,
-                mem_needed(&plan),
-                Backing::Anon,
-                false,
-            )
-            .unwrap(),
-        );
-        let p = placement(&plan, 0);
+        let (plan, cells, ram, p) = fixture();
         let pats = Patterns::new(1, 0);
         let pair = HostPair::new([&cells[0], &cells[0]], (&plan, &pats), ram.clone())
             .unwrap()
