@@ -2,8 +2,11 @@
 # The whole aarch64 CI stage: setup, build the KVM probe, then boot each KVM
 # mode once and run the probe plus any extra binaries/commands given.
 #
-#   ci/aarch64/ci.sh [--timeout SECS] [--bin FILE]... [--fetch GUEST_PATH]...
+#   ci/aarch64/ci.sh [--no-setup] [--timeout SECS] [--bin FILE]... [--fetch GUEST_PATH]...
 #                    [-- 'cmd line'...]
+#
+# --no-setup skips setup.sh (installs and downloads): for callers that ran it
+# already, e.g. beside another QEMU run (.ci/run's lanes).
 #
 # --fetch copies a guest file out after each mode's commands (see
 # run-in-qemu.sh); it lands in <cache>/runs/<mode>-<time>-<pid>/files/.
@@ -18,11 +21,12 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-TIMEOUT=300
+TIMEOUT=300 SETUP=1
 EXTRA=()
 CMDS=()
 while [ $# -gt 0 ]; do
     case "$1" in
+        --no-setup) SETUP=0; shift ;;
         --timeout) TIMEOUT="${2:?}"; shift 2 ;;
         --bin) EXTRA+=(--bin "${2:?}"); shift 2 ;;
         --fetch) EXTRA+=(--fetch "${2:?}"); shift 2 ;;
@@ -32,7 +36,7 @@ while [ $# -gt 0 ]; do
 done
 CI_T0="$(hc_now)"
 
-"$HC_CI_DIR/setup.sh"
+[ "$SETUP" -eq 0 ] || "$HC_CI_DIR/setup.sh"
 
 hc_stage_begin "build probe"
 PROBE="$("$HC_CI_DIR/probe/build.sh")"

@@ -40,91 +40,132 @@
 #   7. Debian's 7.x kernel in protected mode: `hypclear reclaim` (a
 #      protected VM's pages read zero after teardown) and its control
 # Every QEMU run sits under an outer timeout; fails on the first failure.
+#
+#   ci/aarch64/hypclear-stage.sh [prepare | boots [BOOT]...]
+#
+# No argument: the whole stage. .ci/run runs it in two parts, so that its
+# QEMU boots can run side by side (ci/lib/lanes.sh): `prepare` (steps 1-4,
+# everything that installs, downloads or runs cargo; then the routine
+# tests' verdict), then `boots` (steps 5-7, which install and build
+# nothing). BOOT: vhe, protected, nvhe, nested (step 6), reclaim (step 7);
+# default $HYPCLEAR_AARCH64_MODES (vhe nvhe protected nested) and reclaim
+# unless HYPCLEAR_AARCH64_RECLAIM=0.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 REPO="$(cd "$HC_CI_DIR/../.." && pwd)"
 cd "$REPO"
 T0="$(hc_now)"
+PART="${1:-all}"
+[ $# -eq 0 ] || shift
+case "$PART:$#" in
+    all:0 | prepare:0 | boots:*) ;;
+    *) hc_die "usage: $0 [prepare | boots [vhe|protected|nvhe|nested|reclaim]...]" ;;
+esac
 
-"$HC_CI_DIR/setup.sh"
-
-hc_stage_begin "qemu-user (routine tests)"
-qemu_user_major() { qemu-aarch64 --version 2>/dev/null | sed -n 's/.*version \([0-9]*\).*/\1/p' | head -1; }
-if ! command -v qemu-aarch64 >/dev/null || [ "$(qemu_user_major)" -lt 8 ]; then
-    SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
-    "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
-        -t bookworm-backports qemu-user >/dev/null
-fi
-qemu-aarch64 --version | head -1 >&2
-hc_stage_end
-
-# The routine tests are single-threaded and the KVM runs below keep one of
-# the two cores busy, so run them side by side and collect the verdict later.
-ROUTINE_LOG="$HC_CACHE/routine-tests.log"
-mkdir -p "$HC_CACHE"
-RT0="$(hc_now)"
-# The last line of the log says when they finished (the collect step below
-# runs after the KVM runs, so its own elapsed time is the stage's, not theirs).
-(
-    rt_rc=0
-    guest/aarch64/test/run.sh --quick || rt_rc=$?
-    echo "routine tests finished after $(hc_elapsed "$RT0")s, exit status $rt_rc"
-    exit "$rt_rc"
-) >"$ROUTINE_LOG" 2>&1 &
-ROUTINE_PID=$!
-# shellcheck disable=SC2317 # called from lib.sh's EXIT trap
-hc_cleanup() { kill "$ROUTINE_PID" 2>/dev/null || true; }
-hc_log "routine tests under qemu-aarch64 user mode started in the background (log: $ROUTINE_LOG)"
-
-hc_stage_begin "cross-build hypclear for aarch64"
-"$HC_CI_DIR/cargo-aarch64.sh" build --release --quiet --bin hypclear
 BIN="$REPO/target/aarch64-unknown-linux-gnu/release/hypclear"
-file "$BIN" >&2 || true
-hc_stage_end
-
-hc_stage_begin "kernel blobs for aarch64 (hypclear blob on this host)"
 HOST_BIN="$REPO/target/release/hypclear"
-[ -x "$HOST_BIN" ] || cargo build --release --quiet --bin hypclear
-# Build a blob and check the link configuration hypclear detected in its
-# tree: a seed-001 shape that still links clear_page would make the
-# "patch" column a second vanilla.
-make_blob() {
-    local tree=$1 out=$2 config=$3 rows=$4 line
-    line="$("$HOST_BIN" blob --arch aarch64 --kernel-tree "$tree" -o "$out")"
-    echo "$line" >&2
-    [[ "$line" == *", link configuration $config ("*"), $rows alias rows" ]] ||
-        hc_die "$out: want link configuration $config with $rows alias rows"
-    # run-in-qemu.sh --bin copies executable files to the guest's /bin.
-    chmod +x "$out"
-}
-KTREE="${HYPCLEAR_KERNEL_TREE:-$(bash "$REPO/ci/kernel-source.sh" 6.12 | tail -n1)}"
-SEED_TREE="$(bash "$REPO/ci/seed001-shape.sh" "$KTREE" | tail -n1)"
-MUTANT_TREE="$(bash "$HC_CI_DIR/mutants.sh" "$KTREE" | tail -n1)"
 KBLOB="$HC_CACHE/kernel-arm64.blob"
 SBLOB="$HC_CACHE/seed001-arm64.blob"
 MBLOB="$HC_CACHE/mutant-arm64.blob"
-make_blob "$KTREE" "$KBLOB" vanilla 4
-make_blob "$SEED_TREE" "$SBLOB" memset 3
-make_blob "$MUTANT_TREE" "$MBLOB" vanilla 4
-# The same from a 7.x tree (the kernel the nested boot runs), and a mutant
-# of its seed-001 shape whose clear_page (memset of 4096 bytes) misses its
-# last DC ZVA block.
-KTREE7="${HYPCLEAR_KERNEL_TREE_7:-$(bash "$REPO/ci/kernel-source.sh" 7.3 | tail -n1)}"
-SEED_TREE7="$(bash "$REPO/ci/seed001-shape.sh" "$KTREE7" | tail -n1)"
-MUTANT_TREE7="$(bash "$HC_CI_DIR/mutants.sh" --zva-last-block "$SEED_TREE7" | tail -n1)"
 K7BLOB="$HC_CACHE/kernel7-arm64.blob"
 S7BLOB="$HC_CACHE/seed001-7-arm64.blob"
 M7BLOB="$HC_CACHE/mutant-zva-7-arm64.blob"
-make_blob "$KTREE7" "$K7BLOB" vanilla 4
-make_blob "$SEED_TREE7" "$S7BLOB" memset 3
-make_blob "$MUTANT_TREE7" "$M7BLOB" memset 3
-# A mutant of the vanilla 7.3 tree with every byte right and two call
-# contract breaches (mutants.sh --contract).
-CONTRACT_TREE7="$(bash "$HC_CI_DIR/mutants.sh" --contract "$KTREE7" | tail -n1)"
 C7BLOB="$HC_CACHE/mutant-contract-7-arm64.blob"
-make_blob "$CONTRACT_TREE7" "$C7BLOB" vanilla 4
-hc_stage_end
+
+ROUTINE_LOG="$HC_CACHE/routine-tests.log"
+collect_routine_tests() {
+    hc_stage_begin "routine tests under qemu-aarch64 user mode (collect)"
+    local rc=0
+    wait "$ROUTINE_PID" || rc=$?
+    cat "$ROUTINE_LOG" >&2
+    hc_log "routine tests collected $(hc_elapsed "$RT0")s after their start ($(tail -n 1 "$ROUTINE_LOG")), exit status $rc"
+    [ "$rc" -eq 0 ] || hc_die "aarch64 routine tests failed (see above)"
+    hc_stage_end
+}
+
+if [ "$PART" != boots ]; then
+    "$HC_CI_DIR/setup.sh"
+
+    hc_stage_begin "qemu-user (routine tests)"
+    qemu_user_major() { qemu-aarch64 --version 2>/dev/null | sed -n 's/.*version \([0-9]*\).*/\1/p' | head -1; }
+    if ! command -v qemu-aarch64 >/dev/null || [ "$(qemu_user_major)" -lt 8 ]; then
+        SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+        "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+            -t bookworm-backports qemu-user >/dev/null
+    fi
+    qemu-aarch64 --version | head -1 >&2
+    hc_stage_end
+
+    # The routine tests are single-threaded, so they run in the background
+    # beside the cross build (prepare) or the KVM runs (whole stage).
+    mkdir -p "$HC_CACHE"
+    RT0="$(hc_now)"
+    # The last line of the log says when they finished (the collect step's
+    # own elapsed time is that of what ran beside them, not theirs).
+    (
+        rt_rc=0
+        guest/aarch64/test/run.sh --quick || rt_rc=$?
+        echo "routine tests finished after $(hc_elapsed "$RT0")s, exit status $rt_rc"
+        exit "$rt_rc"
+    ) >"$ROUTINE_LOG" 2>&1 &
+    ROUTINE_PID=$!
+    # shellcheck disable=SC2317 # called from lib.sh's EXIT trap
+    hc_cleanup() { kill "$ROUTINE_PID" 2>/dev/null || true; }
+    hc_log "routine tests under qemu-aarch64 user mode started in the background (log: $ROUTINE_LOG)"
+
+    hc_stage_begin "cross-build hypclear for aarch64"
+    "$HC_CI_DIR/cargo-aarch64.sh" build --release --quiet --bin hypclear
+    file "$BIN" >&2 || true
+    hc_stage_end
+
+    hc_stage_begin "kernel blobs for aarch64 (hypclear blob on this host)"
+    [ -x "$HOST_BIN" ] || cargo build --release --quiet --bin hypclear
+    # Build a blob and check the link configuration hypclear detected in its
+    # tree: a seed-001 shape that still links clear_page would make the
+    # "patch" column a second vanilla.
+    make_blob() {
+        local tree=$1 out=$2 config=$3 rows=$4 line
+        line="$("$HOST_BIN" blob --arch aarch64 --kernel-tree "$tree" -o "$out")"
+        echo "$line" >&2
+        [[ "$line" == *", link configuration $config ("*"), $rows alias rows" ]] ||
+            hc_die "$out: want link configuration $config with $rows alias rows"
+        # run-in-qemu.sh --bin copies executable files to the guest's /bin.
+        chmod +x "$out"
+    }
+    KTREE="${HYPCLEAR_KERNEL_TREE:-$(bash "$REPO/ci/kernel-source.sh" 6.12 | tail -n1)}"
+    SEED_TREE="$(bash "$REPO/ci/seed001-shape.sh" "$KTREE" | tail -n1)"
+    MUTANT_TREE="$(bash "$HC_CI_DIR/mutants.sh" "$KTREE" | tail -n1)"
+    make_blob "$KTREE" "$KBLOB" vanilla 4
+    make_blob "$SEED_TREE" "$SBLOB" memset 3
+    make_blob "$MUTANT_TREE" "$MBLOB" vanilla 4
+    # The same from a 7.x tree (the kernel the nested boot runs), and a mutant
+    # of its seed-001 shape whose clear_page (memset of 4096 bytes) misses its
+    # last DC ZVA block.
+    KTREE7="${HYPCLEAR_KERNEL_TREE_7:-$(bash "$REPO/ci/kernel-source.sh" 7.3 | tail -n1)}"
+    SEED_TREE7="$(bash "$REPO/ci/seed001-shape.sh" "$KTREE7" | tail -n1)"
+    MUTANT_TREE7="$(bash "$HC_CI_DIR/mutants.sh" --zva-last-block "$SEED_TREE7" | tail -n1)"
+    make_blob "$KTREE7" "$K7BLOB" vanilla 4
+    make_blob "$SEED_TREE7" "$S7BLOB" memset 3
+    make_blob "$MUTANT_TREE7" "$M7BLOB" memset 3
+    # A mutant of the vanilla 7.3 tree with every byte right and two call
+    # contract breaches (mutants.sh --contract).
+    CONTRACT_TREE7="$(bash "$HC_CI_DIR/mutants.sh" --contract "$KTREE7" | tail -n1)"
+    make_blob "$CONTRACT_TREE7" "$C7BLOB" vanilla 4
+    hc_stage_end
+
+    hc_stage_begin "KVM probe (ci/aarch64/probe)"
+    "$HC_CI_DIR/probe/build.sh" >/dev/null
+    hc_stage_end
+fi
+if [ "$PART" = prepare ]; then
+    collect_routine_tests
+    hc_log "aarch64 stage prepare done in $(hc_elapsed "$T0")s"
+    exit 0
+fi
+for f in "$BIN" "$KBLOB" "$SBLOB" "$MBLOB" "$K7BLOB" "$S7BLOB" "$M7BLOB" "$C7BLOB"; do
+    [ -x "$f" ] || hc_die "$f missing: run $0 prepare first"
+done
 
 # Small guests: first touch of guest RAM is slow under TCG. The serial
 # console is a terminal, so turn the progress bars off for a readable log.
@@ -151,13 +192,18 @@ common=(
 # EL1 runs (the 7.3 blobs) are guests of a VHE host (VHE+NV2), and the
 # built-in suite runs in nVHE and protected mode. Pays for step 6.
 vhe_cmds=("${common[0]}" "${common[1]}" "${common[4]}" "${common[5]}")
-modes=" ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected nested} "
+if [ $# -gt 0 ]; then
+    modes=" $* "
+else
+    modes=" ${HYPCLEAR_AARCH64_MODES:-vhe nvhe protected nested} "
+    [ "${HYPCLEAR_AARCH64_RECLAIM:-1}" = 0 ] || modes+="reclaim "
+fi
 # Every other mode spec (protected, protected:cortex-a57, protected@7, ...)
 # runs the suite and the whole list.
 for m in $modes; do
-    case "$m" in nvhe | nested) continue ;; esac
+    case "$m" in nvhe | nested | reclaim) continue ;; esac
     if [ "$m" = vhe ]; then cmds=("${vhe_cmds[@]}"); else cmds=("$H run --mem 64MB --seed 1" "${common[@]}"); fi
-    HYPCLEAR_AARCH64_MODES="$m" "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
+    HYPCLEAR_AARCH64_MODES="$m" "$HC_CI_DIR/ci.sh" --no-setup --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-900}" \
         --bin "$BIN" -- "${cmds[@]}"
 done
 # The mutant (ci/aarch64/mutants.sh) must fail exactly where only the new
@@ -169,7 +215,7 @@ M="/bin/$(basename "$MBLOB")"
 m_memcpy_why="--why '/memcpy/kernel: 4 of [0-9]+ checks failed; first: size 4 dst\+0 src\+0: over-read: faulted 0 bytes past the source end ' \
 --why '/memcpy/kernel overlap: [0-9]+ of [0-9]+ checks failed; first: size [0-9]+ dst\+[0-9]+: wrong value'"
 if [[ "$modes" == *" nvhe "* ]]; then
-    HYPCLEAR_AARCH64_MODES=nvhe "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1500}" \
+    HYPCLEAR_AARCH64_MODES=nvhe "$HC_CI_DIR/ci.sh" --no-setup --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-1500}" \
         --bin "$BIN" --bin "$KBLOB" --bin "$SBLOB" --bin "$MBLOB" --bin "$HC_CI_DIR/expect-fail" -- \
         "$H run --mem 64MB --seed 1 --geometry full" "${common[@]}" \
         "$H info --mem 64MB --blob /bin/$(basename "$SBLOB")" \
@@ -241,18 +287,15 @@ fi
 # its teardown, and the control (the same run as an ordinary VM) must keep
 # its seeded pattern. 32 MB (16 MB filled by the guest): the protected
 # guest's stage-2 faults and the reclaim are slow under TCG.
-# HYPCLEAR_AARCH64_RECLAIM=0 leaves it out.
-if [ "${HYPCLEAR_AARCH64_RECLAIM:-1}" != 0 ]; then
-    HYPCLEAR_AARCH64_MODES=protected@7 "$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-600}" \
+# HYPCLEAR_AARCH64_RECLAIM=0 leaves it out (BOOT reclaim).
+if [[ "$modes" == *" reclaim "* ]]; then
+    HYPCLEAR_AARCH64_MODES=protected@7 "$HC_CI_DIR/ci.sh" --no-setup --timeout "${HYPCLEAR_AARCH64_TIMEOUT:-600}" \
         --bin "$BIN" -- "$H reclaim --mem 32MB --seed 1"
 fi
 
-hc_stage_begin "routine tests under qemu-aarch64 user mode (collect)"
-rc=0
-wait "$ROUTINE_PID" || rc=$?
-cat "$ROUTINE_LOG" >&2
-hc_log "routine tests collected $(hc_elapsed "$RT0")s after their start ($(tail -n 1 "$ROUTINE_LOG")), exit status $rc"
-[ "$rc" -eq 0 ] || hc_die "aarch64 routine tests failed (see above)"
-hc_stage_end
-
-hc_log "hypclear aarch64 stage passed in $(hc_elapsed "$T0")s"
+if [ "$PART" = all ]; then
+    collect_routine_tests
+    hc_log "hypclear aarch64 stage passed in $(hc_elapsed "$T0")s"
+else
+    hc_log "aarch64 boots ($(xargs <<<"$modes")) passed in $(hc_elapsed "$T0")s"
+fi

@@ -3,9 +3,12 @@
 # run command lines in the guest (ci/lib/run-in-qemu.sh --arch x86_64),
 # retrying only when QEMU itself triple-faulted.
 #
-#   ci/x86_64-svm/ci.sh [--timeout SECS] [--retries N] [--mode npt|shadow]
+#   ci/x86_64-svm/ci.sh [--no-setup] [--timeout SECS] [--retries N] [--mode npt|shadow]
 #                       [--mem SIZE] [--tcg-threads single|multi] [--append ARGS]
 #                       [--bin FILE]... [--fetch GUEST_PATH]... [-- 'cmd line'...]
+#
+# --no-setup skips setup.sh (installs and downloads): for callers that ran it
+# already, e.g. beside another QEMU run (.ci/run's lanes).
 #
 # Retry policy: run-in-qemu.sh exits 75 only when QEMU logged a triple fault
 # outside guest mode (its SVM emulation killed the L1 kernel) and no command
@@ -15,11 +18,12 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-TIMEOUT=600 RETRIES=2 MODE=npt
+TIMEOUT=600 RETRIES=2 MODE=npt SETUP=1
 EXTRA=()
 CMDS=()
 while [ $# -gt 0 ]; do
     case "$1" in
+        --no-setup) SETUP=0; shift ;;
         --timeout) TIMEOUT="${2:?}"; shift 2 ;;
         --retries) RETRIES="${2:?}"; shift 2 ;;
         --mode) MODE="${2:?}"; shift 2 ;;
@@ -31,7 +35,7 @@ done
 [[ "$RETRIES" =~ ^[0-9]+$ ]] || hc_die "bad --retries '$RETRIES'"
 CI_T0="$(hc_now)"
 
-"$HC_CI_DIR/setup.sh"
+[ "$SETUP" -eq 0 ] || "$HC_CI_DIR/setup.sh"
 
 attempt=0
 while :; do

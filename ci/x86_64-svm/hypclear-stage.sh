@@ -15,36 +15,56 @@
 #      kvm_amd's re-INIT), the suite on the kernel blob, and a short bench,
 #      all at CPL0
 # Cheap on purpose: 64 MB guests, one mode, one boot.
+#
+#   ci/x86_64-svm/hypclear-stage.sh [prepare | boot]
+#
+# No argument: the whole stage. .ci/run runs steps 1-2 (`prepare`: apt,
+# downloads, cargo) before its QEMU lanes (ci/lib/lanes.sh) and step 3
+# (`boot`, which installs and builds nothing) in one of them.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$HC_REPO"
 T0="$(hc_now)"
-
-"$HC_CI_DIR/setup.sh"
-
-hc_stage_begin "static hypclear for the guest"
-CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
-    cargo build --release --quiet --target x86_64-unknown-linux-gnu --bin hypclear
+PART="${1:-all}"
+case "$PART:$#" in
+    all:0 | prepare:1 | boot:1) ;;
+    *) hc_die "usage: $0 [prepare | boot]" ;;
+esac
 BIN="$HC_REPO/target/x86_64-unknown-linux-gnu/release/hypclear"
-file "$BIN" >&2 || true
-hc_stage_end
-
-hc_stage_begin "kernel blob (hypclear blob --kernel-tree on this host)"
-HOST_BIN="$HC_REPO/target/release/hypclear"
-[ -x "$HOST_BIN" ] || cargo build --release --quiet --bin hypclear
-KTREE="${HYPCLEAR_KERNEL_TREE:-$(bash "$HC_REPO/ci/kernel-source.sh" 6.12 | tail -n1)}"
 KBLOB="$HC_CACHE/kernel-x86_64.blob"
-"$HOST_BIN" blob --kernel-tree "$KTREE" -o "$KBLOB"
-# run-in-qemu.sh --bin copies executable files to the guest's /bin.
-chmod +x "$KBLOB"
-hc_stage_end
+
+if [ "$PART" != boot ]; then
+    "$HC_CI_DIR/setup.sh"
+
+    hc_stage_begin "static hypclear for the guest"
+    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+        cargo build --release --quiet --target x86_64-unknown-linux-gnu --bin hypclear
+    file "$BIN" >&2 || true
+    hc_stage_end
+
+    hc_stage_begin "kernel blob (hypclear blob --kernel-tree on this host)"
+    HOST_BIN="$HC_REPO/target/release/hypclear"
+    [ -x "$HOST_BIN" ] || cargo build --release --quiet --bin hypclear
+    KTREE="${HYPCLEAR_KERNEL_TREE:-$(bash "$HC_REPO/ci/kernel-source.sh" 6.12 | tail -n1)}"
+    "$HOST_BIN" blob --kernel-tree "$KTREE" -o "$KBLOB"
+    # run-in-qemu.sh --bin copies executable files to the guest's /bin.
+    chmod +x "$KBLOB"
+    hc_stage_end
+fi
+if [ "$PART" = prepare ]; then
+    hc_log "x86_64 SVM stage prepare done in $(hc_elapsed "$T0")s"
+    exit 0
+fi
+for f in "$BIN" "$KBLOB"; do
+    [ -x "$f" ] || hc_die "$f missing: run $0 prepare first"
+done
 
 # TCG runs the nested guest far slower than hardware: the watchdog's 5 s
 # default is for hardware. No progress bars on the serial console.
 H='HYPCLEAR_PROGRESS=0 hypclear --timeout 60'
 LOST='registers lost: the vCPU was re-initialised by KVM on shutdown'
-"$HC_CI_DIR/ci.sh" --timeout "${HYPCLEAR_X86_SVM_TIMEOUT:-900}" --bin "$BIN" --bin "$KBLOB" -- \
+"$HC_CI_DIR/ci.sh" --no-setup --timeout "${HYPCLEAR_X86_SVM_TIMEOUT:-900}" --bin "$BIN" --bin "$KBLOB" -- \
     "$H info --mem 64MB --json /tmp/info.json >/tmp/info.txt; rc=\$?; cat /tmp/info.txt; [ \$rc -eq 0 ] &&
      grep -q '\"kvm_flavour\": \"svm\"' /tmp/info.json && grep -q '\"kvm_paging\": \"npt\"' /tmp/info.json &&
      grep -q 'svm, NPT' /tmp/info.txt && grep -q 'CPL0 (kernel-level guest code runs natively' /tmp/info.txt" \
@@ -55,4 +75,4 @@ LOST='registers lost: the vCPU was re-initialised by KVM on shutdown'
     "$H run --cpl 0 --mem 64MB --seed 1 --blob /bin/$(basename "$KBLOB")" \
     "$H bench clear_page -s 4MB -k 4KB,2MB -f all --sessions 1 --repeats 2 --config both --cpl 0"
 
-hc_log "hypclear x86_64 SVM stage passed in $(hc_elapsed "$T0")s"
+hc_log "hypclear x86_64 SVM stage$([ "$PART" = all ] || echo " $PART") passed in $(hc_elapsed "$T0")s"
