@@ -5,7 +5,7 @@
 #   1. setup.sh (QEMU 10 from bookworm-backports, arm64 kernel + busybox,
 #      cross toolchain, rustup target), plus qemu-user for the routine tests
 #   2. the routines' own tests under qemu-aarch64 user mode (quick; in the
-#      background, next to the single-threaded KVM runs)
+#      background, beside steps 3-4 and, run whole, the KVM runs)
 #   3. cross-build hypclear (static)
 #   4. kernel blobs cross-built on this host with `hypclear blob --arch aarch64`
 #      (each one's link configuration checked: vanilla 4 alias rows, the
