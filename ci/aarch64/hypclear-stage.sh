@@ -19,7 +19,8 @@
 #      in nVHE the run is --geometry full, then the suite on each 6.12
 #      kernel blob with --blob, and the mutant must fail on its fill-0 and
 #      overlap rows and its 4..7-byte source-end edge checks only
-#      (ci/aarch64/expect-fail); VHE skips the suite, the
+#      (ci/aarch64/expect-fail), and bench --ab (both link configurations'
+#      memset in one guest, each with its guest/host); VHE skips the suite, the
 #      hostile guests and the EL0 selftest (nVHE and protected run them;
 #      step 6's EL1 runs have a VHE host), which pays for step 6
 #   6. Debian's 7.x kernel with kvm-arm.mode=nested (run-in-qemu.sh --mode
@@ -222,7 +223,9 @@ if [[ "$modes" == *" nvhe "* ]]; then
         "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$KBLOB")" \
         "$H run --mem 64MB --seed 1 --blob /bin/$(basename "$SBLOB")" \
         "HYPCLEAR_PROGRESS=0 expect-fail '^kernel fill 0x00\$' hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $M -r memset" \
-        "HYPCLEAR_PROGRESS=0 expect-fail $m_memcpy_why '^kernel( overlap)?\$' hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $M -r memcpy"
+        "HYPCLEAR_PROGRESS=0 expect-fail $m_memcpy_why '^kernel( overlap)?\$' hypclear --timeout 60 --format ktap verify --mem 64MB --seed 1 --blob $M -r memcpy" \
+        "$H bench memset -s 64KB --config both -f generic --ab --budget 2 --json /tmp/ab.json >/tmp/ab.txt; rc=\$?; cat /tmp/ab.txt;
+         [ \$rc -eq 0 ] && [ \"\$(grep -c '^guest/host ' /tmp/ab.txt)\" -eq 2 ] && [ \"\$(grep -o '\"estimate\"' /tmp/ab.json | wc -l)\" -eq 2 ]"
 fi
 
 # The guest at EL2 (nested virtualization, Debian's 7.x kernel): --el auto
