@@ -47,6 +47,9 @@ pub(crate) fn after(vm: &mut Vm) -> Result<Vec<u64>> {
 /// pages among them (other pages hold code, tables or another area's data
 /// and are named, not refilled) get the guard pattern, `rerun` runs the
 /// call again, and whatever differs from the pattern is the stray write.
+/// A byte written equal to the pattern's is invisible there (an inverted
+/// fill byte can be a guard byte), so if nothing differs the pages get the
+/// pattern's complement and the call runs once more: no byte equals both.
 /// `keep` are ranges not to refill (the shared source area).
 pub(crate) fn locate(
     vm: &mut Vm,
@@ -60,16 +63,41 @@ pub(crate) fn locate(
         .copied()
         .filter(|&p| p >= arch::ARENA_BASE && outside(&[p], keep).len() == 1)
         .collect();
+    let mut runs = Vec::new();
+    for invert in [false, true] {
+        if refill.is_empty() || !runs.is_empty() {
+            break;
+        }
+        runs = differing(vm, &refill, pats, invert, rerun)?;
+    }
+    Ok(runs)
+}
+
+/// One rerun over `refill` filled with the guard pattern (its complement
+/// with `invert`): the runs of bytes that differ from it afterwards.
+fn differing(
+    vm: &mut Vm,
+    refill: &[u64],
+    pats: &Patterns,
+    invert: bool,
+    rerun: &mut dyn FnMut(&mut Vm) -> Result<()>,
+) -> Result<Vec<(u64, u64)>> {
+    let fill = |buf: &mut [u8], p: u64| {
+        checker::fill_pattern(buf, p, pats.guard);
+        if invert {
+            buf.iter_mut().for_each(|b| *b = !*b);
+        }
+    };
     let mut page = vec![0u8; PAGE_SIZE as usize];
-    for &p in &refill {
-        checker::fill_pattern(&mut page, p, pats.guard);
+    for &p in refill {
+        fill(&mut page, p);
         vm.ram.write_bytes(p, &page)?;
     }
     rerun(vm)?;
     let mut runs: Vec<(u64, u64)> = Vec::new();
     let mut want = vec![0u8; PAGE_SIZE as usize];
-    for &p in &refill {
-        checker::fill_pattern(&mut want, p, pats.guard);
+    for &p in refill {
+        fill(&mut want, p);
         vm.ram.read_into(p, &mut page)?;
         for (i, _) in page
             .iter()
