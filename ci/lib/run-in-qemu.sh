@@ -22,7 +22,9 @@
 #               Any mode works with either, e.g. --kernel 7 --mode protected
 #               (pKVM protected VMs from userspace, Linux >= 7.1)
 #   --timeout   wall-clock limit for the whole QEMU run (default 300)
-#   --bin       static executable copied to /bin/<basename> (repeatable)
+#   --bin       executable copied to /bin/<basename> (repeatable); a dynamically
+#               linked one of the host's own arch brings the shared libraries
+#               ldd lists, at their paths (as mkinitramfs's copy_exec does)
 #   --cpu       QEMU CPU model. aarch64: default max,pauth-impdef=on (has
 #               VHE, MOPS, SVE, PAuth...; e.g. cortex-a57 has no VHE, so
 #               protected mode then runs as "Protected nVHE" instead of
@@ -151,7 +153,9 @@ for b in ${BINS[@]+"${BINS[@]}"}; do
     if [ ! -f "$b" ] || [ ! -x "$b" ]; then hc_die "--bin $b: not an executable file"; fi
 done
 
-for tool in "$QEMU_BIN" cpio timeout; do
+TOOLS=("$QEMU_BIN" cpio timeout)
+[ "$ARCH" != "$(uname -m)" ] || TOOLS+=(readelf ldd)
+for tool in "${TOOLS[@]}"; do
     command -v "$tool" >/dev/null || hc_die "$tool not found: run ci/$ARCH_DIR/setup.sh first"
 done
 
@@ -177,6 +181,14 @@ mkdir -p "$ROOT"/{bin,sbin,dev,proc,sys,tmp,hc,usr/bin,usr/sbin}
 cp "$HC_BUSYBOX" "$ROOT/bin/busybox"
 for b in ${BINS[@]+"${BINS[@]}"}; do
     cp "$b" "$ROOT/bin/$(basename "$b")"
+    # Only an ELF with an interpreter, and only of this host's arch, is
+    # handed to ldd (which runs the loader on it).
+    if [ "$ARCH" = "$(uname -m)" ] && readelf -l "$b" 2>/dev/null | grep -q 'program interpreter'; then
+        for lib in $(ldd "$b" | grep -o '/[^ ]*'); do
+            mkdir -p "$ROOT$(dirname "$lib")"
+            cp -L "$lib" "$ROOT$lib"
+        done
+    fi
 done
 # Modules in load order (x86_64: kvm_amd is one); /init insmods them.
 mkdir -p "$ROOT/lib/modules"

@@ -6,8 +6,10 @@
 #
 #   1. setup.sh (QEMU 10 from bookworm-backports, Debian's 6.12 amd64 kernel,
 #      its KVM modules and busybox-static, downloaded, never installed)
-#   2. a static hypclear (crt-static), and a kernel-tree blob built on this
-#      host with `hypclear blob --kernel-tree` (the tree: ci/kernel-source.sh)
+#   2. the host's own release hypclear (the one the x86 stage tested; the
+#      initramfs gets its shared libraries, so no second build for a
+#      crt-static target), and a kernel-tree blob built on this host with
+#      `hypclear blob --kernel-tree` (the tree: ci/kernel-source.sh)
 #   3. one boot (ci.sh; retried only for QEMU's own triple fault): info
 #      (svm, NPT, --cpl auto picks CPL0), the suite (--geometry full: every
 #      size and offset, what the hypervisor calls), selftest, the hostile
@@ -31,23 +33,20 @@ case "$PART:$#" in
     all:0 | prepare:1 | boot:1) ;;
     *) hc_die "usage: $0 [prepare | boot]" ;;
 esac
-BIN="$HC_REPO/target/x86_64-unknown-linux-gnu/release/hypclear"
+BIN="$HC_REPO/target/release/hypclear"
 KBLOB="$HC_CACHE/kernel-x86_64.blob"
 
 if [ "$PART" != boot ]; then
     "$HC_CI_DIR/setup.sh"
 
-    hc_stage_begin "static hypclear for the guest"
-    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
-        cargo build --release --quiet --target x86_64-unknown-linux-gnu --bin hypclear
-    file "$BIN" >&2 || true
+    hc_stage_begin "hypclear for the host and the guest"
+    # Already built (and tested) by the x86 stage in .ci/run: then a no-op.
+    cargo build --release --quiet --bin hypclear
     hc_stage_end
 
     hc_stage_begin "kernel blob (hypclear blob --kernel-tree on this host)"
-    HOST_BIN="$HC_REPO/target/release/hypclear"
-    [ -x "$HOST_BIN" ] || cargo build --release --quiet --bin hypclear
     KTREE="${HYPCLEAR_KERNEL_TREE:-$(bash "$HC_REPO/ci/kernel-source.sh" 6.12 | tail -n1)}"
-    "$HOST_BIN" blob --kernel-tree "$KTREE" -o "$KBLOB"
+    "$BIN" blob --kernel-tree "$KTREE" -o "$KBLOB"
     # run-in-qemu.sh --bin copies executable files to the guest's /bin.
     chmod +x "$KBLOB"
     hc_stage_end

@@ -9,7 +9,7 @@
 #
 # Host side (system-wide, needs root or sudo):
 #   * apt source for bookworm-backports (on bookworm: QEMU 10, kernel 6.12)
-#   * qemu-system-x86 (>= 10) from backports, cpio, xz-utils
+#   * qemu-system-x86 (>= 10) from backports, cpio, xz-utils, binutils
 # Guest side (in the cache dir; downloaded with `apt-get download`, unpacked
 # there, never installed on the host):
 #   * Debian's linux-image-<ver>-amd64-unsigned (newest 6.12 in backports):
@@ -63,6 +63,8 @@ MISSING=()
 command -v cpio >/dev/null || MISSING+=(cpio)
 command -v unxz >/dev/null || MISSING+=(xz-utils)
 command -v timeout >/dev/null || MISSING+=(coreutils)
+# readelf: run-in-qemu.sh copies a dynamically linked --bin's libraries.
+command -v readelf >/dev/null || MISSING+=(binutils)
 if [ "${#MISSING[@]}" -gt 0 ]; then
     hc_log "installing: ${MISSING[*]}"
     hc_ensure_backports ${SUDO[@]+"${SUDO[@]}"}
