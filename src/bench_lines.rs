@@ -34,20 +34,25 @@ pub(crate) fn headline(
 }
 
 /// A session's runs a side: a fixed warm-up and the measured runs, or runs
-/// until the last 5 are steady, the last `--repeats` of them measured.
+/// until the last few are steady, the last `--repeats` of them measured.
 fn runs(plan: &bench::Plan) -> String {
-    let r = plan.repeats;
-    match plan.max_warmup {
-        0 => format!("{} warm-up + {r} measured", plan.warmup),
-        m => {
-            let lo = (plan.warmup + r.min(5)).max(5).min(m);
-            let more = match r > 5 {
-                true => format!(" + {} more", r - 5),
-                false => String::new(),
+    match plan.session_runs() {
+        bench::SessionRuns::Fixed { warmup, measured } => {
+            format!("{warmup} warm-up + {measured} measured")
+        }
+        bench::SessionRuns::UntilSteady {
+            min,
+            max,
+            window,
+            adopted,
+            more,
+        } => {
+            let more = match more {
+                0 => String::new(),
+                n => format!(" + {n} more"),
             };
             format!(
-                "{lo}..{m} runs until the last 5 are steady, their last {} measured{more}",
-                r.min(5)
+                "{min}..{max} runs until the last {window} are steady, their last {adopted} measured{more}"
             )
         }
     }

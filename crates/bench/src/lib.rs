@@ -46,7 +46,7 @@ pub mod stats;
 
 pub use plan::{CellSpec, Plan, PlanSide};
 
-pub use sequence::Steady;
+pub use sequence::{SessionRuns, Steady};
 
 pub use model::*;
 pub use run::{IN_PROGRESS, check_memory, run, run_ab};

@@ -29,6 +29,58 @@ pub(crate) fn steady_config(plan: &Plan) -> Option<SteadyConfig> {
     })
 }
 
+/// The runs a session takes a side, as a plan sets them up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionRuns {
+    /// `warmup` unmeasured runs, then `measured`.
+    Fixed { warmup: u64, measured: u64 },
+    /// Between `min` and `max` runs until the last `window` are steady;
+    /// the last `adopted` of that window are measured, then `more` runs.
+    UntilSteady {
+        min: u64,
+        max: u64,
+        window: u64,
+        adopted: u64,
+        more: u64,
+    },
+}
+
+impl Plan {
+    /// What [`SideRun`] does with this plan's warm-up and repeats.
+    pub fn session_runs(&self) -> SessionRuns {
+        match steady_config(self) {
+            None => SessionRuns::Fixed {
+                warmup: self.warmup,
+                measured: self.repeats,
+            },
+            Some(cfg) => {
+                let adopted = adopted(&cfg, self);
+                SessionRuns::UntilSteady {
+                    min: min_warmup(&cfg, self, adopted)
+                        .max(cfg.window)
+                        .min(cfg.max_warmup) as u64,
+                    max: cfg.max_warmup as u64,
+                    window: cfg.window as u64,
+                    adopted: adopted as u64,
+                    more: self.repeats - adopted as u64,
+                }
+            }
+        }
+    }
+}
+
+/// Runs of a settled window that are measured: the last `--repeats`, at
+/// most the window.
+fn adopted(cfg: &SteadyConfig, plan: &Plan) -> usize {
+    cfg.window.min(plan.repeats as usize)
+}
+
+/// Runs judged before any is measured: at least `--warmup` stay
+/// unmeasured, besides the adopted ones (capped).
+fn min_warmup(cfg: &SteadyConfig, plan: &Plan, adopted: usize) -> usize {
+    (plan.warmup as usize + adopted).min(cfg.max_warmup)
+}
+
 /// One side's sequence in progress: warming up until steady (or the
 /// cap), then measuring under the [`SampleRule`].
 struct SideRun {
@@ -50,11 +102,10 @@ struct SideRun {
 impl SideRun {
     fn new(plan: &Plan) -> Result<SideRun> {
         let cfg = steady_config(plan);
-        let adopt = cfg.map_or(0, |c| c.window.min(plan.repeats as usize));
+        let adopt = cfg.map_or(0, |c| adopted(&c, plan));
         let ctl = match cfg {
-            // At least `--warmup` runs stay unmeasured.
             Some(cfg) => Some(
-                WarmupController::new(cfg, (plan.warmup as usize + adopt).min(cfg.max_warmup))
+                WarmupController::new(cfg, min_warmup(&cfg, plan, adopt))
                     .map_err(|e| Error::WarmupRule(e.to_string()))?,
             ),
             None => None,
@@ -433,6 +484,50 @@ mod tests {
         let kept = s.measured.iter().filter(|m| !m.disturbed).count();
         assert_eq!((s.measured.len(), kept), (4, 3), "{s:?}");
         assert!(s.measured[0].bytes_per_sec == 25.0 && s.measured[1].disturbed);
+    }
+
+    #[test]
+    fn the_headlines_runs_are_what_a_flat_session_runs() {
+        // What the plan says a session runs is what a flat one ran: its
+        // `min` runs in all, the last `adopted` of them measured.
+        for (warmup, repeats) in [(1, 3), (4, 3), (1, 1), (0, 7)] {
+            let p = Plan {
+                repeats,
+                ..plan(warmup, 20)
+            };
+            let SessionRuns::UntilSteady {
+                min,
+                max,
+                window,
+                adopted,
+                more,
+            } = p.session_runs()
+            else {
+                panic!("{:?}", p.session_runs());
+            };
+            assert_eq!((max, window), (20, 5));
+            let mut k = 0;
+            let s = run(&p, 0, || {
+                k += 1;
+                Ok(sample(25.0 + k as f64 * 1e-3))
+            })
+            .unwrap();
+            let used = s.steady.warmup_used as u64;
+            assert_eq!(
+                used + adopted,
+                min,
+                "--warmup {warmup} --repeats {repeats}: {s:?}"
+            );
+            assert_eq!(s.measured.len() as u64, adopted + more, "{s:?}");
+        }
+        let fixed = plan(2, 0).session_runs();
+        assert_eq!(
+            fixed,
+            SessionRuns::Fixed {
+                warmup: 2,
+                measured: 3
+            }
+        );
     }
 
     #[test]
