@@ -2,7 +2,8 @@
 //! link configurations: two blobs side by side), and one side's two
 //! variants (one blob), each call timed, the pair's change with its
 //! interval and MDE in the JSON and through `compare FILE`, and each
-//! side's guest/host on the same buffer (none with `--no-host`). Only
+//! side's guest/host on the same buffer and the host copies' own change
+//! (none with `--no-host`). Only
 //! structure, no wall-clock thresholds beyond the budget.
 mod common;
 use common::*;
@@ -39,11 +40,13 @@ fn ab(name: &str, extra: &[&str]) -> serde_json::Value {
     assert_eq!(cmp.status.code(), Some(0), "{}", text(&cmp));
     let shown = String::from_utf8_lossy(&cmp.stdout);
     assert!(shown.contains("MDE"));
-    assert_eq!(
-        shown.contains("guest/host"),
-        !extra.contains(&"--no-host"),
-        "{shown}"
-    );
+    for line in ["guest/host", "on the same buffers"] {
+        assert_eq!(
+            shown.contains(line),
+            !extra.contains(&"--no-host"),
+            "{shown}"
+        );
+    }
     read_json(&json)
 }
 
@@ -90,6 +93,11 @@ fn two_blobs_in_one_guest_and_two_variants_of_one() {
             r["guests"].as_u64().unwrap()
         );
     }
+    // And the host copies' own B against A, from the same buffers.
+    let h = &r["host_change"];
+    let [lo, hi] = [0, 1].map(|i| h["interval_pct"][i].as_f64().unwrap_or(f64::NAN));
+    let c = h["change_pct"].as_f64().unwrap_or(f64::NAN);
+    assert!(lo <= c && c <= hi && h["guests"].as_u64() >= Some(3), "{r}");
     let no_host = ab(
         "ab-no-host",
         &[
@@ -107,6 +115,7 @@ fn two_blobs_in_one_guest_and_two_variants_of_one() {
         rows(&no_host)[0]["guest_host"],
         serde_json::json!([null, null])
     );
+    assert!(rows(&no_host)[0]["host_change"].is_null());
     if !has_two() {
         eprintln!("SKIP: one blob's two memset variants: this CPU has no MOPS");
         return;

@@ -22,7 +22,7 @@
 use crate::check::checker::{self, Patterns, Placement};
 use crate::error::{Error, Result};
 use crate::inference::blocks::{self, Shift};
-pub use crate::model::{AbRow, AbVerdict};
+pub use crate::model::{AbRow, AbVerdict, HostChange};
 use crate::plan::{CellSpec, Plan, pass_call, placement};
 use crate::routines::privilege::PrivilegeChoice;
 use crate::stats::{PairedRatio, SessionRatio};
@@ -558,6 +558,7 @@ impl Pair<'_> {
             guest_shifts,
             wall_s: wall.as_secs_f64(),
             guest_host: [0, 1].map(|side| guest_host(&guests, side, self.plan.shape.size)),
+            host_change: host_change(&guests, alpha),
             block_log_ratios: guests.into_iter().flat_map(|g| g.blocks.logs).collect(),
         })
     }
@@ -587,6 +588,23 @@ fn guest_host(guests: &[GuestRun], side: usize, size: u64) -> Option<PairedRatio
         })
         .collect();
     PairedRatio::of(&pairs, 0.05)
+}
+
+/// B against A from the host batches' blocks, clustered by guest as the
+/// guest's change is; `None` without a host baseline or with fewer than 3
+/// guests of enough host blocks.
+fn host_change(guests: &[GuestRun], alpha: f64) -> Option<HostChange> {
+    let logs: Vec<Vec<f64>> = guests
+        .iter()
+        .filter_map(|g| Some(g.host.as_ref()?.logs.clone()))
+        .collect();
+    let s = blocks::clustered(&logs, alpha)?;
+    Some(HostChange {
+        change_pct: blocks::throughput_pct(s.est),
+        interval_pct: [blocks::throughput_pct(s.hi), blocks::throughput_pct(s.lo)],
+        blocks: s.blocks as u64,
+        guests: s.groups as u64,
+    })
 }
 
 /// One guest's kept blocks, its host baseline's, and the calls per slot.
@@ -722,9 +740,9 @@ pub fn table(rows: &[AbRow]) -> String {
 }
 
 /// `guest/host 0.98 [0.96, 1.00]  A: cell (12 guests paired)` for each
-/// side of `r` with a host baseline.
+/// side of `r` with a host baseline, then the host copies' B against A.
 fn guest_host_lines(r: &AbRow) -> impl Iterator<Item = String> + '_ {
-    [&r.a, &r.b]
+    let sides = [&r.a, &r.b]
         .into_iter()
         .zip(&r.guest_host)
         .filter_map(move |(name, gh)| {
@@ -735,7 +753,16 @@ fn guest_host_lines(r: &AbRow) -> impl Iterator<Item = String> + '_ {
                 r.axes.label_with(false),
                 gh.sessions.len()
             ))
-        })
+        });
+    let host = r.host_change.as_ref().map(|h| {
+        let [lo, hi] = h.interval_pct;
+        format!(
+            "host {} vs {}: {:+.2}% [{lo:+.2}%, {hi:+.2}%] on the same buffers ({} blocks in {} \
+             guests; in the guest {:+.2}%)",
+            r.a, r.b, h.change_pct, h.blocks, h.guests, r.change_pct
+        )
+    });
+    sides.chain(host)
 }
 
 #[cfg(test)]
@@ -813,6 +840,36 @@ mod tests {
         let bps = 4096.0 * 2.0 * 1e9 / 110.0;
         assert!((a.sessions[0].guest / bps - 1.0).abs() < 1e-9);
         assert!(guest_host(&runs(&[([1.0, 1.0], None)]), 0, 4096).is_none());
+    }
+
+    #[test]
+    fn the_host_change_is_the_host_blocks_own() {
+        // In the guest B takes 10% longer; the host copies take the same
+        // time; a guest without host blocks is left out.
+        let logs = |ratio: f64, k: usize| -> Vec<f64> {
+            (0..8)
+                .map(|i| (ratio * (1.0 + 0.002 * ((i + k) % 3) as f64)).ln())
+                .collect()
+        };
+        let g: Vec<GuestRun> = (0..4)
+            .map(|k| GuestRun {
+                blocks: Blocks {
+                    logs: logs(1.1, k),
+                    ..Blocks::default()
+                },
+                host: (k < 3).then(|| Blocks {
+                    logs: logs(1.0, k),
+                    ..Blocks::default()
+                }),
+                per_slot: 1,
+            })
+            .collect();
+        let h = host_change(&g, 0.05).unwrap();
+        assert_eq!((h.blocks, h.guests), (24, 3));
+        assert!(h.change_pct.abs() < 0.5, "{h:?}");
+        let [lo, hi] = h.interval_pct;
+        assert!(lo <= h.change_pct && h.change_pct <= hi, "{h:?}");
+        assert!(host_change(&g[3..], 0.05).is_none());
     }
 
     #[test]

@@ -878,6 +878,16 @@ pub enum AbVerdict {
     Unresolved,
 }
 
+/// The host copies' B against A, by the estimator of the guest's change.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HostChange {
+    /// Throughput change of B against A, percent (B slower: negative).
+    pub change_pct: f64,
+    pub interval_pct: [f64; 2],
+    pub blocks: u64,
+    pub guests: u64,
+}
+
 /// One pair of cells measured A/B in one guest.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AbRow {
@@ -915,6 +925,11 @@ pub struct AbRow {
     /// older files.
     #[serde(default)]
     pub guest_host: [Option<PairedRatio>; 2],
+    /// B against A as the host copies measured it on the same buffers:
+    /// what host user space (perf bench's context) would have said.
+    /// `None` without a host baseline, or with too few host blocks.
+    #[serde(default)]
+    pub host_change: Option<HostChange>,
     /// Per kept block, ln(B time / A time).
     pub block_log_ratios: Vec<f64>,
 }
