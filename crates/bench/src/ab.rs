@@ -537,14 +537,15 @@ impl Pair<'_> {
             .iter()
             .filter_map(|g| blocks::shift(&g.blocks.logs, alpha).map(|s| s.est))
             .collect();
+        let (change_pct, interval_pct) = s.throughput_pct();
         Ok(AbRow {
             axes: self.specs[0].axes.clone(),
             a: name(0),
             b: name(1),
             a_ns: ns(0),
             b_ns: ns(1),
-            change_pct: blocks::throughput_pct(s.est),
-            interval_pct: [blocks::throughput_pct(s.hi), blocks::throughput_pct(s.lo)],
+            change_pct,
+            interval_pct,
             level: 1.0 - alpha,
             mde_pct: (s.mde.exp() - 1.0) * 100.0,
             verdict,
@@ -599,9 +600,10 @@ fn host_change(guests: &[GuestRun], alpha: f64) -> Option<HostChange> {
         .filter_map(|g| Some(g.host.as_ref()?.logs.clone()))
         .collect();
     let s = blocks::clustered(&logs, alpha)?;
+    let (change_pct, interval_pct) = s.throughput_pct();
     Some(HostChange {
-        change_pct: blocks::throughput_pct(s.est),
-        interval_pct: [blocks::throughput_pct(s.hi), blocks::throughput_pct(s.lo)],
+        change_pct,
+        interval_pct,
         blocks: s.blocks as u64,
         guests: s.groups as u64,
     })

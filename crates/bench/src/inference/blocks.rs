@@ -34,6 +34,18 @@ pub(crate) struct Shift {
     pub groups: usize,
 }
 
+impl Shift {
+    /// The estimate and its interval as throughput changes of B against
+    /// A, percent: a longer time is a lower throughput, so `hi` gives the
+    /// interval's lower end.
+    pub(crate) fn throughput_pct(&self) -> (f64, [f64; 2]) {
+        (
+            throughput_pct(self.est),
+            [throughput_pct(self.hi), throughput_pct(self.lo)],
+        )
+    }
+}
+
 fn z(p: f64) -> f64 {
     Normal::standard().inverse_cdf(p)
 }
